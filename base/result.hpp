@@ -17,9 +17,10 @@ inline Result<void> ok() { return {}; }
 }  // namespace fusee
 
 // Propagates an error from an expression yielding a Result, or yields its
-// value. Statement-expression (GCC/Clang) so call sites stay one line.
+// value. Statement-expression (GCC/Clang; __extension__ keeps -Wpedantic quiet)
+// so call sites stay one line.
 #define FUSEE_TRY(expr)                                   \
-  ({                                                      \
+  __extension__({                                         \
     auto fusee_try_result_ = (expr);                      \
     if (!fusee_try_result_) return fusee_try_result_.error(); \
     std::move(fusee_try_result_).value();                 \

@@ -1,0 +1,48 @@
+# Fusee's entry points. Each target does its own set-up on a fresh
+# Debian/Ubuntu machine: install the packages, configure, build.
+#   make demo        the demo (see README.md)
+#   make test        every default suite; ends with "tests: N passed, N failed"
+#   make test-long   the longer crash, kill and simulation runs
+#   make test-asan   the default suites under ASan + UBSan
+#   make bench       the benchmarks, beside the disk's raw flush latency
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+CCACHE     := $(shell command -v ccache 2>/dev/null)
+MESON_ENV  := CXX="$(CCACHE) g++"
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps build test test-long test-asan demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/build.ninja: | deps
+	@$(MESON_ENV) meson setup $(BUILD) --buildtype=debugoptimized >/dev/null
+
+build: deps $(BUILD)/build.ninja
+	@ninja -C $(BUILD) -j$(JOBS)
+
+test: build
+	@scripts/run-tests $(BUILD) unit crash
+
+test-long: build
+	@scripts/run-tests $(BUILD) unit crash slow
+
+$(ASAN_BUILD)/build.ninja: | deps
+	@$(MESON_ENV) meson setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+
+test-asan: deps $(ASAN_BUILD)/build.ninja
+	@ninja -C $(ASAN_BUILD) -j$(JOBS)
+	@UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 scripts/run-tests $(ASAN_BUILD) unit crash
+
+demo: build
+	@$(BUILD)/cli/fusee demo --dir ./data
+
+bench: build
+	@scripts/run-bench $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

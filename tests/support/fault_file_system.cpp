@@ -1,0 +1,1001 @@
+#include "tests/support/fault_file_system.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "base/assert.hpp"
+
+namespace fusee::testing {
+
+namespace {
+
+using InodeId = std::uint64_t;
+// Inode numbers start at the root; 0 marks "no parent" (the root's lookup).
+constexpr InodeId kNoInode = 0;
+constexpr InodeId kRootInode = 1;
+
+// Pages of the sparse image. Unrelated to kDirectAlignment; 4 KiB just keeps
+// the copy-on-write granularity close to what the log writes.
+constexpr std::size_t kPageBytes = 4096;
+// The unit a torn write is cut into: the smallest block a disk writes
+// atomically.
+constexpr std::size_t kSectorBytes = 512;
+
+std::error_code error(std::errc code) { return std::make_error_code(code); }
+
+// A file's bytes, sparse: pages never written read as zeros, so allocating a
+// large segment costs nothing. Pages are immutable and shared, so copying an
+// image (a sync, a clone, a crash image) copies pointers, not bytes, and two
+// file systems sharing a page never race on it.
+// Invariant: no page holds a non-zero byte at or past size_, so growing the
+// size exposes zeros without touching pages.
+class Image {
+ public:
+  std::uint64_t size() const { return size_; }
+
+  void write(std::uint64_t offset, std::span<const std::byte> data) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+      std::uint64_t at = offset + done;
+      std::size_t in_page = static_cast<std::size_t>(at % kPageBytes);
+      std::size_t n = std::min(kPageBytes - in_page, data.size() - done);
+      Page page = copy_page(at / kPageBytes);
+      std::memcpy(page.data() + in_page, data.data() + done, n);
+      pages_[at / kPageBytes] = std::make_shared<const Page>(page);
+      done += n;
+    }
+    size_ = std::max(size_, offset + data.size());
+  }
+
+  // Reads up to out.size() bytes; fewer only at the end.
+  std::size_t read(std::uint64_t offset, std::span<std::byte> out) const {
+    if (offset >= size_) return 0;
+    std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), size_ - offset));
+    std::size_t done = 0;
+    while (done < length) {
+      std::uint64_t at = offset + done;
+      std::size_t in_page = static_cast<std::size_t>(at % kPageBytes);
+      std::size_t n = std::min(kPageBytes - in_page, length - done);
+      auto it = pages_.find(at / kPageBytes);
+      if (it == pages_.end()) {
+        std::memset(out.data() + done, 0, n);
+      } else {
+        std::memcpy(out.data() + done, it->second->data() + in_page, n);
+      }
+      done += n;
+    }
+    return length;
+  }
+
+  void resize(std::uint64_t size) {
+    if (size < size_) {
+      // Keep the invariant: forget whole pages past the end and zero the tail
+      // of the last partial one, so a later extension reads zeros as on disk.
+      std::uint64_t first_gone = (size + kPageBytes - 1) / kPageBytes;
+      pages_.erase(pages_.lower_bound(first_gone), pages_.end());
+      std::size_t tail = static_cast<std::size_t>(size % kPageBytes);
+      if (tail != 0 && pages_.contains(size / kPageBytes)) {
+        Page page = copy_page(size / kPageBytes);
+        std::memset(page.data() + tail, 0, kPageBytes - tail);
+        pages_[size / kPageBytes] = std::make_shared<const Page>(page);
+      }
+    }
+    size_ = size;
+  }
+
+  void flip_bit(std::uint64_t bit_offset) {
+    std::uint64_t at = bit_offset / 8;
+    FUSEE_ASSERT(at < size_, "flip_bit past the end of the image");
+    Page page = copy_page(at / kPageBytes);
+    page[at % kPageBytes] ^= std::byte{static_cast<unsigned char>(1u << (bit_offset % 8))};
+    pages_[at / kPageBytes] = std::make_shared<const Page>(page);
+  }
+
+  std::vector<std::byte> bytes() const {
+    std::vector<std::byte> out(static_cast<std::size_t>(size_));
+    std::size_t n = read(0, out);
+    FUSEE_ASSERT(n == out.size(), "an image reads back its whole size");
+    return out;
+  }
+
+ private:
+  using Page = std::array<std::byte, kPageBytes>;
+
+  Page copy_page(std::uint64_t index) const {
+    auto it = pages_.find(index);
+    if (it == pages_.end()) return Page{};
+    return *it->second;
+  }
+
+  std::map<std::uint64_t, std::shared_ptr<const Page>> pages_;
+  std::uint64_t size_ = 0;
+};
+
+// A write, truncate or allocate not yet made durable by sync_data (or a dsync
+// write, which is durable but must still be replayed in its place in the
+// order, so that an earlier kept write cannot land on top of it).
+struct DataOp {
+  enum class Kind { write, truncate, allocate };
+  std::uint64_t seq = 0;  // global across files: the order a crash replays in
+  Kind kind = Kind::write;
+  std::uint64_t offset = 0;  // write, allocate
+  std::uint64_t length = 0;  // allocate: bytes; truncate: the new size
+  std::vector<std::byte> bytes;  // write
+  bool durable = false;          // a dsync write
+};
+
+void apply(Image& image, const DataOp& op) {
+  switch (op.kind) {
+    case DataOp::Kind::write:
+      image.write(op.offset, op.bytes);
+      break;
+    case DataOp::Kind::truncate:
+      image.resize(op.length);
+      break;
+    case DataOp::Kind::allocate:
+      if (op.offset + op.length > image.size()) image.resize(op.offset + op.length);
+      break;
+  }
+}
+
+struct Inode {
+  bool is_dir = false;
+  // The contents as of the last sync_data (a directory has none).
+  Image synced;
+  // synced with every pending op applied: what reads see.
+  Image current;
+  std::vector<DataOp> pending;
+  int open_handles = 0;
+};
+
+// A directory-entry change not yet made durable by sync_dir on `dir`.
+// Kept to count them and to drop those of a directory that disappears; the
+// durable effect of sync_dir is simply copying the directory's visible
+// entries (see sync_dir).
+struct NamespaceOp {
+  std::uint64_t seq = 0;
+  InodeId dir = kNoInode;
+  std::string name;
+  std::optional<InodeId> target;  // nullopt: the entry was removed
+};
+
+// Directory inode -> its entries (name -> inode), kept twice: as synced by
+// sync_dir, and as visible now.
+using Directories = std::map<InodeId, std::map<std::string, InodeId>>;
+
+}  // namespace
+
+namespace detail {
+
+// Everything a FaultFileSystem knows, copyable so that clone() is a copy.
+struct FaultData {
+  FaultFileSystemOptions options;
+  std::map<InodeId, Inode> inodes;
+  Directories synced_names;
+  Directories visible_names;
+  std::vector<NamespaceOp> pending_names;
+  InodeId next_inode = kRootInode + 1;
+  std::uint64_t next_seq = 1;
+
+  std::uint64_t operation_count = 0;
+  std::optional<std::uint64_t> crash_after_ops;
+
+  struct ArmedFault {
+    Fault fault;
+    std::uint64_t matched = 0;
+  };
+  std::vector<ArmedFault> faults;
+  std::uint64_t faults_fired = 0;
+
+  FaultData() {
+    inodes[kRootInode].is_dir = true;
+    synced_names[kRootInode];
+    visible_names[kRootInode];
+  }
+};
+
+struct FaultState {
+  std::mutex mutex;
+  FaultData data;
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::FaultData;
+
+bool is_crashed(const FaultData& s) {
+  return s.crash_after_ops.has_value() && s.operation_count >= *s.crash_after_ops;
+}
+
+Result<void> check_not_crashed(const FaultData& s) {
+  if (is_crashed(s)) return error(std::errc::io_error);
+  return ok();
+}
+
+// The first step of every counted operation: refuse once crashed, else count.
+Result<void> start_operation(FaultData& s) {
+  if (is_crashed(s)) return error(std::errc::io_error);
+  ++s.operation_count;
+  return ok();
+}
+
+bool matches(OpKind filter, OpKind kind) {
+  if (filter == OpKind::any) return true;
+  if (filter == OpKind::sync) return kind == OpKind::sync_data || kind == OpKind::sync_dir;
+  return filter == kind;
+}
+
+// Called once a counted operation has passed its checks, right before it
+// changes anything: the effect to inject, if a fault fires.
+std::optional<FaultEffect> take_fault(FaultData& s, OpKind kind) {
+  std::optional<FaultEffect> effect;
+  for (auto& armed : s.faults) {
+    if (!matches(armed.fault.kind, kind)) continue;
+    ++armed.matched;
+    bool fires = armed.matched == armed.fault.nth ||
+                 (armed.fault.persistent && armed.matched > armed.fault.nth);
+    // Every matching fault counts the operation, but only the first decides.
+    if (fires && !effect) effect = armed.fault.effect;
+  }
+  if (effect) ++s.faults_fired;
+  return effect;
+}
+
+// The error for an operation other than a write hit by `effect`.
+std::error_code fault_error(FaultEffect effect) {
+  return error(effect == FaultEffect::no_space ? std::errc::no_space_on_device
+                                               : std::errc::io_error);
+}
+
+Result<std::vector<std::string>> split_path(const std::string& path) {
+  if (path.empty()) return error(std::errc::no_such_file_or_directory);
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  while (begin <= path.size()) {
+    std::size_t end = path.find('/', begin);
+    if (end == std::string::npos) end = path.size();
+    std::string part = path.substr(begin, end - begin);
+    // ".." would need parent links and no caller needs it; refuse it rather
+    // than resolve it wrongly.
+    if (part == "..") return error(std::errc::invalid_argument);
+    if (!part.empty() && part != ".") parts.push_back(std::move(part));
+    begin = end + 1;
+  }
+  return parts;
+}
+
+// Where a path leads in one namespace: the directory holding the entry, the
+// entry's name and, if it exists, its inode. The root has parent kNoInode.
+struct Lookup {
+  InodeId parent = kNoInode;
+  std::string name;
+  std::optional<InodeId> inode;
+};
+
+Result<Lookup> lookup(const FaultData& s, const Directories& dirs,
+                      const std::vector<std::string>& parts) {
+  if (parts.empty()) return Lookup{kNoInode, "", kRootInode};
+  InodeId dir = kRootInode;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    const auto& entries = dirs.at(dir);
+    auto it = entries.find(parts[i]);
+    if (it == entries.end()) return error(std::errc::no_such_file_or_directory);
+    if (!s.inodes.at(it->second).is_dir) return error(std::errc::not_a_directory);
+    dir = it->second;
+  }
+  Lookup found{dir, parts.back(), std::nullopt};
+  const auto& entries = dirs.at(dir);
+  if (auto it = entries.find(parts.back()); it != entries.end()) found.inode = it->second;
+  return found;
+}
+
+Result<Lookup> lookup_visible(const FaultData& s, const std::string& path) {
+  auto parts = split_path(path);
+  if (!parts) return parts.error();
+  return lookup(s, s.visible_names, *parts);
+}
+
+// The inode of an existing visible entry.
+Result<InodeId> resolve(const FaultData& s, const std::string& path) {
+  auto found = lookup_visible(s, path);
+  if (!found) return found.error();
+  if (!found->inode) return error(std::errc::no_such_file_or_directory);
+  return *found->inode;
+}
+
+Result<InodeId> resolve_file(const FaultData& s, const std::string& path) {
+  auto id = resolve(s, path);
+  if (!id) return id;
+  if (s.inodes.at(*id).is_dir) return error(std::errc::is_a_directory);
+  return id;
+}
+
+Result<InodeId> resolve_dir(const FaultData& s, const std::string& path) {
+  auto id = resolve(s, path);
+  if (!id) return id;
+  if (!s.inodes.at(*id).is_dir) return error(std::errc::not_a_directory);
+  return id;
+}
+
+void link(FaultData& s, InodeId dir, const std::string& name, InodeId target) {
+  s.visible_names[dir][name] = target;
+  s.pending_names.push_back({s.next_seq++, dir, name, target});
+}
+
+void unlink(FaultData& s, InodeId dir, const std::string& name) {
+  s.visible_names[dir].erase(name);
+  s.pending_names.push_back({s.next_seq++, dir, name, std::nullopt});
+}
+
+// Every inode a crash could still show, whichever way names are resolved:
+// reachable from the root through synced or visible entries. A directory's
+// synced entries count even where the directory itself is not yet synced into
+// its parent, because a later sync of the parent would expose them.
+std::set<InodeId> reachable_either(const FaultData& s) {
+  std::set<InodeId> seen{kRootInode};
+  std::deque<InodeId> queue{kRootInode};
+  while (!queue.empty()) {
+    InodeId dir = queue.front();
+    queue.pop_front();
+    for (const Directories* names : {&s.synced_names, &s.visible_names}) {
+      auto it = names->find(dir);
+      if (it == names->end()) continue;
+      for (const auto& [name, id] : it->second) {
+        if (!seen.insert(id).second) continue;
+        if (s.inodes.at(id).is_dir) queue.push_back(id);
+      }
+    }
+  }
+  return seen;
+}
+
+// Reachable from the root through one namespace only: what a crash image
+// holds.
+std::set<InodeId> reachable(const FaultData& s, const Directories& names) {
+  std::set<InodeId> seen{kRootInode};
+  std::deque<InodeId> queue{kRootInode};
+  while (!queue.empty()) {
+    InodeId dir = queue.front();
+    queue.pop_front();
+    auto it = names.find(dir);
+    if (it == names.end()) continue;
+    for (const auto& [name, id] : it->second) {
+      if (!seen.insert(id).second) continue;
+      if (s.inodes.at(id).is_dir) queue.push_back(id);
+    }
+  }
+  return seen;
+}
+
+// Forgets inodes nothing can reach any more, so that a long workload that
+// rolls and retires segments does not keep every byte it ever wrote, and so
+// that their pending operations do not inflate pending_data_op_count().
+void collect_garbage(FaultData& s) {
+  std::set<InodeId> live = reachable_either(s);
+  for (const auto& [id, inode] : s.inodes) {
+    if (inode.open_handles > 0) live.insert(id);
+  }
+  std::erase_if(s.inodes, [&](const auto& entry) { return !live.contains(entry.first); });
+  std::erase_if(s.synced_names, [&](const auto& entry) { return !live.contains(entry.first); });
+  std::erase_if(s.visible_names, [&](const auto& entry) { return !live.contains(entry.first); });
+  std::erase_if(s.pending_names, [&](const NamespaceOp& op) { return !live.contains(op.dir); });
+}
+
+// synced plus the dsync writes since: what survives a crash that keeps none
+// of the other pending operations.
+Image durable_image(const Inode& inode) {
+  Image image = inode.synced;
+  for (const auto& op : inode.pending) {
+    if (op.durable) apply(image, op);
+  }
+  return image;
+}
+
+void replay_current(Inode& inode) {
+  inode.current = inode.synced;
+  for (const auto& op : inode.pending) apply(inode.current, op);
+}
+
+std::size_t count_undecided(const FaultData& s) {
+  std::size_t count = 0;
+  for (InodeId id : reachable_either(s)) {
+    for (const auto& op : s.inodes.at(id).pending) count += op.durable ? 0 : 1;
+  }
+  return count;
+}
+
+// What a crash does to one pending (not durable) data operation.
+struct Fate {
+  bool keep = false;
+  // tear: the pieces of a write that reach the disk, each a sector kept,
+  // zeroed or filled with garbage (dropped sectors are absent).
+  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> pieces;
+};
+
+std::unordered_map<std::uint64_t, Fate> decide_fates(const FaultData& s,
+                                                      const CrashOutcome& outcome) {
+  // Every choice is made in global sequence order, so the same seed gives the
+  // same image however the inodes happen to be laid out.
+  std::vector<const DataOp*> undecided;
+  for (InodeId id : reachable_either(s)) {
+    for (const auto& op : s.inodes.at(id).pending) {
+      if (!op.durable) undecided.push_back(&op);
+    }
+  }
+  std::sort(undecided.begin(), undecided.end(),
+            [](const DataOp* a, const DataOp* b) { return a->seq < b->seq; });
+
+  std::mt19937_64 rng(outcome.seed);
+  std::unordered_map<std::uint64_t, Fate> fates;
+  for (std::size_t i = 0; i < undecided.size(); ++i) {
+    const DataOp& op = *undecided[i];
+    Fate& fate = fates[op.seq];
+    switch (outcome.data) {
+      case CrashOutcome::Data::drop_all:
+        break;
+      case CrashOutcome::Data::keep_all:
+        fate.keep = true;
+        break;
+      case CrashOutcome::Data::keep_first_k:
+        fate.keep = i < outcome.keep_count;
+        break;
+      case CrashOutcome::Data::random_subset:
+        fate.keep = (rng() & 1) != 0;
+        break;
+      case CrashOutcome::Data::tear: {
+        if (op.kind != DataOp::Kind::write) {
+          fate.keep = (rng() & 1) != 0;
+          break;
+        }
+        // Sectors are aligned to the disk, not to the write: a write at
+        // offset 100 tears at 512, 1024, ...
+        std::uint64_t at = op.offset;
+        std::uint64_t end = op.offset + op.bytes.size();
+        while (at < end) {
+          std::uint64_t sector_end = std::min(end, (at / kSectorBytes + 1) * kSectorBytes);
+          auto first = op.bytes.begin() + static_cast<std::ptrdiff_t>(at - op.offset);
+          std::vector<std::byte> piece(first, first + static_cast<std::ptrdiff_t>(sector_end - at));
+          switch (rng() % 4) {
+            case 0:  // kept
+              fate.pieces.emplace_back(at, std::move(piece));
+              break;
+            case 1:  // dropped: the old bytes stay
+              break;
+            case 2:  // zeroed
+              std::fill(piece.begin(), piece.end(), std::byte{0});
+              fate.pieces.emplace_back(at, std::move(piece));
+              break;
+            default: {  // garbage
+              std::uint64_t word = 0;
+              for (std::size_t b = 0; b < piece.size(); ++b) {
+                if (b % 8 == 0) word = rng();
+                piece[b] = static_cast<std::byte>(word >> (8 * (b % 8)));
+              }
+              fate.pieces.emplace_back(at, std::move(piece));
+              break;
+            }
+          }
+          at = sector_end;
+        }
+        break;
+      }
+    }
+  }
+  return fates;
+}
+
+std::error_code not_writable() { return error(std::errc::bad_file_descriptor); }
+
+bool aligned(std::uint64_t offset, std::size_t length, const void* buffer) {
+  return offset % io::kDirectAlignment == 0 && length % io::kDirectAlignment == 0 &&
+         reinterpret_cast<std::uintptr_t>(buffer) % io::kDirectAlignment == 0;
+}
+
+class FaultFile final : public io::File {
+ public:
+  FaultFile(std::shared_ptr<detail::FaultState> state, InodeId inode, bool writable, bool direct)
+      : state_(std::move(state)), inode_(inode), writable_(writable), direct_(direct) {}
+
+  ~FaultFile() override {
+    std::lock_guard lock(state_->mutex);
+    --state_->data.inodes.at(inode_).open_handles;
+    collect_garbage(state_->data);
+  }
+
+  Result<std::size_t> write_at(std::uint64_t offset, std::span<const std::byte> data,
+                               io::WriteFlags flags) override {
+    std::lock_guard lock(state_->mutex);
+    FaultData& s = state_->data;
+    if (auto started = start_operation(s); !started) return started.error();
+    if (!writable_) return not_writable();
+    if (direct_ && s.options.refuse_direct_write) return error(std::errc::invalid_argument);
+    if (direct_ && !aligned(offset, data.size(), data.data())) {
+      return error(std::errc::invalid_argument);
+    }
+    std::size_t length = data.size();
+    if (auto effect = take_fault(s, OpKind::write)) {
+      if (*effect != FaultEffect::short_write) return fault_error(*effect);
+      length = data.size() / 2;
+      // A direct write stops on a sector boundary.
+      if (direct_) length = length / kSectorBytes * kSectorBytes;
+    }
+    if (length == 0) return length;
+
+    Inode& inode = s.inodes.at(inode_);
+    DataOp op;
+    op.seq = s.next_seq++;
+    op.kind = DataOp::Kind::write;
+    op.offset = offset;
+    op.bytes.assign(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(length));
+    op.durable = flags == io::WriteFlags::dsync;
+    apply(inode.current, op);
+    inode.pending.push_back(std::move(op));
+    return length;
+  }
+
+  Result<std::size_t> read_at(std::uint64_t offset, std::span<std::byte> out) override {
+    std::lock_guard lock(state_->mutex);
+    const FaultData& s = state_->data;
+    if (auto alive = check_not_crashed(s); !alive) return alive.error();
+    if (direct_ && !aligned(offset, out.size(), out.data())) {
+      return error(std::errc::invalid_argument);
+    }
+    return s.inodes.at(inode_).current.read(offset, out);
+  }
+
+  Result<void> sync_data() override {
+    std::lock_guard lock(state_->mutex);
+    FaultData& s = state_->data;
+    if (auto started = start_operation(s); !started) return started.error();
+    Inode& inode = s.inodes.at(inode_);
+    if (auto effect = take_fault(s, OpKind::sync_data)) {
+      if (*effect == FaultEffect::sync_loses_data) {
+        // Writeback failed and the kernel marked the pages clean: the unsynced
+        // data is gone for good, and nothing is left for the next sync to
+        // report. The dsync writes had already reached the disk.
+        inode.synced = durable_image(inode);
+        inode.current = inode.synced;
+        inode.pending.clear();
+      }
+      return fault_error(*effect);
+    }
+    inode.synced = inode.current;
+    inode.pending.clear();
+    return ok();
+  }
+
+  Result<void> truncate(std::uint64_t size_bytes) override {
+    DataOp op;
+    op.kind = DataOp::Kind::truncate;
+    op.length = size_bytes;
+    return record(std::move(op), OpKind::truncate);
+  }
+
+  Result<void> allocate(std::uint64_t offset, std::uint64_t length) override {
+    if (length == 0) {
+      // Linux refuses a zero-length fallocate; still a counted call.
+      std::lock_guard lock(state_->mutex);
+      if (auto started = start_operation(state_->data); !started) return started.error();
+      return error(std::errc::invalid_argument);
+    }
+    DataOp op;
+    op.kind = DataOp::Kind::allocate;
+    op.offset = offset;
+    op.length = length;
+    return record(std::move(op), OpKind::allocate);
+  }
+
+  Result<std::uint64_t> size() override {
+    std::lock_guard lock(state_->mutex);
+    const FaultData& s = state_->data;
+    if (auto alive = check_not_crashed(s); !alive) return alive.error();
+    return s.inodes.at(inode_).current.size();
+  }
+
+  bool direct() const override { return direct_; }
+
+ private:
+  // A truncate or allocate: pending until sync_data.
+  Result<void> record(DataOp op, OpKind kind) {
+    std::lock_guard lock(state_->mutex);
+    FaultData& s = state_->data;
+    if (auto started = start_operation(s); !started) return started.error();
+    if (!writable_) return not_writable();
+    if (auto effect = take_fault(s, kind)) return fault_error(*effect);
+    Inode& inode = s.inodes.at(inode_);
+    op.seq = s.next_seq++;
+    apply(inode.current, op);
+    inode.pending.push_back(std::move(op));
+    return ok();
+  }
+
+  std::shared_ptr<detail::FaultState> state_;
+  InodeId inode_;
+  bool writable_;
+  bool direct_;
+};
+
+}  // namespace
+
+std::string CrashOutcome::describe() const {
+  std::string text;
+  switch (data) {
+    case Data::drop_all:
+      text = "drop_all";
+      break;
+    case Data::keep_all:
+      text = "keep_all";
+      break;
+    case Data::keep_first_k:
+      text = "keep_first_k(" + std::to_string(keep_count) + ")";
+      break;
+    case Data::random_subset:
+      text = "random_subset(seed=" + std::to_string(seed) + ")";
+      break;
+    case Data::tear:
+      text = "tear(seed=" + std::to_string(seed) + ")";
+      break;
+  }
+  return text + (names == Names::keep ? ", names=keep" : ", names=revert");
+}
+
+std::vector<CrashOutcome> all_crash_outcomes(std::size_t pending_data_ops,
+                                             std::uint64_t seed_count) {
+  std::vector<CrashOutcome> outcomes;
+  for (auto names : {CrashOutcome::Names::revert, CrashOutcome::Names::keep}) {
+    outcomes.push_back(CrashOutcome::drop_all(names));
+    // With nothing pending every data outcome is drop_all.
+    if (pending_data_ops == 0) continue;
+    for (std::size_t k = 1; k < pending_data_ops; ++k) {
+      outcomes.push_back(CrashOutcome::keep_first_k(k, names));
+    }
+    outcomes.push_back(CrashOutcome::keep_all(names));
+    for (std::uint64_t seed = 0; seed < seed_count; ++seed) {
+      outcomes.push_back(CrashOutcome::random_subset(seed, names));
+      outcomes.push_back(CrashOutcome::tear(seed, names));
+    }
+  }
+  return outcomes;
+}
+
+FaultFileSystem::FaultFileSystem() : FaultFileSystem(Options{}) {}
+
+FaultFileSystem::FaultFileSystem(Options options)
+    : state_(std::make_shared<detail::FaultState>()) {
+  state_->data.options = options;
+}
+
+FaultFileSystem::FaultFileSystem(std::shared_ptr<detail::FaultState> state)
+    : state_(std::move(state)) {}
+
+FaultFileSystem::~FaultFileSystem() = default;
+
+Result<std::unique_ptr<io::File>> FaultFileSystem::open(const std::string& path,
+                                                        io::OpenOptions options) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  auto counted = options.create ? start_operation(s) : check_not_crashed(s);
+  if (!counted) return counted.error();
+  auto found = lookup_visible(s, path);
+  if (!found) return found.error();
+  if (found->parent == kNoInode) return error(std::errc::is_a_directory);
+  if (options.direct && s.options.refuse_direct_open) return error(std::errc::invalid_argument);
+  if (found->inode) {
+    if (s.inodes.at(*found->inode).is_dir) return error(std::errc::is_a_directory);
+    if (options.create && options.exclusive) return error(std::errc::file_exists);
+  } else if (!options.create) {
+    return error(std::errc::no_such_file_or_directory);
+  }
+  if (options.create) {
+    if (auto effect = take_fault(s, OpKind::create)) return fault_error(*effect);
+  }
+  InodeId id;
+  if (found->inode) {
+    id = *found->inode;
+  } else {
+    id = s.next_inode++;
+    s.inodes[id];
+    link(s, found->parent, found->name, id);
+  }
+  ++s.inodes.at(id).open_handles;
+  return std::unique_ptr<io::File>(
+      std::make_unique<FaultFile>(state_, id, options.write, options.direct));
+}
+
+Result<void> FaultFileSystem::rename(const std::string& from, const std::string& to) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  if (auto started = start_operation(s); !started) return started.error();
+  auto from_parts = split_path(from);
+  if (!from_parts) return from_parts.error();
+  auto to_parts = split_path(to);
+  if (!to_parts) return to_parts.error();
+  if (from_parts->empty() || to_parts->empty()) return error(std::errc::device_or_resource_busy);
+  auto source = lookup(s, s.visible_names, *from_parts);
+  if (!source) return source.error();
+  if (!source->inode) return error(std::errc::no_such_file_or_directory);
+  auto target = lookup(s, s.visible_names, *to_parts);
+  if (!target) return target.error();
+
+  bool moving_dir = s.inodes.at(*source->inode).is_dir;
+  if (moving_dir && to_parts->size() > from_parts->size() &&
+      std::equal(from_parts->begin(), from_parts->end(), to_parts->begin())) {
+    return error(std::errc::invalid_argument);  // into itself
+  }
+  if (target->inode) {
+    // POSIX: renaming a file onto itself (another link to it) does nothing.
+    if (*target->inode == *source->inode) return ok();
+    bool replacing_dir = s.inodes.at(*target->inode).is_dir;
+    if (moving_dir && !replacing_dir) return error(std::errc::not_a_directory);
+    if (!moving_dir && replacing_dir) return error(std::errc::is_a_directory);
+    if (replacing_dir && !s.visible_names.at(*target->inode).empty()) {
+      return error(std::errc::directory_not_empty);
+    }
+  }
+  if (auto effect = take_fault(s, OpKind::rename)) return fault_error(*effect);
+  link(s, target->parent, target->name, *source->inode);
+  unlink(s, source->parent, source->name);
+  collect_garbage(s);
+  return ok();
+}
+
+Result<void> FaultFileSystem::remove(const std::string& path) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  if (auto started = start_operation(s); !started) return started.error();
+  auto found = lookup_visible(s, path);
+  if (!found) return found.error();
+  if (!found->inode) return error(std::errc::no_such_file_or_directory);
+  if (s.inodes.at(*found->inode).is_dir) return error(std::errc::is_a_directory);
+  if (auto effect = take_fault(s, OpKind::remove)) return fault_error(*effect);
+  unlink(s, found->parent, found->name);
+  collect_garbage(s);
+  return ok();
+}
+
+Result<void> FaultFileSystem::create_dir(const std::string& path) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  if (auto started = start_operation(s); !started) return started.error();
+  auto found = lookup_visible(s, path);
+  if (!found) return found.error();
+  if (found->inode && !s.inodes.at(*found->inode).is_dir) return error(std::errc::file_exists);
+  if (auto effect = take_fault(s, OpKind::create_dir)) return fault_error(*effect);
+  if (found->inode) return ok();
+  InodeId id = s.next_inode++;
+  s.inodes[id].is_dir = true;
+  s.synced_names[id];
+  s.visible_names[id];
+  link(s, found->parent, found->name, id);
+  return ok();
+}
+
+Result<void> FaultFileSystem::remove_dir(const std::string& path) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  if (auto started = start_operation(s); !started) return started.error();
+  auto found = lookup_visible(s, path);
+  if (!found) return found.error();
+  if (found->parent == kNoInode) return error(std::errc::device_or_resource_busy);
+  if (!found->inode) return error(std::errc::no_such_file_or_directory);
+  if (!s.inodes.at(*found->inode).is_dir) return error(std::errc::not_a_directory);
+  if (!s.visible_names.at(*found->inode).empty()) return error(std::errc::directory_not_empty);
+  if (auto effect = take_fault(s, OpKind::remove_dir)) return fault_error(*effect);
+  unlink(s, found->parent, found->name);
+  collect_garbage(s);
+  return ok();
+}
+
+Result<std::vector<std::string>> FaultFileSystem::list(const std::string& path) {
+  std::lock_guard lock(state_->mutex);
+  const FaultData& s = state_->data;
+  if (auto alive = check_not_crashed(s); !alive) return alive.error();
+  auto dir = resolve_dir(s, path);
+  if (!dir) return dir.error();
+  std::vector<std::string> names;
+  for (const auto& [name, id] : s.visible_names.at(*dir)) names.push_back(name);
+  return names;
+}
+
+Result<bool> FaultFileSystem::exists(const std::string& path) {
+  std::lock_guard lock(state_->mutex);
+  const FaultData& s = state_->data;
+  // Result<bool> will not take a bare error_code (bool is constructible from
+  // too much), so errors go in explicitly.
+  if (auto alive = check_not_crashed(s); !alive) {
+    return Result<bool>(boost::system::in_place_error, alive.error());
+  }
+  auto parts = split_path(path);
+  if (!parts) return Result<bool>(boost::system::in_place_error, parts.error());
+  auto found = lookup(s, s.visible_names, *parts);
+  // A missing or non-directory parent means the path does not exist, as stat says.
+  return found && found->inode.has_value();
+}
+
+Result<void> FaultFileSystem::sync_dir(const std::string& path) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  if (auto started = start_operation(s); !started) return started.error();
+  auto dir = resolve_dir(s, path);
+  if (!dir) return dir.error();
+  if (auto effect = take_fault(s, OpKind::sync_dir)) return fault_error(*effect);
+  // Replaying this directory's pending entry changes in order onto its synced
+  // entries ends, name by name, at the visible entry: every change to a name
+  // in this directory is one of them. So the replay is a copy.
+  s.synced_names[*dir] = s.visible_names.at(*dir);
+  std::erase_if(s.pending_names, [&](const NamespaceOp& op) { return op.dir == *dir; });
+  collect_garbage(s);
+  return ok();
+}
+
+std::unique_ptr<FaultFileSystem> FaultFileSystem::crash_image(const CrashOutcome& outcome) const {
+  std::lock_guard lock(state_->mutex);
+  const FaultData& s = state_->data;
+  auto fates = decide_fates(s, outcome);
+  const Directories& names =
+      outcome.names == CrashOutcome::Names::keep ? s.visible_names : s.synced_names;
+
+  auto image = std::make_shared<detail::FaultState>();
+  FaultData& after = image->data;
+  after.options = s.options;
+  after.next_inode = s.next_inode;
+  after.next_seq = s.next_seq;
+  for (InodeId id : reachable(s, names)) {
+    const Inode& inode = s.inodes.at(id);
+    Inode& survivor = after.inodes[id];
+    survivor.is_dir = inode.is_dir;
+    if (inode.is_dir) {
+      after.synced_names[id] = names.at(id);
+      after.visible_names[id] = names.at(id);
+      continue;
+    }
+    survivor.synced = inode.synced;
+    for (const auto& op : inode.pending) {
+      if (op.durable) {
+        apply(survivor.synced, op);
+        continue;
+      }
+      const Fate& fate = fates.at(op.seq);
+      if (fate.keep) apply(survivor.synced, op);
+      for (const auto& [offset, bytes] : fate.pieces) survivor.synced.write(offset, bytes);
+    }
+    survivor.current = survivor.synced;
+  }
+  return std::unique_ptr<FaultFileSystem>(new FaultFileSystem(std::move(image)));
+}
+
+std::size_t FaultFileSystem::pending_data_op_count() const {
+  std::lock_guard lock(state_->mutex);
+  return count_undecided(state_->data);
+}
+
+std::size_t FaultFileSystem::pending_namespace_op_count() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->data.pending_names.size();
+}
+
+void FaultFileSystem::set_crash_after_ops(std::uint64_t n) {
+  std::lock_guard lock(state_->mutex);
+  state_->data.crash_after_ops = n;
+}
+
+bool FaultFileSystem::crashed() const {
+  std::lock_guard lock(state_->mutex);
+  return is_crashed(state_->data);
+}
+
+std::uint64_t FaultFileSystem::operation_count() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->data.operation_count;
+}
+
+void FaultFileSystem::inject(const Fault& fault) {
+  FUSEE_ASSERT(fault.nth >= 1, "Fault::nth is 1-based");
+  std::lock_guard lock(state_->mutex);
+  state_->data.faults.push_back({fault, 0});
+}
+
+void FaultFileSystem::clear_faults() {
+  std::lock_guard lock(state_->mutex);
+  state_->data.faults.clear();
+}
+
+std::uint64_t FaultFileSystem::faults_fired() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->data.faults_fired;
+}
+
+FaultFileSystem::Options FaultFileSystem::options() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->data.options;
+}
+
+void FaultFileSystem::set_options(Options options) {
+  std::lock_guard lock(state_->mutex);
+  state_->data.options = options;
+}
+
+Result<std::vector<std::byte>> FaultFileSystem::contents(const std::string& path) const {
+  std::lock_guard lock(state_->mutex);
+  const FaultData& s = state_->data;
+  auto id = resolve_file(s, path);
+  if (!id) return id.error();
+  return s.inodes.at(*id).current.bytes();
+}
+
+Result<std::vector<std::byte>> FaultFileSystem::durable_contents(const std::string& path) const {
+  std::lock_guard lock(state_->mutex);
+  const FaultData& s = state_->data;
+  auto id = resolve_file(s, path);
+  if (!id) return id.error();
+  return durable_image(s.inodes.at(*id)).bytes();
+}
+
+Result<void> FaultFileSystem::corrupt_bit(const std::string& path, std::uint64_t bit_offset) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  auto id = resolve_file(s, path);
+  if (!id) return id.error();
+  Inode& inode = s.inodes.at(*id);
+  if (bit_offset / 8 >= inode.synced.size()) return error(std::errc::invalid_argument);
+  inode.synced.flip_bit(bit_offset);
+  replay_current(inode);
+  return ok();
+}
+
+Result<void> FaultFileSystem::truncate_durable(const std::string& path, std::uint64_t size_bytes) {
+  std::lock_guard lock(state_->mutex);
+  FaultData& s = state_->data;
+  auto id = resolve_file(s, path);
+  if (!id) return id.error();
+  Inode& inode = s.inodes.at(*id);
+  inode.synced.resize(size_bytes);
+  replay_current(inode);
+  return ok();
+}
+
+std::vector<std::string> FaultFileSystem::list_files_recursive() const {
+  std::lock_guard lock(state_->mutex);
+  const FaultData& s = state_->data;
+  std::vector<std::string> files;
+  std::vector<std::pair<InodeId, std::string>> stack{{kRootInode, ""}};
+  while (!stack.empty()) {
+    auto [dir, prefix] = stack.back();
+    stack.pop_back();
+    for (const auto& [name, id] : s.visible_names.at(dir)) {
+      std::string path = prefix + "/" + name;
+      if (s.inodes.at(id).is_dir) {
+        stack.emplace_back(id, path);
+      } else {
+        files.push_back(std::move(path));
+      }
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::unique_ptr<FaultFileSystem> FaultFileSystem::clone() const {
+  auto copy = std::make_shared<detail::FaultState>();
+  {
+    std::lock_guard lock(state_->mutex);
+    copy->data = state_->data;
+  }
+  // The copy has no open files: what only they kept alive is garbage there.
+  for (auto& [id, inode] : copy->data.inodes) inode.open_handles = 0;
+  collect_garbage(copy->data);
+  return std::unique_ptr<FaultFileSystem>(new FaultFileSystem(std::move(copy)));
+}
+
+}  // namespace fusee::testing

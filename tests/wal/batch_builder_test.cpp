@@ -1,0 +1,101 @@
+// Group commit's planning: hand-off and batch limits, cuts at record
+// boundaries, shards taking turns.
+#include <doctest/doctest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "wal/batch_builder.hpp"
+
+using namespace fusee::wal;
+
+namespace {
+std::vector<std::byte> record_of(std::size_t size, int fill) { return std::vector<std::byte>(size, std::byte(fill)); }
+
+std::uint32_t planned_records(const BatchPlan& plan) {
+  std::uint32_t total = 0;
+  for (const auto& section : plan.sections) total += section.record_count;
+  return total;
+}
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("every shard with staged records gets a section in one batch") {
+  std::vector<ShardStage> stages(8);
+  for (ShardId shard = 0; shard < 8; shard += 2) stages[shard].push(record_of(100, shard));
+  auto plan = plan_batch(stages, 0, 64 * 1024, 8 * 1024);
+  REQUIRE(plan.sections.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(plan.sections[i].shard == 2 * i);
+  CHECK(plan.body_bytes == 4 * (kSectionHeaderBytes + 1 + 100));
+}
+
+TEST_CASE("a shard hands over at most the hand-off limit, but always one record") {
+  std::vector<ShardStage> stages(2);
+  for (int i = 0; i < 10; ++i) stages[0].push(record_of(1000, i));
+  stages[1].push(record_of(5000, 9));
+  auto plan = plan_batch(stages, 0, 1 << 20, 3000);
+  REQUIRE(plan.sections.size() == 2);
+  CHECK(plan.sections[0].record_count == 2);  // 2 x 1002 bytes fit 3000, 3 do not
+  CHECK(plan.sections[1].record_count == 1);  // larger than the hand-off, still goes
+}
+
+TEST_CASE("a backlog larger than a batch is cut at record boundaries with shards taking turns first") {
+  std::vector<ShardStage> stages(3);
+  for (ShardId shard = 0; shard < 3; ++shard)
+    for (int i = 0; i < 200; ++i) stages[shard].push(record_of(300, i));
+  const std::size_t batch_max = 8 * kBlockBytes;
+  std::vector<std::uint32_t> taken(3, 0);
+  ShardId turn = 0;
+  std::vector<ShardId> leaders;
+  int batches = 0;
+  while (std::any_of(stages.begin(), stages.end(), [](const auto& s) { return !s.empty(); })) {
+    auto plan = plan_batch(stages, turn, batch_max, 1 << 20);
+    REQUIRE_FALSE(plan.empty());
+    CHECK(batch_total_bytes(plan.body_bytes) <= batch_max);
+    leaders.push_back(plan.sections.front().shard);
+    for (const auto& section : plan.sections) {
+      CHECK(stages[section.shard].first_lsn() == taken[section.shard] + 1);  // in LSN order, no gap
+      taken[section.shard] += section.record_count;
+      stages[section.shard].pop(section.record_count);
+    }
+    turn = (turn + 1) % 3;
+    ++batches;
+  }
+  CHECK(taken == std::vector<std::uint32_t>{200, 200, 200});
+  CHECK(batches >= 6);  // 180 KB of records through 32 KiB batches
+  // Each of the first three batches is led by a different shard.
+  CHECK(leaders[0] == 0);
+  CHECK(leaders[1] == 1);
+  CHECK(leaders[2] == 2);
+}
+
+TEST_CASE("a record that does not fit the rest of a batch waits for the next one") {
+  std::vector<ShardStage> stages(2);
+  stages[0].push(record_of(5000, 1));
+  stages[1].push(record_of(5000, 2));
+  auto plan = plan_batch(stages, 0, 2 * kBlockBytes, 1 << 20);
+  REQUIRE(plan.sections.size() == 1);
+  CHECK(plan.sections[0].shard == 0);
+  CHECK(planned_records(plan) == 1);
+}
+
+TEST_CASE("staging keeps LSNs and bytes straight across pops and compaction") {
+  ShardStage stage(10);
+  for (int i = 0; i < 100; ++i) CHECK(stage.push(record_of(i + 1, i)) == Lsn(10 + i));
+  std::size_t expected_bytes = 0;
+  for (int i = 0; i < 100; ++i) expected_bytes += 1 + (i + 1);
+  CHECK(stage.staged_bytes() == expected_bytes);
+  stage.pop(70);  // compaction happens on the way
+  CHECK(stage.first_lsn() == 80);
+  CHECK(stage.record_count() == 30);
+  auto prefix = stage.prefix(1);
+  REQUIRE(prefix.size() == 72);
+  CHECK(prefix[0] == std::byte{71});
+  CHECK(prefix[1] == std::byte{70});
+  CHECK(stage.records_fitting(72) == 1);
+  CHECK(stage.records_fitting(71) == 0);
+  stage.clear();
+  CHECK(stage.empty());
+  CHECK(stage.next_lsn() == 110);
+}
+}

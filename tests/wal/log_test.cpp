@@ -1,0 +1,206 @@
+// The shared log on a real disk: append, durability, reading back, reopening,
+// segment rolls, limits and group commit.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/temp_dir.hpp"
+#include "wal/errc.hpp"
+#include "wal/io/posix_file_system.hpp"
+#include "wal/log.hpp"
+
+using namespace fusee;
+using namespace fusee::wal;
+
+namespace {
+
+std::vector<std::byte> payload(ShardId shard, Lsn lsn, std::size_t size = 24) {
+  std::string text = "s" + std::to_string(shard) + "-l" + std::to_string(lsn) + "-";
+  std::vector<std::byte> out(std::max(size, text.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::byte(i < text.size() ? text[i] : char('a' + (lsn + i) % 26));
+  return out;
+}
+
+std::vector<std::vector<std::byte>> read_all(Log& log, ShardId shard) {
+  std::vector<std::vector<std::byte>> out;
+  auto result = log.read(shard, 1, ~Lsn{0}, [&](Lsn lsn, std::span<const std::byte> bytes) {
+    CHECK(lsn == out.size() + 1);
+    out.emplace_back(bytes.begin(), bytes.end());
+  });
+  REQUIRE(result);
+  return out;
+}
+
+LogOptions options_for(const std::string& dir, std::uint32_t shards = 4) {
+  LogOptions options;
+  options.dir = dir;
+  options.shard_count = shards;
+  options.warn = [](const std::string&) {};
+  return options;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("appended records become durable and read back in order after a reopen") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  {
+    auto log = Log::open(fs, options_for(dir.path()));
+    REQUIRE(log);
+    for (Lsn lsn = 1; lsn <= 20; ++lsn) {
+      for (ShardId shard = 0; shard < 4; ++shard) {
+        auto appended = (*log)->append(shard, payload(shard, lsn));
+        REQUIRE(appended);
+        CHECK(*appended == lsn);
+      }
+    }
+    for (ShardId shard = 0; shard < 4; ++shard) REQUIRE((*log)->wait_durable(shard, 20));
+    CHECK((*log)->durable_lsn(2) == 20);
+    CHECK(read_all(**log, 3).size() == 20);
+  }  // no close: like a crash after the acknowledgements
+  auto log = Log::open(fs, options_for(dir.path()));
+  REQUIRE(log);
+  for (ShardId shard = 0; shard < 4; ++shard) {
+    auto records = read_all(**log, shard);
+    REQUIRE(records.size() == 20);
+    for (Lsn lsn = 1; lsn <= 20; ++lsn) CHECK(records[lsn - 1] == payload(shard, lsn));
+    CHECK((*log)->durable_lsn(shard) == 20);
+  }
+  auto next = (*log)->append(1, payload(1, 21));
+  REQUIRE(next);
+  CHECK(*next == 21);
+}
+
+TEST_CASE("records cross many segment rolls and survive reopening, buffered and direct") {
+  for (bool direct : {true, false}) {
+    CAPTURE(direct);
+    testing::TempDir dir;
+    io::PosixFileSystem fs;
+    auto options = options_for(dir.path(), 2);
+    options.segment_bytes = kSegmentBytesMin;
+    options.direct_io = direct;
+    {
+      auto log = Log::open(fs, options);
+      REQUIRE(log);
+      for (Lsn lsn = 1; lsn <= 200; ++lsn) {
+        REQUIRE((*log)->append(lsn % 2, payload(lsn % 2, (lsn + 1) / 2, 700)));
+        if (lsn % 7 == 0) REQUIRE((*log)->wait_durable(lsn % 2, (lsn + 1) / 2));
+      }
+      REQUIRE((*log)->wait_durable(0, 100));
+      REQUIRE((*log)->wait_durable(1, 100));
+      CHECK((*log)->stats().segments_created > 5);
+      REQUIRE((*log)->close());
+    }
+    RecoveryPlan plan;
+    auto log = Log::open(fs, options, &plan);
+    REQUIRE(log);
+    CHECK(plan.segments.size() > 5);
+    CHECK(plan.ends_with_close);
+    CHECK(plan.chain_records == 200);
+    for (ShardId shard = 0; shard < 2; ++shard) {
+      auto records = read_all(**log, shard);
+      REQUIRE(records.size() == 100);
+      for (Lsn lsn = 1; lsn <= 100; ++lsn) CHECK(records[lsn - 1] == payload(shard, lsn, 700));
+    }
+  }
+}
+
+TEST_CASE("appends past the staging bound, oversized records and bad shards are refused") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto options = options_for(dir.path(), 2);
+  options.staged_bytes_max = 100;
+  auto log = Log::open(fs, options);
+  REQUIRE(log);
+  auto too_much = (*log)->append(0, std::vector<std::byte>(200));
+  REQUIRE_FALSE(too_much);
+  CHECK(too_much.error() == errc::queue_full);
+  auto huge = (*log)->append(0, std::vector<std::byte>(kRecordBytesMax + 1));
+  REQUIRE_FALSE(huge);
+  CHECK(huge.error() == errc::record_too_large);
+  auto bad_shard = (*log)->append(2, payload(2, 1));
+  REQUIRE_FALSE(bad_shard);
+  CHECK(bad_shard.error() == errc::invalid_argument);
+  // Nothing refused took an LSN.
+  auto first = (*log)->append(0, payload(0, 1));
+  REQUIRE(first);
+  CHECK(*first == 1);
+  CHECK_FALSE((*log)->wait_durable(0, 5));  // an LSN never handed out
+}
+
+TEST_CASE("a closed log refuses appends and reopens with its close marker last") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  {
+    auto log = Log::open(fs, options_for(dir.path()));
+    REQUIRE(log);
+    REQUIRE((*log)->append(0, payload(0, 1)));
+    REQUIRE((*log)->close());
+    auto late = (*log)->append(0, payload(0, 2));
+    REQUIRE_FALSE(late);
+    CHECK(late.error() == errc::closed);
+  }
+  RecoveryPlan plan;
+  auto log = Log::open(fs, options_for(dir.path()), &plan);
+  REQUIRE(log);
+  CHECK(plan.ends_with_close);
+  CHECK(plan.chain_batches == 2);
+  CHECK(plan.tail.empty());
+}
+
+TEST_CASE("the durable hook reports every shard's positions in publication order") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto log = Log::open(fs, options_for(dir.path()));
+  REQUIRE(log);
+  std::mutex mu;
+  std::vector<Lsn> seen(4, 0);
+  bool in_order = true;
+  (*log)->set_durable_hook([&](ShardId shard, Lsn lsn) {
+    std::lock_guard lock(mu);
+    if (lsn <= seen[shard]) in_order = false;
+    seen[shard] = lsn;
+  });
+  for (Lsn lsn = 1; lsn <= 50; ++lsn)
+    for (ShardId shard = 0; shard < 4; ++shard) REQUIRE((*log)->append(shard, payload(shard, lsn)));
+  for (ShardId shard = 0; shard < 4; ++shard) REQUIRE((*log)->wait_durable(shard, 50));
+  REQUIRE((*log)->close());
+  std::lock_guard lock(mu);
+  CHECK(in_order);
+  CHECK(seen == std::vector<Lsn>{50, 50, 50, 50});
+}
+
+TEST_CASE("64 concurrent appenders share flushes: at least 8 records per flush") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto log = Log::open(fs, options_for(dir.path(), 64));
+  REQUIRE(log);
+  constexpr int kAppenders = 64;
+  constexpr int kRecordsEach = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> appenders;
+  for (int t = 0; t < kAppenders; ++t) {
+    appenders.emplace_back([&, t] {
+      for (int i = 0; i < kRecordsEach; ++i) {
+        auto shard = static_cast<ShardId>(t);
+        auto lsn = (*log)->append(shard, payload(shard, i + 1, 128));
+        if (!lsn || !(*log)->wait_durable(shard, *lsn)) ++failures;
+      }
+    });
+  }
+  for (auto& appender : appenders) appender.join();
+  CHECK(failures == 0);
+  auto stats = (*log)->stats();
+  CHECK(stats.records_written == kAppenders * kRecordsEach);
+  double per_flush = double(stats.records_written) / double(stats.flushes);
+  MESSAGE("64 appenders: " << stats.records_written << " records in " << stats.flushes
+                           << " flushes = " << per_flush << " records per flush");
+  CHECK(per_flush >= 8.0);
+  REQUIRE((*log)->close());
+}
+}

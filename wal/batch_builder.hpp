@@ -1,0 +1,78 @@
+// Group commit's decision logic: per-shard staging of encoded records, and the
+// choice of which staged records form the next batch. Pure: no I/O, clocks or
+// threads, so tests drive exactly the code production runs. Not thread-safe;
+// the log guards it with its staging mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "wal/log_format.hpp"
+
+namespace fusee::wal {
+
+// One shard's staged records in LSN order, stored encoded (varint length +
+// bytes) back to back so a batch takes them with one copy.
+class ShardStage {
+ public:
+  explicit ShardStage(Lsn next_lsn = 1) : next_lsn_(next_lsn), first_lsn_(next_lsn) {}
+
+  // Stages one record and returns its LSN.
+  Lsn push(std::span<const std::byte> record);
+  bool empty() const { return ends_head_ == ends_.size(); }
+  std::size_t record_count() const { return ends_.size() - ends_head_; }
+  std::size_t staged_bytes() const { return bytes_.size() - head_; }
+  // LSN of the oldest staged record (the next one to be taken).
+  Lsn first_lsn() const { return first_lsn_; }
+  // LSN the next pushed record gets.
+  Lsn next_lsn() const { return next_lsn_; }
+  // Encoded size of the first count staged records.
+  std::size_t prefix_bytes(std::size_t count) const;
+  // How many leading records fit in budget_bytes (0 if not even one).
+  std::size_t records_fitting(std::size_t budget_bytes) const;
+  std::span<const std::byte> prefix(std::size_t count) const;
+  // Removes the first count records (they went into a batch).
+  void pop(std::size_t count);
+  // Drops everything staged (a poisoned log never writes it).
+  void clear();
+
+ private:
+  std::vector<std::byte> bytes_;
+  std::size_t head_ = 0;            // bytes_ before head_ are taken
+  std::vector<std::size_t> ends_;   // end offset in bytes_ of each record
+  std::size_t ends_head_ = 0;       // ends_ before ends_head_ are taken
+  Lsn next_lsn_;
+  Lsn first_lsn_;
+};
+
+struct SectionPlan {
+  ShardId shard = 0;
+  std::uint32_t record_count = 0;
+  std::uint32_t records_bytes = 0;
+};
+
+struct BatchPlan {
+  std::vector<SectionPlan> sections;
+  std::uint32_t body_bytes = 0;  // section headers + records
+  bool empty() const { return sections.empty(); }
+};
+
+// Chooses the sections of the next batch: shards in turn from first_shard
+// (wrapping), each handing over at most handoff_bytes_max of its records (at
+// least one), whole sections while they fit in batch_bytes_max, then the
+// leading records of the next section that fit, cut at a record boundary.
+// Records that do not fit stay staged for the next batch.
+BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
+                     std::size_t batch_bytes_max, std::size_t handoff_bytes_max);
+
+// Bytes a planned batch occupies on disk (header + body, padded to blocks).
+std::uint32_t batch_total_bytes(std::uint32_t body_bytes);
+
+// Writes the planned sections' headers and records into body (which must be
+// plan.body_bytes long). Does not pop the stages.
+void encode_sections(const BatchPlan& plan, std::span<const ShardStage> stages,
+                     std::span<std::byte> body);
+
+}  // namespace fusee::wal

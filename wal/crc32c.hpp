@@ -1,0 +1,34 @@
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the checksum of every
+// log batch, segment header and blob. Standard conventions (initial value ~0,
+// final xor ~0), so crc32c("123456789") == 0xE3069283 and values match other
+// implementations (iSCSI, ext4, RocksDB, LevelDB before masking).
+//
+// On x86-64 CPUs with SSE4.2 the CRC32 instruction computes it; elsewhere a
+// portable slice-by-8 table does. The choice is made once, at the first call.
+//
+// Thread-safety: pure functions; call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace fusee {
+
+// Continues a CRC: crc32c_extend(crc32c(a), b) == crc32c(a followed by b).
+// crc is a finished CRC (as returned by crc32c), not the raw register.
+[[nodiscard]] std::uint32_t crc32c_extend(std::uint32_t crc, std::span<const std::byte> data);
+
+// The CRC-32C of data; crc32c of nothing is 0.
+[[nodiscard]] inline std::uint32_t crc32c(std::span<const std::byte> data) {
+  return crc32c_extend(0, data);
+}
+
+// The table-driven path, always available. crc32c_extend uses it when the CPU
+// lacks SSE4.2; tests call it directly to check both paths agree.
+[[nodiscard]] std::uint32_t crc32c_portable_extend(std::uint32_t crc,
+                                                   std::span<const std::byte> data);
+
+// Whether crc32c_extend runs on the CPU's CRC32 instruction.
+[[nodiscard]] bool crc32c_hardware_available();
+
+}  // namespace fusee

@@ -1,0 +1,37 @@
+// PosixFileSystem: the production FileSystem, a thin layer over Linux system
+// calls (open, pwritev2, pread, fdatasync, fallocate, rename, ...). It adds no
+// caching and no buffering, so the durability contract in
+// wal/io/file_system.hpp holds exactly as the kernel provides it.
+//
+// Errors come back as std::error_code(errno, std::generic_category()), so a
+// caller can tell EINVAL (O_DIRECT refused, e.g. on tmpfs) or ENOSPC apart.
+//
+// Thread-safety: stateless; one instance may be shared by every thread. A
+// PosixFile may be used from several threads at once (positioned I/O only, no
+// shared file offset); concurrent writes to one file must not overlap. A
+// PosixFile closes its descriptor when destroyed and need not outlive the
+// PosixFileSystem that opened it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wal/io/file_system.hpp"
+
+namespace fusee::io {
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  [[nodiscard]] Result<std::unique_ptr<File>> open(const std::string& path,
+                                                   OpenOptions options) override;
+  [[nodiscard]] Result<void> rename(const std::string& from, const std::string& to) override;
+  [[nodiscard]] Result<void> remove(const std::string& path) override;
+  [[nodiscard]] Result<void> create_dir(const std::string& path) override;
+  [[nodiscard]] Result<void> remove_dir(const std::string& path) override;
+  [[nodiscard]] Result<std::vector<std::string>> list(const std::string& path) override;
+  [[nodiscard]] Result<bool> exists(const std::string& path) override;
+  [[nodiscard]] Result<void> sync_dir(const std::string& path) override;
+};
+
+}  // namespace fusee::io

@@ -1,0 +1,51 @@
+// Every limit of the shared log, in one place, each with why it is what it is.
+// Changing one of these changes behaviour under load; the format constants
+// (block size, header sizes) live in wal/log_format.hpp and never change
+// without a format version bump.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fusee::wal {
+
+inline constexpr std::size_t kKiB = 1024;
+inline constexpr std::size_t kMiB = 1024 * kKiB;
+
+// The most one batch carries, header and padding included; also the most
+// recovery reads as one batch, so a corrupt length field cannot make it
+// allocate more than this.
+inline constexpr std::size_t kBatchBytesMax = 64 * kMiB;
+
+// The most of one shard's staged records that one batch takes, so that a shard
+// with a large backlog cannot keep the others out of a batch. A shard always
+// hands over at least one record, whatever its size.
+inline constexpr std::size_t kHandoffBytesMax = 8 * kMiB;
+
+// The largest record the log accepts. Larger payloads belong in the blob area
+// (a later part of the log); this keeps one record well inside one batch and
+// bounds the memory a single append can pin.
+inline constexpr std::size_t kRecordBytesMax = 16 * kMiB;
+
+// Writes in flight at once: one being flushed while the next is filled and
+// submitted. More buys nothing on one device and delays error detection.
+inline constexpr std::size_t kWritesInFlightMax = 2;
+
+// Default bound on staged (not yet sealed) bytes across all shards. A full
+// stage refuses appends with errc::queue_full instead of growing without
+// bound while the disk stalls.
+inline constexpr std::size_t kStagedBytesMaxDefault = 256 * kMiB;
+
+// Default segment size. Segments are preallocated; a larger size rolls (and,
+// later, checkpoints) less often, a smaller one retires space sooner.
+inline constexpr std::uint64_t kSegmentBytesDefault = 64 * kMiB;
+// Small segments are for tests that want many rolls; below this a segment
+// could not hold its header, one batch block and the roll marker block.
+inline constexpr std::uint64_t kSegmentBytesMin = 16 * kKiB;
+inline constexpr std::uint64_t kSegmentBytesMax = 1024 * kMiB;
+
+// Shards per log: section headers carry a 32-bit shard id, but per-shard
+// state is kept in arrays, so the count is bounded.
+inline constexpr std::uint32_t kShardsMax = 4096;
+
+}  // namespace fusee::wal

@@ -1,0 +1,468 @@
+#include "wal/log.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "base/assert.hpp"
+#include "wal/errc.hpp"
+#include "wal/segment_file.hpp"
+
+namespace fusee::wal {
+namespace {
+
+std::uint64_t default_random() {
+  static std::mutex mu;
+  static std::random_device device;
+  std::lock_guard lock(mu);
+  return (std::uint64_t(device()) << 32) ^ device();
+}
+
+Result<void> remove_tree(io::FileSystem& fs, const std::string& dir) {
+  for (const auto& name : FUSEE_TRY(fs.list(dir))) FUSEE_TRY_VOID(fs.remove(io::join_path(dir, name)));
+  return fs.remove_dir(dir);
+}
+
+// Creates an empty log: segment 1 is made durable inside wal.new, which is
+// then renamed to wal. So wal/ existing proves its first segment is whole,
+// and recovery may treat a damaged first segment as damage, not a torn create.
+Result<void> create_fresh_log(io::FileSystem& fs, const LogOptions& options, const std::string& wal_dir) {
+  auto staging_dir = io::join_path(options.dir, "wal.new");
+  FUSEE_TRY_VOID(fs.create_dir(staging_dir));
+  SegmentHeader header{1, options.random(), 1, options.segment_bytes, 0};
+  bool direct = false;
+  FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, options.direct_io, &direct));
+  FUSEE_TRY_VOID(fs.rename(staging_dir, wal_dir));
+  FUSEE_TRY_VOID(fs.sync_dir(options.dir));
+  return ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, RecoveryPlan* plan_out) {
+  if (options.shard_count == 0 || options.shard_count > kShardsMax) return make_error_code(errc::invalid_argument);
+  if (options.segment_bytes < kSegmentBytesMin || options.segment_bytes > kSegmentBytesMax ||
+      options.segment_bytes % kBlockBytes != 0)
+    return make_error_code(errc::invalid_argument);
+  if (options.batch_bytes_max > kBatchBytesMax || options.batch_bytes_max < 2 * kBlockBytes ||
+      options.batch_bytes_max % kBlockBytes != 0 || options.handoff_bytes_max == 0)
+    return make_error_code(errc::invalid_argument);
+  if (!options.random) options.random = default_random;
+  if (!options.warn) options.warn = [](const std::string& line) { std::fprintf(stderr, "fusee: %s\n", line.c_str()); };
+
+  if (!FUSEE_TRY(fs.exists(options.dir))) {
+    FUSEE_TRY_VOID(fs.create_dir(options.dir));
+    FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(options.dir)));
+  }
+  auto wal_dir = io::join_path(options.dir, "wal");
+  auto staging_dir = io::join_path(options.dir, "wal.new");
+  // A wal.new left by a crash during creation never held an acknowledged record.
+  if (FUSEE_TRY(fs.exists(staging_dir))) FUSEE_TRY_VOID(remove_tree(fs, staging_dir));
+
+  auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count));
+  if (plan.fresh) {
+    FUSEE_TRY_VOID(create_fresh_log(fs, options, wal_dir));
+    plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count));
+  }
+  if (plan_out != nullptr) *plan_out = plan;
+  if (plan.refused) return make_error_code(errc::recovery_refused);
+  FUSEE_TRY_VOID(apply_recovery(fs, plan));
+
+  std::unique_ptr<Log> log(new Log(fs, std::move(options), std::move(plan)));
+  FUSEE_TRY_VOID(log->start_writing());
+  return log;
+}
+
+Log::Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan)
+    : fs_(fs), options_(std::move(options)), plan_(std::move(plan)) {
+  wal_dir_ = plan_.wal_dir;
+  auto shards = options_.shard_count;
+  durable_lsns_.assign(shards, 0);
+  index_.resize(shards);
+  stages_.reserve(shards);
+  for (ShardId shard = 0; shard < shards; ++shard) {
+    durable_lsns_[shard] = plan_.shards[shard].last_lsn;
+    stages_.emplace_back(plan_.shards[shard].last_lsn + 1);
+  }
+  for (const auto& section : plan_.sections) index_[section.shard].push_back(section);
+  published_sequence_ = plan_.last_sequence;
+  next_sequence_ = plan_.last_sequence + 1;
+  last_crc_ = plan_.last_crc;
+}
+
+Result<void> Log::start_writing() {
+  auto it = std::find_if(plan_.segments.begin(), plan_.segments.end(),
+                         [&](const auto& s) { return s.number == plan_.write_segment; });
+  FUSEE_ASSERT(it != plan_.segments.end(), "recovery plan names no write segment");
+  for (const auto& segment : plan_.segments) {
+    if (segment.header_status == SegmentHeaderStatus::valid && segment.number <= plan_.write_segment)
+      read_segments_.push_back({segment.number, segment.header.salt, segment.header.segment_bytes, nullptr});
+  }
+  if (plan_.chain_batches == 0 && plan_.first_sequence == 0) {
+    // An empty chain still continues from the first segment's header.
+    last_crc_ = it->header.prev_crc;
+    next_sequence_ = it->header.first_sequence;
+  }
+  segment_.number = it->number;
+  segment_.salt = it->header.salt;
+  segment_.size_bytes = it->header.segment_bytes;
+  bool direct = false;
+  segment_.file = FUSEE_TRY(open_segment_for_write(fs_, it->path, options_.direct_io, &direct));
+  direct_ = direct;
+  write_offset_ = plan_.write_offset;
+  life_ = options_.random();
+  stats_.segment_bytes = segment_.size_bytes;
+  stats_.direct_io = direct_;
+  for (std::size_t i = 0; i < kWritesInFlightMax; ++i) writers_.emplace_back([this] { writer_loop(); });
+  return ok();
+}
+
+Log::~Log() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    closing_ = true;
+  }
+  work_cv_.notify_all();
+  durable_cv_.notify_all();
+  for (auto& writer : writers_) writer.join();
+}
+
+Result<void> Log::check_shard(ShardId shard) const {
+  if (shard >= options_.shard_count) return make_error_code(errc::invalid_argument);
+  return ok();
+}
+
+Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
+  FUSEE_TRY_VOID(check_shard(shard));
+  if (record.size() > kRecordBytesMax) return make_error_code(errc::record_too_large);
+  auto encoded_bytes = varint_length(record.size()) + record.size();
+  Lsn lsn = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (poison_) return make_error_code(errc::poisoned);
+    if (closing_) return make_error_code(errc::closed);
+    if (staged_bytes_ + encoded_bytes > options_.staged_bytes_max) return make_error_code(errc::queue_full);
+    lsn = stages_[shard].push(record);
+    staged_bytes_ += encoded_bytes;
+    ++staged_records_;
+  }
+  work_cv_.notify_one();
+  return lsn;
+}
+
+Result<void> Log::wait_durable(ShardId shard, Lsn lsn) {
+  FUSEE_TRY_VOID(check_shard(shard));
+  std::unique_lock lock(mu_);
+  if (lsn >= stages_[shard].next_lsn()) return make_error_code(errc::invalid_argument);
+  durable_cv_.wait(lock, [&] { return durable_lsns_[shard] >= lsn || poison_ || stopping_; });
+  if (durable_lsns_[shard] >= lsn) return ok();
+  if (poison_) return poison_;
+  return make_error_code(errc::closed);
+}
+
+Lsn Log::durable_lsn(ShardId shard) const {
+  std::lock_guard lock(mu_);
+  FUSEE_ASSERT(shard < durable_lsns_.size(), "shard out of range");
+  return durable_lsns_[shard];
+}
+
+Lsn Log::last_lsn(ShardId shard) const {
+  std::lock_guard lock(mu_);
+  FUSEE_ASSERT(shard < stages_.size(), "shard out of range");
+  return stages_[shard].next_lsn() - 1;
+}
+
+void Log::set_durable_hook(DurableHook hook) {
+  std::lock_guard lock(hook_mu_);
+  hook_ = std::move(hook);
+}
+
+std::error_code Log::poison() const {
+  std::lock_guard lock(mu_);
+  return poison_;
+}
+
+LogStats Log::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Log::poison_locked(std::error_code error) {
+  if (!poison_) poison_ = error;
+  // Staged records can never be acknowledged now; drop them.
+  for (auto& stage : stages_) stage.clear();
+  staged_bytes_ = 0;
+  staged_records_ = 0;
+  work_cv_.notify_all();
+  durable_cv_.notify_all();
+}
+
+void Log::writer_loop() {
+  io::AlignedBuffer buffer;
+  for (;;) {
+    std::unique_lock seal_lock(seal_mu_);
+    std::shared_ptr<io::File> file;
+    Write* write = nullptr;
+    if (!seal_next(seal_lock, file, buffer, write)) return;
+    seal_lock.unlock();
+    auto result = write_batch(file, write->segment, write->offset,
+                              std::span<const std::byte>(buffer.data(), write->batch_bytes));
+    complete(write, result);
+  }
+}
+
+bool Log::seal_next(std::unique_lock<std::mutex>&, std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer,
+                    Write*& write) {
+  BatchPlan batch;
+  std::vector<Lsn> first_lsns;
+  std::uint64_t acked = 0;
+  std::uint32_t flags = 0;
+  std::uint64_t records = 0;
+  {
+    std::unique_lock lock(mu_);
+    work_cv_.wait(lock, [&] {
+      return stopping_ || poison_ || staged_records_ > 0 ||
+             (close_marker_wanted_ && !close_marker_written_ && in_flight_.empty());
+    });
+    if (stopping_ || poison_) return false;
+    if (staged_records_ == 0) {
+      flags = kBatchFlagClose;
+      close_marker_written_ = true;
+    } else {
+      batch = plan_batch(stages_, turn_, options_.batch_bytes_max, options_.handoff_bytes_max);
+      FUSEE_ASSERT(!batch.empty(), "records are staged but the plan took none");
+      turn_ = (turn_ + 1) % options_.shard_count;
+    }
+    auto total = batch_total_bytes(batch.body_bytes);
+    if (buffer.size() < total) buffer = io::AlignedBuffer(std::max<std::size_t>(total, 64 * kKiB));
+    auto body = std::span<std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes);
+    encode_sections(batch, stages_, body);
+    // Padding is zero so the bytes on disk are a function of the records.
+    std::memset(buffer.data() + kBatchHeaderBytes + batch.body_bytes, 0,
+                total - kBatchHeaderBytes - batch.body_bytes);
+    for (const auto& section : batch.sections) {
+      auto& stage = stages_[section.shard];
+      first_lsns.push_back(stage.first_lsn());
+      staged_bytes_ -= section.records_bytes;
+      staged_records_ -= section.record_count;
+      records += section.record_count;
+      stage.pop(section.record_count);
+    }
+    acked = published_sequence_;
+  }
+
+  auto total = batch_total_bytes(batch.body_bytes);
+  // Every batch leaves a block free at the segment's end for the roll marker.
+  if (write_offset_ + total + kBlockBytes > segment_.size_bytes) {
+    auto rolled = roll_segment(total);
+    if (!rolled) {
+      std::lock_guard lock(mu_);
+      poison_locked(rolled.error());
+      return false;
+    }
+  }
+  if (!direct_ && segment_.file->direct()) {
+    // Another write found O_DIRECT refused; this segment goes buffered too.
+    auto reopened = fs_.open(io::join_path(wal_dir_, segment_file_name(segment_.number)), {.write = true});
+    if (!reopened) {
+      std::lock_guard lock(mu_);
+      poison_locked(reopened.error());
+      return false;
+    }
+    segment_.file = std::move(*reopened);
+  }
+  BatchHeader header;
+  header.total_length = total;
+  header.body_length = batch.body_bytes;
+  header.sequence = next_sequence_++;
+  header.prev_crc = last_crc_;
+  header.flags = flags;
+  header.acked = acked;
+  header.life = life_;
+  header.section_count = static_cast<std::uint32_t>(batch.sections.size());
+  encode_batch_header(header, buffer.span());
+  last_crc_ = seal_batch(segment_.salt, std::span<std::byte>(buffer.data(), total), header.body_length);
+
+  auto pending = std::make_unique<Write>();
+  pending->sequence = header.sequence;
+  pending->sections = std::move(batch.sections);
+  pending->first_lsns = std::move(first_lsns);
+  pending->segment = segment_.number;
+  pending->offset = write_offset_;
+  pending->batch_bytes = total;
+  pending->records = records;
+  pending->flags = flags;
+  write_offset_ += total;
+  file = segment_.file;
+  write = pending.get();
+  std::lock_guard lock(mu_);
+  in_flight_.push_back(std::move(pending));
+  return true;
+}
+
+Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
+  // The marker is sealed first because the new segment's header names its
+  // CRC; it is written only once the new segment is durable, so a valid
+  // marker always proves its successor exists.
+  io::AlignedBuffer marker(kBlockBytes);
+  BatchHeader header;
+  header.total_length = kBlockBytes;
+  header.sequence = next_sequence_;
+  header.prev_crc = last_crc_;
+  header.flags = kBatchFlagRoll;
+  header.life = life_;
+  {
+    std::lock_guard lock(mu_);
+    header.acked = published_sequence_;
+  }
+  encode_batch_header(header, marker.span());
+  auto marker_crc = seal_batch(segment_.salt, marker.span(), 0);
+
+  Segment next;
+  next.number = segment_.number + 1;
+  next.salt = options_.random();
+  next.size_bytes = std::max<std::uint64_t>(options_.segment_bytes,
+                                            round_up_to_block(kSegmentHeaderBytes + batch_bytes + kBlockBytes));
+  SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc};
+  bool direct = false;
+  next.file = FUSEE_TRY(create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
+  if (!direct) direct_ = false;
+
+  auto pending = std::make_unique<Write>();
+  pending->sequence = header.sequence;
+  pending->segment = segment_.number;
+  pending->offset = write_offset_;
+  pending->batch_bytes = kBlockBytes;
+  pending->flags = kBatchFlagRoll;
+  auto* marker_write = pending.get();
+  {
+    std::lock_guard lock(mu_);
+    in_flight_.push_back(std::move(pending));
+    ++stats_.segments_created;
+    stats_.segment_bytes = next.size_bytes;
+    read_segments_.push_back({next.number, next.salt, next.size_bytes, nullptr});
+  }
+  ++next_sequence_;
+  auto old_file = segment_.file;
+  auto written = write_batch(old_file, segment_.number, write_offset_, marker.span());
+  complete(marker_write, written);
+  FUSEE_TRY_VOID(written);
+  last_crc_ = marker_crc;
+  segment_ = std::move(next);
+  write_offset_ = kSegmentHeaderBytes;
+  return ok();
+}
+
+Result<void> Log::write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,
+                              std::span<const std::byte> bytes) {
+  auto written = write_durably(*file, offset, bytes);
+  if (!written && file->direct() && written.error() == std::errc::invalid_argument) {
+    // The file system took the O_DIRECT open but refuses the write: rewrite
+    // this write buffered (with fdatasync) and stay buffered.
+    {
+      std::lock_guard lock(mu_);
+      stats_.direct_io = false;
+    }
+    direct_ = false;
+    if (!fallback_warned_.exchange(true))
+      options_.warn(fmt::format("{}: O_DIRECT writes refused (EINVAL); the log writes buffered with fdatasync",
+                                wal_dir_));
+    auto buffered = FUSEE_TRY(fs_.open(io::join_path(wal_dir_, segment_file_name(segment)), {.write = true}));
+    file = std::move(buffered);
+    written = write_durably(*file, offset, bytes);
+  }
+  return written;
+}
+
+void Log::complete(Write* write, const Result<void>& result) {
+  std::vector<std::pair<ShardId, Lsn>> advanced;
+  std::unique_lock lock(mu_);
+  if (!result) poison_locked(result.error());
+  write->done = true;
+  while (!poison_ && !in_flight_.empty() && in_flight_.front()->done) {
+    const auto& done = *in_flight_.front();
+    for (std::size_t i = 0; i < done.sections.size(); ++i) {
+      const auto& section = done.sections[i];
+      auto last = done.first_lsns[i] + section.record_count - 1;
+      durable_lsns_[section.shard] = last;
+      index_[section.shard].push_back(
+          {section.shard, done.first_lsns[i], section.record_count, done.segment, done.offset, done.batch_bytes});
+      advanced.emplace_back(section.shard, last);
+    }
+    published_sequence_ = done.sequence;
+    ++stats_.flushes;
+    stats_.bytes_written += done.batch_bytes;
+    stats_.records_written += done.records;
+    if (!done.sections.empty()) ++stats_.batches_written;
+    if (done.flags & kBatchFlagClose) close_marker_published_ = true;
+    in_flight_.pop_front();
+  }
+  durable_cv_.notify_all();
+  work_cv_.notify_all();
+  std::unique_lock hook_lock(hook_mu_);  // taken before mu_ is released: hooks run in order
+  lock.unlock();
+  if (hook_)
+    for (auto [shard, lsn] : advanced) hook_(shard, lsn);
+}
+
+Result<void> Log::close() {
+  {
+    std::unique_lock lock(mu_);
+    if (stopping_) return make_error_code(errc::closed);
+    closing_ = true;
+    close_marker_wanted_ = true;
+    work_cv_.notify_all();
+    durable_cv_.wait(lock, [&] { return close_marker_published_ || poison_; });
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  durable_cv_.notify_all();
+  for (auto& writer : writers_) writer.join();
+  writers_.clear();
+  std::lock_guard lock(mu_);
+  if (poison_) return poison_;
+  return ok();
+}
+
+Result<void> Log::read(ShardId shard, Lsn first, Lsn last,
+                       const std::function<void(Lsn, std::span<const std::byte>)>& visit) {
+  FUSEE_TRY_VOID(check_shard(shard));
+  std::vector<SectionLocation> sections;
+  std::map<std::uint64_t, std::uint64_t> salts;
+  {
+    std::lock_guard lock(mu_);
+    last = std::min(last, durable_lsns_[shard]);
+    if (first > last) return ok();
+    const auto& index = index_[shard];
+    auto it = std::upper_bound(index.begin(), index.end(), first,
+                               [](Lsn lsn, const SectionLocation& s) { return lsn < s.first_lsn; });
+    if (it != index.begin()) --it;
+    for (; it != index.end() && it->first_lsn <= last; ++it) sections.push_back(*it);
+    for (const auto& segment : read_segments_) salts[segment.number] = segment.salt;
+  }
+  std::map<std::uint64_t, std::unique_ptr<io::File>> files;
+  std::vector<SectionView> decoded;
+  for (const auto& location : sections) {
+    auto& file = files[location.segment];
+    if (!file) file = FUSEE_TRY(fs_.open(io::join_path(wal_dir_, segment_file_name(location.segment)), {}));
+    auto bytes = FUSEE_TRY(read_batch(*file, salts.at(location.segment), location.batch_offset, location.batch_bytes));
+    auto header = decode_batch_header(bytes);
+    auto body = std::span<const std::byte>(bytes).subspan(kBatchHeaderBytes, header->body_length);
+    if (decode_body(body, header->section_count, decoded)) return make_error_code(errc::corrupt);
+    for (const auto& section : decoded) {
+      if (section.header.shard != shard || section.header.first_lsn != location.first_lsn) continue;
+      for (std::size_t r = 0; r < section.records.size(); ++r) {
+        auto lsn = section.header.first_lsn + r;
+        if (lsn >= first && lsn <= last) visit(lsn, section.records[r]);
+      }
+    }
+  }
+  return ok();
+}
+
+}  // namespace fusee::wal

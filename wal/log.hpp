@@ -1,0 +1,193 @@
+// The shared write-ahead log: every shard's records go into one chain of
+// batches in <dir>/wal/, written with group commit.
+//
+// Durability contract. append() stages a record and returns its per-shard LSN
+// at once; nothing is durable yet. The record is durable — it survives a
+// process crash and a power loss, given a disk that honours flushes — once
+// durable_lsn(shard) reaches its LSN, which wait_durable() waits for and the
+// durable hook announces. Positions publish strictly in order: when LSN n of
+// a shard is durable, so is every earlier record of every shard appended
+// before it was sealed into a batch. A crash can lose only records that were
+// never reported durable. A failed write poisons the log (P5): no later
+// position is ever published, every waiter gets the error, and only a reopen
+// decides, from what is on disk, what survived.
+//
+// Thread-safety: append, wait_durable, durable_lsn and read may be called from
+// any thread at once. The durable hook runs on a log thread, in publication
+// order, and must not call back into the log's blocking calls.
+//
+// Lifetime: the FileSystem passed to open() must outlive the Log.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/result.hpp"
+#include "wal/batch_builder.hpp"
+#include "wal/io/file_system.hpp"
+#include "wal/limits.hpp"
+#include "wal/log_format.hpp"
+#include "wal/recovery.hpp"
+
+namespace fusee::wal {
+
+struct LogOptions {
+  std::string dir;                 // the data directory; the log lives in <dir>/wal
+  std::uint32_t shard_count = 1;
+  std::uint64_t segment_bytes = kSegmentBytesDefault;
+  // O_DIRECT writes carrying RWF_DSYNC (Linux default). false, or a file
+  // system that refuses O_DIRECT: buffered writes plus fdatasync.
+  bool direct_io = true;
+  std::size_t staged_bytes_max = kStagedBytesMaxDefault;
+  std::size_t batch_bytes_max = kBatchBytesMax;     // tests lower it to force cuts
+  std::size_t handoff_bytes_max = kHandoffBytesMax;
+  // Salts and life values. Default: std::random_device. Tests inject a seed.
+  std::function<std::uint64_t()> random;
+  // Operator warnings (the buffered fallback). Default: one line on stderr.
+  std::function<void(const std::string&)> warn;
+};
+
+struct LogStats {
+  std::uint64_t batches_written = 0;
+  std::uint64_t records_written = 0;
+  std::uint64_t bytes_written = 0;    // whole blocks, padding included
+  std::uint64_t flushes = 0;          // durable writes (each batch, marker and header)
+  std::uint64_t segments_created = 0;
+  std::uint64_t segment_bytes = 0;    // size of the segment being written
+  bool direct_io = false;             // false once the log fell back to buffered
+};
+
+class Log {
+ public:
+  using DurableHook = std::function<void(ShardId shard, Lsn durable_lsn)>;
+
+  // Opens (creating if absent) the log in options.dir/wal: plans recovery,
+  // applies it, then starts writing after the recovered chain. A refused
+  // recovery fails with errc::recovery_refused; *plan_out (if given) carries
+  // the plan either way, its refusal naming file, offset and sequences.
+  static Result<std::unique_ptr<Log>> open(io::FileSystem& fs, LogOptions options,
+                                           RecoveryPlan* plan_out = nullptr);
+
+  // Stops the log threads without writing anything more: staged records are
+  // dropped unacknowledged, as in a crash. Call close() for a clean stop.
+  ~Log();
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+
+  // Stages one record for shard and returns its LSN. Fails with
+  // errc::queue_full when the stage is at its bound (nothing staged),
+  // errc::record_too_large, errc::poisoned, errc::closed.
+  [[nodiscard]] Result<Lsn> append(ShardId shard, std::span<const std::byte> record);
+
+  // Blocks until shard's records up to lsn are durable. Fails with the poison
+  // error (the flush's own error code) or errc::closed.
+  [[nodiscard]] Result<void> wait_durable(ShardId shard, Lsn lsn);
+
+  Lsn durable_lsn(ShardId shard) const;
+  // The LSN the last append of shard got (durable or not).
+  Lsn last_lsn(ShardId shard) const;
+
+  // Called after each publication with every shard whose position advanced.
+  // Set it before the first append.
+  void set_durable_hook(DurableHook hook);
+
+  // Reads shard's durable records with first <= LSN <= last, in order.
+  [[nodiscard]] Result<void> read(ShardId shard, Lsn first, Lsn last,
+                                  const std::function<void(Lsn, std::span<const std::byte>)>& visit);
+
+  // Waits for everything staged to be durable, writes the close marker, and
+  // stops the threads. Later appends fail with errc::closed.
+  [[nodiscard]] Result<void> close();
+
+  // The error that poisoned the log, or an empty code.
+  std::error_code poison() const;
+  LogStats stats() const;
+  const RecoveryPlan& recovery_plan() const { return plan_; }
+  std::uint32_t shard_count() const { return options_.shard_count; }
+
+ private:
+  Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan);
+
+  // A batch on its way to disk; publication follows sequence order.
+  struct Write {
+    std::uint64_t sequence = 0;
+    std::vector<SectionPlan> sections;  // shard, count
+    std::vector<Lsn> first_lsns;
+    std::uint64_t segment = 0;
+    std::uint64_t offset = 0;
+    std::uint32_t batch_bytes = 0;
+    std::uint64_t records = 0;
+    std::uint32_t flags = 0;
+    bool done = false;
+  };
+  struct Segment {
+    std::uint64_t number = 0;
+    std::uint64_t salt = 0;
+    std::uint64_t size_bytes = 0;
+    std::shared_ptr<io::File> file;
+  };
+
+  Result<void> start_writing();
+  void writer_loop();
+  // Seals the next batch (under seal_mu_); false when there is nothing to do.
+  bool seal_next(std::unique_lock<std::mutex>& seal_lock, std::shared_ptr<io::File>& file,
+                 io::AlignedBuffer& buffer, Write*& write);
+  Result<void> roll_segment(std::uint64_t batch_bytes);
+  Result<void> write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,
+                           std::span<const std::byte> bytes);
+  void complete(Write* write, const Result<void>& result);
+  void poison_locked(std::error_code error);
+  Result<void> check_shard(ShardId shard) const;
+
+  io::FileSystem& fs_;
+  LogOptions options_;
+  RecoveryPlan plan_;
+  std::string wal_dir_;
+
+  // mu_ guards staging, publication and the section index.
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;     // staged records, close requests, stop
+  std::condition_variable durable_cv_;  // publications and poison
+  std::vector<ShardStage> stages_;
+  std::size_t staged_bytes_ = 0;
+  std::size_t staged_records_ = 0;
+  std::vector<Lsn> durable_lsns_;
+  std::deque<std::unique_ptr<Write>> in_flight_;
+  std::uint64_t published_sequence_ = 0;
+  std::vector<std::vector<SectionLocation>> index_;  // per shard, by LSN
+  std::error_code poison_;
+  bool closing_ = false;          // no more appends
+  bool close_marker_wanted_ = false;
+  bool close_marker_written_ = false;
+  bool close_marker_published_ = false;
+  bool stopping_ = false;         // threads exit
+  LogStats stats_;
+  ShardId turn_ = 0;              // which shard goes first in the next batch
+
+  // seal_mu_ serializes sealing: sequence, chain CRC, position and rolls.
+  std::mutex seal_mu_;
+  Segment segment_;
+  std::uint64_t write_offset_ = 0;
+  std::uint64_t next_sequence_ = 1;
+  std::uint32_t last_crc_ = 0;
+  std::uint64_t life_ = 0;
+  std::atomic<bool> direct_{false};  // false once O_DIRECT was refused
+  std::atomic<bool> fallback_warned_{false};
+  std::vector<Segment> read_segments_;  // salts of segments, for reads (guarded by mu_)
+
+  std::mutex hook_mu_;  // keeps hook calls in publication order
+  DurableHook hook_;
+
+  std::vector<std::thread> writers_;
+};
+
+}  // namespace fusee::wal

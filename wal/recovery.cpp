@@ -1,0 +1,367 @@
+#include "wal/recovery.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "wal/errc.hpp"
+#include "wal/limits.hpp"
+#include "wal/segment_file.hpp"
+
+namespace fusee::wal {
+namespace {
+
+bool all_zero(std::span<const std::byte> bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+// Reads exactly out.size() bytes, zero-filling past the end of the file (a
+// short file reads as if preallocated with zeros).
+Result<void> read_padded(io::File& file, std::uint64_t offset, std::span<std::byte> out) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    auto got = FUSEE_TRY(file.read_at(offset + done, out.subspan(done)));
+    if (got == 0) break;
+    done += got;
+  }
+  std::fill(out.begin() + static_cast<std::ptrdiff_t>(done), out.end(), std::byte{0});
+  return ok();
+}
+
+// What the chain walk found at one position.
+struct Probe {
+  enum Kind { valid, end, refuse } kind = end;
+  BatchHeader header;
+  std::vector<std::byte> bytes;  // the whole batch when valid
+  std::string why;               // for end and refuse
+};
+
+class Planner {
+ public:
+  Planner(io::FileSystem& fs, std::string wal_dir, std::uint32_t shard_count)
+      : fs_(fs), shard_count_(shard_count) {
+    plan_.wal_dir = std::move(wal_dir);
+    plan_.shards.resize(shard_count);
+  }
+
+  Result<RecoveryPlan> run() {
+    auto exists = FUSEE_TRY(fs_.exists(plan_.wal_dir));
+    if (!exists) {
+      plan_.fresh = true;
+      return std::move(plan_);
+    }
+    FUSEE_TRY_VOID(load_segments());
+    if (!plan_.refused) FUSEE_TRY_VOID(walk_chain());
+    if (!plan_.refused) FUSEE_TRY_VOID(scan_past_end());
+    if (!plan_.refused) choose_deletions();
+    return std::move(plan_);
+  }
+
+ private:
+  void refuse(std::string why) {
+    if (plan_.refused) return;
+    plan_.refused = true;
+    plan_.refusal = std::move(why);
+  }
+
+  Result<void> load_segments() {
+    auto names = FUSEE_TRY(fs_.list(plan_.wal_dir));
+    for (const auto& name : names) {
+      auto number = parse_segment_file_name(name);
+      if (!number) continue;  // blobs/ and other files are not segments
+      SegmentSummary segment;
+      segment.number = *number;
+      segment.path = io::join_path(plan_.wal_dir, name);
+      auto file = FUSEE_TRY(fs_.open(segment.path, {}));
+      segment.file_bytes = FUSEE_TRY(file->size());
+      std::vector<std::byte> block(kSegmentHeaderBytes);
+      FUSEE_TRY_VOID(read_padded(*file, 0, block));
+      auto decoded = decode_segment_header(block);
+      segment.header_status = decoded.status;
+      segment.header = decoded.header;
+      if (decoded.status == SegmentHeaderStatus::valid &&
+          decoded.header.segment_number != segment.number)
+        segment.header_status = SegmentHeaderStatus::damaged;
+      plan_.segments.push_back(std::move(segment));
+    }
+    std::sort(plan_.segments.begin(), plan_.segments.end(),
+              [](const auto& a, const auto& b) { return a.number < b.number; });
+    if (plan_.segments.empty()) {
+      refuse(fmt::format("{} holds no segment file, but a log directory is only put in place "
+                         "after its first segment is durable",
+                         plan_.wal_dir));
+      return ok();
+    }
+    for (std::size_t i = 1; i < plan_.segments.size(); ++i) {
+      if (plan_.segments[i].number != plan_.segments[i - 1].number + 1) {
+        refuse(fmt::format("segment {} is missing: {} is followed by {}", plan_.segments[i - 1].number + 1,
+                           plan_.segments[i - 1].path, plan_.segments[i].path));
+        return ok();
+      }
+    }
+    // Leading segments whose header was zeroed were being retired when the
+    // process stopped; the chain starts after them.
+    while (first_ + 1 < plan_.segments.size() &&
+           plan_.segments[first_].header_status == SegmentHeaderStatus::zeroed) {
+      retired_.push_back(plan_.segments[first_].path);
+      ++first_;
+    }
+    const auto& first = plan_.segments[first_];
+    if (first.header_status != SegmentHeaderStatus::valid) {
+      refuse(fmt::format("{} (the oldest segment) has a {} header: the log's start is lost", first.path,
+                         first.header_status == SegmentHeaderStatus::zeroed ? "zeroed" : "damaged"));
+      return ok();
+    }
+    if (first.header.first_sequence != 1) {
+      refuse(fmt::format("{} starts at sequence {}, but no segment holds sequences 1 to {}", first.path,
+                         first.header.first_sequence, first.header.first_sequence - 1));
+    }
+    return ok();
+  }
+
+  bool check_size(const SegmentSummary& segment) {
+    if (segment.header.segment_bytes < kSegmentHeaderBytes + 2 * kBlockBytes ||
+        segment.header.segment_bytes % kBlockBytes != 0) {
+      refuse(fmt::format("{} declares an impossible size of {} bytes", segment.path,
+                         segment.header.segment_bytes));
+      return false;
+    }
+    if (segment.file_bytes < segment.header.segment_bytes) {
+      refuse(fmt::format("{} is {} bytes, but it was preallocated to {}: the file was truncated",
+                         segment.path, segment.file_bytes, segment.header.segment_bytes));
+      return false;
+    }
+    return true;
+  }
+
+  Result<Probe> probe(io::File& file, const SegmentSummary& segment, std::uint64_t offset,
+                      std::uint64_t expected_sequence, std::uint32_t expected_prev) {
+    Probe result;
+    if (offset + kBlockBytes > segment.header.segment_bytes) {
+      result.why = "end of segment";
+      return result;
+    }
+    std::vector<std::byte> block(kBlockBytes);
+    FUSEE_TRY_VOID(read_padded(file, offset, block));
+    auto at = fmt::format("{} offset {}", segment.path, offset);
+    if (all_zero(block)) {
+      result.why = "";  // preallocated zeros: a clean end
+      return result;
+    }
+    auto header = decode_batch_header(block);
+    if (!header) {
+      result.why = fmt::format("no batch header at {} (torn or never written)", at);
+      return result;
+    }
+    if (header->sequence != expected_sequence) {
+      result.why = fmt::format("batch at {} has sequence {}, not the next one ({}): stale", at,
+                               header->sequence, expected_sequence);
+      return result;
+    }
+    if (header->prev_crc != expected_prev) {
+      result.why = fmt::format("batch sequence {} at {} does not chain to the previous batch "
+                               "(written by an earlier life of the log)",
+                               header->sequence, at);
+      return result;
+    }
+    if (offset + header->total_length > segment.header.segment_bytes) {
+      result.why = fmt::format("batch sequence {} at {} runs past the segment's end", header->sequence, at);
+      return result;
+    }
+    std::vector<std::byte> bytes(header->total_length);
+    FUSEE_TRY_VOID(read_padded(file, offset, bytes));
+    if (batch_crc(segment.header.salt, bytes, header->body_length) != header->crc) {
+      result.why = fmt::format("batch sequence {} at {} fails its checksum (torn write)", header->sequence, at);
+      return result;
+    }
+    result.kind = Probe::valid;
+    result.header = *header;
+    result.bytes = std::move(bytes);
+    return result;
+  }
+
+  // Records one valid batch of the chain. Returns false (and refuses) when a
+  // batch that passed its checksum is inconsistent: that is not a torn write.
+  bool accept(const SegmentSummary& segment, std::uint64_t offset, const Probe& probe) {
+    const auto& header = probe.header;
+    auto at = fmt::format("{} offset {}", segment.path, offset);
+    std::vector<SectionView> sections;
+    auto body = std::span<const std::byte>(probe.bytes).subspan(kBatchHeaderBytes, header.body_length);
+    if (auto error = decode_body(body, header.section_count, sections)) {
+      refuse(fmt::format("batch sequence {} at {} passes its checksum but does not decode: {}",
+                         header.sequence, at, error->message));
+      return false;
+    }
+    if ((header.flags & (kBatchFlagRoll | kBatchFlagClose)) && !sections.empty()) {
+      refuse(fmt::format("marker batch sequence {} at {} carries records", header.sequence, at));
+      return false;
+    }
+    for (const auto& section : sections) {
+      auto shard = section.header.shard;
+      if (shard >= shard_count_) {
+        refuse(fmt::format("batch sequence {} at {} has a section for shard {}, but the log has {} shards",
+                           header.sequence, at, shard, shard_count_));
+        return false;
+      }
+      auto& range = plan_.shards[shard];
+      Lsn expected = range.last_lsn == 0 ? (plan_.first_sequence == 1 ? 1 : section.header.first_lsn)
+                                         : range.last_lsn + 1;
+      if (section.header.first_lsn != expected) {
+        refuse(fmt::format("batch sequence {} at {}: shard {} continues at LSN {}, expected {}",
+                           header.sequence, at, shard, section.header.first_lsn, expected));
+        return false;
+      }
+      if (range.first_lsn == 0) range.first_lsn = section.header.first_lsn;
+      range.last_lsn = section.header.first_lsn + section.header.record_count - 1;
+      plan_.sections.push_back({shard, section.header.first_lsn, section.header.record_count, segment.number,
+                                offset, header.total_length});
+      plan_.chain_records += section.header.record_count;
+    }
+    plan_.last_sequence = header.sequence;
+    plan_.last_crc = header.crc;
+    plan_.ends_with_close = (header.flags & kBatchFlagClose) != 0;
+    ++plan_.chain_batches;
+    return true;
+  }
+
+  Result<void> walk_chain() {
+    auto index = first_;
+    auto* segment = &plan_.segments[index];
+    if (!check_size(*segment)) return ok();
+    plan_.first_sequence = segment->header.first_sequence;
+    auto expected_sequence = segment->header.first_sequence;
+    auto expected_prev = segment->header.prev_crc;
+    std::uint64_t offset = kSegmentHeaderBytes;
+    auto file = FUSEE_TRY(fs_.open(segment->path, {}));
+    for (;;) {
+      auto found = FUSEE_TRY(probe(*file, *segment, offset, expected_sequence, expected_prev));
+      if (found.kind != Probe::valid) {
+        plan_.tail = found.why;
+        break;
+      }
+      if (!accept(*segment, offset, found)) return ok();
+      ++segment->chain_batches;
+      offset += found.header.total_length;
+      expected_sequence = found.header.sequence + 1;
+      expected_prev = found.header.crc;
+      if (found.header.flags & kBatchFlagRoll) {
+        // The next segment was durable before this marker was written, so it
+        // must be there, whole, and continue the chain.
+        auto marker_at = fmt::format("the roll marker (sequence {}) at {} offset {}", found.header.sequence,
+                                     segment->path, offset - found.header.total_length);
+        if (index + 1 >= plan_.segments.size()) {
+          refuse(fmt::format("{} points to segment {}, which is missing", marker_at, segment->number + 1));
+          return ok();
+        }
+        auto& next = plan_.segments[index + 1];
+        if (next.header_status != SegmentHeaderStatus::valid) {
+          refuse(fmt::format("{} points to {}, whose header is {}", marker_at, next.path,
+                             next.header_status == SegmentHeaderStatus::zeroed ? "zeroed" : "damaged"));
+          return ok();
+        }
+        if (next.header.first_sequence != expected_sequence || next.header.prev_crc != expected_prev) {
+          refuse(fmt::format("{} points to {}, which starts at sequence {} instead of {}", marker_at, next.path,
+                             next.header.first_sequence, expected_sequence));
+          return ok();
+        }
+        if (!check_size(next)) return ok();
+        ++index;
+        segment = &next;
+        offset = kSegmentHeaderBytes;
+        file = FUSEE_TRY(fs_.open(segment->path, {}));
+      }
+    }
+    end_index_ = index;
+    plan_.write_segment = segment->number;
+    plan_.write_offset = offset;
+    return ok();
+  }
+
+  // Looks past the chain's end for a valid batch that proves an acknowledged
+  // batch was lost.
+  Result<void> scan_past_end() {
+    auto expected = plan_.last_sequence + 1;
+    for (auto index = end_index_; index < plan_.segments.size(); ++index) {
+      const auto& segment = plan_.segments[index];
+      if (segment.header_status != SegmentHeaderStatus::valid) continue;  // no salt to check with
+      auto limit = std::min(segment.file_bytes, segment.header.segment_bytes);
+      std::uint64_t offset = index == end_index_ ? plan_.write_offset : kSegmentHeaderBytes;
+      auto file = FUSEE_TRY(fs_.open(segment.path, {}));
+      constexpr std::size_t kChunkBytes = 1 * kMiB;
+      std::vector<std::byte> chunk(kChunkBytes);
+      while (offset + kBlockBytes <= limit) {
+        auto chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, limit - offset));
+        chunk_bytes -= chunk_bytes % kBlockBytes;
+        FUSEE_TRY_VOID(read_padded(*file, offset, std::span(chunk).first(chunk_bytes)));
+        for (std::size_t at = 0; at < chunk_bytes; at += kBlockBytes) {
+          auto header = decode_batch_header(std::span(chunk).subspan(at, kBlockBytes));
+          if (!header) continue;
+          auto batch_offset = offset + at;
+          if (batch_offset + header->total_length > limit) continue;
+          std::vector<std::byte> bytes(header->total_length);
+          FUSEE_TRY_VOID(read_padded(*file, batch_offset, bytes));
+          if (batch_crc(segment.header.salt, bytes, header->body_length) != header->crc) continue;
+          ++plan_.stale_batches_past_end;
+          if (header->acked >= expected) {
+            refuse(fmt::format(
+                "batch sequence {} at {} offset {} was written after sequence {} was acknowledged, but the "
+                "chain ends at sequence {} ({} offset {}): an acknowledged batch was lost",
+                header->sequence, segment.path, batch_offset, header->acked, plan_.last_sequence,
+                plan_.segments[end_index_].path, plan_.write_offset));
+            return ok();
+          }
+        }
+        offset += chunk_bytes;
+      }
+    }
+    return ok();
+  }
+
+  void choose_deletions() {
+    // Highest first, so a crash part-way never leaves a gap in the numbers.
+    for (auto index = plan_.segments.size(); index-- > end_index_ + 1;)
+      plan_.files_to_delete.push_back(plan_.segments[index].path);
+    for (const auto& path : retired_) plan_.files_to_delete.push_back(path);
+    if (!plan_.files_to_delete.empty() && plan_.tail.empty())
+      plan_.tail = fmt::format("{} segment file(s) past the end", plan_.files_to_delete.size() - retired_.size());
+  }
+
+  io::FileSystem& fs_;
+  std::uint32_t shard_count_;
+  RecoveryPlan plan_;
+  std::size_t first_ = 0;
+  std::size_t end_index_ = 0;
+  std::vector<std::string> retired_;
+};
+
+}  // namespace
+
+Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir, std::uint32_t shard_count) {
+  if (shard_count == 0 || shard_count > kShardsMax) return make_error_code(errc::invalid_argument);
+  Planner planner(fs, wal_dir, shard_count);
+  return planner.run();
+}
+
+Result<void> apply_recovery(io::FileSystem& fs, const RecoveryPlan& plan) {
+  if (plan.refused || plan.fresh) return make_error_code(errc::invalid_argument);
+  for (const auto& path : plan.files_to_delete) {
+    FUSEE_TRY_VOID(fs.remove(path));
+    // One at a time, so the numbers left on disk never have a gap.
+    FUSEE_TRY_VOID(fs.sync_dir(plan.wal_dir));
+  }
+  return ok();
+}
+
+Result<std::vector<std::byte>> read_batch(io::File& file, std::uint64_t salt, std::uint64_t offset,
+                                          std::uint32_t batch_bytes) {
+  std::vector<std::byte> bytes(batch_bytes);
+  FUSEE_TRY_VOID(read_padded(file, offset, bytes));
+  auto header = decode_batch_header(bytes);
+  if (!header || header->total_length != batch_bytes ||
+      batch_crc(salt, bytes, header->body_length) != header->crc)
+    return make_error_code(errc::corrupt);
+  return bytes;
+}
+
+}  // namespace fusee::wal

@@ -1,0 +1,96 @@
+// Recovery of the shared log: first a read-only plan of what recovery would do
+// (what chain it keeps, what tail it drops, or why it refuses), the same plan
+// `fusee inspect` prints; then apply() carries it out. Planning never writes.
+//
+// The rule (spec/FuseeLog.tla states it; docs/durability.md explains it):
+// follow the chain from the oldest segment; a batch continues it when its CRC
+// holds with its segment's salt, its sequence is the next one and its prev_crc
+// is the previous batch's CRC. Stop at the first batch that does not. If a
+// valid batch anywhere past that end carries an `acked` reaching past the end,
+// an acknowledged batch was lost: refuse, naming where. Damage that cannot be
+// a torn write (a bad header of a segment the chain needs, a truncated
+// segment) refuses too. A crash alone never refuses.
+//
+// Not thread-safe; run before the log's writer starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "wal/io/file_system.hpp"
+#include "wal/log_format.hpp"
+
+namespace fusee::wal {
+
+struct SegmentSummary {
+  std::uint64_t number = 0;
+  std::string path;
+  std::uint64_t file_bytes = 0;
+  SegmentHeaderStatus header_status = SegmentHeaderStatus::damaged;
+  SegmentHeader header;           // meaningful when header_status is valid
+  std::uint64_t chain_batches = 0;  // batches of the chain in this segment
+};
+
+// Where one section of the chain lives, so records can be read back.
+struct SectionLocation {
+  ShardId shard = 0;
+  Lsn first_lsn = 0;
+  std::uint32_t record_count = 0;
+  std::uint64_t segment = 0;
+  std::uint64_t batch_offset = 0;
+  std::uint32_t batch_bytes = 0;
+};
+
+struct ShardRange {
+  Lsn first_lsn = 0;  // 0 when the shard has no record in the log
+  Lsn last_lsn = 0;
+};
+
+struct RecoveryPlan {
+  std::string wal_dir;
+  bool fresh = false;  // no log yet: open creates one
+
+  std::vector<SegmentSummary> segments;  // every segment file found, by number
+
+  // The chain recovery keeps.
+  std::uint64_t first_sequence = 0;
+  std::uint64_t last_sequence = 0;  // 0 when the chain is empty
+  std::uint32_t last_crc = 0;
+  std::uint64_t chain_batches = 0;
+  std::uint64_t chain_records = 0;
+  bool ends_with_close = false;  // the last batch is a clean close marker
+  std::vector<SectionLocation> sections;
+  std::vector<ShardRange> shards;  // indexed by shard id
+
+  // Where the next batch goes: right after the chain's end.
+  std::uint64_t write_segment = 0;
+  std::uint64_t write_offset = 0;
+
+  // What lies past the end and is dropped (not an error: a torn tail).
+  std::string tail;                      // human description; empty when clean
+  std::uint64_t stale_batches_past_end = 0;  // valid batches past the end (never acknowledged)
+  std::vector<std::string> files_to_delete;  // segments past the end, leftovers
+
+  // Set when recovery refuses to open; the message names file, offset and
+  // sequences.
+  bool refused = false;
+  std::string refusal;
+};
+
+// Reads the log in wal_dir and decides; never writes. An I/O error reading is
+// an error result; a damaged log is a plan with refused set.
+Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir,
+                                   std::uint32_t shard_count);
+
+// Carries out a plan that did not refuse: deletes what it names and syncs the
+// directory. Writes nothing else; reopening afterwards plans the same chain.
+Result<void> apply_recovery(io::FileSystem& fs, const RecoveryPlan& plan);
+
+// Reads one whole batch (header + body) of a segment, for reading records
+// back. Verifies CRC and structure against salt; errc::corrupt if they fail.
+Result<std::vector<std::byte>> read_batch(io::File& file, std::uint64_t salt, std::uint64_t offset,
+                                          std::uint32_t batch_bytes);
+
+}  // namespace fusee::wal

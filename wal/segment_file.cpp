@@ -1,0 +1,85 @@
+#include "wal/segment_file.hpp"
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "wal/errc.hpp"
+
+namespace fusee::wal {
+
+std::string segment_file_name(std::uint64_t segment_number) {
+  return fmt::format("{:010}.seg", segment_number);
+}
+
+std::optional<std::uint64_t> parse_segment_file_name(const std::string& name) {
+  if (name.size() != 14 || name.compare(10, 4, ".seg") != 0) return std::nullopt;
+  std::uint64_t number = 0;
+  for (int i = 0; i < 10; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    number = number * 10 + static_cast<std::uint64_t>(name[i] - '0');
+  }
+  return number;
+}
+
+Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, const std::string& path,
+                                                         bool direct, bool* direct_out) {
+  if (direct) {
+    auto file = fs.open(path, {.write = true, .direct = true});
+    if (file) {
+      *direct_out = true;
+      return file;
+    }
+    // A filesystem that refuses O_DIRECT (tmpfs) answers EINVAL: go buffered.
+    if (file.error() != std::errc::invalid_argument) return file.error();
+  }
+  *direct_out = false;
+  return fs.open(path, {.write = true});
+}
+
+Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const std::byte> data) {
+  bool dsync = file.direct();
+  std::size_t done = 0;
+  while (done < data.size()) {
+    auto rest = data.subspan(done);
+    auto written = file.write_at(offset + done, rest, dsync ? io::WriteFlags::dsync : io::WriteFlags::none);
+    if (!written) return written.error();
+    if (*written == 0) return std::make_error_code(std::errc::io_error);
+    if (file.direct() && *written % io::kDirectAlignment != 0) {
+      // A direct file cannot continue from an unaligned point; a short direct
+      // write that is not block-aligned is an I/O error.
+      return std::make_error_code(std::errc::io_error);
+    }
+    done += *written;
+  }
+  if (!dsync) FUSEE_TRY_VOID(file.sync_data());
+  return ok();
+}
+
+Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
+                                                 const SegmentHeader& header, bool direct,
+                                                 bool* direct_out) {
+  auto path = io::join_path(wal_dir, segment_file_name(header.segment_number));
+  {
+    auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
+    FUSEE_TRY_VOID(created->truncate(0));
+    FUSEE_TRY_VOID(created->allocate(0, header.segment_bytes));
+    FUSEE_TRY_VOID(created->sync_data());
+  }
+  auto file = FUSEE_TRY(open_segment_for_write(fs, path, direct, direct_out));
+  io::AlignedBuffer block(kSegmentHeaderBytes);
+  encode_segment_header(header, block.span());
+  auto written = write_durably(*file, 0, block.span());
+  if (!written && *direct_out && written.error() == std::errc::invalid_argument) {
+    // Took the open, refused the write: buffered from here on.
+    *direct_out = false;
+    file = FUSEE_TRY(fs.open(path, {.write = true}));
+    FUSEE_TRY_VOID(write_durably(*file, 0, block.span()));
+  } else if (!written) {
+    return written.error();
+  }
+  FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
+  return file;
+}
+
+}  // namespace fusee::wal

@@ -1,0 +1,40 @@
+// Segment files: their names, and creating one durably. Creating goes through
+// the FileSystem seam; the order of steps is what recovery's rules rely on
+// (see create_segment).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/result.hpp"
+#include "wal/io/file_system.hpp"
+#include "wal/log_format.hpp"
+
+namespace fusee::wal {
+
+// "0000000042.seg" for segment 42.
+std::string segment_file_name(std::uint64_t segment_number);
+// The number in a segment file name, or nullopt for any other name.
+std::optional<std::uint64_t> parse_segment_file_name(const std::string& name);
+
+// Creates segment `header.segment_number` in wal_dir and makes it durable, in
+// this order: create (truncating any leftover), preallocate
+// header.segment_bytes, fdatasync (so a valid header implies a durable size),
+// write the header block durably, sync the directory. Returns the file opened
+// for writing (direct when asked and allowed; *direct_out says which).
+Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
+                                                 const SegmentHeader& header, bool direct,
+                                                 bool* direct_out);
+
+// Opens an existing segment for writing (direct when asked and allowed).
+Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, const std::string& path,
+                                                         bool direct, bool* direct_out);
+
+// Writes all of data at offset and makes it durable: one RWF_DSYNC write on a
+// direct file, or write + fdatasync on a buffered one. Short writes continue
+// where they stopped.
+Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const std::byte> data);
+
+}  // namespace fusee::wal
