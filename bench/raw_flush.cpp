@@ -22,9 +22,7 @@ using Clock = std::chrono::steady_clock;
 Result<void> write_fully(io::File& file, std::uint64_t offset, std::span<const std::byte> data,
                          io::WriteFlags flags) {
   while (!data.empty()) {
-    auto written_or = file.write_at(offset, data, flags);
-    if (!written_or) return written_or.error();
-    std::size_t written = *written_or;
+    std::size_t written = FUSEE_TRY(file.write_at(offset, data, flags));
     // A zero-byte write of a non-empty buffer would spin forever.
     if (written == 0) return std::make_error_code(std::errc::io_error);
     offset += written;
@@ -155,9 +153,7 @@ Result<std::vector<RawFlushResult>> measure_raw_flush_all(io::FileSystem& fs,
                                                           const RawFlushOptions& options) {
   std::vector<RawFlushResult> results;
   for (FlushMethod method : {FlushMethod::buffered_fdatasync, FlushMethod::direct_dsync}) {
-    auto measured = measure_raw_flush(fs, dir, method, options);
-    if (!measured) return measured.error();
-    results.push_back(std::move(measured).value());
+    results.push_back(FUSEE_TRY(measure_raw_flush(fs, dir, method, options)));
   }
   return results;
 }

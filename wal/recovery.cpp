@@ -345,6 +345,18 @@ Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_di
 
 Result<void> apply_recovery(io::FileSystem& fs, const RecoveryPlan& plan) {
   if (plan.refused || plan.fresh) return make_error_code(errc::invalid_argument);
+  // What this recovery returns must survive the next crash (P3). A previous
+  // life's buffered writes may still sit unsynced in the page cache (its
+  // fdatasync failed or never ran) and yet have been read as the chain, so
+  // the chain's segments are synced before anything is built on them.
+  for (const auto& segment : plan.segments) {
+    if (segment.header_status != SegmentHeaderStatus::valid || segment.number > plan.write_segment) continue;
+    if (std::find(plan.files_to_delete.begin(), plan.files_to_delete.end(), segment.path) !=
+        plan.files_to_delete.end())
+      continue;
+    auto file = FUSEE_TRY(fs.open(segment.path, {.write = true}));
+    FUSEE_TRY_VOID(file->sync_data());
+  }
   for (const auto& path : plan.files_to_delete) {
     FUSEE_TRY_VOID(fs.remove(path));
     // One at a time, so the numbers left on disk never have a gap.

@@ -4,17 +4,16 @@
 
 #include <doctest/doctest.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include "tests/support/temp_dir.hpp"
 
 namespace {
 
@@ -25,28 +24,7 @@ using fusee::io::kDirectAlignment;
 using fusee::io::OpenOptions;
 using fusee::io::PosixFileSystem;
 using fusee::io::WriteFlags;
-
-// A fresh directory under /tmp, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/fusee-posix-fs-XXXXXX";
-    char* made = ::mkdtemp(pattern.data());
-    REQUIRE_MESSAGE(made != nullptr, "mkdtemp failed: " << std::generic_category().message(errno));
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string file(std::string_view name) const { return fusee::io::join_path(path_, std::string(name)); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using fusee::testing::TempDir;
 
 template <typename T>
 T value_or_fail(Result<T> result) {
@@ -77,7 +55,7 @@ TEST_SUITE("unit") {
   TEST_CASE("posix file system reads back what was written, at any offset") {
     TempDir dir;
     PosixFileSystem fs;
-    auto file = value_or_fail(fs.open(dir.file("data"), kCreate));
+    auto file = value_or_fail(fs.open(dir.sub("data"), kCreate));
     CHECK_FALSE(file->direct());
 
     CHECK(value_or_fail(file->write_at(0, as_bytes("hello"), WriteFlags::none)) == 5);
@@ -94,14 +72,14 @@ TEST_SUITE("unit") {
     CHECK(read_string(*file, 20000, 100).empty());
 
     // A second open sees the same bytes: nothing was held in the File.
-    auto reader = value_or_fail(fs.open(dir.file("data"), OpenOptions{}));
+    auto reader = value_or_fail(fs.open(dir.sub("data"), OpenOptions{}));
     CHECK(read_string(*reader, 10000, 7) == "durable");
   }
 
   TEST_CASE("posix file system allocate extends the size and truncate shrinks it") {
     TempDir dir;
     PosixFileSystem fs;
-    auto file = value_or_fail(fs.open(dir.file("segment"), kCreate));
+    auto file = value_or_fail(fs.open(dir.sub("segment"), kCreate));
     ok_or_fail(file->allocate(0, 1 << 20));
     CHECK(value_or_fail(file->size()) == (1u << 20));
     // Preallocated space reads as zeros.
@@ -116,7 +94,7 @@ TEST_SUITE("unit") {
     PosixFileSystem fs;
     OpenOptions direct_options = kCreate;
     direct_options.direct = true;
-    auto opened = fs.open(dir.file("direct"), direct_options);
+    auto opened = fs.open(dir.sub("direct"), direct_options);
     if (!opened && opened.error() == std::errc::invalid_argument) {
       MESSAGE("O_DIRECT refused (EINVAL) under " << dir.path() << ": direct check skipped");
       return;
@@ -135,7 +113,7 @@ TEST_SUITE("unit") {
     CHECK(std::equal(in.span().begin(), in.span().end(), out.span().begin()));
 
     // A buffered reader sees the same bytes (no stale page cache).
-    auto buffered = value_or_fail(fs.open(dir.file("direct"), OpenOptions{}));
+    auto buffered = value_or_fail(fs.open(dir.sub("direct"), OpenOptions{}));
     std::vector<std::byte> copy(out.size());
     CHECK(value_or_fail(buffered->read_at(kDirectAlignment, copy)) == copy.size());
     CHECK(std::equal(copy.begin(), copy.end(), out.span().begin()));
@@ -145,35 +123,35 @@ TEST_SUITE("unit") {
     TempDir dir;
     PosixFileSystem fs;
 
-    auto missing = fs.open(dir.file("missing"), OpenOptions{});
+    auto missing = fs.open(dir.sub("missing"), OpenOptions{});
     REQUIRE_FALSE(missing.has_value());
     CHECK(missing.error() == std::errc::no_such_file_or_directory);
     CHECK(missing.error().value() == ENOENT);
     CHECK(&missing.error().category() == &std::generic_category());
 
-    auto created = value_or_fail(fs.open(dir.file("once"), kCreate));
+    auto created = value_or_fail(fs.open(dir.sub("once"), kCreate));
     OpenOptions exclusive = kCreate;
     exclusive.exclusive = true;
-    auto again = fs.open(dir.file("once"), exclusive);
+    auto again = fs.open(dir.sub("once"), exclusive);
     REQUIRE_FALSE(again.has_value());
     CHECK(again.error() == std::errc::file_exists);
 
     // Writing through a read-only File fails rather than silently dropping.
-    auto read_only = value_or_fail(fs.open(dir.file("once"), OpenOptions{}));
+    auto read_only = value_or_fail(fs.open(dir.sub("once"), OpenOptions{}));
     auto write = read_only->write_at(0, as_bytes("x"), WriteFlags::none);
     REQUIRE_FALSE(write.has_value());
     CHECK(write.error() == std::errc::bad_file_descriptor);
 
-    auto rename = fs.rename(dir.file("missing"), dir.file("elsewhere"));
+    auto rename = fs.rename(dir.sub("missing"), dir.sub("elsewhere"));
     REQUIRE_FALSE(rename.has_value());
     CHECK(rename.error() == std::errc::no_such_file_or_directory);
-    auto remove = fs.remove(dir.file("missing"));
+    auto remove = fs.remove(dir.sub("missing"));
     REQUIRE_FALSE(remove.has_value());
     CHECK(remove.error() == std::errc::no_such_file_or_directory);
-    auto sync = fs.sync_dir(dir.file("missing"));
+    auto sync = fs.sync_dir(dir.sub("missing"));
     REQUIRE_FALSE(sync.has_value());
     CHECK(sync.error() == std::errc::no_such_file_or_directory);
-    auto list = fs.list(dir.file("missing"));
+    auto list = fs.list(dir.sub("missing"));
     REQUIRE_FALSE(list.has_value());
     CHECK(list.error() == std::errc::no_such_file_or_directory);
   }
@@ -182,39 +160,39 @@ TEST_SUITE("unit") {
     TempDir dir;
     PosixFileSystem fs;
     for (const char* name : {"segment-10", "b", "segment-2", "a", "segment-1"}) {
-      (void)value_or_fail(fs.open(dir.file(name), kCreate));
+      (void)value_or_fail(fs.open(dir.sub(name), kCreate));
     }
-    ok_or_fail(fs.create_dir(dir.file("blobs")));
+    ok_or_fail(fs.create_dir(dir.sub("blobs")));
     std::vector<std::string> expected{"a", "b", "blobs", "segment-1", "segment-10", "segment-2"};
     CHECK(value_or_fail(fs.list(dir.path())) == expected);
-    CHECK(value_or_fail(fs.list(dir.file("blobs"))).empty());
+    CHECK(value_or_fail(fs.list(dir.sub("blobs"))).empty());
   }
 
   TEST_CASE("posix file system renames, removes and manages directories") {
     TempDir dir;
     PosixFileSystem fs;
-    (void)value_or_fail(fs.open(dir.file("tmp"), kCreate));
-    ok_or_fail(fs.rename(dir.file("tmp"), dir.file("final")));
+    (void)value_or_fail(fs.open(dir.sub("tmp"), kCreate));
+    ok_or_fail(fs.rename(dir.sub("tmp"), dir.sub("final")));
     ok_or_fail(fs.sync_dir(dir.path()));
-    CHECK_FALSE(value_or_fail(fs.exists(dir.file("tmp"))));
-    CHECK(value_or_fail(fs.exists(dir.file("final"))));
+    CHECK_FALSE(value_or_fail(fs.exists(dir.sub("tmp"))));
+    CHECK(value_or_fail(fs.exists(dir.sub("final"))));
     // Below a regular file nothing can exist; that is "no", not an error.
-    CHECK_FALSE(value_or_fail(fs.exists(dir.file("final") + "/child")));
+    CHECK_FALSE(value_or_fail(fs.exists(dir.sub("final") + "/child")));
 
-    ok_or_fail(fs.create_dir(dir.file("wal")));
-    ok_or_fail(fs.create_dir(dir.file("wal")));  // already there: still fine
-    CHECK(value_or_fail(fs.exists(dir.file("wal"))));
-    auto over_file = fs.create_dir(dir.file("final"));
+    ok_or_fail(fs.create_dir(dir.sub("wal")));
+    ok_or_fail(fs.create_dir(dir.sub("wal")));  // already there: still fine
+    CHECK(value_or_fail(fs.exists(dir.sub("wal"))));
+    auto over_file = fs.create_dir(dir.sub("final"));
     REQUIRE_FALSE(over_file.has_value());
     CHECK(over_file.error() == std::errc::not_a_directory);
 
-    (void)value_or_fail(fs.open(dir.file("wal/segment"), kCreate));
-    auto not_empty = fs.remove_dir(dir.file("wal"));
+    (void)value_or_fail(fs.open(dir.sub("wal/segment"), kCreate));
+    auto not_empty = fs.remove_dir(dir.sub("wal"));
     REQUIRE_FALSE(not_empty.has_value());
     CHECK(not_empty.error() == std::errc::directory_not_empty);
-    ok_or_fail(fs.remove(dir.file("wal/segment")));
-    ok_or_fail(fs.remove_dir(dir.file("wal")));
-    CHECK_FALSE(value_or_fail(fs.exists(dir.file("wal"))));
+    ok_or_fail(fs.remove(dir.sub("wal/segment")));
+    ok_or_fail(fs.remove_dir(dir.sub("wal")));
+    CHECK_FALSE(value_or_fail(fs.exists(dir.sub("wal"))));
     ok_or_fail(fs.sync_dir(dir.path()));
   }
 }
