@@ -288,8 +288,8 @@ class Planner {
       auto limit = std::min(segment.file_bytes, segment.header.segment_bytes);
       std::uint64_t offset = index == end_index_ ? plan_.write_offset : kSegmentHeaderBytes;
       auto file = FUSEE_TRY(fs_.open(segment.path, {}));
-      constexpr std::size_t kChunkBytes = 1 * kMiB;
-      std::vector<std::byte> chunk(kChunkBytes);
+      constexpr std::uint64_t kChunkBytes = 1 * kMiB;
+      std::vector<std::byte> chunk(static_cast<std::size_t>(std::min(kChunkBytes, limit - std::min(limit, offset))));
       while (offset + kBlockBytes <= limit) {
         auto chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, limit - offset));
         chunk_bytes -= chunk_bytes % kBlockBytes;
