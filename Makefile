@@ -38,7 +38,8 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	@ninja -C $(ASAN_BUILD) -j$(JOBS)
 	@UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 scripts/run-tests $(ASAN_BUILD) unit crash
 
-demo: build
+demo: deps $(BUILD)/build.ninja
+	@ninja -C $(BUILD) -j$(JOBS) cli/fusee
 	@$(BUILD)/cli/fusee demo --dir ./data
 
 bench: build

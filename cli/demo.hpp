@@ -1,0 +1,25 @@
+// `fusee demo`: the demonstration behind the README's `make demo`. Until the
+// engine exists it demonstrates the shared log's promise: a child process
+// appends from several threads and reports each acknowledgement to the
+// parent, the parent SIGKILLs it part-way with no clean shutdown, reopens the
+// directory and checks that every acknowledged record is there, byte for
+// byte, and nothing else. Not thread-safe; runs on the main thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fusee::cli {
+
+struct DemoOptions {
+  std::string dir = "./data";
+  int kills = 5;
+  std::uint32_t shards = 4;  // one appender thread per shard
+  std::uint64_t seed = 0;    // 0: from the clock
+  bool quiet = false;
+};
+
+// Returns the process exit code: 0 when every check held.
+int run_demo(const DemoOptions& options);
+
+}  // namespace fusee::cli
