@@ -35,7 +35,7 @@ Result<void> create_fresh_log(io::FileSystem& fs, const LogOptions& options, con
   FUSEE_TRY_VOID(fs.create_dir(staging_dir));
   SegmentHeader header{1, options.random(), 1, options.segment_bytes, 0};
   bool direct = false;
-  FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, options.direct_io, &direct));
+  FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, options.direct_io, &direct, /*zero_fill=*/true));
   FUSEE_TRY_VOID(fs.rename(staging_dir, wal_dir));
   FUSEE_TRY_VOID(fs.sync_dir(options.dir));
   return ok();
@@ -82,6 +82,7 @@ Log::Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan)
   wal_dir_ = plan_.wal_dir;
   auto shards = options_.shard_count;
   durable_lsns_.assign(shards, 0);
+  shard_durable_cvs_ = std::make_unique<std::condition_variable[]>(shards);
   index_.resize(shards);
   stages_.reserve(shards);
   for (ShardId shard = 0; shard < shards; ++shard) {
@@ -128,8 +129,13 @@ Log::~Log() {
     closing_ = true;
   }
   work_cv_.notify_all();
-  durable_cv_.notify_all();
+  wake_all_waiters();
   for (auto& writer : writers_) writer.join();
+}
+
+void Log::wake_all_waiters() {
+  durable_cv_.notify_all();
+  for (std::uint32_t shard = 0; shard < options_.shard_count; ++shard) shard_durable_cvs_[shard].notify_all();
 }
 
 Result<void> Log::check_shard(ShardId shard) const {
@@ -159,7 +165,24 @@ Result<void> Log::wait_durable(ShardId shard, Lsn lsn) {
   FUSEE_TRY_VOID(check_shard(shard));
   std::unique_lock lock(mu_);
   if (lsn >= stages_[shard].next_lsn()) return make_error_code(errc::invalid_argument);
-  durable_cv_.wait(lock, [&] { return durable_lsns_[shard] >= lsn || poison_ || stopping_; });
+  for (;;) {
+    if (durable_lsns_[shard] >= lsn || poison_ || stopping_) break;
+    // Inline write: with nothing in flight, the waiting thread seals and
+    // writes the batch itself instead of handing it to a log thread and
+    // being woken back, two thread wake-ups that cost about as much as a
+    // fast disk's flush. It was going to block for the flush anyway.
+    if (in_flight_.empty() && has_work_locked()) {
+      std::unique_lock seal_lock(seal_mu_, std::try_to_lock);  // never wait on seal_mu_ holding mu_
+      if (seal_lock.owns_lock()) {
+        lock.unlock();
+        thread_local io::AlignedBuffer inline_buffer;
+        seal_and_write(seal_lock, inline_buffer);
+        lock.lock();
+        continue;
+      }
+    }
+    shard_durable_cvs_[shard].wait(lock);
+  }
   if (durable_lsns_[shard] >= lsn) return ok();
   if (poison_) return poison_;
   return make_error_code(errc::closed);
@@ -199,25 +222,39 @@ void Log::poison_locked(std::error_code error) {
   staged_bytes_ = 0;
   staged_records_ = 0;
   work_cv_.notify_all();
-  durable_cv_.notify_all();
+  wake_all_waiters();
+}
+
+bool Log::has_work_locked() const {
+  if (in_flight_.size() >= kWritesInFlightMax) return false;
+  return staged_records_ > 0 || (close_marker_wanted_ && !close_marker_written_ && in_flight_.empty());
 }
 
 void Log::writer_loop() {
   io::AlignedBuffer buffer;
   for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || poison_ || has_work_locked(); });
+      if (stopping_ || poison_) return;
+    }
     std::unique_lock seal_lock(seal_mu_);
-    std::shared_ptr<io::File> file;
-    Write* write = nullptr;
-    if (!seal_next(seal_lock, file, buffer, write)) return;
-    seal_lock.unlock();
-    auto result = write_batch(file, write->segment, write->offset,
-                              std::span<const std::byte>(buffer.data(), write->batch_bytes));
-    complete(write, result);
+    seal_and_write(seal_lock, buffer);
   }
 }
 
-bool Log::seal_next(std::unique_lock<std::mutex>&, std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer,
-                    Write*& write) {
+bool Log::seal_and_write(std::unique_lock<std::mutex>& seal_lock, io::AlignedBuffer& buffer) {
+  std::shared_ptr<io::File> file;
+  Write* write = nullptr;
+  if (!seal_next(file, buffer, write)) return false;
+  seal_lock.unlock();
+  auto result = write_batch(file, write->segment, write->offset,
+                            std::span<const std::byte>(buffer.data(), write->batch_bytes));
+  complete(write, result);
+  return true;
+}
+
+bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write) {
   BatchPlan batch;
   std::vector<Lsn> first_lsns;
   std::uint64_t acked = 0;
@@ -225,11 +262,8 @@ bool Log::seal_next(std::unique_lock<std::mutex>&, std::shared_ptr<io::File>& fi
   std::uint64_t records = 0;
   {
     std::unique_lock lock(mu_);
-    work_cv_.wait(lock, [&] {
-      return stopping_ || poison_ || staged_records_ > 0 ||
-             (close_marker_wanted_ && !close_marker_written_ && in_flight_.empty());
-    });
-    if (stopping_ || poison_) return false;
+    // Another writer may have taken the work between the wake-up and seal_mu_.
+    if (stopping_ || poison_ || !has_work_locked()) return false;
     if (staged_records_ == 0) {
       flags = kBatchFlagClose;
       close_marker_written_ = true;
@@ -330,7 +364,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
                                             round_up_to_block(kSegmentHeaderBytes + batch_bytes + kBlockBytes));
   SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc};
   bool direct = false;
-  next.file = FUSEE_TRY(create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
+  next.file = FUSEE_TRY(create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct, /*zero_fill=*/true));
   if (!direct) direct_ = false;
 
   auto pending = std::make_unique<Write>();
@@ -404,6 +438,7 @@ void Log::complete(Write* write, const Result<void>& result) {
   }
   durable_cv_.notify_all();
   work_cv_.notify_all();
+  for (auto [shard, lsn] : advanced) shard_durable_cvs_[shard].notify_all();
   std::unique_lock hook_lock(hook_mu_);  // taken before mu_ is released: hooks run in order
   lock.unlock();
   if (hook_)
@@ -421,7 +456,7 @@ Result<void> Log::close() {
     stopping_ = true;
   }
   work_cv_.notify_all();
-  durable_cv_.notify_all();
+  wake_all_waiters();
   for (auto& writer : writers_) writer.join();
   writers_.clear();
   std::lock_guard lock(mu_);

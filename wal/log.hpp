@@ -138,14 +138,20 @@ class Log {
 
   Result<void> start_writing();
   void writer_loop();
-  // Seals the next batch (under seal_mu_); false when there is nothing to do.
-  bool seal_next(std::unique_lock<std::mutex>& seal_lock, std::shared_ptr<io::File>& file,
-                 io::AlignedBuffer& buffer, Write*& write);
+  // Whether a batch (or the close marker) is ready to be sealed and a write
+  // slot is free. Caller holds mu_.
+  bool has_work_locked() const;
+  // Seals the next batch and writes it on the calling thread. Caller holds
+  // seal_mu_ (through seal_lock, released once the batch is sealed). Returns
+  // false when there was nothing to seal or the log stopped.
+  bool seal_and_write(std::unique_lock<std::mutex>& seal_lock, io::AlignedBuffer& buffer);
+  bool seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write);
   Result<void> roll_segment(std::uint64_t batch_bytes);
   Result<void> write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,
                            std::span<const std::byte> bytes);
   void complete(Write* write, const Result<void>& result);
   void poison_locked(std::error_code error);
+  void wake_all_waiters();
   Result<void> check_shard(ShardId shard) const;
 
   io::FileSystem& fs_;
@@ -156,7 +162,10 @@ class Log {
   // mu_ guards staging, publication and the section index.
   mutable std::mutex mu_;
   std::condition_variable work_cv_;     // staged records, close requests, stop
-  std::condition_variable durable_cv_;  // publications and poison
+  std::condition_variable durable_cv_;  // publications and poison, for close()
+  // One per shard, so a publication wakes only the waiters it concerns, not
+  // every appender of every shard.
+  std::unique_ptr<std::condition_variable[]> shard_durable_cvs_;
   std::vector<ShardStage> stages_;
   std::size_t staged_bytes_ = 0;
   std::size_t staged_records_ = 0;

@@ -1,5 +1,6 @@
 #include "wal/segment_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -56,14 +57,30 @@ Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const
   return ok();
 }
 
+Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes) {
+  constexpr std::uint64_t kChunkBytes = 1024 * 1024;
+  io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kChunkBytes, size_bytes)));
+  for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
+    auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
+    std::size_t done = 0;
+    while (done < length) {
+      auto written = FUSEE_TRY(file.write_at(offset + done, zeros.span().subspan(done, length - done), io::WriteFlags::none));
+      if (written == 0) return std::make_error_code(std::errc::io_error);
+      done += written;
+    }
+  }
+  return ok();
+}
+
 Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
                                                  const SegmentHeader& header, bool direct,
-                                                 bool* direct_out) {
+                                                 bool* direct_out, bool zero_fill) {
   auto path = io::join_path(wal_dir, segment_file_name(header.segment_number));
   {
     auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
     FUSEE_TRY_VOID(created->truncate(0));
     FUSEE_TRY_VOID(created->allocate(0, header.segment_bytes));
+    if (zero_fill) FUSEE_TRY_VOID(fill_with_zeros(*created, header.segment_bytes));
     FUSEE_TRY_VOID(created->sync_data());
   }
   auto file = FUSEE_TRY(open_segment_for_write(fs, path, direct, direct_out));
