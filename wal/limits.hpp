@@ -44,6 +44,10 @@ inline constexpr std::uint64_t kSegmentBytesDefault = 64 * kMiB;
 inline constexpr std::uint64_t kSegmentBytesMin = 16 * kKiB;
 inline constexpr std::uint64_t kSegmentBytesMax = 1024 * kMiB;
 
+// A thread that wrote a batch inline keeps its buffer for the next one only
+// up to this size: there may be many such threads.
+inline constexpr std::size_t kInlineBufferKeepBytes = 1 * kMiB;
+
 // Shards per log: section headers carry a 32-bit shard id, but per-shard
 // state is kept in arrays, so the count is bounded.
 inline constexpr std::uint32_t kShardsMax = 4096;

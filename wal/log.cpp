@@ -114,6 +114,9 @@ Result<void> Log::start_writing() {
   bool direct = false;
   segment_.file = FUSEE_TRY(open_segment_for_write(fs_, it->path, options_.direct_io, &direct));
   direct_ = direct;
+  if (options_.direct_io && !direct && !fallback_warned_.exchange(true))
+    options_.warn(fmt::format("{}: the file system refuses O_DIRECT; the log writes buffered with fdatasync",
+                              wal_dir_));
   write_offset_ = plan_.write_offset;
   life_ = options_.random();
   stats_.segment_bytes = segment_.size_bytes;
@@ -177,6 +180,8 @@ Result<void> Log::wait_durable(ShardId shard, Lsn lsn) {
         lock.unlock();
         thread_local io::AlignedBuffer inline_buffer;
         seal_and_write(seal_lock, inline_buffer);
+        // Appender threads are many: none keeps a large batch's buffer.
+        if (inline_buffer.size() > kInlineBufferKeepBytes) inline_buffer = io::AlignedBuffer();
         lock.lock();
         continue;
       }
@@ -276,6 +281,16 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
     if (buffer.size() < total) buffer = io::AlignedBuffer(std::max<std::size_t>(total, 64 * kKiB));
     auto body = std::span<std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes);
     encode_sections(batch, stages_, body);
+#ifndef NDEBUG
+    {
+      // What goes to disk must decode to what was planned (checked again,
+      // always, when recovery reads it back).
+      std::vector<SectionView> decoded;
+      FUSEE_DASSERT(!decode_body(body, static_cast<std::uint32_t>(batch.sections.size()), decoded),
+                    "a sealed batch does not decode");
+      FUSEE_DASSERT(decoded.size() == batch.sections.size(), "a sealed batch lost a section");
+    }
+#endif
     // Padding is zero so the bytes on disk are a function of the records.
     std::memset(buffer.data() + kBatchHeaderBytes + batch.body_bytes, 0,
                 total - kBatchHeaderBytes - batch.body_bytes);

@@ -204,3 +204,38 @@ TEST_CASE("64 concurrent appenders share flushes: at least 8 records per flush")
   REQUIRE((*log)->close());
 }
 }
+
+#include "tests/support/fault_file_system.hpp"
+
+TEST_SUITE("unit") {
+TEST_CASE("a file system that refuses O_DIRECT is written buffered, and the log says so once") {
+  for (bool at_open : {true, false}) {
+    CAPTURE(at_open);
+    testing::FaultFileSystemOptions fs_options;
+    fs_options.refuse_direct_open = at_open;
+    fs_options.refuse_direct_write = !at_open;
+    testing::FaultFileSystem fs(fs_options);
+    auto options = options_for("/data", 2);
+    options.segment_bytes = kSegmentBytesMin;
+    std::vector<std::string> warnings;
+    options.warn = [&](const std::string& line) { warnings.push_back(line); };
+    {
+      auto log = Log::open(fs, options);
+      REQUIRE(log);
+      for (Lsn lsn = 1; lsn <= 12; ++lsn) {
+        auto appended = (*log)->append(0, payload(0, lsn, 2000));
+        REQUIRE(appended);
+        REQUIRE((*log)->wait_durable(0, *appended));
+      }
+      CHECK_FALSE((*log)->stats().direct_io);
+      CHECK((*log)->stats().segments_created >= 2);
+    }
+    CHECK(warnings.size() == 1);
+    // Buffered writes were synced: a power loss keeps every record.
+    auto image = fs.crash_image(testing::CrashOutcome::drop_all());
+    auto log = Log::open(*image, options);
+    REQUIRE(log);
+    CHECK(read_all(**log, 0).size() == 12);
+  }
+}
+}
