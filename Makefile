@@ -20,7 +20,7 @@ deps:
 	@scripts/install-deps
 
 $(BUILD)/build.ninja: | deps
-	@$(MESON_ENV) meson setup $(BUILD) --buildtype=debugoptimized >/dev/null
+	@$(MESON_ENV) meson setup $(BUILD) --buildtype=debugoptimized >$(BUILD).setup.log || (cat $(BUILD).setup.log; exit 1)
 
 build: deps $(BUILD)/build.ninja
 	@ninja -C $(BUILD) -j$(JOBS)
@@ -32,7 +32,7 @@ test-long: build
 	@scripts/run-tests $(BUILD) unit crash slow
 
 $(ASAN_BUILD)/build.ninja: | deps
-	@$(MESON_ENV) meson setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+	@$(MESON_ENV) meson setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >$(ASAN_BUILD).setup.log || (cat $(ASAN_BUILD).setup.log; exit 1)
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	@ninja -C $(ASAN_BUILD) -j$(JOBS)
