@@ -48,6 +48,13 @@ inline constexpr std::uint64_t kSegmentBytesMax = 1024 * kMiB;
 // up to this size: there may be many such threads.
 inline constexpr std::size_t kInlineBufferKeepBytes = 1 * kMiB;
 
+// Segment growth: while the log fills segments faster than this, each next
+// segment doubles, up to kSegmentGrowthBytesMax, so a busy log rolls (and
+// asks shards to checkpoint) less often; below it segments return to the
+// configured size so an idle log does not hold large files.
+inline constexpr std::uint64_t kSegmentGrowthRateBytesPerSecond = 100'000'000;
+inline constexpr std::uint64_t kSegmentGrowthBytesMax = 256 * kMiB;
+
 // Shards per log: section headers carry a 32-bit shard id, but per-shard
 // state is kept in arrays, so the count is bounded.
 inline constexpr std::uint32_t kShardsMax = 4096;

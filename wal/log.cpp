@@ -1,6 +1,7 @@
 #include "wal/log.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -53,6 +54,12 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
     return make_error_code(errc::invalid_argument);
   if (!options.random) options.random = default_random;
   if (!options.warn) options.warn = [](const std::string& line) { std::fprintf(stderr, "fusee: %s\n", line.c_str()); };
+  if (!options.now_us)
+    options.now_us = [] {
+      return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::steady_clock::now().time_since_epoch())
+                                            .count());
+    };
 
   if (!FUSEE_TRY(fs.exists(options.dir))) {
     FUSEE_TRY_VOID(fs.create_dir(options.dir));
@@ -118,6 +125,7 @@ Result<void> Log::start_writing() {
     options_.warn(fmt::format("{}: the file system refuses O_DIRECT; the log writes buffered with fdatasync",
                               wal_dir_));
   write_offset_ = plan_.write_offset;
+  segment_started_us_ = options_.now_us();
   life_ = options_.random();
   stats_.segment_bytes = segment_.size_bytes;
   stats_.direct_io = direct_;
@@ -375,7 +383,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   Segment next;
   next.number = segment_.number + 1;
   next.salt = options_.random();
-  next.size_bytes = std::max<std::uint64_t>(options_.segment_bytes,
+  next.size_bytes = std::max<std::uint64_t>(next_segment_bytes(),
                                             round_up_to_block(kSegmentHeaderBytes + batch_bytes + kBlockBytes));
   SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc};
   bool direct = false;
@@ -404,7 +412,18 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   last_crc_ = marker_crc;
   segment_ = std::move(next);
   write_offset_ = kSegmentHeaderBytes;
+  segment_started_us_ = options_.now_us();
   return ok();
+}
+
+std::uint64_t Log::next_segment_bytes() {
+  auto elapsed_us = std::max<std::uint64_t>(1, options_.now_us() - segment_started_us_);
+  auto filled_bytes = write_offset_;
+  // bytes/us * 1e6 > rate, without overflow or floating point.
+  bool fast = filled_bytes * 1'000'000 / elapsed_us > kSegmentGrowthRateBytesPerSecond;
+  if (!fast) return options_.segment_bytes;
+  auto grown = std::max(options_.segment_bytes, std::min(segment_.size_bytes * 2, kSegmentGrowthBytesMax));
+  return std::max(grown, options_.segment_bytes);
 }
 
 Result<void> Log::write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,

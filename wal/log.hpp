@@ -54,6 +54,9 @@ struct LogOptions {
   std::function<std::uint64_t()> random;
   // Operator warnings (the buffered fallback). Default: one line on stderr.
   std::function<void(const std::string&)> warn;
+  // Monotonic microseconds, for the segment fill rate. Default: steady_clock.
+  // Tests inject a fake clock; the log reads no other clock.
+  std::function<std::uint64_t()> now_us;
 };
 
 struct LogStats {
@@ -62,7 +65,7 @@ struct LogStats {
   std::uint64_t bytes_written = 0;    // whole blocks, padding included
   std::uint64_t flushes = 0;          // durable writes (each batch, marker and header)
   std::uint64_t segments_created = 0;
-  std::uint64_t segment_bytes = 0;    // size of the segment being written
+  std::uint64_t segment_bytes = 0;    // size of the segment being written (grows under load)
   bool direct_io = false;             // false once the log fell back to buffered
 };
 
@@ -147,6 +150,9 @@ class Log {
   bool seal_and_write(std::unique_lock<std::mutex>& seal_lock, io::AlignedBuffer& buffer);
   bool seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write);
   Result<void> roll_segment(std::uint64_t batch_bytes);
+  // Size of the next segment: doubled (up to kSegmentGrowthBytesMax) while
+  // the current one filled faster than kSegmentGrowthRateBytesPerSecond.
+  std::uint64_t next_segment_bytes();
   Result<void> write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,
                            std::span<const std::byte> bytes);
   void complete(Write* write, const Result<void>& result);
@@ -186,6 +192,7 @@ class Log {
   std::mutex seal_mu_;
   Segment segment_;
   std::uint64_t write_offset_ = 0;
+  std::uint64_t segment_started_us_ = 0;  // when writing into segment_ began
   std::uint64_t next_sequence_ = 1;
   std::uint32_t last_crc_ = 0;
   std::uint64_t life_ = 0;

@@ -239,3 +239,37 @@ TEST_CASE("a file system that refuses O_DIRECT is written buffered, and the log 
   }
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE("segments double while the log fills them faster than 100 MB/s, and shrink back when it slows") {
+  testing::FaultFileSystem fs;
+  auto options = options_for("/data", 1);
+  options.segment_bytes = kSegmentBytesMin;
+  std::uint64_t now_us = 0;
+  std::uint64_t step_us = 1;  // per clock reading: 16 KiB in a few microseconds is far past 100 MB/s
+  options.now_us = [&] { return now_us += step_us; };
+  auto log = Log::open(fs, options);
+  REQUIRE(log);
+  std::vector<std::uint64_t> sizes;
+  auto append_until_rolls = [&](std::uint64_t rolls) {
+    auto target = (*log)->stats().segments_created + rolls;
+    Lsn lsn = (*log)->last_lsn(0);
+    while ((*log)->stats().segments_created < target) {
+      auto appended = (*log)->append(0, payload(0, ++lsn, 3000));
+      REQUIRE(appended);
+      REQUIRE((*log)->wait_durable(0, *appended));
+      if (sizes.empty() || sizes.back() != (*log)->stats().segment_bytes) sizes.push_back((*log)->stats().segment_bytes);
+    }
+  };
+  append_until_rolls(4);
+  CHECK(sizes == std::vector<std::uint64_t>{kSegmentBytesMin, 2 * kSegmentBytesMin, 4 * kSegmentBytesMin, 8 * kSegmentBytesMin,
+                                            16 * kSegmentBytesMin});
+  step_us = 1'000'000;  // now a second per reading: far below 100 MB/s
+  append_until_rolls(1);
+  CHECK((*log)->stats().segment_bytes == kSegmentBytesMin);
+  REQUIRE((*log)->close());
+  auto reopened = Log::open(fs, options);
+  REQUIRE(reopened);
+  CHECK(read_all(**reopened, 0).size() == (*log)->last_lsn(0));
+}
+}
