@@ -8,9 +8,9 @@
 
 namespace fusee::wal {
 
-Lsn ShardStage::push(std::span<const std::byte> record) {
+Lsn ShardStage::push(std::span<const std::byte> record, bool blob_ref) {
   std::byte length[kVarintBytesMax];
-  auto length_bytes = encode_varint(record.size(), length);
+  auto length_bytes = encode_varint(record_prefix(record.size(), blob_ref), length);
   bytes_.insert(bytes_.end(), length, length + length_bytes);
   bytes_.insert(bytes_.end(), record.begin(), record.end());
   ends_.push_back(bytes_.size());

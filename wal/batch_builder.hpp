@@ -19,8 +19,9 @@ class ShardStage {
  public:
   explicit ShardStage(Lsn next_lsn = 1) : next_lsn_(next_lsn), first_lsn_(next_lsn) {}
 
-  // Stages one record and returns its LSN.
-  Lsn push(std::span<const std::byte> record);
+  // Stages one record (or, with blob_ref, the reference to a large record's
+  // blob) and returns its LSN.
+  Lsn push(std::span<const std::byte> record, bool blob_ref = false);
   bool empty() const { return ends_head_ == ends_.size(); }
   std::size_t record_count() const { return ends_.size() - ends_head_; }
   std::size_t staged_bytes() const { return bytes_.size() - head_; }

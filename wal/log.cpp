@@ -157,7 +157,7 @@ Result<void> Log::check_shard(ShardId shard) const {
 Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
   FUSEE_TRY_VOID(check_shard(shard));
   if (record.size() > kRecordBytesMax) return make_error_code(errc::record_too_large);
-  auto encoded_bytes = varint_length(record.size()) + record.size();
+  auto encoded_bytes = varint_length(record_prefix(record.size(), false)) + record.size();
   Lsn lsn = 0;
   {
     std::lock_guard lock(mu_);

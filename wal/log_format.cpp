@@ -205,14 +205,21 @@ std::optional<DecodeError> decode_body(std::span<const std::byte> body, std::uin
     auto records = body.subspan(at, section.header.records_bytes);
     std::size_t record_at = 0;
     section.records.reserve(section.header.record_count);
+    section.blob_refs.reserve(section.header.record_count);
     for (std::uint32_t r = 0; r < section.header.record_count; ++r) {
-      auto length = decode_varint(records.subspan(record_at));
-      if (!length) return DecodeError{fmt::format("section {} record {} has a bad length", s, r)};
-      record_at += length->length;
-      if (length->value > kRecordBytesMax || length->value > records.size() - record_at)
+      auto prefix = decode_varint(records.subspan(record_at));
+      if (!prefix) return DecodeError{fmt::format("section {} record {} has a bad length", s, r)};
+      record_at += prefix->length;
+      auto stored_bytes = prefix->value >> 1;
+      bool blob_ref = (prefix->value & 1) != 0;
+      if (stored_bytes > kRecordBytesMax || stored_bytes > records.size() - record_at)
         return DecodeError{fmt::format("section {} record {} runs past the section", s, r)};
-      section.records.push_back(records.subspan(record_at, length->value));
-      record_at += length->value;
+      if (blob_ref && stored_bytes != kBlobRefBytes)
+        return DecodeError{fmt::format("section {} record {} is a blob reference of {} bytes, not {}", s, r,
+                                       stored_bytes, kBlobRefBytes)};
+      section.records.push_back(records.subspan(record_at, stored_bytes));
+      section.blob_refs.push_back(blob_ref);
+      record_at += stored_bytes;
     }
     if (record_at != records.size())
       return DecodeError{fmt::format("section {} has {} bytes after its last record", s,

@@ -5,7 +5,8 @@
 // A segment file:  [segment header block][batch][batch]...[roll marker?]
 // A batch:         [batch header 64 B][section]...[zero padding to 4 KiB]
 // A section:       [section header 24 B][record]...
-// A record:        [varint length][bytes]
+// A record:        [varint (length << 1 | blob_ref)][bytes]  (a blob reference's bytes
+//                   say where a large record's bytes are; see wal/blob_store.hpp)
 // All integers are little-endian.
 #pragma once
 
@@ -33,6 +34,9 @@ inline constexpr std::size_t kSegmentHeaderUsedBytes = 64;
 inline constexpr std::size_t kBatchHeaderBytes = 64;
 inline constexpr std::size_t kSectionHeaderBytes = 24;
 inline constexpr std::size_t kVarintBytesMax = 10;
+
+// A blob reference's stored bytes (its layout: wal/blob_store.hpp).
+inline constexpr std::size_t kBlobRefBytes = 29;
 
 inline constexpr std::array<char, 8> kSegmentMagic = {'F', 'U', 'S', 'E', 'E', 'S', 'E', 'G'};
 inline constexpr std::uint32_t kBatchMagic = 0x31425346;  // "FSB1" read little-endian
@@ -112,11 +116,19 @@ struct SectionHeader {
   std::uint32_t records_bytes = 0;
 };
 
-// A decoded section: its header and views of each record's bytes.
+// A decoded section: its header and views of each record's bytes as stored
+// (for a blob reference, the reference's bytes, not the record's).
 struct SectionView {
   SectionHeader header;
   std::vector<std::span<const std::byte>> records;
+  std::vector<bool> blob_refs;  // parallel to records
 };
+
+// A record's prefix: its stored length shifted left once, the low bit set
+// when the stored bytes are a blob reference rather than the record itself.
+constexpr std::uint64_t record_prefix(std::uint64_t stored_bytes, bool blob_ref) {
+  return stored_bytes << 1 | (blob_ref ? 1 : 0);
+}
 
 // Little-endian integer codecs.
 void store_u32(std::byte* at, std::uint32_t value);

@@ -26,7 +26,7 @@ TEST_CASE("every shard with staged records gets a section in one batch") {
   auto plan = plan_batch(stages, 0, 64 * 1024, 8 * 1024);
   REQUIRE(plan.sections.size() == 4);
   for (std::size_t i = 0; i < 4; ++i) CHECK(plan.sections[i].shard == 2 * i);
-  CHECK(plan.body_bytes == 4 * (kSectionHeaderBytes + 1 + 100));
+  CHECK(plan.body_bytes == 4 * (kSectionHeaderBytes + 2 + 100));  // varint(200) takes two bytes
 }
 
 TEST_CASE("a shard hands over at most the hand-off limit, but always one record") {
@@ -83,17 +83,18 @@ TEST_CASE("staging keeps LSNs and bytes straight across pops and compaction") {
   ShardStage stage(10);
   for (int i = 0; i < 100; ++i) CHECK(stage.push(record_of(i + 1, i)) == Lsn(10 + i));
   std::size_t expected_bytes = 0;
-  for (int i = 0; i < 100; ++i) expected_bytes += 1 + (i + 1);
+  for (int i = 0; i < 100; ++i) expected_bytes += varint_length(record_prefix(i + 1, false)) + (i + 1);
   CHECK(stage.staged_bytes() == expected_bytes);
   stage.pop(70);  // compaction happens on the way
   CHECK(stage.first_lsn() == 80);
   CHECK(stage.record_count() == 30);
   auto prefix = stage.prefix(1);
-  REQUIRE(prefix.size() == 72);
-  CHECK(prefix[0] == std::byte{71});
-  CHECK(prefix[1] == std::byte{70});
-  CHECK(stage.records_fitting(72) == 1);
-  CHECK(stage.records_fitting(71) == 0);
+  REQUIRE(prefix.size() == 73);  // 71 bytes behind a two-byte varint of 142
+  CHECK(prefix[0] == std::byte{0x8e});
+  CHECK(prefix[1] == std::byte{0x01});
+  CHECK(prefix[2] == std::byte{70});
+  CHECK(stage.records_fitting(73) == 1);
+  CHECK(stage.records_fitting(72) == 0);
   stage.clear();
   CHECK(stage.empty());
   CHECK(stage.next_lsn() == 110);

@@ -127,7 +127,10 @@ TEST_CASE("a body whose lengths disagree does not decode") {
   store_u32(bad_count.data() + section_header_offset::record_count, 2);
   CHECK(decode_body(bad_count, 1, sections));
   auto bad_length = body;
-  bad_length[kSectionHeaderBytes] = std::byte{11};  // record longer than the section
+  bad_length[kSectionHeaderBytes] = std::byte{22};  // an 11-byte record in a 10-byte section
   CHECK(decode_body(bad_length, 1, sections));
+  auto bad_reference = body;
+  bad_reference[kSectionHeaderBytes] = std::byte{21};  // a 10-byte "blob reference"
+  CHECK(decode_body(bad_reference, 1, sections));
 }
 }
