@@ -73,11 +73,12 @@ BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
   for (std::size_t i = 0; i < count; ++i) {
     auto shard = static_cast<ShardId>((first_shard + i) % count);
     const auto& stage = stages[shard];
-    if (stage.empty()) continue;
+    auto sealable = stage.sealable_count();
+    if (sealable == 0) continue;
     if (budget <= kSectionHeaderBytes) break;
     auto room = budget - kSectionHeaderBytes;
     auto handoff = std::min(handoff_bytes_max, room);
-    auto take = stage.records_fitting(handoff);
+    auto take = std::min(stage.records_fitting(handoff), sealable);
     if (take == 0) {
       // A shard hands over at least one record however large, but only where
       // it fits the batch; otherwise it leads the next batch.
@@ -93,8 +94,7 @@ BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
     plan.body_bytes += static_cast<std::uint32_t>(kSectionHeaderBytes + bytes);
     // A section cut short by the batch limit (not by the hand-off) ends the
     // batch: the rest of that shard leads the next one.
-    if (take < stage.record_count() && stage.prefix_bytes(take + 1) <= handoff_bytes_max &&
-        stage.prefix_bytes(take + 1) > room)
+    if (take < sealable && stage.prefix_bytes(take + 1) <= handoff_bytes_max && stage.prefix_bytes(take + 1) > room)
       break;
   }
   return plan;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -39,6 +40,17 @@ class ShardStage {
   // Drops everything staged (a poisoned log never writes it).
   void clear();
 
+  // A staged blob reference may enter a batch only once its blob is durable:
+  // block(lsn) holds back that record and every later one of this shard
+  // until unblock(lsn).
+  void block(Lsn lsn) { blocked_.insert(lsn); }
+  void unblock(Lsn lsn) { blocked_.erase(lsn); }
+  // How many leading records may go into a batch now.
+  std::size_t sealable_count() const {
+    if (blocked_.empty()) return record_count();
+    return static_cast<std::size_t>(*blocked_.begin() - first_lsn_);
+  }
+
  private:
   std::vector<std::byte> bytes_;
   std::size_t head_ = 0;            // bytes_ before head_ are taken
@@ -46,6 +58,7 @@ class ShardStage {
   std::size_t ends_head_ = 0;       // ends_ before ends_head_ are taken
   Lsn next_lsn_;
   Lsn first_lsn_;
+  std::set<Lsn> blocked_;  // blob references whose blob is not yet durable
 };
 
 struct SectionPlan {
@@ -61,10 +74,10 @@ struct BatchPlan {
 };
 
 // Chooses the sections of the next batch: shards in turn from first_shard
-// (wrapping), each handing over at most handoff_bytes_max of its records (at
-// least one), whole sections while they fit in batch_bytes_max, then the
-// leading records of the next section that fit, cut at a record boundary.
-// Records that do not fit stay staged for the next batch.
+// (wrapping), each handing over at most handoff_bytes_max of its sealable
+// records (at least one), whole sections while they fit in batch_bytes_max,
+// then the leading records of the next section that fit, cut at a record
+// boundary. Records that do not fit, or wait for their blob, stay staged.
 BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
                      std::size_t batch_bytes_max, std::size_t handoff_bytes_max);
 

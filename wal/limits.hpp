@@ -27,6 +27,10 @@ inline constexpr std::size_t kHandoffBytesMax = 8 * kMiB;
 // bounds the memory a single append can pin.
 inline constexpr std::size_t kRecordBytesMax = 16 * kMiB;
 
+// Records longer than this go to the blob area by default: above it, one
+// record's write would hold up every shard's small records behind it.
+inline constexpr std::size_t kPayloadOffloadBytesDefault = 64 * kKiB;
+
 // Writes in flight at once: one being flushed while the next is filled and
 // submitted. More buys nothing on one device and delays error detection.
 inline constexpr std::size_t kWritesInFlightMax = 2;

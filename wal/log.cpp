@@ -1,6 +1,7 @@
 #include "wal/log.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -129,6 +130,10 @@ Result<void> Log::start_writing() {
   life_ = options_.random();
   stats_.segment_bytes = segment_.size_bytes;
   stats_.direct_io = direct_;
+  if (options_.payload_offload_bytes > 0) {
+    blobs_ = FUSEE_TRY(BlobWriter::open(fs_, blob_dir_of(wal_dir_), {.direct_io = options_.direct_io}));
+    blob_thread_ = std::thread([this] { blob_loop(); });
+  }
   for (std::size_t i = 0; i < kWritesInFlightMax; ++i) writers_.emplace_back([this] { writer_loop(); });
   return ok();
 }
@@ -140,8 +145,10 @@ Log::~Log() {
     closing_ = true;
   }
   work_cv_.notify_all();
+  blob_cv_.notify_all();
   wake_all_waiters();
   for (auto& writer : writers_) writer.join();
+  if (blob_thread_.joinable()) blob_thread_.join();
 }
 
 void Log::wake_all_waiters() {
@@ -157,6 +164,7 @@ Result<void> Log::check_shard(ShardId shard) const {
 Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
   FUSEE_TRY_VOID(check_shard(shard));
   if (record.size() > kRecordBytesMax) return make_error_code(errc::record_too_large);
+  if (blobs_ && record.size() > options_.payload_offload_bytes) return append_blob(shard, record);
   auto encoded_bytes = varint_length(record_prefix(record.size(), false)) + record.size();
   Lsn lsn = 0;
   {
@@ -170,6 +178,59 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
   }
   work_cv_.notify_one();
   return lsn;
+}
+
+Result<Lsn> Log::append_blob(ShardId shard, std::span<const std::byte> record) {
+  // The reference (place and CRC) is made here, on the appender's thread, so
+  // the blob thread only writes; below the threshold this costs nothing.
+  auto ref = FUSEE_TRY(blobs_->reserve(record));
+  std::array<std::byte, kBlobRefBytes> ref_bytes;
+  encode_blob_ref(ref, ref_bytes.data());
+  auto encoded_bytes = varint_length(record_prefix(kBlobRefBytes, true)) + kBlobRefBytes;
+  // The blob's bytes wait in memory too, so they count against the bound.
+  auto charged_bytes = encoded_bytes + record.size();
+  Lsn lsn = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (poison_) return make_error_code(errc::poisoned);
+    if (closing_) return make_error_code(errc::closed);
+    if (staged_bytes_ + charged_bytes > options_.staged_bytes_max) return make_error_code(errc::queue_full);
+    auto& stage = stages_[shard];
+    lsn = stage.push(ref_bytes, /*blob_ref=*/true);
+    stage.block(lsn);
+    ++blobs_pending_;
+    staged_bytes_ += charged_bytes;
+    ++staged_records_;
+    blob_jobs_.push_back({shard, lsn, ref, std::vector<std::byte>(record.begin(), record.end())});
+  }
+  blob_cv_.notify_one();
+  return lsn;
+}
+
+void Log::blob_loop() {
+  for (;;) {
+    BlobJob job;
+    {
+      std::unique_lock lock(mu_);
+      blob_cv_.wait(lock, [&] { return stopping_ || poison_ || !blob_jobs_.empty(); });
+      if (stopping_ || poison_) return;
+      job = std::move(blob_jobs_.front());
+      blob_jobs_.pop_front();
+    }
+    auto written = blobs_->write(job.ref, job.bytes);
+    std::lock_guard lock(mu_);
+    if (!written) {
+      poison_locked(written.error());
+      return;
+    }
+    // The reference may now enter a batch, and with it the shard's later records.
+    stages_[job.shard].unblock(job.lsn);
+    --blobs_pending_;
+    staged_bytes_ -= job.bytes.size();
+    ++stats_.blobs_written;
+    work_cv_.notify_all();
+    shard_durable_cvs_[job.shard].notify_all();
+  }
 }
 
 Result<void> Log::wait_durable(ShardId shard, Lsn lsn) {
@@ -234,13 +295,23 @@ void Log::poison_locked(std::error_code error) {
   for (auto& stage : stages_) stage.clear();
   staged_bytes_ = 0;
   staged_records_ = 0;
+  blob_jobs_.clear();
+  blobs_pending_ = 0;
   work_cv_.notify_all();
+  blob_cv_.notify_all();
   wake_all_waiters();
 }
 
 bool Log::has_work_locked() const {
   if (in_flight_.size() >= kWritesInFlightMax) return false;
-  return staged_records_ > 0 || (close_marker_wanted_ && !close_marker_written_ && in_flight_.empty());
+  if (staged_records_ > 0) {
+    if (blobs_pending_ == 0) return true;
+    // Some staged records wait for their blob; is anything else sealable?
+    for (const auto& stage : stages_)
+      if (stage.sealable_count() > 0) return true;
+    return false;
+  }
+  return close_marker_wanted_ && !close_marker_written_ && in_flight_.empty();
 }
 
 void Log::writer_loop() {
@@ -490,9 +561,11 @@ Result<void> Log::close() {
     stopping_ = true;
   }
   work_cv_.notify_all();
+  blob_cv_.notify_all();
   wake_all_waiters();
   for (auto& writer : writers_) writer.join();
   writers_.clear();
+  if (blob_thread_.joinable()) blob_thread_.join();
   std::lock_guard lock(mu_);
   if (poison_) return poison_;
   return ok();
@@ -527,7 +600,14 @@ Result<void> Log::read(ShardId shard, Lsn first, Lsn last,
       if (section.header.shard != shard || section.header.first_lsn != location.first_lsn) continue;
       for (std::size_t r = 0; r < section.records.size(); ++r) {
         auto lsn = section.header.first_lsn + r;
-        if (lsn >= first && lsn <= last) visit(lsn, section.records[r]);
+        if (lsn < first || lsn > last) continue;
+        if (!section.blob_refs[r]) {
+          visit(lsn, section.records[r]);
+          continue;
+        }
+        // Everything above the log sees the record's own bytes.
+        auto blob = FUSEE_TRY(read_blob(fs_, blob_dir_of(wal_dir_), decode_blob_ref(section.records[r].data())));
+        visit(lsn, blob);
       }
     }
   }

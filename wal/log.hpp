@@ -33,6 +33,7 @@
 
 #include "base/result.hpp"
 #include "wal/batch_builder.hpp"
+#include "wal/blob_store.hpp"
 #include "wal/io/file_system.hpp"
 #include "wal/limits.hpp"
 #include "wal/log_format.hpp"
@@ -49,6 +50,10 @@ struct LogOptions {
   bool direct_io = true;
   std::size_t staged_bytes_max = kStagedBytesMaxDefault;
   std::size_t batch_bytes_max = kBatchBytesMax;     // tests lower it to force cuts
+  // Records longer than this go to the blob area (<dir>/wal/blobs/) and the
+  // batch carries a reference, so one large record does not hold up every
+  // shard's small ones behind one long write. 0 turns offload off.
+  std::size_t payload_offload_bytes = kPayloadOffloadBytesDefault;
   std::size_t handoff_bytes_max = kHandoffBytesMax;
   // Salts and life values. Default: std::random_device. Tests inject a seed.
   std::function<std::uint64_t()> random;
@@ -65,6 +70,7 @@ struct LogStats {
   std::uint64_t bytes_written = 0;    // whole blocks, padding included
   std::uint64_t flushes = 0;          // durable writes (each batch, marker and header)
   std::uint64_t segments_created = 0;
+  std::uint64_t blobs_written = 0;
   std::uint64_t segment_bytes = 0;    // size of the segment being written (grows under load)
   bool direct_io = false;             // false once the log fell back to buffered
 };
@@ -157,6 +163,8 @@ class Log {
                            std::span<const std::byte> bytes);
   void complete(Write* write, const Result<void>& result);
   void poison_locked(std::error_code error);
+  Result<Lsn> append_blob(ShardId shard, std::span<const std::byte> record);
+  void blob_loop();
   void wake_all_waiters();
   Result<void> check_shard(ShardId shard) const;
 
@@ -204,6 +212,20 @@ class Log {
   DurableHook hook_;
 
   std::vector<std::thread> writers_;
+
+  // The blob area: large records are written and synced by blob_thread_
+  // while their references wait staged (blocked) in their shard.
+  struct BlobJob {
+    ShardId shard = 0;
+    Lsn lsn = 0;
+    BlobRef ref;
+    std::vector<std::byte> bytes;
+  };
+  std::unique_ptr<BlobWriter> blobs_;
+  std::deque<BlobJob> blob_jobs_;       // guarded by mu_
+  std::size_t blobs_pending_ = 0;       // staged references whose blob is not durable (mu_)
+  std::condition_variable blob_cv_;
+  std::thread blob_thread_;
 };
 
 }  // namespace fusee::wal

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "wal/blob_store.hpp"
 #include "wal/errc.hpp"
 #include "wal/limits.hpp"
 #include "wal/segment_file.hpp"
@@ -54,6 +56,7 @@ class Planner {
     FUSEE_TRY_VOID(load_segments());
     if (!plan_.refused) FUSEE_TRY_VOID(walk_chain());
     if (!plan_.refused) FUSEE_TRY_VOID(scan_past_end());
+    if (!plan_.refused) FUSEE_TRY_VOID(find_unreferenced_blobs());
     if (!plan_.refused) choose_deletions();
     return std::move(plan_);
   }
@@ -199,6 +202,7 @@ class Planner {
     }
     for (const auto& section : sections) {
       auto shard = section.header.shard;
+      if (!check_blob_refs(section, header, at)) return false;
       if (shard >= shard_count_) {
         refuse(fmt::format("batch sequence {} at {} has a section for shard {}, but the log has {} shards",
                            header.sequence, at, shard, shard_count_));
@@ -223,6 +227,38 @@ class Planner {
     plan_.ends_with_close = (header.flags & kBatchFlagClose) != 0;
     ++plan_.chain_batches;
     return true;
+  }
+
+  // Resolves every blob reference of a section: the blob must be there,
+  // whole, with the CRC and kind the reference names. A batch is sealed only
+  // once its blobs are durable, so a mismatch is damage, never a torn write.
+  bool check_blob_refs(const SectionView& section, const BatchHeader& header, const std::string& at) {
+    for (std::size_t r = 0; r < section.records.size(); ++r) {
+      if (!section.blob_refs[r]) continue;
+      auto ref = decode_blob_ref(section.records[r].data());
+      std::string problem;
+      auto blob = read_blob(fs_, blob_dir_of(plan_.wal_dir), ref, &problem);
+      if (!blob) {
+        refuse(fmt::format("shard {} LSN {} (batch sequence {} at {}) is a large record whose blob is bad: {}",
+                           section.header.shard, section.header.first_lsn + r, header.sequence, at,
+                           problem.empty() ? blob.error().message() : problem));
+        return false;
+      }
+      referenced_blob_files_.insert(ref.file_number);
+      ++plan_.blob_records;
+    }
+    return true;
+  }
+
+  Result<void> find_unreferenced_blobs() {
+    auto files = FUSEE_TRY(list_blob_files(fs_, blob_dir_of(plan_.wal_dir)));
+    for (auto number : files) {
+      if (referenced_blob_files_.count(number))
+        plan_.blob_files_referenced.push_back(number);
+      else
+        plan_.blob_files_unreferenced.push_back(number);
+    }
+    return ok();
   }
 
   Result<void> walk_chain() {
@@ -333,6 +369,7 @@ class Planner {
   std::size_t first_ = 0;
   std::size_t end_index_ = 0;
   std::vector<std::string> retired_;
+  std::set<std::uint64_t> referenced_blob_files_;
 };
 
 }  // namespace
@@ -362,8 +399,13 @@ Result<void> apply_recovery(io::FileSystem& fs, const RecoveryPlan& plan) {
     // One at a time, so the numbers left on disk never have a gap.
     FUSEE_TRY_VOID(fs.sync_dir(plan.wal_dir));
   }
+  // Blobs written for batches that never joined the chain.
+  if (!plan.blob_files_unreferenced.empty())
+    FUSEE_TRY_VOID(delete_blob_files_except(fs, blob_dir_of(plan.wal_dir), plan.blob_files_referenced));
   return ok();
 }
+
+std::string blob_dir_of(const std::string& wal_dir) { return io::join_path(wal_dir, "blobs"); }
 
 Result<std::vector<std::byte>> read_batch(io::File& file, std::uint64_t salt, std::uint64_t offset,
                                           std::uint32_t batch_bytes) {

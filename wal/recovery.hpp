@@ -73,6 +73,12 @@ struct RecoveryPlan {
   std::uint64_t stale_batches_past_end = 0;  // valid batches past the end (never acknowledged)
   std::vector<std::string> files_to_delete;  // segments past the end, leftovers
 
+  // Blob files (wal/blobs/) the chain references, and those it does not,
+  // which apply() deletes.
+  std::vector<std::uint64_t> blob_files_referenced;
+  std::vector<std::uint64_t> blob_files_unreferenced;
+  std::uint64_t blob_records = 0;
+
   // Set when recovery refuses to open; the message names file, offset and
   // sequences.
   bool refused = false;
@@ -87,6 +93,9 @@ Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_di
 // Carries out a plan that did not refuse: deletes what it names and syncs the
 // directory. Writes nothing else; reopening afterwards plans the same chain.
 Result<void> apply_recovery(io::FileSystem& fs, const RecoveryPlan& plan);
+
+// The blob area of a log directory.
+std::string blob_dir_of(const std::string& wal_dir);
 
 // Reads one whole batch (header + body) of a segment, for reading records
 // back. Verifies CRC and structure against salt; errc::corrupt if they fail.

@@ -605,6 +605,11 @@ class FaultFile final : public io::File {
 
   bool direct() const override { return direct_; }
 
+  // For the write queue, which acts on the file's inode under the same rules.
+  const detail::FaultState* state() const { return state_.get(); }
+  InodeId inode() const { return inode_; }
+  bool writable() const { return writable_; }
+
  private:
   // A truncate or allocate: pending until sync_data.
   Result<void> record(DataOp op, OpKind kind) {
@@ -624,6 +629,167 @@ class FaultFile final : public io::File {
   InodeId inode_;
   bool writable_;
   bool direct_;
+};
+
+// The write queue of the model in the header. Its own fields are touched only
+// under the file system's mutex, like everything else.
+class FaultWriteQueue final : public io::WriteQueue {
+ public:
+  FaultWriteQueue(std::shared_ptr<detail::FaultState> state, std::size_t depth,
+                  std::optional<std::uint64_t> seed)
+      : state_(std::move(state)), depth_(depth) {
+    if (seed) rng_.emplace(*seed);
+  }
+  FaultWriteQueue(const FaultWriteQueue&) = delete;
+  FaultWriteQueue& operator=(const FaultWriteQueue&) = delete;
+
+  ~FaultWriteQueue() override {
+    // Queued writes never reach the disk; those in flight stay pending, as if
+    // they had been written without RWF_DSYNC (a caller that never saw their
+    // completion cannot rely on them either way).
+    std::lock_guard lock(state_->mutex);
+    FaultData& s = state_->data;
+    for (const InFlight& write : in_flight_) release(s, write.inode);
+    collect_garbage(s);
+  }
+
+  std::size_t depth() const override { return depth_; }
+
+  Result<void> submit(const io::QueuedWrite& write) override {
+    FUSEE_ASSERT(write.file != nullptr, "a queued write needs a file");
+    auto* file = dynamic_cast<FaultFile*>(write.file);
+    FUSEE_ASSERT(file != nullptr, "not a File of a FaultFileSystem");
+    FUSEE_ASSERT(file->state() == state_.get(), "a File of another FaultFileSystem");
+    std::lock_guard lock(state_->mutex);
+    if (auto alive = check_not_crashed(state_->data); !alive) return alive.error();
+    if (queued_.size() + in_flight_.size() == depth_) {
+      return error(std::errc::resource_unavailable_try_again);
+    }
+    queued_.push_back({file, write});
+    return ok();
+  }
+
+  Result<void> submit_and_wait(std::vector<io::WriteCompletion>& out) override {
+    std::lock_guard lock(state_->mutex);
+    FaultData& s = state_->data;
+    if (auto alive = check_not_crashed(s); !alive) return alive.error();
+    for (const Queued& queued : queued_) in_flight_.push_back(start(s, queued));
+    queued_.clear();
+
+    std::size_t completing = in_flight_.size();
+    if (rng_ && completing >= 2 && ((*rng_)() & 1) != 0) completing = 1;
+    for (std::size_t i = 0; i < completing; ++i) {
+      // The completion is the counted operation; a crash leaves the rest in
+      // flight, pending.
+      if (auto started = start_operation(s); !started) break;
+      out.push_back(complete(s, in_flight_.front()));
+      release(s, in_flight_.front().inode);
+      in_flight_.pop_front();
+    }
+    collect_garbage(s);
+    return ok();
+  }
+
+  // submit_and_wait never blocks, so there is nothing to interrupt.
+  void wake() override {}
+
+ private:
+  struct Queued {
+    FaultFile* file;
+    io::QueuedWrite write;
+  };
+  struct InFlight {
+    std::uint64_t token = 0;
+    InodeId inode = kNoInode;
+    bool direct = false;
+    std::size_t length = 0;
+    std::uint64_t seq = 0;     // of its pending DataOp; 0 when it has none
+    std::error_code rejected;  // refused before reaching the disk
+  };
+
+  // Puts one queued write in flight: a pending, visible write, as write_at
+  // without dsync would leave it. Holds the inode open until the completion,
+  // so that it cannot vanish with the write in flight.
+  InFlight start(FaultData& s, const Queued& queued) {
+    const io::QueuedWrite& write = queued.write;
+    InFlight started;
+    started.token = write.token;
+    started.inode = queued.file->inode();
+    started.direct = queued.file->direct();
+    started.length = write.data.size();
+    ++s.inodes.at(started.inode).open_handles;
+    if (!queued.file->writable()) {
+      started.rejected = not_writable();
+    } else if (started.direct && s.options.refuse_direct_write) {
+      started.rejected = error(std::errc::invalid_argument);
+    } else if (started.direct && !aligned(write.offset, write.data.size(), write.data.data())) {
+      started.rejected = error(std::errc::invalid_argument);
+    } else if (!write.data.empty()) {
+      Inode& inode = s.inodes.at(started.inode);
+      DataOp op;
+      op.seq = s.next_seq++;
+      op.kind = DataOp::Kind::write;
+      op.offset = write.offset;
+      op.bytes.assign(write.data.begin(), write.data.end());
+      apply(inode.current, op);
+      started.seq = op.seq;
+      inode.pending.push_back(std::move(op));
+    }
+    return started;
+  }
+
+  // The counted operation of one completion: the write becomes durable, or
+  // a fault drops all or the second half of it.
+  io::WriteCompletion complete(FaultData& s, const InFlight& write) {
+    io::WriteCompletion completion;
+    completion.token = write.token;
+    if (write.rejected) {
+      completion.error = write.rejected;
+      return completion;
+    }
+    Inode& inode = s.inodes.at(write.inode);
+    // A sync_data since may have made it durable already; then a fault
+    // reports but cannot undo it.
+    auto op = std::find_if(inode.pending.begin(), inode.pending.end(),
+                           [&](const DataOp& pending) { return pending.seq == write.seq; });
+    bool pending = write.seq != 0 && op != inode.pending.end();
+    std::size_t length = write.length;
+    if (auto effect = take_fault(s, OpKind::write)) {
+      if (*effect != FaultEffect::short_write) {
+        if (pending) {
+          inode.pending.erase(op);
+          replay_current(inode);
+        }
+        completion.error = fault_error(*effect);
+        return completion;
+      }
+      length = write.length / 2;
+      // A direct write stops on a sector boundary.
+      if (write.direct) length = length / kSectorBytes * kSectorBytes;
+    }
+    if (pending) {
+      if (length == 0) {
+        inode.pending.erase(op);
+      } else {
+        op->bytes.resize(length);
+        op->durable = true;
+      }
+      if (length < write.length) replay_current(inode);
+    }
+    completion.bytes_written = length;
+    return completion;
+  }
+
+  static void release(FaultData& s, InodeId id) {
+    auto inode = s.inodes.find(id);
+    if (inode != s.inodes.end()) --inode->second.open_handles;
+  }
+
+  std::shared_ptr<detail::FaultState> state_;
+  const std::size_t depth_;
+  std::optional<std::mt19937_64> rng_;
+  std::vector<Queued> queued_;
+  std::deque<InFlight> in_flight_;
 };
 
 }  // namespace
@@ -837,6 +1003,16 @@ Result<void> FaultFileSystem::sync_dir(const std::string& path) {
   std::erase_if(s.pending_names, [&](const NamespaceOp& op) { return op.dir == *dir; });
   collect_garbage(s);
   return ok();
+}
+
+Result<std::unique_ptr<io::WriteQueue>> FaultFileSystem::open_write_queue(std::size_t depth) {
+  if (depth == 0 || depth > io::kWriteQueueDepthMax) return error(std::errc::invalid_argument);
+  std::optional<std::uint64_t> seed;
+  {
+    std::lock_guard lock(state_->mutex);
+    seed = state_->data.options.write_queue_seed;
+  }
+  return std::unique_ptr<io::WriteQueue>(std::make_unique<FaultWriteQueue>(state_, depth, seed));
 }
 
 std::unique_ptr<FaultFileSystem> FaultFileSystem::crash_image(const CrashOutcome& outcome) const {

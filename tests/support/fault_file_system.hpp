@@ -31,12 +31,34 @@
 // - Freezing. After set_crash_after_ops(n), once n counted operations have run
 //   every further call fails with EIO and changes nothing. Counted operations
 //   are the mutating and syncing calls: write_at, sync_data, truncate,
-//   allocate, open with create, rename, remove, create_dir, remove_dir and
-//   sync_dir, whether they succeed or fail (a call refused because the file
+//   allocate, open with create, rename, remove, create_dir, remove_dir,
+//   sync_dir and each write queue completion, whether they succeed or fail (a call refused because the file
 //   system is already crashed is not counted).
 // - Direct I/O. A file opened with OpenOptions::direct refuses (EINVAL) a read
 //   or write whose offset, length or buffer address is not a multiple of
 //   io::kDirectAlignment, as Linux does.
+// - Write queues (open_write_queue). submit() only queues (not counted, not
+//   faulted; EIO once crashed). submit_and_wait() first puts every queued
+//   write in flight: it becomes a pending, visible write exactly like a plain
+//   write_at (one to a read-only file, or a misaligned or refused direct
+//   write, puts nothing in flight and completes with EBADF or EINVAL, still a
+//   counted operation that consumes no fault). It then completes writes in flight, oldest first: all of them,
+//   or, when Options::write_queue_seed is set and two or more are in flight,
+//   only the first when the seeded generator says so (the rest complete in a
+//   later call). Each completion is a counted operation of kind write and is
+//   where faults fire: none, and the write becomes durable (a dsync write);
+//   io_error or no_space (or sync_loses_data, as EIO), and the write is
+//   dropped (never durable, no longer visible) and completes with the error;
+//   short_write, and only its first half (rounded down to 512 bytes on a
+//   direct file) stays and becomes durable, the rest is dropped, and the
+//   completion reports the shorter count. Once the file system is crashed
+//   (also partway through a call) no write completes, and a call that finds
+//   it crashed fails with EIO, so writes in flight stay pending for
+//   crash_image to drop, keep or tear. It never blocks; wake() does nothing.
+//   Destroying a queue drops its queued writes and leaves those in flight
+//   pending (visible, not durable). A sync_data on the file makes writes in
+//   flight durable like any pending write; their completions then change
+//   nothing but still report a fault if one fires.
 //
 // Every random choice comes from a std::mt19937_64 seeded by the caller, and
 // only its raw output is used (never a std:: distribution, whose results differ
@@ -46,6 +68,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -156,6 +179,11 @@ struct FaultFileSystemOptions {
   // every write_at on a direct file fails with EINVAL (the first one is where
   // the caller learns it).
   bool refuse_direct_write = false;
+  // Write queues: without a seed, each submit_and_wait completes every write
+  // in flight; with one, each queue draws from a std::mt19937_64 seeded with
+  // it whether to complete only the first of two or more, so callers see
+  // partial reaping (see the model above). Same seed, same sequence.
+  std::optional<std::uint64_t> write_queue_seed;
 };
 
 namespace detail {
@@ -185,6 +213,11 @@ class FaultFileSystem final : public io::FileSystem {
   [[nodiscard]] Result<std::vector<std::string>> list(const std::string& path) override;
   [[nodiscard]] Result<bool> exists(const std::string& path) override;
   [[nodiscard]] Result<void> sync_dir(const std::string& path) override;
+  // A queue for Files of this file system (see the model above). Not counted,
+  // never faulted; EINVAL for a depth outside [1, io::kWriteQueueDepthMax].
+  // The queue shares this file system's state, like a File.
+  [[nodiscard]] Result<std::unique_ptr<io::WriteQueue>> open_write_queue(
+      std::size_t depth) override;
 
   // --- Crashing ---
 

@@ -106,6 +106,7 @@ wal::LogOptions workload_options(const Workload& workload, std::uint64_t seed) {
   options.segment_bytes = workload.segment_bytes;
   options.direct_io = workload.direct_io;
   options.batch_bytes_max = workload.batch_bytes_max;
+  options.payload_offload_bytes = workload.payload_offload_bytes;
   auto rng = std::make_shared<std::mt19937_64>(seed);
   options.random = [rng] { return (*rng)(); };
   options.warn = [](const std::string&) {};
@@ -218,6 +219,33 @@ std::vector<Workload> base_workloads() {
                     auto log = c.open();
                     if (log) pipelined(c, *log, 1, 150);
                   }});
+  Workload blob_then_reference{"a blob then its reference", 1, wal::kSegmentBytesMin, true, wal::kBatchBytesMax, {},
+                                [](WorkloadContext& c) {
+                                  auto log = c.open();
+                                  if (!log) return;
+                                  sequential(c, *log, 0, 1, 100);
+                                  sequential(c, *log, 0, 1, 5000);
+                                  sequential(c, *log, 0, 1, 100);
+                                }};
+  blob_then_reference.payload_offload_bytes = 1024;
+  list.push_back(blob_then_reference);
+  Workload mixed{"large and small records from several shards", 3, wal::kSegmentBytesMin, true, wal::kBatchBytesMax,
+                 {},
+                 [](WorkloadContext& c) {
+                   auto log = c.open();
+                   if (!log) return;
+                   for (int i = 0; i < 3; ++i) {
+                     for (ShardId shard = 0; shard < 3; ++shard) {
+                       auto lsn = log->last_lsn(shard) + 1;
+                       auto size = (i + shard) % 3 == 0 ? 3000 : 150;
+                       if (!c.append(*log, shard, test_record(shard, lsn, size))) return;
+                     }
+                   }
+                   for (ShardId shard = 0; shard < 3; ++shard)
+                     if (!c.wait(*log, shard, log->last_lsn(shard))) return;
+                 }};
+  mixed.payload_offload_bytes = 1024;
+  list.push_back(mixed);
   return list;
 }
 

@@ -66,6 +66,7 @@ struct Workload {
   std::size_t batch_bytes_max = wal::kBatchBytesMax;
   FaultFileSystemOptions fs_options;
   std::function<void(WorkloadContext&)> run;
+  std::size_t payload_offload_bytes = wal::kPayloadOffloadBytesDefault;
 };
 
 // The scripted workloads (at least 20), each in its own words.

@@ -100,3 +100,27 @@ TEST_CASE("staging keeps LSNs and bytes straight across pops and compaction") {
   CHECK(stage.next_lsn() == 110);
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE("a blocked blob reference holds back its shard's later records, not other shards'") {
+  std::vector<ShardStage> stages(2);
+  auto first = stages[0].push(record_of(10, 1));
+  auto reference = stages[0].push(record_of(kBlobRefBytes, 2), /*blob_ref=*/true);
+  stages[0].push(record_of(10, 3));
+  stages[1].push(record_of(10, 4));
+  stages[0].block(reference);
+  CHECK(first == 1);
+  CHECK(stages[0].sealable_count() == 1);
+  auto plan = plan_batch(stages, 0, 1 << 20, 1 << 20);
+  REQUIRE(plan.sections.size() == 2);
+  CHECK(plan.sections[0].record_count == 1);  // only the record before the reference
+  CHECK(plan.sections[1].shard == 1);
+  stages[0].pop(1);
+  stages[1].pop(1);
+  CHECK(plan_batch(stages, 0, 1 << 20, 1 << 20).empty());  // nothing may go until the blob is durable
+  stages[0].unblock(reference);
+  auto after = plan_batch(stages, 0, 1 << 20, 1 << 20);
+  REQUIRE(after.sections.size() == 1);
+  CHECK(after.sections[0].record_count == 2);
+}
+}

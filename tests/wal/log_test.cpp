@@ -273,3 +273,93 @@ TEST_CASE("segments double while the log fills them faster than 100 MB/s, and sh
   CHECK(read_all(**reopened, 0).size() == (*log)->last_lsn(0));
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE("readers see the same bytes whether large records were offloaded to blobs or not") {
+  std::vector<std::vector<std::vector<std::vector<std::byte>>>> seen;
+  for (std::size_t offload : {std::size_t{0}, std::size_t{1000}}) {
+    CAPTURE(offload);
+    testing::FaultFileSystem fs;
+    auto options = options_for("/data", 2);
+    options.payload_offload_bytes = offload;
+    {
+      auto log = Log::open(fs, options);
+      REQUIRE(log);
+      for (Lsn lsn = 1; lsn <= 10; ++lsn) {
+        for (ShardId shard = 0; shard < 2; ++shard) {
+          auto size = lsn % 3 == 0 ? 5000 + lsn : 40;
+          auto appended = (*log)->append(shard, payload(shard, lsn, size));
+          REQUIRE(appended);
+        }
+      }
+      REQUIRE((*log)->wait_durable(0, 10));
+      REQUIRE((*log)->wait_durable(1, 10));
+      CHECK((*log)->stats().blobs_written == (offload ? 6u : 0u));
+      REQUIRE((*log)->close());
+    }
+    RecoveryPlan plan;
+    auto log = Log::open(fs, options, &plan);
+    REQUIRE(log);
+    CHECK(plan.blob_records == (offload ? 6u : 0u));
+    seen.push_back({read_all(**log, 0), read_all(**log, 1)});
+    CHECK(seen.back()[0].size() == 10);
+  }
+  CHECK(seen[0] == seen[1]);
+}
+
+TEST_CASE("a damaged blob under an acknowledged record refuses the open, naming the record and the blob file") {
+  testing::FaultFileSystem fs;
+  auto options = options_for("/data", 1);
+  options.payload_offload_bytes = 1000;
+  {
+    auto log = Log::open(fs, options);
+    REQUIRE(log);
+    REQUIRE((*log)->append(0, payload(0, 1, 40)));
+    auto big = (*log)->append(0, payload(0, 2, 3000));
+    REQUIRE(big);
+    REQUIRE((*log)->wait_durable(0, *big));
+    REQUIRE((*log)->close());
+  }
+  auto image = fs.crash_image(testing::CrashOutcome::drop_all());
+  auto blob_file = std::string("/data/wal/blobs/") + blob_file_name(1);
+  REQUIRE(image->corrupt_bit(blob_file, 100 * 8 + 3));
+  RecoveryPlan plan;
+  auto log = Log::open(*image, options, &plan);
+  REQUIRE_FALSE(log);
+  CHECK(log.error() == errc::recovery_refused);
+  CHECK(plan.refusal.find("LSN 2") != std::string::npos);
+  CHECK(plan.refusal.find(blob_file) != std::string::npos);
+}
+
+TEST_CASE("blob files no batch of the chain references are deleted at open") {
+  testing::FaultFileSystem fs;
+  auto options = options_for("/data", 1);
+  options.payload_offload_bytes = 1000;
+  {
+    auto log = Log::open(fs, options);
+    REQUIRE(log);
+    auto big = (*log)->append(0, payload(0, 1, 3000));
+    REQUIRE(big);
+    REQUIRE((*log)->wait_durable(0, *big));
+  }
+  {
+    // A blob whose batch never became durable: written and synced, never referenced.
+    auto writer = BlobWriter::open(fs, "/data/wal/blobs", {});
+    REQUIRE(writer);
+    auto bytes = payload(0, 2, 3000);
+    auto ref = (*writer)->reserve(bytes);
+    REQUIRE(ref.has_value());
+    REQUIRE((*writer)->write(*ref, bytes));
+    CHECK(ref->file_number == 2);  // one past the log's own file
+  }
+  RecoveryPlan plan;
+  auto log = Log::open(fs, options, &plan);
+  REQUIRE(log);
+  CHECK(read_all(**log, 0).size() == 1);
+  CHECK(plan.blob_files_referenced == std::vector<std::uint64_t>{1});
+  CHECK(plan.blob_files_unreferenced == std::vector<std::uint64_t>{2});
+  auto remaining = list_blob_files(fs, "/data/wal/blobs");
+  REQUIRE(remaining.has_value());
+  CHECK(*remaining == std::vector<std::uint64_t>{1});
+}
+}

@@ -3,9 +3,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <system_error>
 #include <utility>
 
 namespace fusee::io {
+
+Result<std::unique_ptr<WriteQueue>> FileSystem::open_write_queue(std::size_t /*depth*/) {
+  return std::make_error_code(std::errc::function_not_supported);
+}
 
 std::string join_path(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;

@@ -11,6 +11,8 @@
 // - allocate() and truncate() are durable after sync_data() on that file.
 // - A create, rename or remove is durable only after sync_dir() on the
 //   directory holding the entry.
+// - A write through a WriteQueue (open_write_queue) is durable once its
+//   completion reports it (wal/io/write_queue.hpp).
 // - A File opened with OpenOptions::direct needs every write and read offset,
 //   length and buffer address aligned to kDirectAlignment.
 //
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "wal/io/write_queue.hpp"
 
 namespace fusee::io {
 
@@ -81,6 +84,12 @@ class FileSystem {
   [[nodiscard]] virtual Result<bool> exists(const std::string& path) = 0;
   // fsync on the directory: makes creates, renames and removes in it durable.
   [[nodiscard]] virtual Result<void> sync_dir(const std::string& path) = 0;
+  // An asynchronous queue of durable writes to this file system's Files, at
+  // most `depth` in flight (EINVAL outside [1, kWriteQueueDepthMax]). Fails
+  // with std::errc::function_not_supported where the file system has none
+  // (the default) or the kernel refuses one; the caller then writes with
+  // write_at(..., WriteFlags::dsync) from a thread of its own.
+  [[nodiscard]] virtual Result<std::unique_ptr<WriteQueue>> open_write_queue(std::size_t depth);
 };
 
 // Joins a directory and a name with one '/'.

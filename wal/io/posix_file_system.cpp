@@ -14,6 +14,9 @@
 #include <system_error>
 #include <utility>
 
+#include "base/assert.hpp"
+#include "wal/io/uring_write_queue.hpp"
+
 namespace fusee::io {
 namespace {
 
@@ -41,7 +44,8 @@ bool fits_off_t(std::uint64_t value) {
 
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, bool direct) : fd_(fd), direct_(direct) {}
+  PosixFile(const PosixFileSystem* owner, int fd, bool direct)
+      : owner_(owner), fd_(fd), direct_(direct) {}
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
 
@@ -124,7 +128,12 @@ class PosixFile final : public File {
 
   bool direct() const override { return direct_; }
 
+  const PosixFileSystem* owner() const { return owner_; }
+  int fd() const { return fd_; }
+
  private:
+  // Only compared, never followed: PosixFile need not outlive its owner.
+  const PosixFileSystem* owner_;
   int fd_;
   bool direct_;
 };
@@ -143,7 +152,7 @@ Result<std::unique_ptr<File>> PosixFileSystem::open(const std::string& path,
   // EINVAL from O_DIRECT on tmpfs reaches the caller unchanged: the log uses
   // it to fall back to buffered writes plus fdatasync.
   if (fd < 0) return last_errno();
-  return std::unique_ptr<File>(std::make_unique<PosixFile>(fd, options.direct));
+  return std::unique_ptr<File>(std::make_unique<PosixFile>(this, fd, options.direct));
 }
 
 Result<void> PosixFileSystem::rename(const std::string& from, const std::string& to) {
@@ -213,6 +222,22 @@ Result<void> PosixFileSystem::sync_dir(const std::string& path) {
   ::close(fd);
   if (rc != 0) return errno_code(error_number);
   return ok();
+}
+
+Result<std::unique_ptr<WriteQueue>> PosixFileSystem::open_write_queue(std::size_t depth) {
+  if (depth == 0 || depth > kWriteQueueDepthMax) return errno_code(EINVAL);
+#ifdef FUSEE_HAVE_LIBURING
+  return open_uring_write_queue(*this, depth);
+#else
+  return std::make_error_code(std::errc::function_not_supported);
+#endif
+}
+
+int PosixFileSystem::descriptor_of(File& file) const {
+  auto* posix = dynamic_cast<PosixFile*>(&file);
+  FUSEE_ASSERT(posix != nullptr, "not a File of a PosixFileSystem");
+  FUSEE_ASSERT(posix->owner() == this, "a File of another PosixFileSystem");
+  return posix->fd();
 }
 
 }  // namespace fusee::io
