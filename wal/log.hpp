@@ -41,6 +41,16 @@
 
 namespace fusee::wal {
 
+// Who writes sealed batches.
+enum class LogWriterMode {
+  // The io_uring owner where it can run: O_DIRECT + RWF_DSYNC, io_uring
+  // available, not tmpfs. FUSEE_LOG_OWNER=0 or 1 in the environment forces
+  // threads or the owner (the owner still needs io_uring and O_DIRECT).
+  automatic,
+  owner,    // one thread submits through an io_uring, reaps in the same call
+  threads,  // log threads with blocking writes
+};
+
 struct LogOptions {
   std::string dir;                 // the data directory; the log lives in <dir>/wal
   std::uint32_t shard_count = 1;
@@ -54,6 +64,11 @@ struct LogOptions {
   // batch carries a reference, so one large record does not hold up every
   // shard's small ones behind one long write. 0 turns offload off.
   std::size_t payload_offload_bytes = kPayloadOffloadBytesDefault;
+  LogWriterMode writer_mode = LogWriterMode::automatic;
+  // A thread waiting for its records with nothing in flight writes the batch
+  // itself (on a fast disk), saving two thread hand-offs. Off: log threads
+  // or the owner always write.
+  bool inline_writes = true;
   std::size_t handoff_bytes_max = kHandoffBytesMax;
   // Salts and life values. Default: std::random_device. Tests inject a seed.
   std::function<std::uint64_t()> random;
@@ -73,6 +88,9 @@ struct LogStats {
   std::uint64_t blobs_written = 0;
   std::uint64_t segment_bytes = 0;    // size of the segment being written (grows under load)
   bool direct_io = false;             // false once the log fell back to buffered
+  bool owner_thread = false;          // the io_uring owner writes (else log threads)
+  std::uint64_t inline_writes = 0;    // batches written by a waiting thread itself
+  std::uint64_t last_flush_us = 0;    // duration of the latest durable write
 };
 
 class Log {
