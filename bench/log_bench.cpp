@@ -1,29 +1,47 @@
 // log_bench: append-to-durable latency and throughput of the shared log
-// (wal/log.hpp) with 128-byte records from 1, 8 and 64 concurrent appenders,
-// on both write paths (O_DIRECT + RWF_DSYNC, and buffered + fdatasync), set
-// beside the disk's raw durable 4 KiB write latency measured in the same
-// directory (bench/raw_flush.hpp). That raw figure is the floor: one appender
-// can at best match it, and many appenders beat it only through group commit,
-// which records_per_flush shows.
+// (wal/log.hpp), set beside the disk's raw durable 4 KiB write latency
+// measured in the same directory (bench/raw_flush.hpp). That raw figure is the
+// floor: one appender can at best match it, and many appenders beat it only
+// through group commit, which records_per_flush shows.
+//
+// Three kinds of case, chosen with --cases:
+//  - modes: 128-byte records from 1, 8 and 64 appenders on each write path:
+//    "owner" (O_DIRECT + RWF_DSYNC submitted by the io_uring owner),
+//    "threads" (the same writes from blocking log threads) and "buffered"
+//    (buffered writes + fdatasync from log threads).
+//  - inline: one appender, direct, with inline writes on and off: what the
+//    waiting thread saves by writing its batch itself.
+//  - mixed: 8 appenders of 128-byte records beside one appending 1 MiB
+//    records, direct, log threads, with payload offload on and off: whether
+//    large records hold up small ones.
 //
 // Each appender owns one shard and loops: append one record, wait_durable for
 // it, note the latency. Only one record per appender is ever outstanding, so
 // throughput comes from batching across appenders, never from one appender
 // pipelining.
 //
-// Output: a table for people, then one JSON line per measurement (grep '^{').
+// A requested writer mode is a wish, not a promise: the owner needs io_uring
+// and O_DIRECT and the log runs its threads without them. Every case reports
+// the writer that really ran (LogStats::owner_thread) and whether O_DIRECT
+// held, so a figure is never credited to a mode that did not run.
+//
+// Output: tables for people, then one JSON line per measurement (grep '^{').
 // Everything is written under a fresh directory in --dir, removed at the end.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <latch>
+#include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -39,13 +57,41 @@ using Clock = std::chrono::steady_clock;
 using fusee::bench::FlushMethod;
 using fusee::bench::JsonLine;
 using fusee::bench::LatencySummary;
+using fusee::wal::LogWriterMode;
 
-constexpr std::size_t kRecordBytes = 128;
+constexpr std::size_t kSmallRecordBytes = 128;
+// Well above the offload threshold below, so with offload on every large
+// record goes to the blob area; small enough that one append+wait loop still
+// completes many records per second on a slow disk.
+constexpr std::size_t kLargeRecordBytes = 1 * fusee::wal::kMiB;
+constexpr std::uint32_t kMixedSmallAppenders = 8;
+// The log's default threshold, named here so the "on" case does not change
+// meaning if the default moves.
+constexpr std::size_t kMixedOffloadBytes = 64 * fusee::wal::kKiB;
+
 // The aims the log is built for (DESIGN.md §3, group commit): one appender
 // pays little over the raw flush, and 64 appenders share flushes well enough
 // to go about 64 times as fast. Reported as figures, not checked.
 constexpr double kOneAppenderP50OverRawAimMax = 1.15;
 constexpr double kThroughput64Over1AimMin = 40.0;
+
+// One way of writing the log, and the raw flush it is compared with.
+struct WritePath {
+  std::string_view name;
+  bool direct_io;
+  LogWriterMode writer_mode;
+  FlushMethod raw_method;
+};
+
+constexpr std::array<WritePath, 3> kWritePaths = {{
+    {"owner", true, LogWriterMode::owner, FlushMethod::direct_dsync},
+    {"threads", true, LogWriterMode::threads, FlushMethod::direct_dsync},
+    {"buffered", false, LogWriterMode::threads, FlushMethod::buffered_fdatasync},
+}};
+
+constexpr std::string_view kCaseKindModes = "modes";
+constexpr std::string_view kCaseKindInline = "inline";
+constexpr std::string_view kCaseKindMixed = "mixed";
 
 struct Config {
   std::string dir = ".";
@@ -55,27 +101,13 @@ struct Config {
   // has its warm-up writes for the same reason.
   double warmup_seconds = 0.2;
   std::vector<std::uint32_t> appender_counts = {1, 8, 64};
+  std::vector<std::string> case_kinds = {std::string(kCaseKindModes), std::string(kCaseKindInline),
+                                         std::string(kCaseKindMixed)};
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
-};
 
-struct CaseResult {
-  FlushMethod method = FlushMethod::direct_dsync;
-  std::uint32_t appenders = 0;
-  bool direct_io_kept = true;  // false: the log fell back to buffered writes
-  LatencySummary latency;
-  std::uint64_t records = 0;
-  double measured_seconds = 0;
-  double records_per_s = 0;
-  std::uint64_t log_records_written = 0;  // LogStats deltas over the timed window
-  std::uint64_t log_flushes = 0;
-  double records_per_flush = 0;
-};
-
-struct RawResult {
-  FlushMethod method = FlushMethod::direct_dsync;
-  bool supported = false;
-  std::string unsupported_reason;
-  LatencySummary latency;
+  bool wants(std::string_view kind) const {
+    return std::find(case_kinds.begin(), case_kinds.end(), kind) != case_kinds.end();
+  }
 };
 
 // Multiplying by a power of ten and dividing back (never multiplying by a
@@ -90,7 +122,7 @@ double round_to_digits(double value, int digits) {
 double round_to_ns(double value_us) { return round_to_digits(value_us, 3); }
 
 double ratio(double numerator, double denominator) {
-  // NaN becomes null in JSON and "n/a" in the table: no raw figure to compare with.
+  // NaN becomes null in JSON and "n/a" in the table: a figure the run lacks.
   return denominator > 0 ? numerator / denominator : std::nan("");
 }
 
@@ -98,8 +130,29 @@ std::string format_ratio(double value) {
   return std::isfinite(value) ? fmt::format("{:.2f}", value) : std::string("n/a");
 }
 
-std::string case_name(FlushMethod method, std::uint32_t appenders) {
-  return fmt::format("{}/{}_appenders", fusee::bench::flush_method_name(method), appenders);
+std::string appenders_name(std::uint32_t appenders) {
+  return appenders == 1 ? std::string("1_appender") : fmt::format("{}_appenders", appenders);
+}
+
+std::string mode_case_name(const WritePath& path, std::uint32_t appenders) {
+  return fmt::format("{}/{}", path.name, appenders_name(appenders));
+}
+
+std::string inline_case_name(bool inline_writes) {
+  return fmt::format("inline_{}/1_appender", inline_writes ? "on" : "off");
+}
+
+std::string mixed_case_name(std::size_t payload_offload_bytes) {
+  return payload_offload_bytes > 0 ? "mixed/offload_on" : "mixed/offload_off";
+}
+
+std::string_view writer_mode_name(LogWriterMode mode) {
+  switch (mode) {
+    case LogWriterMode::automatic: return "automatic";
+    case LogWriterMode::owner: return "owner";
+    case LogWriterMode::threads: return "threads";
+  }
+  return "unknown";
 }
 
 // Removes a tree the benchmark made, through the FileSystem seam like every
@@ -133,12 +186,37 @@ class ScratchDir {
   std::string path_;
 };
 
+// ---------------------------------------------------------------------------
+// Raw flush: the floor.
+
+struct RawResult {
+  FlushMethod method = FlushMethod::direct_dsync;
+  bool supported = false;
+  std::string unsupported_reason;
+  LatencySummary latency;
+};
+
+// The raw p50 of method, or NaN when it was not measured or is unsupported.
+double raw_p50_us(const std::vector<RawResult>& raws, FlushMethod method) {
+  for (const auto& raw : raws)
+    if (raw.method == method && raw.supported) return raw.latency.p50_us;
+  return std::nan("");
+}
+
+// ---------------------------------------------------------------------------
+// Running a load: appender threads against one fresh log.
+
 // The timed window of a case. Appenders read it only after the go signal,
 // which is given once every appender thread is running, so thread start-up
 // on a busy two-core machine does not eat into the warm-up.
 struct Window {
   Clock::time_point measure_start;
   Clock::time_point measure_end;
+};
+
+struct AppenderSpec {
+  fusee::wal::ShardId shard = 0;
+  std::size_t record_bytes = kSmallRecordBytes;
 };
 
 struct AppenderOutput {
@@ -149,9 +227,9 @@ struct AppenderOutput {
 
 // One appender's loop. Samples count only for appends started inside the
 // window; the loop stops at its end.
-void run_appender(fusee::wal::Log& log, fusee::wal::ShardId shard, std::latch& started, std::latch& go,
+void run_appender(fusee::wal::Log& log, const AppenderSpec& spec, std::latch& started, std::latch& go,
                   const Window& window, AppenderOutput& out) {
-  std::vector<std::byte> record(kRecordBytes, std::byte{0x5a});
+  std::vector<std::byte> record(spec.record_bytes, std::byte{0x5a});
   started.count_down();
   go.wait();
   const auto measure_start = window.measure_start;
@@ -161,12 +239,12 @@ void run_appender(fusee::wal::Log& log, fusee::wal::ShardId shard, std::latch& s
     std::memcpy(record.data(), &counter, sizeof counter);
     auto appended_at = Clock::now();
     if (appended_at >= measure_end) return;
-    auto lsn = log.append(shard, record);
+    auto lsn = log.append(spec.shard, record);
     if (!lsn) {
       out.error = lsn.error();
       return;
     }
-    auto durable = log.wait_durable(shard, *lsn);
+    auto durable = log.wait_durable(spec.shard, *lsn);
     auto durable_at = Clock::now();
     if (!durable) {
       out.error = durable.error();
@@ -179,24 +257,49 @@ void run_appender(fusee::wal::Log& log, fusee::wal::ShardId shard, std::latch& s
   }
 }
 
-fusee::Result<CaseResult> run_case(fusee::io::FileSystem& fs, const std::string& dir, FlushMethod method,
-                                   std::uint32_t appenders, const Config& config) {
-  fusee::wal::LogOptions options;
-  options.dir = dir;
-  options.shard_count = appenders;
-  options.direct_io = method == FlushMethod::direct_dsync;
+// What the log itself did in a case.
+struct LogCounters {
+  // Deltas over the timed window.
+  std::uint64_t records_written = 0;
+  std::uint64_t flushes = 0;
+  std::uint64_t inline_writes = 0;
+  std::uint64_t blobs_written = 0;
+  double records_per_flush = 0;
+  // What really ran, which may differ from what was asked for.
+  bool owner_thread = false;
+  bool direct_io_kept = true;  // false: direct I/O was asked for and refused
+};
+
+struct LoadRun {
+  std::vector<AppenderOutput> outputs;  // one per AppenderSpec, in order
+  Clock::time_point measure_start;
+  LogCounters log;
+};
+
+// Opens a fresh log for the case under scratch_path, runs one thread per
+// spec through warm-up and the timed window, closes the log cleanly and
+// removes its directory.
+fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& scratch_path, std::string_view name,
+                                fusee::wal::LogOptions options, std::span<const AppenderSpec> specs,
+                                const Config& config) {
+  // Each case gets its own log directory: a fresh log, fresh segments.
+  std::string dir_name(name);
+  std::replace(dir_name.begin(), dir_name.end(), '/', '-');
+  options.dir = fusee::io::join_path(scratch_path, dir_name);
+  options.shard_count = 0;
+  for (const auto& spec : specs) options.shard_count = std::max(options.shard_count, spec.shard + 1);
   options.warn = [](const std::string& line) { fmt::print(stderr, "log_bench: log warns: {}\n", line); };
   auto log = FUSEE_TRY(fusee::wal::Log::open(fs, options));
 
-  std::vector<AppenderOutput> outputs(appenders);
-  std::latch started(appenders);
+  LoadRun run;
+  run.outputs.resize(specs.size());
+  std::latch started(static_cast<std::ptrdiff_t>(specs.size()));
   std::latch go(1);
   Window window;
   std::vector<std::thread> threads;
-  threads.reserve(appenders);
-  for (std::uint32_t shard = 0; shard < appenders; ++shard) {
-    threads.emplace_back(
-        [&, shard] { run_appender(*log, shard, started, go, window, outputs[shard]); });
+  threads.reserve(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    threads.emplace_back([&, i] { run_appender(*log, specs[i], started, go, window, run.outputs[i]); });
   }
   started.wait();
   auto to_duration = [](double seconds) {
@@ -204,56 +307,375 @@ fusee::Result<CaseResult> run_case(fusee::io::FileSystem& fs, const std::string&
   };
   window.measure_start = Clock::now() + to_duration(config.warmup_seconds);
   window.measure_end = window.measure_start + to_duration(config.seconds);
-  const auto measure_start = window.measure_start;
+  run.measure_start = window.measure_start;
+  const auto measure_end = window.measure_end;
   go.count_down();
 
-  std::this_thread::sleep_until(measure_start);
+  std::this_thread::sleep_until(run.measure_start);
   auto stats_at_start = log->stats();
-  std::this_thread::sleep_until(window.measure_end);
+  std::this_thread::sleep_until(measure_end);
   auto stats_at_end = log->stats();
   for (auto& thread : threads) thread.join();
+  // An appender's error is the cause; a failing close would only repeat it.
+  for (const auto& out : run.outputs)
+    if (out.error) return out.error;
 
   // A clean close, so the case ends as a real shutdown would; its close
   // marker falls outside the timed window.
   FUSEE_TRY_VOID(log->close());
   auto final_stats = log->stats();
   log.reset();
+  // Segments and blobs of a finished case would only crowd the disk for the next.
+  (void)remove_tree(fs, options.dir);
 
-  CaseResult result;
-  result.method = method;
-  result.appenders = appenders;
-  result.direct_io_kept = !options.direct_io || final_stats.direct_io;
+  run.log.records_written = stats_at_end.records_written - stats_at_start.records_written;
+  run.log.flushes = stats_at_end.flushes - stats_at_start.flushes;
+  run.log.inline_writes = stats_at_end.inline_writes - stats_at_start.inline_writes;
+  run.log.blobs_written = stats_at_end.blobs_written - stats_at_start.blobs_written;
+  run.log.records_per_flush =
+      run.log.flushes > 0 ? double(run.log.records_written) / double(run.log.flushes) : 0;
+  run.log.owner_thread = final_stats.owner_thread;
+  run.log.direct_io_kept = !options.direct_io || final_stats.direct_io;
+  return run;
+}
+
+// Latency and rate of a group of appenders (all of one record size).
+struct GroupResult {
+  std::uint64_t records = 0;
+  double measured_seconds = 0;
+  double records_per_s = 0;
+  LatencySummary latency;
+};
+
+GroupResult summarize_group(std::span<const AppenderOutput> outputs, Clock::time_point measure_start) {
   std::vector<double> samples_us;
   Clock::time_point last_durable_at = measure_start;
-  for (auto& out : outputs) {
-    if (out.error) return out.error;
+  for (const auto& out : outputs) {
     samples_us.insert(samples_us.end(), out.latencies_us.begin(), out.latencies_us.end());
     last_durable_at = std::max(last_durable_at, out.last_durable_at);
   }
-  result.records = samples_us.size();
+  GroupResult group;
+  group.records = samples_us.size();
   // Appends started before measure_end finish after it; the window runs to
   // the last of them so their time is counted with them.
-  result.measured_seconds = std::chrono::duration<double>(last_durable_at - measure_start).count();
-  result.records_per_s = result.measured_seconds > 0 ? result.records / result.measured_seconds : 0;
-  result.latency = fusee::bench::summarize_latencies(std::move(samples_us));
-  result.log_records_written = stats_at_end.records_written - stats_at_start.records_written;
-  result.log_flushes = stats_at_end.flushes - stats_at_start.flushes;
-  result.records_per_flush =
-      result.log_flushes > 0 ? double(result.log_records_written) / double(result.log_flushes) : 0;
+  group.measured_seconds = std::chrono::duration<double>(last_durable_at - measure_start).count();
+  group.records_per_s = group.measured_seconds > 0 ? group.records / group.measured_seconds : 0;
+  group.latency = fusee::bench::summarize_latencies(std::move(samples_us));
+  return group;
+}
+
+// The writer that ran, for the tables: "owner", "threads", or which was asked
+// for and not granted.
+std::string writer_ran(const LogCounters& log, LogWriterMode asked) {
+  std::string ran = log.owner_thread ? "owner" : "threads";
+  if (asked == LogWriterMode::owner && !log.owner_thread) ran += " (owner asked)";
+  if (!log.direct_io_kept) ran += ", buffered (direct refused)";
+  return ran;
+}
+
+void add_log_fields(JsonLine& line, const LogCounters& log) {
+  line.field("owner_thread", log.owner_thread)
+      .field("direct_io_kept", log.direct_io_kept)
+      .field("flushes", log.flushes)
+      .field("records_per_flush", round_to_digits(log.records_per_flush, 3))
+      .field("inline_writes", log.inline_writes)
+      .field("blobs_written", log.blobs_written);
+}
+
+void add_latency_fields(JsonLine& line, std::string_view prefix, const GroupResult& group) {
+  auto key = [&](std::string_view name) { return fmt::format("{}{}", prefix, name); };
+  line.field(key("records"), group.records)
+      .field(key("seconds"), round_to_digits(group.measured_seconds, 6))
+      .field(key("records_per_s"), round_to_digits(group.records_per_s, 1))
+      .field(key("p50_us"), round_to_ns(group.latency.p50_us))
+      .field(key("p99_us"), round_to_ns(group.latency.p99_us))
+      .field(key("p999_us"), round_to_ns(group.latency.p999_us))
+      .field(key("mean_us"), round_to_ns(group.latency.mean_us))
+      .field(key("max_us"), round_to_ns(group.latency.max_us));
+}
+
+// ---------------------------------------------------------------------------
+// modes: each write path with 1, 8 and 64 appenders of small records.
+
+struct ModeResult {
+  const WritePath* path = nullptr;
+  std::uint32_t appenders = 0;
+  GroupResult records;
+  LogCounters log;
+  double raw_p50_us = 0;
+
+  std::string name() const { return mode_case_name(*path, appenders); }
+  double p50_over_raw() const { return ratio(records.latency.p50_us, raw_p50_us); }
+};
+
+fusee::Result<ModeResult> run_mode_case(fusee::io::FileSystem& fs, const std::string& scratch_path,
+                                        const WritePath& path, std::uint32_t appenders, double raw_p50_us,
+                                        const Config& config) {
+  ModeResult result;
+  result.path = &path;
+  result.appenders = appenders;
+  result.raw_p50_us = raw_p50_us;
+  fusee::wal::LogOptions options;
+  options.direct_io = path.direct_io;
+  options.writer_mode = path.writer_mode;
+  std::vector<AppenderSpec> specs;
+  for (std::uint32_t shard = 0; shard < appenders; ++shard) specs.push_back({shard, kSmallRecordBytes});
+  auto run = FUSEE_TRY(run_load(fs, scratch_path, result.name(), options, specs, config));
+  result.records = summarize_group(run.outputs, run.measure_start);
+  result.log = run.log;
   return result;
 }
 
-const RawResult* find_raw(const std::vector<RawResult>& raws, FlushMethod method) {
-  for (const auto& raw : raws)
-    if (raw.method == method && raw.supported) return &raw;
+void print_mode_header() {
+  fmt::print("\nwrite paths, {} B records, append -> durable (latency in us)\n", kSmallRecordBytes);
+  fmt::print("{:<24} {:>11} {:>9} {:>9} {:>9} {:>10} {:>8}  {}\n", "case", "records/s", "p50", "p99", "p99.9",
+             "rec/flush", "p50/raw", "writer ran");
+}
+
+void print_mode_row(const ModeResult& result) {
+  fmt::print("{:<24} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.2f} {:>8}  {}\n", result.name(),
+             result.records.records_per_s, result.records.latency.p50_us, result.records.latency.p99_us,
+             result.records.latency.p999_us, result.log.records_per_flush, format_ratio(result.p50_over_raw()),
+             writer_ran(result.log, result.path->writer_mode));
+}
+
+void print_mode_json(const ModeResult& result) {
+  JsonLine line("log");
+  line.field("case", result.name())
+      .field("write_path", result.path->name)
+      .field("writer_mode", writer_mode_name(result.path->writer_mode))
+      .field("direct_io", result.path->direct_io)
+      .field("method", fusee::bench::flush_method_name(result.path->raw_method))
+      .field("appenders", result.appenders)
+      .field("record_bytes", kSmallRecordBytes);
+  add_latency_fields(line, "", result.records);
+  add_log_fields(line, result.log);
+  line.field("raw_p50_us", round_to_ns(result.raw_p50_us))
+      .field("p50_over_raw", round_to_digits(result.p50_over_raw(), 3))
+      .print();
+}
+
+// ---------------------------------------------------------------------------
+// inline: one appender, inline writes on and off.
+
+struct InlineResult {
+  bool inline_writes = true;
+  GroupResult records;
+  LogCounters log;
+  double raw_p50_us = 0;
+
+  std::string name() const { return inline_case_name(inline_writes); }
+  double p50_over_raw() const { return ratio(records.latency.p50_us, raw_p50_us); }
+};
+
+// One appender is where inline writes matter most: with nobody else to batch
+// with, the two thread hand-offs they save are a large share of each append.
+// The writer mode stays at its default, so the gain is the one users get.
+fusee::Result<InlineResult> run_inline_case(fusee::io::FileSystem& fs, const std::string& scratch_path,
+                                            bool inline_writes, double raw_p50_us, const Config& config) {
+  InlineResult result;
+  result.inline_writes = inline_writes;
+  result.raw_p50_us = raw_p50_us;
+  fusee::wal::LogOptions options;
+  options.direct_io = true;
+  options.inline_writes = inline_writes;
+  const AppenderSpec specs[] = {{0, kSmallRecordBytes}};
+  auto run = FUSEE_TRY(run_load(fs, scratch_path, result.name(), options, specs, config));
+  result.records = summarize_group(run.outputs, run.measure_start);
+  result.log = run.log;
+  return result;
+}
+
+void print_inline_header() {
+  fmt::print("\ninline writes, one appender, {} B records, direct (latency in us)\n", kSmallRecordBytes);
+  fmt::print("{:<24} {:>11} {:>9} {:>9} {:>9} {:>8} {:>14}  {}\n", "case", "records/s", "p50", "p99", "p99.9",
+             "p50/raw", "inline writes", "writer ran");
+}
+
+void print_inline_row(const InlineResult& result) {
+  fmt::print("{:<24} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>14}  {}\n", result.name(),
+             result.records.records_per_s, result.records.latency.p50_us, result.records.latency.p99_us,
+             result.records.latency.p999_us, format_ratio(result.p50_over_raw()), result.log.inline_writes,
+             writer_ran(result.log, LogWriterMode::automatic));
+}
+
+void print_inline_json(const InlineResult& result) {
+  JsonLine line("log_inline");
+  line.field("case", result.name())
+      .field("inline_writes_enabled", result.inline_writes)
+      .field("writer_mode", writer_mode_name(LogWriterMode::automatic))
+      .field("direct_io", true)
+      .field("method", fusee::bench::flush_method_name(FlushMethod::direct_dsync))
+      .field("appenders", 1)
+      .field("record_bytes", kSmallRecordBytes);
+  add_latency_fields(line, "", result.records);
+  add_log_fields(line, result.log);
+  line.field("raw_p50_us", round_to_ns(result.raw_p50_us))
+      .field("p50_over_raw", round_to_digits(result.p50_over_raw(), 3))
+      .print();
+}
+
+// ---------------------------------------------------------------------------
+// mixed: small-record appenders beside one large-record appender.
+
+struct MixedResult {
+  std::size_t payload_offload_bytes = 0;
+  GroupResult small;
+  GroupResult large;
+  LogCounters log;
+
+  std::string name() const { return mixed_case_name(payload_offload_bytes); }
+};
+
+// Log threads, not the owner, so the comparison is between offload on and
+// off alone, whatever state the owner is in.
+fusee::Result<MixedResult> run_mixed_case(fusee::io::FileSystem& fs, const std::string& scratch_path,
+                                          std::size_t payload_offload_bytes, const Config& config) {
+  MixedResult result;
+  result.payload_offload_bytes = payload_offload_bytes;
+  fusee::wal::LogOptions options;
+  options.direct_io = true;
+  options.writer_mode = LogWriterMode::threads;
+  options.payload_offload_bytes = payload_offload_bytes;
+  std::vector<AppenderSpec> specs;
+  for (std::uint32_t shard = 0; shard < kMixedSmallAppenders; ++shard) specs.push_back({shard, kSmallRecordBytes});
+  specs.push_back({kMixedSmallAppenders, kLargeRecordBytes});  // the large appender goes last
+  auto run = FUSEE_TRY(run_load(fs, scratch_path, result.name(), options, specs, config));
+  std::span<const AppenderOutput> outputs(run.outputs);
+  result.small = summarize_group(outputs.first(kMixedSmallAppenders), run.measure_start);
+  result.large = summarize_group(outputs.subspan(kMixedSmallAppenders), run.measure_start);
+  result.log = run.log;
+  return result;
+}
+
+void print_mixed_header() {
+  fmt::print("\nmixed load: {} appenders of {} B records + 1 of {} KiB records, direct, log threads "
+             "(latency in us)\n",
+             kMixedSmallAppenders, kSmallRecordBytes, kLargeRecordBytes / fusee::wal::kKiB);
+  fmt::print("{:<24} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>7}  {}\n", "case", "small rec/s", "small p50",
+             "small p99", "small p99.9", "large rec/s", "large p50", "blobs", "writer ran");
+}
+
+void print_mixed_row(const MixedResult& result) {
+  fmt::print("{:<24} {:>11.0f} {:>11.1f} {:>11.1f} {:>11.1f} {:>11.1f} {:>11.1f} {:>7}  {}\n", result.name(),
+             result.small.records_per_s, result.small.latency.p50_us, result.small.latency.p99_us,
+             result.small.latency.p999_us, result.large.records_per_s, result.large.latency.p50_us,
+             result.log.blobs_written, writer_ran(result.log, LogWriterMode::threads));
+}
+
+void print_mixed_json(const MixedResult& result) {
+  JsonLine line("log_mixed");
+  line.field("case", result.name())
+      .field("payload_offload_bytes", result.payload_offload_bytes)
+      .field("writer_mode", writer_mode_name(LogWriterMode::threads))
+      .field("direct_io", true)
+      .field("small_appenders", kMixedSmallAppenders)
+      .field("small_record_bytes", kSmallRecordBytes)
+      .field("large_appenders", 1)
+      .field("large_record_bytes", kLargeRecordBytes);
+  add_latency_fields(line, "small_", result.small);
+  add_latency_fields(line, "large_", result.large);
+  add_log_fields(line, result.log);
+  line.print();
+}
+
+// ---------------------------------------------------------------------------
+// Aims: figures the log is built to reach, printed, never enforced.
+
+struct AimFigure {
+  std::string name;  // the JSON case, e.g. "owner/one_appender_p50_over_raw"
+  double value = 0;
+  enum class Bound { none, at_most, at_least } bound = Bound::none;
+  double bound_value = 0;
+  std::string note;  // how to read it, for the table
+};
+
+const ModeResult* find_mode(const std::vector<ModeResult>& modes, std::string_view path, std::uint32_t appenders) {
+  for (const auto& result : modes)
+    if (result.path->name == path && result.appenders == appenders) return &result;
   return nullptr;
 }
 
-const CaseResult* find_case(const std::vector<CaseResult>& cases, FlushMethod method, std::uint32_t appenders) {
-  for (const auto& result : cases)
-    if (result.method == method && result.appenders == appenders) return &result;
+template <typename CaseResult>
+const CaseResult* find_named(const std::vector<CaseResult>& results, std::string_view name) {
+  for (const auto& result : results)
+    if (result.name() == name) return &result;
   return nullptr;
 }
+
+std::vector<AimFigure> compute_aims(const std::vector<ModeResult>& modes, const std::vector<InlineResult>& inlines,
+                                    const std::vector<MixedResult>& mixeds, const Config& config) {
+  std::vector<AimFigure> aims;
+  const double missing = std::nan("");
+  if (config.wants(kCaseKindModes)) {
+    // The raw-flush aim is about the direct paths; buffered's ratio is in its table row.
+    for (const auto& path : kWritePaths) {
+      if (!path.direct_io) continue;
+      const ModeResult* one = find_mode(modes, path.name, 1);
+      AimFigure aim{fmt::format("{}/one_appender_p50_over_raw", path.name), one ? one->p50_over_raw() : missing,
+                    AimFigure::Bound::at_most, kOneAppenderP50OverRawAimMax, ""};
+      if (one != nullptr) aim.note = "writer ran: " + writer_ran(one->log, one->path->writer_mode);
+      aims.push_back(aim);
+    }
+    for (const auto& path : kWritePaths) {
+      const ModeResult* one = find_mode(modes, path.name, 1);
+      const ModeResult* many = find_mode(modes, path.name, 64);
+      double value = one && many ? ratio(many->records.records_per_s, one->records.records_per_s) : missing;
+      aims.push_back({fmt::format("{}/throughput_64_over_1", path.name), value, AimFigure::Bound::at_least,
+                      kThroughput64Over1AimMin, ""});
+    }
+  }
+  if (config.wants(kCaseKindInline)) {
+    const InlineResult* on = find_named(inlines, inline_case_name(true));
+    const InlineResult* off = find_named(inlines, inline_case_name(false));
+    aims.push_back({"inline/p50_gain_off_over_on",
+                    on && off ? ratio(off->records.latency.p50_us, on->records.latency.p50_us) : missing,
+                    AimFigure::Bound::none, 0, "above 1: inline writes cut latency"});
+  }
+  if (config.wants(kCaseKindMixed)) {
+    const MixedResult* on = find_named(mixeds, mixed_case_name(kMixedOffloadBytes));
+    const MixedResult* off = find_named(mixeds, mixed_case_name(0));
+    aims.push_back({"mixed/small_p99_offload_on_us", on ? on->small.latency.p99_us : missing,
+                    AimFigure::Bound::none, 0, ""});
+    aims.push_back({"mixed/small_p99_offload_off_us", off ? off->small.latency.p99_us : missing,
+                    AimFigure::Bound::none, 0, ""});
+    aims.push_back({"mixed/small_p99_off_over_on",
+                    on && off ? ratio(off->small.latency.p99_us, on->small.latency.p99_us) : missing,
+                    AimFigure::Bound::none, 0, "above 1: offload keeps large records from holding up small ones"});
+    // The same small load without the large appender, when the run has it:
+    // near 1 means offloaded large records cost small ones nothing.
+    if (const ModeResult* alone = find_mode(modes, "threads", kMixedSmallAppenders); alone && on) {
+      aims.push_back({"mixed/small_p99_offload_on_over_alone",
+                      ratio(on->small.latency.p99_us, alone->records.latency.p99_us), AimFigure::Bound::none, 0,
+                      fmt::format("against threads/{}", appenders_name(kMixedSmallAppenders))});
+    }
+  }
+  return aims;
+}
+
+void print_aims(const std::vector<AimFigure>& aims) {
+  if (aims.empty()) return;
+  fmt::print("\naims (figures, not gates)\n");
+  for (const auto& aim : aims) {
+    std::string value = aim.name.ends_with("_us") && std::isfinite(aim.value) ? fmt::format("{:.1f} us", aim.value)
+                                                                               : format_ratio(aim.value);
+    std::string bound;
+    if (aim.bound == AimFigure::Bound::at_most) bound = fmt::format("  (aim <= {:.2f})", aim.bound_value);
+    if (aim.bound == AimFigure::Bound::at_least) bound = fmt::format("  (aim >= {:.0f})", aim.bound_value);
+    std::string note = aim.note.empty() ? "" : fmt::format("  [{}]", aim.note);
+    fmt::print("{:<42} {:>10}{}{}\n", aim.name, value, bound, note);
+  }
+}
+
+void print_aim_json(const AimFigure& aim) {
+  JsonLine line("log_aims");
+  line.field("case", aim.name).field("value", round_to_digits(aim.value, 3));
+  if (aim.bound == AimFigure::Bound::at_most) line.field("aim_max", aim.bound_value);
+  if (aim.bound == AimFigure::Bound::at_least) line.field("aim_min", aim.bound_value);
+  line.print();
+}
+
+// ---------------------------------------------------------------------------
 
 int run(const Config& config) {
   fusee::io::PosixFileSystem fs;
@@ -272,85 +694,84 @@ int run(const Config& config) {
   }
   ScratchDir scratch(fs, scratch_path);
 
-  const FlushMethod methods[] = {FlushMethod::direct_dsync, FlushMethod::buffered_fdatasync};
+  fmt::print("log_bench in {}: cases {}, {:g} s per case after {:g} s warm-up\n", config.dir,
+             fmt::join(config.case_kinds, ","), config.seconds, config.warmup_seconds);
 
-  // The floor, measured first, in the directory the log will use.
+  // The floor, measured first, in the directory the log will use. Only the
+  // modes and inline cases are compared with it.
   std::vector<RawResult> raws;
-  fusee::bench::RawFlushOptions raw_options;
-  raw_options.iterations = config.raw_iterations;
-  fmt::print("log_bench in {}: {} B records, {:g} s per case after {:g} s warm-up\n\n", config.dir, kRecordBytes,
-             config.seconds, config.warmup_seconds);
-  fmt::print("raw durable {} B write ({} iterations, us)\n", fusee::bench::kRawFlushBlockBytes,
-             config.raw_iterations);
-  fmt::print("{:<20} {:>9} {:>9} {:>9}\n", "method", "p50", "p99", "p99.9");
-  for (FlushMethod method : methods) {
-    auto measured = fusee::bench::measure_raw_flush(fs, scratch.path(), method, raw_options);
-    if (!measured) {
-      fmt::print(stderr, "log_bench: raw flush ({}): {}\n", fusee::bench::flush_method_name(method),
-                 measured.error().message());
-      return 1;
-    }
-    RawResult raw{method, measured->supported, measured->unsupported_reason, measured->latency};
-    if (raw.supported) {
-      fmt::print("{:<20} {:>9.1f} {:>9.1f} {:>9.1f}\n", fusee::bench::flush_method_name(method), raw.latency.p50_us,
-                 raw.latency.p99_us, raw.latency.p999_us);
-    } else {
-      fmt::print("{:<20} unsupported: {}\n", fusee::bench::flush_method_name(method), raw.unsupported_reason);
-    }
-    raws.push_back(std::move(raw));
-  }
-  std::fflush(stdout);
-
-  fmt::print("\nshared log, append -> durable (latency in us)\n");
-  fmt::print("{:<34} {:>11} {:>9} {:>9} {:>9} {:>12} {:>9}\n", "case", "records/s", "p50", "p99", "p99.9",
-             "rec/flush", "p50/raw");
-  std::fflush(stdout);
-  std::vector<CaseResult> cases;
-  for (FlushMethod method : methods) {
-    const RawResult* raw = find_raw(raws, method);
-    for (std::uint32_t appenders : config.appender_counts) {
-      // Each case gets its own log directory: a fresh log, fresh segments.
-      auto case_dir = fusee::io::join_path(scratch.path(), fmt::format("{}-{}", fusee::bench::flush_method_name(method), appenders));
-      auto measured = run_case(fs, case_dir, method, appenders, config);
+  if (config.wants(kCaseKindModes) || config.wants(kCaseKindInline)) {
+    fusee::bench::RawFlushOptions raw_options;
+    raw_options.iterations = config.raw_iterations;
+    fmt::print("\nraw durable {} B write ({} iterations, us)\n", fusee::bench::kRawFlushBlockBytes,
+               config.raw_iterations);
+    fmt::print("{:<24} {:>9} {:>9} {:>9}\n", "method", "p50", "p99", "p99.9");
+    for (FlushMethod method : {FlushMethod::direct_dsync, FlushMethod::buffered_fdatasync}) {
+      auto measured = fusee::bench::measure_raw_flush(fs, scratch.path(), method, raw_options);
       if (!measured) {
-        fmt::print(stderr, "log_bench: {}: {}\n", case_name(method, appenders), measured.error().message());
+        fmt::print(stderr, "log_bench: raw flush ({}): {}\n", fusee::bench::flush_method_name(method),
+                   measured.error().message());
         return 1;
       }
-      // Segments of a finished case would only crowd the disk for the next.
-      (void)remove_tree(fs, case_dir);
-      const auto& result = *measured;
-      double p50_over_raw = raw != nullptr ? ratio(result.latency.p50_us, raw->latency.p50_us) : std::nan("");
-      fmt::print("{:<34} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>12.2f} {:>9}{}\n", case_name(method, appenders),
-                 result.records_per_s, result.latency.p50_us, result.latency.p99_us, result.latency.p999_us,
-                 result.records_per_flush, format_ratio(p50_over_raw),
-                 result.direct_io_kept ? "" : "  (fell back to buffered)");
-      std::fflush(stdout);
-      cases.push_back(result);
+      RawResult raw{method, measured->supported, measured->unsupported_reason, measured->latency};
+      if (raw.supported) {
+        fmt::print("{:<24} {:>9.1f} {:>9.1f} {:>9.1f}\n", fusee::bench::flush_method_name(method),
+                   raw.latency.p50_us, raw.latency.p99_us, raw.latency.p999_us);
+      } else {
+        fmt::print("{:<24} unsupported: {}\n", fusee::bench::flush_method_name(method), raw.unsupported_reason);
+      }
+      raws.push_back(std::move(raw));
+    }
+    std::fflush(stdout);
+  }
+
+  auto fail = [](const std::string& name, std::error_code error) {
+    fmt::print(stderr, "log_bench: {}: {}\n", name, error.message());
+    return 1;
+  };
+
+  std::vector<ModeResult> modes;
+  if (config.wants(kCaseKindModes)) {
+    print_mode_header();
+    for (const auto& path : kWritePaths) {
+      for (std::uint32_t appenders : config.appender_counts) {
+        auto result = run_mode_case(fs, scratch.path(), path, appenders, raw_p50_us(raws, path.raw_method), config);
+        if (!result) return fail(mode_case_name(path, appenders), result.error());
+        print_mode_row(*result);
+        std::fflush(stdout);
+        modes.push_back(*result);
+      }
     }
   }
 
-  // The aims, per write path, when the run has the cases they need.
-  struct Aims {
-    FlushMethod method;
-    double one_appender_p50_over_raw;
-    double throughput_64_over_1;
-  };
-  std::vector<Aims> aims;
-  fmt::print("\n");
-  for (FlushMethod method : methods) {
-    const CaseResult* one = find_case(cases, method, 1);
-    const CaseResult* many = find_case(cases, method, 64);
-    const RawResult* raw = find_raw(raws, method);
-    Aims aim{method, std::nan(""), std::nan("")};
-    if (one != nullptr && raw != nullptr) aim.one_appender_p50_over_raw = ratio(one->latency.p50_us, raw->latency.p50_us);
-    if (one != nullptr && many != nullptr) aim.throughput_64_over_1 = ratio(many->records_per_s, one->records_per_s);
-    auto name = fusee::bench::flush_method_name(method);
-    fmt::print("{}: one appender p50 / raw p50 = {} (aim <= {:.2f})\n", name,
-               format_ratio(aim.one_appender_p50_over_raw), kOneAppenderP50OverRawAimMax);
-    fmt::print("{}: 64 appenders throughput / 1 appender = {} (aim >= {:.0f})\n", name,
-               format_ratio(aim.throughput_64_over_1), kThroughput64Over1AimMin);
-    aims.push_back(aim);
+  std::vector<InlineResult> inlines;
+  if (config.wants(kCaseKindInline)) {
+    print_inline_header();
+    for (bool inline_writes : {true, false}) {
+      auto result =
+          run_inline_case(fs, scratch.path(), inline_writes, raw_p50_us(raws, FlushMethod::direct_dsync), config);
+      if (!result) return fail(inline_case_name(inline_writes), result.error());
+      print_inline_row(*result);
+      std::fflush(stdout);
+      inlines.push_back(*result);
+    }
   }
+
+  std::vector<MixedResult> mixeds;
+  if (config.wants(kCaseKindMixed)) {
+    print_mixed_header();
+    for (std::size_t offload_bytes : {kMixedOffloadBytes, std::size_t{0}}) {
+      auto result = run_mixed_case(fs, scratch.path(), offload_bytes, config);
+      if (!result) return fail(mixed_case_name(offload_bytes), result.error());
+      print_mixed_row(*result);
+      std::fflush(stdout);
+      mixeds.push_back(*result);
+    }
+  }
+
+  auto aims = compute_aims(modes, inlines, mixeds, config);
+  print_aims(aims);
+  fmt::print("\n");
   std::fflush(stdout);
 
   for (const auto& raw : raws) {
@@ -371,39 +792,10 @@ int run(const Config& config) {
     }
     line.print();
   }
-  for (const auto& result : cases) {
-    const RawResult* raw = find_raw(raws, result.method);
-    double raw_p50_us = raw != nullptr ? raw->latency.p50_us : std::nan("");
-    JsonLine line("log");
-    line.field("case", case_name(result.method, result.appenders))
-        .field("appenders", result.appenders)
-        .field("method", fusee::bench::flush_method_name(result.method))
-        .field("direct_io_kept", result.direct_io_kept)
-        .field("record_bytes", kRecordBytes)
-        .field("records", result.records)
-        .field("seconds", round_to_digits(result.measured_seconds, 6))
-        .field("records_per_s", round_to_digits(result.records_per_s, 1))
-        .field("p50_us", round_to_ns(result.latency.p50_us))
-        .field("p99_us", round_to_ns(result.latency.p99_us))
-        .field("p999_us", round_to_ns(result.latency.p999_us))
-        .field("mean_us", round_to_ns(result.latency.mean_us))
-        .field("max_us", round_to_ns(result.latency.max_us))
-        .field("flushes", result.log_flushes)
-        .field("records_per_flush", round_to_digits(result.records_per_flush, 3))
-        .field("raw_p50_us", round_to_ns(raw_p50_us))
-        .field("p50_over_raw", round_to_digits(ratio(result.latency.p50_us, raw_p50_us), 3))
-        .print();
-  }
-  for (const auto& aim : aims) {
-    JsonLine("log_aims")
-        .field("case", fusee::bench::flush_method_name(aim.method))
-        .field("method", fusee::bench::flush_method_name(aim.method))
-        .field("one_appender_p50_over_raw", round_to_digits(aim.one_appender_p50_over_raw, 3))
-        .field("one_appender_p50_over_raw_aim_max", kOneAppenderP50OverRawAimMax)
-        .field("throughput_64_over_1", round_to_digits(aim.throughput_64_over_1, 3))
-        .field("throughput_64_over_1_aim_min", kThroughput64Over1AimMin)
-        .print();
-  }
+  for (const auto& result : modes) print_mode_json(result);
+  for (const auto& result : inlines) print_inline_json(result);
+  for (const auto& result : mixeds) print_mixed_json(result);
+  for (const auto& aim : aims) print_aim_json(aim);
   return 0;
 }
 
@@ -420,7 +812,12 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-seconds", config.warmup_seconds, "untimed seconds at the start of each case")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--appenders", config.appender_counts, "appender counts to run (one shard each)")
+  app.add_option("--cases", config.case_kinds, "case kinds to run, comma-separated: modes, inline, mixed")
+      ->delimiter(',')
+      ->check(CLI::IsMember({std::string(kCaseKindModes), std::string(kCaseKindInline),
+                             std::string(kCaseKindMixed)}))
+      ->capture_default_str();
+  app.add_option("--appenders", config.appender_counts, "appender counts for the modes cases (one shard each)")
       ->check(CLI::Range(1u, fusee::wal::kShardsMax))
       ->capture_default_str();
   app.add_option("--raw-iterations", config.raw_iterations, "timed raw flush writes per method")

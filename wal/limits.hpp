@@ -31,6 +31,11 @@ inline constexpr std::size_t kRecordBytesMax = 16 * kMiB;
 // record's write would hold up every shard's small records behind it.
 inline constexpr std::size_t kPayloadOffloadBytesDefault = 64 * kKiB;
 
+// A disk whose flush takes at most this long is "fast": a thread waiting for
+// its records may write the batch itself instead of handing it over, since
+// the two thread wake-ups saved cost as much as such a flush.
+inline constexpr std::uint64_t kInlineFlushMaxUsDefault = 200;
+
 // Writes in flight at once: one being flushed while the next is filled and
 // submitted. More buys nothing on one device and delays error detection.
 inline constexpr std::size_t kWritesInFlightMax = 2;

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -134,7 +135,28 @@ Result<void> Log::start_writing() {
     blobs_ = FUSEE_TRY(BlobWriter::open(fs_, blob_dir_of(wal_dir_), {.direct_io = options_.direct_io}));
     blob_thread_ = std::thread([this] { blob_loop(); });
   }
-  for (std::size_t i = 0; i < kWritesInFlightMax; ++i) writers_.emplace_back([this] { writer_loop(); });
+  // The owner needs O_DIRECT + RWF_DSYNC writes and an io_uring; on tmpfs the
+  // kernel would run each ring write on a worker thread, one at a time.
+  bool want_owner = options_.writer_mode == LogWriterMode::owner;
+  if (options_.writer_mode == LogWriterMode::automatic) {
+    // For now the owner is opt-in (FUSEE_LOG_OWNER=1): log_bench showed it
+    // sometimes settling into ~4 ms per write on this kernel, a stall not
+    // yet explained (docs/architecture.md). The log threads plus inline
+    // writes are the default until it is.
+    const char* forced = std::getenv("FUSEE_LOG_OWNER");
+    if (forced != nullptr && std::string(forced) == "1") want_owner = !FUSEE_TRY(fs_.is_memory_backed(wal_dir_));
+  }
+  if (want_owner && direct_) {
+    auto queue = fs_.open_write_queue(kWritesInFlightMax);
+    if (queue) queue_ = std::move(*queue);  // otherwise (no io_uring, seccomp) the threads stay
+  }
+  if (queue_) {
+    owner_ = true;
+    stats_.owner_thread = true;
+    owner_thread_ = std::thread([this] { owner_loop(); });
+  } else {
+    for (std::size_t i = 0; i < kWritesInFlightMax; ++i) writers_.emplace_back([this] { writer_loop(); });
+  }
   return ok();
 }
 
@@ -148,10 +170,12 @@ Log::~Log() {
   blob_cv_.notify_all();
   wake_all_waiters();
   for (auto& writer : writers_) writer.join();
+  if (owner_thread_.joinable()) owner_thread_.join();
   if (blob_thread_.joinable()) blob_thread_.join();
 }
 
 void Log::wake_all_waiters() {
+  if (queue_) queue_->wake();
   durable_cv_.notify_all();
   for (std::uint32_t shard = 0; shard < options_.shard_count; ++shard) shard_durable_cvs_[shard].notify_all();
 }
@@ -167,6 +191,7 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
   if (blobs_ && record.size() > options_.payload_offload_bytes) return append_blob(shard, record);
   auto encoded_bytes = varint_length(record_prefix(record.size(), false)) + record.size();
   Lsn lsn = 0;
+  bool ring_wake = false;
   {
     std::lock_guard lock(mu_);
     if (poison_) return make_error_code(errc::poisoned);
@@ -175,8 +200,11 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
     lsn = stages_[shard].push(record);
     staged_bytes_ += encoded_bytes;
     ++staged_records_;
+    ring_wake = owner_ && !in_flight_.empty() && in_flight_.size() < kWritesInFlightMax;
   }
   work_cv_.notify_one();
+  // An owner blocked in the ring with a slot free should seal this now.
+  if (ring_wake) queue_->wake();
   return lsn;
 }
 
@@ -230,6 +258,7 @@ void Log::blob_loop() {
     ++stats_.blobs_written;
     work_cv_.notify_all();
     shard_durable_cvs_[job.shard].notify_all();
+    if (queue_) queue_->wake();
   }
 }
 
@@ -237,21 +266,35 @@ Result<void> Log::wait_durable(ShardId shard, Lsn lsn) {
   FUSEE_TRY_VOID(check_shard(shard));
   std::unique_lock lock(mu_);
   if (lsn >= stages_[shard].next_lsn()) return make_error_code(errc::invalid_argument);
+  auto waiting_since = std::chrono::steady_clock::now();
   for (;;) {
     if (durable_lsns_[shard] >= lsn || poison_ || stopping_) break;
-    // Inline write: with nothing in flight, the waiting thread seals and
-    // writes the batch itself instead of handing it to a log thread and
-    // being woken back, two thread wake-ups that cost about as much as a
-    // fast disk's flush. It was going to block for the flush anyway.
-    if (in_flight_.empty() && has_work_locked()) {
-      std::unique_lock seal_lock(seal_mu_, std::try_to_lock);  // never wait on seal_mu_ holding mu_
-      if (seal_lock.owns_lock()) {
-        lock.unlock();
-        thread_local io::AlignedBuffer inline_buffer;
-        seal_and_write(seal_lock, inline_buffer);
-        // Appender threads are many: none keeps a large batch's buffer.
-        if (inline_buffer.size() > kInlineBufferKeepBytes) inline_buffer = io::AlignedBuffer();
-        lock.lock();
+    // Inline write: on a fast disk, the waiting thread seals and writes the
+    // batch itself instead of handing it to a log thread and being woken
+    // back, two thread wake-ups that cost about as much as the flush. It was
+    // going to block for the flush anyway. With nothing in flight it writes
+    // at once; beside one write in flight, once its records have waited a
+    // quarter of a flush (sooner would split a group commit for nothing).
+    auto flush_us = last_flush_us_.load();
+    if (options_.inline_writes && flush_us <= options_.inline_flush_max_us && has_work_locked()) {
+      auto waited = std::chrono::steady_clock::now() - waiting_since;
+      auto quarter_flush = std::chrono::microseconds(flush_us / 4);
+      if (in_flight_.empty() || waited >= quarter_flush) {
+        std::unique_lock seal_lock(seal_mu_, std::try_to_lock);  // never wait on seal_mu_ holding mu_
+        if (seal_lock.owns_lock()) {
+          lock.unlock();
+          thread_local io::AlignedBuffer inline_buffer;
+          if (seal_and_write(seal_lock, inline_buffer)) {
+            std::lock_guard stats_lock(mu_);
+            ++stats_.inline_writes;
+          }
+          // Appender threads are many: none keeps a large batch's buffer.
+          if (inline_buffer.size() > kInlineBufferKeepBytes) inline_buffer = io::AlignedBuffer();
+          lock.lock();
+          continue;
+        }
+      } else {
+        shard_durable_cvs_[shard].wait_for(lock, quarter_flush - waited);
         continue;
       }
     }
@@ -286,7 +329,9 @@ std::error_code Log::poison() const {
 
 LogStats Log::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  auto stats = stats_;
+  stats.last_flush_us = last_flush_us_.load();
+  return stats;
 }
 
 void Log::poison_locked(std::error_code error) {
@@ -332,10 +377,114 @@ bool Log::seal_and_write(std::unique_lock<std::mutex>& seal_lock, io::AlignedBuf
   Write* write = nullptr;
   if (!seal_next(file, buffer, write)) return false;
   seal_lock.unlock();
+  auto started = std::chrono::steady_clock::now();
   auto result = write_batch(file, write->segment, write->offset,
                             std::span<const std::byte>(buffer.data(), write->batch_bytes));
+  if (result) note_flush(std::chrono::steady_clock::now() - started);
   complete(write, result);
   return true;
+}
+
+void Log::note_flush(std::chrono::steady_clock::duration duration) {
+  last_flush_us_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
+}
+
+void Log::owner_loop() {
+  std::vector<io::WriteCompletion> completions;
+  std::vector<io::AlignedBuffer> spare_buffers;
+  std::size_t in_ring = 0;  // writes submitted to queue_ and not yet reaped
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      // Idle: sleep on the condition variable, not the ring (an idle engine
+      // costs no CPU and no system calls).
+      if (in_ring == 0)
+        work_cv_.wait(lock, [&] { return stopping_ || poison_ || has_work_locked(); });
+      // Stopping or poisoned: reap what the kernel still reads from, then go.
+      if ((stopping_ || poison_) && in_ring == 0) return;
+    }
+    // Seal and submit while there is work and a slot.
+    for (;;) {
+      io::AlignedBuffer buffer;
+      if (!spare_buffers.empty()) {
+        buffer = std::move(spare_buffers.back());
+        spare_buffers.pop_back();
+      }
+      std::unique_lock seal_lock(seal_mu_);
+      std::shared_ptr<io::File> file;
+      Write* write = nullptr;
+      if (!seal_next(file, buffer, write)) {
+        if (buffer.size() > 0) spare_buffers.push_back(std::move(buffer));
+        break;
+      }
+      seal_lock.unlock();
+      write->buffer = std::move(buffer);
+      write->file = std::move(file);
+      if (!write->file->direct()) {
+        // Buffered from here on (O_DIRECT was refused): write + fdatasync.
+        auto started = std::chrono::steady_clock::now();
+        auto result = write_batch(write->file, write->segment, write->offset,
+                                  std::span<const std::byte>(write->buffer.data(), write->batch_bytes));
+        if (result) note_flush(std::chrono::steady_clock::now() - started);
+        spare_buffers.push_back(std::move(write->buffer));
+        complete(write, result);
+        continue;
+      }
+      write->submitted = std::chrono::steady_clock::now();
+      auto submitted = queue_->submit({write->file.get(), write->offset,
+                                       std::span<const std::byte>(write->buffer.data(), write->batch_bytes),
+                                       reinterpret_cast<std::uintptr_t>(write)});
+      if (!submitted) {
+        complete(write, submitted.error());
+        continue;
+      }
+      ++in_ring;
+    }
+    if (in_ring == 0) continue;
+    completions.clear();
+    auto reaped = queue_->submit_and_wait(completions);
+    if (!reaped) {
+      // The ring itself failed: its writes may never complete. Poison and
+      // stop; their buffers stay with in_flight_ until ~Log, after queue_
+      // (destroyed first) has waited for whatever the kernel still holds.
+      std::lock_guard lock(mu_);
+      poison_locked(reaped.error());
+      return;
+    }
+    for (const auto& completion : completions) {
+      auto* write = reinterpret_cast<Write*>(static_cast<std::uintptr_t>(completion.token));
+      --in_ring;
+      // complete() may publish and free the Write: take its buffer first.
+      auto buffer = std::move(write->buffer);
+      auto file = std::move(write->file);
+      owner_complete(write, completion, buffer, file);
+      if (buffer.size() > 0 && buffer.size() <= kInlineBufferKeepBytes) spare_buffers.push_back(std::move(buffer));
+    }
+  }
+}
+
+void Log::owner_complete(Write* write, const io::WriteCompletion& completion, const io::AlignedBuffer& buffer,
+                         std::shared_ptr<io::File>& file) {
+  auto bytes = std::span<const std::byte>(buffer.data(), write->batch_bytes);
+  if (!completion.error && completion.bytes_written == bytes.size()) {
+    note_flush(std::chrono::steady_clock::now() - write->submitted);
+    complete(write, ok());
+    return;
+  }
+  if (!completion.error) {
+    // A short write: its first part is durable; write the rest here.
+    complete(write,
+             write_durably(*file, write->offset + completion.bytes_written, bytes.subspan(completion.bytes_written)));
+    return;
+  }
+  if (completion.error == std::errc::invalid_argument) {
+    // The kernel refused the O_DIRECT write: rewrite it buffered and stay so.
+    auto segment = write->segment;
+    auto offset = write->offset;
+    complete(write, write_batch(file, segment, offset, bytes));
+    return;
+  }
+  complete(write, completion.error);
 }
 
 bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write) {
@@ -557,6 +706,7 @@ Result<void> Log::close() {
     closing_ = true;
     close_marker_wanted_ = true;
     work_cv_.notify_all();
+    if (queue_) queue_->wake();
     durable_cv_.wait(lock, [&] { return close_marker_published_ || poison_; });
     stopping_ = true;
   }
@@ -565,6 +715,7 @@ Result<void> Log::close() {
   wake_all_waiters();
   for (auto& writer : writers_) writer.join();
   writers_.clear();
+  if (owner_thread_.joinable()) owner_thread_.join();
   if (blob_thread_.joinable()) blob_thread_.join();
   std::lock_guard lock(mu_);
   if (poison_) return poison_;

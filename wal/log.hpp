@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,6 +36,7 @@
 #include "wal/batch_builder.hpp"
 #include "wal/blob_store.hpp"
 #include "wal/io/file_system.hpp"
+#include "wal/io/write_queue.hpp"
 #include "wal/limits.hpp"
 #include "wal/log_format.hpp"
 #include "wal/recovery.hpp"
@@ -43,9 +45,10 @@ namespace fusee::wal {
 
 // Who writes sealed batches.
 enum class LogWriterMode {
-  // The io_uring owner where it can run: O_DIRECT + RWF_DSYNC, io_uring
-  // available, not tmpfs. FUSEE_LOG_OWNER=0 or 1 in the environment forces
-  // threads or the owner (the owner still needs io_uring and O_DIRECT).
+  // Log threads, unless FUSEE_LOG_OWNER=1 in the environment asks for the
+  // owner (which still needs O_DIRECT, an io_uring and a disk that is not
+  // tmpfs). The owner becomes the default once its intermittent stall is
+  // understood (docs/architecture.md).
   automatic,
   owner,    // one thread submits through an io_uring, reaps in the same call
   threads,  // log threads with blocking writes
@@ -69,6 +72,9 @@ struct LogOptions {
   // itself (on a fast disk), saving two thread hand-offs. Off: log threads
   // or the owner always write.
   bool inline_writes = true;
+  // Inline writes only while the latest flush took at most this long: on a
+  // slow disk the waiting thread is better left free to be woken.
+  std::uint64_t inline_flush_max_us = kInlineFlushMaxUsDefault;
   std::size_t handoff_bytes_max = kHandoffBytesMax;
   // Salts and life values. Default: std::random_device. Tests inject a seed.
   std::function<std::uint64_t()> random;
@@ -155,6 +161,10 @@ class Log {
     std::uint64_t records = 0;
     std::uint32_t flags = 0;
     bool done = false;
+    // Owner mode: the write's own buffer and file, alive until it completes.
+    io::AlignedBuffer buffer;
+    std::shared_ptr<io::File> file;
+    std::chrono::steady_clock::time_point submitted;
   };
   struct Segment {
     std::uint64_t number = 0;
@@ -165,6 +175,13 @@ class Log {
 
   Result<void> start_writing();
   void writer_loop();
+  // The io_uring owner: seals, submits through queue_, reaps in the same
+  // call, publishes. Replaces writer_loop's threads.
+  void owner_loop();
+  void owner_complete(Write* write, const io::WriteCompletion& completion, const io::AlignedBuffer& buffer,
+                      std::shared_ptr<io::File>& file);
+  // Records a flush's duration (for the inline-write decisions).
+  void note_flush(std::chrono::steady_clock::duration duration);
   // Whether a batch (or the close marker) is ready to be sealed and a write
   // slot is free. Caller holds mu_.
   bool has_work_locked() const;
@@ -230,6 +247,12 @@ class Log {
   DurableHook hook_;
 
   std::vector<std::thread> writers_;
+
+  // Owner mode (see LogWriterMode).
+  std::unique_ptr<io::WriteQueue> queue_;
+  std::thread owner_thread_;
+  bool owner_ = false;
+  std::atomic<std::uint64_t> last_flush_us_{0};  // real time: a heuristic, never decides content
 
   // The blob area: large records are written and synced by blob_thread_
   // while their references wait staged (blocked) in their shard.

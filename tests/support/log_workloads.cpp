@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <set>
 #include <thread>
 
 #include "wal/errc.hpp"
@@ -107,6 +108,10 @@ wal::LogOptions workload_options(const Workload& workload, std::uint64_t seed) {
   options.direct_io = workload.direct_io;
   options.batch_bytes_max = workload.batch_bytes_max;
   options.payload_offload_bytes = workload.payload_offload_bytes;
+  options.writer_mode = workload.writer_mode;
+  options.inline_writes = workload.inline_writes;
+  // Flushes in memory are fast; pin the choice so it never depends on timing.
+  options.inline_flush_max_us = ~std::uint64_t{0};
   auto rng = std::make_shared<std::mt19937_64>(seed);
   options.random = [rng] { return (*rng)(); };
   options.warn = [](const std::string&) {};
@@ -258,6 +263,24 @@ std::vector<Workload> log_workloads() {
     workload.name += " (buffered + fdatasync)";
     workload.direct_io = false;
     list.push_back(workload);
+  }
+  // The same scripts with every batch written by the io_uring owner (through
+  // the fault-injecting write queue) or by the log threads, no inline writes.
+  for (auto workload : base_workloads()) {
+    static const std::set<std::string> chosen = {"one append", "three sequential appends", "a group commit of 64",
+                                                 "appends across a segment roll", "pipelined appends across rolls",
+                                                 "concurrent shards", "a blob then its reference"};
+    if (!chosen.count(workload.name)) continue;
+    auto owner = workload;
+    owner.name += " (owner thread, no inline writes)";
+    owner.writer_mode = wal::LogWriterMode::owner;
+    owner.inline_writes = false;
+    list.push_back(owner);
+    auto threads = workload;
+    threads.name += " (log threads, no inline writes)";
+    threads.writer_mode = wal::LogWriterMode::threads;
+    threads.inline_writes = false;
+    list.push_back(threads);
   }
   // File systems that refuse O_DIRECT, at open (tmpfs) or at the first write.
   for (auto workload : base_workloads()) {

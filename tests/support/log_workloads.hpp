@@ -67,6 +67,8 @@ struct Workload {
   FaultFileSystemOptions fs_options;
   std::function<void(WorkloadContext&)> run;
   std::size_t payload_offload_bytes = wal::kPayloadOffloadBytesDefault;
+  wal::LogWriterMode writer_mode = wal::LogWriterMode::automatic;
+  bool inline_writes = true;
 };
 
 // The scripted workloads (at least 20), each in its own words.

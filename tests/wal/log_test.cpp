@@ -363,3 +363,51 @@ TEST_CASE("blob files no batch of the chain references are deleted at open") {
   CHECK(*remaining == std::vector<std::uint64_t>{1});
 }
 }
+
+#include <map>
+#include <random>
+
+TEST_SUITE("unit") {
+TEST_CASE("the io_uring owner and the log threads write the same bytes and publish in the same order") {
+  std::vector<std::map<std::string, std::vector<std::byte>>> images;
+  std::vector<std::vector<std::pair<ShardId, Lsn>>> orders;
+  for (auto mode : {LogWriterMode::owner, LogWriterMode::threads}) {
+    testing::FaultFileSystem fs;
+    auto options = options_for("/data", 2);
+    options.segment_bytes = kSegmentBytesMin;
+    options.writer_mode = mode;
+    options.inline_writes = false;  // every batch through the owner or the threads
+    auto rng = std::make_shared<std::mt19937_64>(7);
+    options.random = [rng] { return (*rng)(); };
+    auto clock_us = std::make_shared<std::uint64_t>(0);
+    options.now_us = [clock_us] { return *clock_us += 1'000'000; };
+    std::vector<std::pair<ShardId, Lsn>> order;
+    {
+      auto log = Log::open(fs, options);
+      REQUIRE(log);
+      CHECK((*log)->stats().owner_thread == (mode == LogWriterMode::owner));
+      (*log)->set_durable_hook([&](ShardId shard, Lsn lsn) { order.emplace_back(shard, lsn); });
+      for (int i = 0; i < 30; ++i) {
+        ShardId shard = i % 2;
+        auto appended = (*log)->append(shard, payload(shard, i / 2 + 1, 900));
+        REQUIRE(appended);
+        REQUIRE((*log)->wait_durable(shard, *appended));
+      }
+      CHECK((*log)->stats().segments_created >= 3);
+      REQUIRE((*log)->close());
+    }
+    std::map<std::string, std::vector<std::byte>> image;
+    for (const auto& path : fs.list_files_recursive()) {
+      auto bytes = fs.durable_contents(path);
+      REQUIRE(bytes.has_value());
+      image[path] = *bytes;
+    }
+    images.push_back(std::move(image));
+    orders.push_back(std::move(order));
+  }
+  CHECK(images[0].size() == images[1].size());
+  CHECK(images[0] == images[1]);
+  CHECK(orders[0] == orders[1]);
+  CHECK(orders[0].size() == 30);
+}
+}

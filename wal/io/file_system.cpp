@@ -47,4 +47,6 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }
 
+Result<bool> FileSystem::is_memory_backed(const std::string&) { return false; }
+
 }  // namespace fusee::io

@@ -90,6 +90,10 @@ class FileSystem {
   // (the default) or the kernel refuses one; the caller then writes with
   // write_at(..., WriteFlags::dsync) from a thread of its own.
   [[nodiscard]] virtual Result<std::unique_ptr<WriteQueue>> open_write_queue(std::size_t depth);
+  // Whether path lives in memory (tmpfs, ramfs), where the kernel runs each
+  // io_uring write on a worker thread, one at a time per file, so the log
+  // keeps its threads there. Default: false.
+  [[nodiscard]] virtual Result<bool> is_memory_backed(const std::string& path);
 };
 
 // Joins a directory and a name with one '/'.

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -238,6 +240,15 @@ int PosixFileSystem::descriptor_of(File& file) const {
   FUSEE_ASSERT(posix != nullptr, "not a File of a PosixFileSystem");
   FUSEE_ASSERT(posix->owner() == this, "a File of another PosixFileSystem");
   return posix->fd();
+}
+
+Result<bool> PosixFileSystem::is_memory_backed(const std::string& path) {
+  struct statfs info;
+  while (::statfs(path.c_str(), &info) != 0) {
+    // bool converts from error_code, so the error is placed explicitly.
+    if (errno != EINTR) return Result<bool>(boost::system::in_place_error, std::error_code(errno, std::generic_category()));
+  }
+  return info.f_type == TMPFS_MAGIC || info.f_type == RAMFS_MAGIC;
 }
 
 }  // namespace fusee::io

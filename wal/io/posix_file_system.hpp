@@ -37,6 +37,7 @@ class PosixFileSystem final : public FileSystem {
   [[nodiscard]] Result<bool> exists(const std::string& path) override;
   [[nodiscard]] Result<void> sync_dir(const std::string& path) override;
   [[nodiscard]] Result<std::unique_ptr<WriteQueue>> open_write_queue(std::size_t depth) override;
+  [[nodiscard]] Result<bool> is_memory_backed(const std::string& path) override;
 
   // The descriptor of a File that this PosixFileSystem opened (asserts that it
   // did), for its write queue. Valid while the File lives.
