@@ -1,4 +1,5 @@
 // The blob area's storage (wal/blob_store.hpp): ref codec and file names, block layout, a file per open, rolls, round trips through the real and the fault-injecting file system (direct, and buffered where O_DIRECT is refused), concurrent writers, damage read_blob must name, write errors, and what survives a crash.
+#include "tests/support/result_checks.hpp"
 #include "wal/blob_store.hpp"
 
 #include <doctest/doctest.h>
@@ -28,15 +29,8 @@ using fusee::testing::FaultFileSystemOptions;
 
 const std::string kBlobDir = "/wal/blobs";
 
-template <typename T>
-T value_or_fail(Result<T> result) {
-  if (!result) FAIL("unexpected error: " << result.error().message());
-  return std::move(result).value();
-}
-
-void ok_or_fail(Result<void> result) {
-  if (!result) FAIL("unexpected error: " << result.error().message());
-}
+using fusee::testing::ok_or_fail;
+using fusee::testing::value_or_fail;
 
 // Raw mt19937_64 output only, so a seed gives the same bytes everywhere.
 std::vector<std::byte> random_bytes(std::size_t size_bytes, std::uint64_t seed) {

@@ -1,5 +1,6 @@
 // PosixFileSystem against a real temporary directory: round trips, O_DIRECT
 // with aligned buffers, errors that carry errno, and directory operations.
+#include "tests/support/result_checks.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 #include <doctest/doctest.h>
@@ -26,19 +27,9 @@ using fusee::io::PosixFileSystem;
 using fusee::io::WriteFlags;
 using fusee::testing::TempDir;
 
-template <typename T>
-T value_or_fail(Result<T> result) {
-  if (!result) FAIL("unexpected error: " << result.error().message());
-  return std::move(result).value();
-}
-
-void ok_or_fail(Result<void> result) {
-  if (!result) FAIL("unexpected error: " << result.error().message());
-}
-
-std::span<const std::byte> as_bytes(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
+using fusee::testing::ok_or_fail;
+using fusee::testing::value_or_fail;
+using fusee::testing::as_bytes;
 
 std::string read_string(File& file, std::uint64_t offset, std::size_t size_bytes) {
   std::string out(size_bytes, '\0');

@@ -2,6 +2,7 @@
 // depth bound, wake with a write stuck in flight) and the FaultFileSystem's
 // queue (completion order, durability only at completion, faults at
 // completion, crashes with writes in flight).
+#include "tests/support/result_checks.hpp"
 #include "wal/io/write_queue.hpp"
 
 #include <doctest/doctest.h>
@@ -50,19 +51,9 @@ using fusee::testing::FaultFileSystemOptions;
 using fusee::testing::OpKind;
 using fusee::testing::TempDir;
 
-template <typename T>
-T value_or_fail(Result<T> result) {
-  if (!result) FAIL("unexpected error: " << result.error().message());
-  return std::move(result).value();
-}
-
-void ok_or_fail(Result<void> result) {
-  if (!result) FAIL("unexpected error: " << result.error().message());
-}
-
-std::span<const std::byte> as_bytes(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
+using fusee::testing::ok_or_fail;
+using fusee::testing::value_or_fail;
+using fusee::testing::as_bytes;
 
 std::string text_of(const std::vector<std::byte>& bytes) {
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
