@@ -139,12 +139,14 @@ Result<void> Log::start_writing() {
   // kernel would run each ring write on a worker thread, one at a time.
   bool want_owner = options_.writer_mode == LogWriterMode::owner;
   if (options_.writer_mode == LogWriterMode::automatic) {
-    // For now the owner is opt-in (FUSEE_LOG_OWNER=1): log_bench showed it
-    // sometimes settling into ~4 ms per write on this kernel, a stall not
-    // yet explained (docs/architecture.md). The log threads plus inline
-    // writes are the default until it is.
+    // FUSEE_LOG_OWNER=0 keeps the threads; =1 takes the owner even on tmpfs.
     const char* forced = std::getenv("FUSEE_LOG_OWNER");
-    if (forced != nullptr && std::string(forced) == "1") want_owner = !FUSEE_TRY(fs_.is_memory_backed(wal_dir_));
+    if (forced != nullptr && std::string(forced) == "0")
+      want_owner = false;
+    else if (forced != nullptr && std::string(forced) == "1")
+      want_owner = true;
+    else
+      want_owner = !FUSEE_TRY(fs_.is_memory_backed(wal_dir_));
   }
   if (want_owner && direct_) {
     auto queue = fs_.open_write_queue(kWritesInFlightMax);

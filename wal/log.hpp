@@ -45,10 +45,10 @@ namespace fusee::wal {
 
 // Who writes sealed batches.
 enum class LogWriterMode {
-  // Log threads, unless FUSEE_LOG_OWNER=1 in the environment asks for the
-  // owner (which still needs O_DIRECT, an io_uring and a disk that is not
-  // tmpfs). The owner becomes the default once its intermittent stall is
-  // understood (docs/architecture.md).
+  // The io_uring owner where it can run: O_DIRECT + RWF_DSYNC, an io_uring
+  // (setup can fail, or a seccomp profile refuse it), not tmpfs.
+  // FUSEE_LOG_OWNER=0 in the environment keeps the threads; =1 takes the
+  // owner on tmpfs too.
   automatic,
   owner,    // one thread submits through an io_uring, reaps in the same call
   threads,  // log threads with blocking writes
