@@ -180,6 +180,8 @@ class Log {
   void owner_loop();
   void owner_complete(Write* write, const io::WriteCompletion& completion, const io::AlignedBuffer& buffer,
                       std::shared_ptr<io::File>& file);
+  // Lets a thread about to write inline take the staged records first.
+  void give_way_to_inline_writer(std::unique_lock<std::mutex>& lock);
   // Records a flush's duration (for the inline-write decisions).
   void note_flush(std::chrono::steady_clock::duration duration);
   // Whether a batch (or the close marker) is ready to be sealed and a write
