@@ -187,3 +187,19 @@ TEST_SUITE("unit") {
     ok_or_fail(fs.sync_dir(dir.path()));
   }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE("a tmpfs directory is reported as memory-backed, so the log keeps its threads there") {
+  PosixFileSystem fs;
+  auto shm = fs.exists("/dev/shm");
+  if (!shm.has_value() || !*shm) {
+    MESSAGE("no /dev/shm here; nothing to check");
+    return;
+  }
+  auto backed = fs.is_memory_backed("/dev/shm");
+  REQUIRE(backed.has_value());
+  CHECK(*backed);
+  auto missing = fs.is_memory_backed("/no/such/dir/fusee");
+  CHECK_FALSE(missing.has_value());
+}
+}
