@@ -348,8 +348,19 @@ void Log::give_way_to_inline_writer(std::unique_lock<std::mutex>& lock) {
   work_cv_.wait_until(lock, deadline, [&] { return stopping_ || poison_ || !in_flight_.empty() || !has_work_locked(); });
 }
 
-void Log::note_flush(std::chrono::steady_clock::duration duration) {
-  last_flush_us_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
+void Log::note_flush(std::chrono::steady_clock::duration duration, bool through_ring) {
+  auto measured_us =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
+  // A blocking write measures the disk. A ring write also measures how soon
+  // the kernel's worker thread got a CPU: on a busy machine that is a timer
+  // tick (4 ms), which is not the disk, and if it counted, it would switch
+  // inline writes off for good (only inline writes would show the disk
+  // fast again). So a ring write may only lower the estimate.
+  if (through_ring) {
+    auto current = last_flush_us_.load();
+    if (current != 0 && measured_us >= current) return;
+  }
+  last_flush_us_ = measured_us;
 }
 
 bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write) {

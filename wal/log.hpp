@@ -183,7 +183,7 @@ class Log {
   // Lets a thread about to write inline take the staged records first.
   void give_way_to_inline_writer(std::unique_lock<std::mutex>& lock);
   // Records a flush's duration (for the inline-write decisions).
-  void note_flush(std::chrono::steady_clock::duration duration);
+  void note_flush(std::chrono::steady_clock::duration duration, bool through_ring = false);
   // Whether a batch (or the close marker) is ready to be sealed and a write
   // slot is free. Caller holds mu_.
   bool has_work_locked() const;

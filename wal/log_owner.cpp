@@ -90,7 +90,7 @@ void Log::owner_complete(Write* write, const io::WriteCompletion& completion, co
                          std::shared_ptr<io::File>& file) {
   auto bytes = std::span<const std::byte>(buffer.data(), write->batch_bytes);
   if (!completion.error && completion.bytes_written == bytes.size()) {
-    note_flush(std::chrono::steady_clock::now() - write->submitted);
+    note_flush(std::chrono::steady_clock::now() - write->submitted, /*through_ring=*/true);
     complete(write, ok());
     return;
   }
