@@ -43,8 +43,10 @@ void Log::owner_loop() {
       seal_lock.unlock();
       write->buffer = std::move(buffer);
       write->file = std::move(file);
-      if (!write->file->direct()) {
+      if (!write->file->direct() || write->offset == kSegmentHeaderBytes) {
         // Buffered from here on (O_DIRECT was refused): write + fdatasync.
+        // And a batch that starts a segment goes right after its header,
+        // outside the ring, like the header and the roll marker before it.
         auto started = std::chrono::steady_clock::now();
         auto result = write_batch(write->file, write->segment, write->offset,
                                   std::span<const std::byte>(write->buffer.data(), write->batch_bytes));
