@@ -98,8 +98,8 @@ struct BlobWriter::BlobFile {
 
   // Guards the members below. Held while the file is created (so a second
   // writer cannot return before the directory entry is durable) and around
-  // every fdatasync (so that after a failed sync, which may have dropped other
-  // writers' pages, no later sync can report success over the loss).
+  // every data sync: after a failed sync, which may have dropped other
+  // writers' pages, no later sync may report success over the loss.
   std::mutex mutex;
   std::shared_ptr<io::File> handle;  // shared: a writer keeps it while a reopen replaces it
   std::error_code failed;            // sticky: the first failed create or sync

@@ -22,7 +22,7 @@ std::optional<std::uint64_t> parse_segment_file_name(const std::string& name);
 // Creates segment `header.segment_number` in wal_dir and makes it durable, in
 // this order: create (truncating any leftover), preallocate
 // header.segment_bytes (and with zero_fill, write zeros over all of it),
-// fdatasync (so a valid header implies a durable size), write the header
+// sync the data, so a valid header implies a durable size; write the header
 // block durably, sync the directory. Returns the file opened for writing
 // (direct when asked and allowed; *direct_out says which).
 //
