@@ -22,21 +22,9 @@ std::uint64_t region_bytes(std::uint64_t length) {
 }
 
 // Writes all of data at offset: RWF_DSYNC on a direct file (durable on
-// return), plain on a buffered one (the caller syncs). Short writes continue
-// where they stopped.
+// return), plain on a buffered one (the caller syncs, under the file's lock).
 Result<void> write_all(io::File& file, std::uint64_t offset, std::span<const std::byte> data) {
-  auto flags = file.direct() ? io::WriteFlags::dsync : io::WriteFlags::none;
-  std::size_t done = 0;
-  while (done < data.size()) {
-    auto written = FUSEE_TRY(file.write_at(offset + done, data.subspan(done), flags));
-    if (written == 0) return std::make_error_code(std::errc::io_error);
-    // A direct file cannot continue from an unaligned point.
-    if (file.direct() && written % io::kDirectAlignment != 0) {
-      return std::make_error_code(std::errc::io_error);
-    }
-    done += written;
-  }
-  return ok();
+  return write_fully(file, offset, data, file.direct() ? io::WriteFlags::dsync : io::WriteFlags::none);
 }
 
 std::string describe(const BlobRef& ref) {

@@ -38,21 +38,23 @@ Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, con
   return fs.open(path, {.write = true});
 }
 
-Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const std::byte> data) {
-  bool dsync = file.direct();
+Result<void> write_fully(io::File& file, std::uint64_t offset, std::span<const std::byte> data,
+                         io::WriteFlags flags) {
   std::size_t done = 0;
   while (done < data.size()) {
-    auto rest = data.subspan(done);
-    auto written = file.write_at(offset + done, rest, dsync ? io::WriteFlags::dsync : io::WriteFlags::none);
-    if (!written) return written.error();
-    if (*written == 0) return std::make_error_code(std::errc::io_error);
-    if (file.direct() && *written % io::kDirectAlignment != 0) {
-      // A direct file cannot continue from an unaligned point; a short direct
-      // write that is not block-aligned is an I/O error.
-      return std::make_error_code(std::errc::io_error);
-    }
-    done += *written;
+    auto written = FUSEE_TRY(file.write_at(offset + done, data.subspan(done), flags));
+    if (written == 0) return std::make_error_code(std::errc::io_error);
+    // A direct file cannot continue from an unaligned point: a short direct
+    // write that is not block-aligned is an I/O error.
+    if (file.direct() && written % io::kDirectAlignment != 0) return std::make_error_code(std::errc::io_error);
+    done += written;
   }
+  return ok();
+}
+
+Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const std::byte> data) {
+  bool dsync = file.direct();
+  FUSEE_TRY_VOID(write_fully(file, offset, data, dsync ? io::WriteFlags::dsync : io::WriteFlags::none));
   if (!dsync) FUSEE_TRY_VOID(file.sync_data());
   return ok();
 }
@@ -62,12 +64,7 @@ Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes) {
   io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kChunkBytes, size_bytes)));
   for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
     auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
-    std::size_t done = 0;
-    while (done < length) {
-      auto written = FUSEE_TRY(file.write_at(offset + done, zeros.span().subspan(done, length - done), io::WriteFlags::none));
-      if (written == 0) return std::make_error_code(std::errc::io_error);
-      done += written;
-    }
+    FUSEE_TRY_VOID(write_fully(file, offset, zeros.span().first(length), io::WriteFlags::none));
   }
   return ok();
 }

@@ -41,6 +41,11 @@ Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes);
 Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, const std::string& path,
                                                          bool direct, bool* direct_out);
 
+// Writes all of data at offset with flags, continuing after short writes.
+// A direct file that stops at an unaligned point is an I/O error.
+Result<void> write_fully(io::File& file, std::uint64_t offset, std::span<const std::byte> data,
+                         io::WriteFlags flags);
+
 // Writes all of data at offset and makes it durable: one RWF_DSYNC write on a
 // direct file, or write + fdatasync on a buffered one. Short writes continue
 // where they stopped.
