@@ -270,6 +270,11 @@ void Log::set_durable_hook(DurableHook hook) {
   hook_ = std::move(hook);
 }
 
+void Log::set_poison_hook(std::function<void(std::error_code)> hook) {
+  std::lock_guard lock(mu_);
+  poison_hook_ = std::move(hook);
+}
+
 std::error_code Log::poison() const {
   std::lock_guard lock(mu_);
   return poison_;
@@ -283,6 +288,7 @@ LogStats Log::stats() const {
 }
 
 void Log::poison_locked(std::error_code error) {
+  const bool first = !poison_;
   if (!poison_) poison_ = error;
   // Staged records can never be acknowledged now; drop them.
   for (auto& stage : stages_) stage.clear();
@@ -293,6 +299,7 @@ void Log::poison_locked(std::error_code error) {
   work_cv_.notify_all();
   blob_cv_.notify_all();
   wake_all_waiters();
+  if (first && poison_hook_) poison_hook_(poison_);
 }
 
 bool Log::has_work_locked() const {

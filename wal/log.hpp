@@ -132,6 +132,10 @@ class Log {
   // Called after each publication with every shard whose position advanced.
   // Set it before the first append.
   void set_durable_hook(DurableHook hook);
+  // Called once, on whichever thread poisons the log, while the log's lock is
+  // held: it may only wake others, never call into the log. Set it before
+  // the first append.
+  void set_poison_hook(std::function<void(std::error_code)> hook);
 
   // Reads shard's durable records with first <= LSN <= last, in order.
   [[nodiscard]] Result<void> read(ShardId shard, Lsn first, Lsn last,
@@ -247,6 +251,7 @@ class Log {
 
   std::mutex hook_mu_;  // keeps hook calls in publication order
   DurableHook hook_;
+  std::function<void(std::error_code)> poison_hook_;  // set before appends; read under mu_
 
   std::vector<std::thread> writers_;
 

@@ -1,0 +1,42 @@
+// What shards need from the engine around them: the workflow registry, the
+// injected clock and randomness, and messages to other shards. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/outcome.hpp"
+#include "fusee/clock.hpp"
+#include "fusee/engine.hpp"
+
+namespace fusee::engine {
+
+struct StartRequest {
+  std::string workflow;
+  std::string id;
+  boost::json::value input;
+  StartOptions options;
+};
+
+class EngineCore {
+ public:
+  virtual ~EngineCore() = default;
+  // The registered workflow, or null.
+  virtual std::shared_ptr<const WorkflowFn> workflow(const std::string& name) const = 0;
+  virtual TimePoint now() const = 0;
+  virtual std::uint64_t random() = 0;
+  // Runs fn on the shard that owns run id `id`. Internal messages are never
+  // refused for a full queue (only external requests are).
+  virtual void post_to_run_shard(const std::string& id, std::function<void()> fn) = 0;
+  virtual void post_to_shard(std::uint32_t shard, std::function<void()> fn) = 0;
+  // Starts (or attaches to) a child run on its shard; on_end runs on the
+  // child's shard when it ends (a start that fails ends it at once).
+  virtual void start_child(StartRequest request, std::function<void(const Outcome&)> on_end) = 0;
+};
+
+std::int64_t to_ms(TimePoint time);
+TimePoint from_ms(std::int64_t ms);
+
+}  // namespace fusee::engine

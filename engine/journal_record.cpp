@@ -1,0 +1,162 @@
+#include "engine/journal_record.hpp"
+
+#include <cstring>
+
+#include "wal/errc.hpp"
+
+namespace fusee::engine {
+namespace {
+
+void put_varint(std::vector<std::byte>& out, std::uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<std::byte>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<std::byte>(value));
+}
+
+void put_string(std::vector<std::byte>& out, const std::string& text) {
+  put_varint(out, text.size());
+  const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
+  out.insert(out.end(), bytes, bytes + text.size());
+}
+
+std::uint64_t zigzag(std::int64_t value) {
+  return (static_cast<std::uint64_t>(value) << 1) ^ static_cast<std::uint64_t>(value >> 63);
+}
+
+std::int64_t unzigzag(std::uint64_t value) {
+  return static_cast<std::int64_t>(value >> 1) ^ -static_cast<std::int64_t>(value & 1);
+}
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  bool varint(std::uint64_t& value) {
+    value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at_ >= bytes_.size()) return false;
+      auto byte = static_cast<std::uint8_t>(bytes_[at_++]);
+      value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return shift < 63 || byte <= 1;
+    }
+    return false;
+  }
+  bool byte(std::uint8_t& value) {
+    if (at_ >= bytes_.size()) return false;
+    value = static_cast<std::uint8_t>(bytes_[at_++]);
+    return true;
+  }
+  bool string(std::string& text) {
+    std::uint64_t size = 0;
+    if (!varint(size) || size > bytes_.size() - at_) return false;
+    text.assign(reinterpret_cast<const char*>(bytes_.data() + at_), size);
+    at_ += size;
+    return true;
+  }
+  std::string_view rest() const {
+    return {reinterpret_cast<const char*>(bytes_.data() + at_), bytes_.size() - at_};
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::size_t at_ = 0;
+};
+
+}  // namespace
+
+const char* record_kind_name(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::run_started: return "run_started";
+    case RecordKind::step_completed: return "step_completed";
+    case RecordKind::step_attempt_failed: return "step_attempt_failed";
+    case RecordKind::step_failed: return "step_failed";
+    case RecordKind::sleep_started: return "sleep_started";
+    case RecordKind::sleep_fired: return "sleep_fired";
+    case RecordKind::signal_received: return "signal_received";
+    case RecordKind::wait_started: return "wait_started";
+    case RecordKind::wait_completed: return "wait_completed";
+    case RecordKind::stream_chunk: return "stream_chunk";
+    case RecordKind::stream_closed: return "stream_closed";
+    case RecordKind::value_recorded: return "value_recorded";
+    case RecordKind::child_started: return "child_started";
+    case RecordKind::child_completed: return "child_completed";
+    case RecordKind::run_completed: return "run_completed";
+    case RecordKind::run_failed: return "run_failed";
+    case RecordKind::run_cancelled: return "run_cancelled";
+  }
+  return "unknown";
+}
+
+bool is_positional(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::run_started:
+    case RecordKind::signal_received:
+    case RecordKind::run_completed:
+    case RecordKind::run_failed:
+    case RecordKind::run_cancelled:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// Layout: version u8, kind u8, varints generation, position, number,
+// zigzag(time_ms), flag u8, strings run_id, name, detail (varint length +
+// bytes), then the value as serialized JSON to the end (empty for null).
+void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
+  out.push_back(static_cast<std::byte>(kJournalFormatVersion));
+  out.push_back(static_cast<std::byte>(record.kind));
+  put_varint(out, record.generation);
+  put_varint(out, record.position);
+  put_varint(out, record.number);
+  put_varint(out, zigzag(record.time_ms));
+  out.push_back(static_cast<std::byte>(record.flag ? 1 : 0));
+  put_string(out, record.run_id);
+  put_string(out, record.name);
+  put_string(out, record.detail);
+  if (!record.value.is_null()) {
+    std::string json = boost::json::serialize(record.value);
+    const auto* bytes = reinterpret_cast<const std::byte*>(json.data());
+    out.insert(out.end(), bytes, bytes + json.size());
+  }
+}
+
+std::vector<std::byte> encode_record(const JournalRecord& record) {
+  std::vector<std::byte> out;
+  out.reserve(32 + record.run_id.size() + record.name.size() + record.detail.size());
+  encode_record(record, out);
+  return out;
+}
+
+Result<JournalRecord> decode_record(std::span<const std::byte> bytes) {
+  const auto corrupt = make_error_code(wal::errc::corrupt);
+  Reader reader(bytes);
+  JournalRecord record;
+  std::uint8_t version = 0;
+  std::uint8_t kind = 0;
+  std::uint8_t flag = 0;
+  std::uint64_t generation = 0;
+  std::uint64_t position = 0;
+  std::uint64_t time = 0;
+  if (!reader.byte(version) || version != kJournalFormatVersion) return corrupt;
+  if (!reader.byte(kind) || kind == 0 || kind > kRecordKindMax) return corrupt;
+  if (!reader.varint(generation) || generation > UINT32_MAX) return corrupt;
+  if (!reader.varint(position) || position > UINT32_MAX) return corrupt;
+  if (!reader.varint(record.number) || !reader.varint(time) || !reader.byte(flag) || flag > 1) return corrupt;
+  if (!reader.string(record.run_id) || !reader.string(record.name) || !reader.string(record.detail)) return corrupt;
+  record.kind = static_cast<RecordKind>(kind);
+  record.generation = static_cast<std::uint32_t>(generation);
+  record.position = static_cast<std::uint32_t>(position);
+  record.time_ms = unzigzag(time);
+  record.flag = flag == 1;
+  auto json = reader.rest();
+  if (!json.empty()) {
+    boost::system::error_code parse_error;
+    record.value = boost::json::parse(json, parse_error);
+    if (parse_error) return corrupt;
+  }
+  return record;
+}
+
+}  // namespace fusee::engine

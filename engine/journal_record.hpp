@@ -1,0 +1,69 @@
+// The engine's journal records: what a run's journal holds, and their one
+// canonical byte encoding (docs/journal-format.md). Each record is one log
+// record in its run's shard. Pure: no I/O, no clock. Thread-compatible.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace fusee::engine {
+
+inline constexpr std::uint8_t kJournalFormatVersion = 1;
+
+// Numbers are part of the format: never reuse or renumber.
+enum class RecordKind : std::uint8_t {
+  run_started = 1,          // name: workflow; value: input; time_ms: start; number: deadline ms (0 none)
+  step_completed = 2,       // position, name: step; value: result
+  step_attempt_failed = 3,  // position, name; number: attempt; time_ms: retry at; value: error text
+  step_failed = 4,          // position, name; number: attempts made; value: error text
+  sleep_started = 5,        // position, name: timer; time_ms: due
+  sleep_fired = 6,          // position, name
+  signal_received = 7,      // name: signal; detail: signal id (may be empty); value
+  wait_started = 8,         // position, name: signal; time_ms: timeout at (-1: none)
+  wait_completed = 9,       // position, name: signal; flag: value came (false: timed out); value
+  stream_chunk = 10,        // position, name: stream; number: offset; value: chunk
+  stream_closed = 11,       // position, name: stream
+  value_recorded = 12,      // position, name: "now" | "random"; value
+  child_started = 13,       // position, name: child id; detail: workflow; value: input
+  child_completed = 14,     // position, name: child id; flag: succeeded; detail: error code; value: result or message
+  run_completed = 15,       // value: result
+  run_failed = 16,          // detail: error code name; value: message
+  run_cancelled = 17,       // value: reason
+};
+inline constexpr std::uint8_t kRecordKindMax = 17;
+
+const char* record_kind_name(RecordKind kind);
+
+// Whether records of this kind belong to a command position of the run.
+bool is_positional(RecordKind kind);
+
+// Every record carries every field (zero or empty when unused), so the
+// encoding has one shape.
+struct JournalRecord {
+  RecordKind kind = RecordKind::run_started;
+  std::string run_id;
+  std::uint32_t generation = 1;
+  std::uint32_t position = 0;
+  std::uint64_t number = 0;
+  std::int64_t time_ms = 0;
+  bool flag = false;
+  std::string name;
+  std::string detail;
+  boost::json::value value;
+
+  friend bool operator==(const JournalRecord&, const JournalRecord&) = default;
+};
+
+// Appends the canonical encoding of record to out.
+void encode_record(const JournalRecord& record, std::vector<std::byte>& out);
+std::vector<std::byte> encode_record(const JournalRecord& record);
+
+// Decodes one record; errc::corrupt (wal) on anything malformed.
+Result<JournalRecord> decode_record(std::span<const std::byte> bytes);
+
+}  // namespace fusee::engine

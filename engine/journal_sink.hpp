@@ -1,0 +1,47 @@
+// Where shards' journal records go: the local shared log (wal::Log), or
+// nowhere (memory mode). One sink serves every shard; each shard calls it
+// from its own thread. The listener runs on a log thread whenever a shard's
+// durable position advances or the log is poisoned; it must only wake the
+// shard, never call back into the sink.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <system_error>
+
+#include "base/result.hpp"
+#include "wal/log.hpp"
+
+namespace fusee::engine {
+
+using wal::Lsn;
+using wal::ShardId;
+
+class JournalSink {
+ public:
+  using Listener = std::function<void(ShardId shard)>;
+  virtual ~JournalSink() = default;
+  // Stages one record; errc::queue_full (wal) asks the caller to hold it and
+  // try again after the next durable advance.
+  [[nodiscard]] virtual Result<Lsn> append(ShardId shard, std::span<const std::byte> record) = 0;
+  virtual Lsn durable_lsn(ShardId shard) const = 0;
+  // Whether an append is durable as soon as it returns (memory mode).
+  virtual bool durable_at_once() const = 0;
+  virtual void set_listener(Listener listener) = 0;
+  virtual std::error_code poison() const = 0;
+  // Waits for what was appended, then stops (a clean shutdown).
+  [[nodiscard]] virtual Result<void> close() = 0;
+  // Reads a shard's durable records in order (recovery).
+  [[nodiscard]] virtual Result<void> read(ShardId shard,
+                                          const std::function<void(Lsn, std::span<const std::byte>)>& visit) = 0;
+  virtual wal::LogStats stats() const { return {}; }
+};
+
+// Memory mode: records are counted, not kept; every append is "durable".
+std::unique_ptr<JournalSink> make_memory_sink(std::uint32_t shard_count);
+
+// Local mode: the shared log.
+std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log);
+
+}  // namespace fusee::engine

@@ -1,0 +1,40 @@
+// The local-mode journal sink: the shared write-ahead log.
+#include "engine/journal_sink.hpp"
+
+namespace fusee::engine {
+namespace {
+
+class LogSink final : public JournalSink {
+ public:
+  explicit LogSink(std::unique_ptr<wal::Log> log) : log_(std::move(log)) {}
+  Result<Lsn> append(ShardId shard, std::span<const std::byte> record) override {
+    return log_->append(shard, record);
+  }
+  Lsn durable_lsn(ShardId shard) const override { return log_->durable_lsn(shard); }
+  bool durable_at_once() const override { return false; }
+  void set_listener(Listener listener) override {
+    log_->set_durable_hook([listener](ShardId shard, Lsn) { listener(shard); });
+    log_->set_poison_hook([listener, shards = log_->shard_count()](std::error_code) {
+      for (ShardId shard = 0; shard < shards; ++shard) listener(shard);
+    });
+  }
+  std::error_code poison() const override { return log_->poison(); }
+  Result<void> close() override { return log_->close(); }
+  Result<void> read(ShardId shard, const std::function<void(Lsn, std::span<const std::byte>)>& visit) override {
+    Lsn last = log_->durable_lsn(shard);
+    if (last == 0) return ok();
+    return log_->read(shard, 1, last, visit);
+  }
+  wal::LogStats stats() const override { return log_->stats(); }
+
+ private:
+  std::unique_ptr<wal::Log> log_;
+};
+
+}  // namespace
+
+std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log) {
+  return std::make_unique<LogSink>(std::move(log));
+}
+
+}  // namespace fusee::engine

@@ -1,0 +1,737 @@
+#include "engine/run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/assert.hpp"
+#include "engine/shard.hpp"
+#include "wal/errc.hpp"
+
+namespace fusee::engine {
+
+// A step being tried: lives in the callbacks of its attempts.
+struct StepCall {
+  std::uint32_t position = 0;
+  std::string name;
+  RetryPolicy policy;
+  detail::StepBody body;
+  std::uint32_t attempt = 1;
+  detail::Completion* completion = nullptr;
+};
+
+namespace {
+
+// Runs a coroutine step to its end, wherever it resumes, then hands the
+// outcome to `done`. Starts at once and frees itself.
+struct DetachedTask {
+  struct promise_type {
+    DetachedTask get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+};
+
+DetachedTask drive_coroutine_step(std::function<Task<boost::json::value>(StepContext&)> body, StepContext step,
+                                  std::function<void(boost::json::value, std::exception_ptr)> done) {
+  boost::json::value value;
+  std::exception_ptr error;
+  try {
+    value = co_await body(step);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  done(std::move(value), error);
+}
+
+std::string describe_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+// The command a record belongs to, as nondeterminism messages name it.
+const char* command_of(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::step_completed:
+    case RecordKind::step_attempt_failed:
+    case RecordKind::step_failed:
+      return "step";
+    case RecordKind::sleep_started:
+    case RecordKind::sleep_fired:
+      return "sleep";
+    case RecordKind::wait_started:
+    case RecordKind::wait_completed:
+      return "wait_for";
+    case RecordKind::stream_chunk:
+      return "stream write";
+    case RecordKind::stream_closed:
+      return "stream close";
+    case RecordKind::value_recorded:
+      return "value";
+    case RecordKind::child_started:
+    case RecordKind::child_completed:
+      return "child";
+    default:
+      return "?";
+  }
+}
+
+errc errc_from_name(const std::string& name) {
+  for (int code = 1; code <= static_cast<int>(errc::wrong_shard_count); ++code) {
+    if (name == errc_name(static_cast<errc>(code))) return static_cast<errc>(code);
+  }
+  return errc::failed;
+}
+
+}  // namespace
+
+Run::Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, boost::json::value input,
+         TimePoint started_at, std::optional<TimePoint> deadline)
+    : shard_(shard),
+      id_(std::move(id)),
+      generation_(generation),
+      workflow_(std::move(workflow)),
+      input_(std::move(input)),
+      started_at_(started_at),
+      deadline_(deadline) {}
+
+Run::~Run() = default;
+
+RunInfo Run::info() const {
+  RunInfo info;
+  info.id = id_;
+  info.workflow = workflow_;
+  info.status = finished_ ? outcome_.status : RunStatus::running;
+  info.generation = generation_;
+  info.started_at = started_at_;
+  info.finished_at = finished_at_;
+  if (finished_ && outcome_.status != RunStatus::completed) info.error = outcome_.message;
+  if (!stuck_error_.empty()) info.error = stuck_error_;
+  return info;
+}
+
+Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
+  last_lsn = std::max(last_lsn, lsn);
+  if (is_positional(record.kind)) {
+    if (record.position > journal_.size()) return make_error_code(wal::errc::corrupt);
+    if (record.position == journal_.size()) journal_.emplace_back();
+    journal_[record.position].records.push_back(record);
+  }
+  switch (record.kind) {
+    case RecordKind::signal_received:
+      mailbox_[record.name].push_back(record.value);
+      if (!record.detail.empty()) signal_ids[record.detail] = lsn;
+      break;
+    case RecordKind::wait_completed:
+      if (record.flag) {
+        auto& queue = mailbox_[record.name];
+        if (!queue.empty()) queue.pop_front();
+      }
+      break;
+    case RecordKind::stream_chunk: {
+      auto& stream = streams[record.name];
+      if (record.number != stream.chunks.size()) return make_error_code(wal::errc::corrupt);
+      stream.chunks.push_back(record.value);
+      stream.durable_count = stream.chunks.size();
+      break;
+    }
+    case RecordKind::stream_closed:
+      streams[record.name].close_written = true;
+      streams[record.name].closed = true;
+      break;
+    case RecordKind::run_completed:
+      ending_ = true;
+      finish(Outcome{RunStatus::completed, record.value, errc::failed, {}}, from_ms(record.time_ms));
+      break;
+    case RecordKind::run_failed:
+      ending_ = true;
+      finish(Outcome{RunStatus::failed, {}, errc_from_name(record.detail),
+                     record.value.is_string() ? std::string(record.value.get_string()) : std::string()},
+             from_ms(record.time_ms));
+      break;
+    case RecordKind::run_cancelled:
+      ending_ = true;
+      finish(Outcome{RunStatus::cancelled, {}, errc::cancelled,
+                     record.value.is_string() ? std::string(record.value.get_string()) : std::string()},
+             from_ms(record.time_ms));
+      break;
+    default:
+      break;
+  }
+  return ok();
+}
+
+void Run::begin(const WorkflowFn& fn) {
+  FUSEE_ASSERT(!code_started_, "a run's code starts once");
+  if (ending_ || stopped_) return;
+  code_started_ = true;
+  ctx_ = std::make_unique<Ctx>(*this);
+  task_ = fn(*ctx_, input_);
+  resume(task_.handle());
+}
+
+void Run::resume(std::coroutine_handle<> handle) {
+  if (stopped_) return;
+  handle.resume();
+  if (!stopped_ && !ending_ && task_.handle() && task_.handle().done()) on_code_returned();
+}
+
+void Run::on_code_returned() {
+  ending_ = true;
+  if (position_ < journal_.size()) {
+    const auto& first = journal_[position_].records.front();
+    diverge(fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' there", id_,
+                        position_, command_of(first.kind), first.name));
+    return;
+  }
+  Outcome outcome;
+  try {
+    outcome.value = task_.handle().promise().take();
+    outcome.status = RunStatus::completed;
+  } catch (const Error& e) {
+    outcome.status = RunStatus::failed;
+    outcome.code = e.error();
+    outcome.message = e.what();
+  } catch (...) {
+    outcome.status = RunStatus::failed;
+    outcome.code = errc::failed;
+    outcome.message = fmt::format("workflow '{}' run '{}' failed: {}", workflow_, id_,
+                                  describe_error(std::current_exception()));
+  }
+  shard_.end_run(*this, std::move(outcome));
+}
+
+void Run::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  ending_ = true;
+  waiting_ = nullptr;
+  // Destroys the code's frames; callbacks still pending find stopped_.
+  task_ = Task<boost::json::value>();
+  ctx_.reset();
+}
+
+void Run::finish(Outcome outcome, TimePoint finished_at) {
+  finished_ = true;
+  ending_ = true;
+  outcome_ = std::move(outcome);
+  finished_at_ = finished_at;
+  stop();
+  journal_.clear();
+  journal_.shrink_to_fit();
+  mailbox_.clear();
+  for (auto& [name, stream] : streams) {
+    for (auto& reader : stream.readers) reader.feed->end();
+    stream.readers.clear();
+  }
+  auto internal = std::move(result_waiters);
+  auto external = std::move(external_waiters);
+  for (auto& waiter : internal) waiter(outcome_);
+  for (auto& waiter : external) waiter(outcome_);
+}
+
+void Run::diverge(std::string message) {
+  stuck_error_ = std::move(message);
+  stop();
+  // Not journaled: with the workflow's code fixed, the next open replays on.
+  auto external = std::move(external_waiters);
+  Outcome outcome{RunStatus::failed, {}, errc::nondeterminism, stuck_error_};
+  for (auto& waiter : external) waiter(outcome);
+}
+
+void Run::on_deadline() {
+  if (ending_) return;
+  auto message = fmt::format("run '{}' of workflow '{}' passed its deadline", id_, workflow_);
+  stop();
+  shard_.end_run(*this, Outcome{RunStatus::failed, {}, errc::timed_out, message});
+}
+
+JournalRecord Run::make_record(RecordKind kind, std::uint32_t position, std::string_view name) const {
+  JournalRecord record;
+  record.kind = kind;
+  record.run_id = id_;
+  record.generation = generation_;
+  record.position = position;
+  record.name = std::string(name);
+  return record;
+}
+
+void Run::append(JournalRecord record, std::function<void()> after_durable) {
+  shard_.append(*this, record, std::move(after_durable));
+}
+
+std::uint32_t Run::begin_command() {
+  FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
+  FUSEE_ASSERT(waiting_ == nullptr, "a workflow awaits one Ctx command at a time");
+  in_command_ = true;
+  completed_at_once_ = false;
+  return position_++;
+}
+
+bool Run::end_command() {
+  in_command_ = false;
+  return std::exchange(completed_at_once_, false);
+}
+
+void Run::complete(detail::Completion& completion) {
+  waiting_ = nullptr;
+  waiting_for_signal_ = false;
+  if (in_command_) {
+    completed_at_once_ = true;
+    return;
+  }
+  resume(completion.waiter);
+}
+
+void Run::park(std::uint32_t position, detail::Completion& completion) {
+  waiting_ = &completion;
+  waiting_position_ = position;
+}
+
+Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_view name,
+                        const RecordedCommand*& out) {
+  if (position >= journal_.size()) return Replay::none;
+  const auto& recorded = journal_[position];
+  const auto& first = recorded.records.front();
+  std::string_view recorded_kind = command_of(first.kind);
+  if (recorded_kind != kind || first.name != name) {
+    diverge(fmt::format("run '{}': nondeterminism at position {}: the journal has {} '{}' but the workflow asked "
+                        "for {} '{}'",
+                        id_, position, recorded_kind, first.name, kind, name));
+    return Replay::diverged;
+  }
+  out = &recorded;
+  return Replay::matched;
+}
+
+// --- Steps ---
+
+bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBody body,
+               detail::Completion& completion) {
+  auto position = begin_command();
+  auto call = std::make_shared<StepCall>();
+  call->position = position;
+  call->name = std::string(name);
+  call->policy = policy;
+  call->body = std::move(body);
+  call->completion = &completion;
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "step", name, recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched: {
+      const auto& last = recorded->records.back();
+      if (last.kind == RecordKind::step_completed) {
+        completion.value = last.value;
+        complete(completion);
+        return end_command();
+      }
+      if (last.kind == RecordKind::step_failed) {
+        completion.error = std::make_exception_ptr(
+            Error(errc::step_failed, last.value.is_string() ? std::string(last.value.get_string()) : ""));
+        complete(completion);
+        return end_command();
+      }
+      // Failed attempts so far: the next one runs at its recorded time.
+      call->attempt = static_cast<std::uint32_t>(last.number) + 1;
+      park(position, completion);
+      shard_.add_timer(from_ms(last.time_ms), [self = shared_from_this(), call] { self->run_step_attempt(call); });
+      return end_command();
+    }
+    case Replay::none:
+      break;
+  }
+  park(position, completion);
+  run_step_attempt(call);
+  return end_command();
+}
+
+void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
+  if (stopped_ || !waiting_at(call->position)) return;
+  // The step's outside effects wait for every earlier record of the run.
+  shard_.after_run_durable(*this, [self = shared_from_this(), call](std::error_code error) {
+    if (error || self->stopped_ || !self->waiting_at(call->position)) return;
+    StepContext step(fmt::format("{}/{}/{}/{}", self->id_, self->generation_, call->position, call->name),
+                     call->attempt);
+    if (call->body.plain) {
+      boost::json::value value;
+      std::exception_ptr error;
+      try {
+        value = call->body.plain(step);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      self->finish_step_attempt(call, std::move(value), error);
+      return;
+    }
+    auto shard_id = self->shard_.id();
+    auto& core = self->shard_.core();
+    drive_coroutine_step(call->body.coroutine, std::move(step),
+                         [self, call, shard_id, &core](boost::json::value value, std::exception_ptr error) {
+                           core.post_to_shard(shard_id, [self, call, value = std::move(value), error]() mutable {
+                             self->finish_step_attempt(call, std::move(value), error);
+                           });
+                         });
+  });
+}
+
+void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json::value value,
+                              std::exception_ptr error) {
+  if (stopped_ || !waiting_at(call->position)) return;
+  auto& completion = *call->completion;
+  if (!error) {
+    auto record = make_record(RecordKind::step_completed, call->position, call->name);
+    record.value = value;
+    append(std::move(record));
+    completion.value = std::move(value);
+    complete(completion);
+    return;
+  }
+  bool retryable = call->attempt < call->policy.attempts;
+  try {
+    std::rethrow_exception(error);
+  } catch (const TerminalError&) {
+    retryable = false;
+  } catch (const std::exception& e) {
+    if (retryable && call->policy.non_retryable && call->policy.non_retryable(e)) retryable = false;
+  } catch (...) {
+  }
+  auto message = describe_error(error);
+  if (retryable) {
+    double backoff_ms = static_cast<double>(call->policy.initial_backoff.count()) *
+                        std::pow(call->policy.multiplier, static_cast<double>(call->attempt - 1));
+    backoff_ms = std::min(backoff_ms, static_cast<double>(call->policy.maximum_backoff.count()));
+    auto retry_at = shard_.now() + std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, backoff_ms)));
+    auto record = make_record(RecordKind::step_attempt_failed, call->position, call->name);
+    record.number = call->attempt;
+    record.time_ms = to_ms(retry_at);
+    record.value = message;
+    append(std::move(record));
+    call->attempt++;
+    shard_.add_timer(retry_at, [self = shared_from_this(), call] { self->run_step_attempt(call); });
+    return;
+  }
+  auto text = fmt::format("step '{}' of run '{}' failed after {} attempt{}: {}", call->name, id_, call->attempt,
+                          call->attempt == 1 ? "" : "s", message);
+  auto record = make_record(RecordKind::step_failed, call->position, call->name);
+  record.number = call->attempt;
+  record.value = text;
+  append(std::move(record));
+  completion.error = std::make_exception_ptr(Error(errc::step_failed, text));
+  complete(completion);
+}
+
+// --- Timers ---
+
+bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  TimePoint due;
+  switch (replay(position, "sleep", name, recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched:
+      if (recorded->records.back().kind == RecordKind::sleep_fired) {
+        complete(completion);
+        return end_command();
+      }
+      due = from_ms(recorded->records.front().time_ms);
+      break;
+    case Replay::none: {
+      due = shard_.now() + duration;
+      auto record = make_record(RecordKind::sleep_started, position, name);
+      record.time_ms = to_ms(due);
+      append(std::move(record));
+      break;
+    }
+  }
+  park(position, completion);
+  shard_.add_timer(due, [self = shared_from_this(), position, name = std::string(name)] {
+    self->on_sleep_fired(position, name);
+  });
+  return end_command();
+}
+
+void Run::on_sleep_fired(std::uint32_t position, const std::string& name) {
+  if (stopped_ || !waiting_at(position)) return;
+  append(make_record(RecordKind::sleep_fired, position, name));
+  complete(*waiting_);
+}
+
+// --- Signals ---
+
+bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
+                   detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  std::optional<TimePoint> deadline;
+  bool started = false;
+  switch (replay(position, "wait_for", signal, recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched: {
+      const auto& last = recorded->records.back();
+      if (last.kind == RecordKind::wait_completed) {
+        completion.empty = !last.flag;
+        completion.value = last.value;
+        complete(completion);
+        return end_command();
+      }
+      started = true;
+      if (last.time_ms >= 0) deadline = from_ms(last.time_ms);
+      break;
+    }
+    case Replay::none:
+      if (timeout) deadline = shard_.now() + *timeout;
+      break;
+  }
+  auto queued = mailbox_.find(std::string(signal));
+  if (queued != mailbox_.end() && !queued->second.empty()) {
+    auto value = std::move(queued->second.front());
+    queued->second.pop_front();
+    auto record = make_record(RecordKind::wait_completed, position, signal);
+    record.flag = true;
+    record.value = value;
+    append(std::move(record));
+    completion.value = std::move(value);
+    complete(completion);
+    return end_command();
+  }
+  if (!started) {
+    auto record = make_record(RecordKind::wait_started, position, signal);
+    record.time_ms = deadline ? to_ms(*deadline) : -1;
+    append(std::move(record));
+  }
+  park(position, completion);
+  waiting_for_signal_ = true;
+  waiting_signal_ = std::string(signal);
+  if (deadline) {
+    shard_.add_timer(*deadline, [self = shared_from_this(), position, name = std::string(signal)] {
+      self->on_wait_timeout(position, name);
+    });
+  }
+  return end_command();
+}
+
+void Run::deliver_signal(const std::string& name, boost::json::value value) {
+  if (!stopped_ && waiting_ != nullptr && waiting_for_signal_ && waiting_signal_ == name) {
+    auto record = make_record(RecordKind::wait_completed, waiting_position_, name);
+    record.flag = true;
+    record.value = value;
+    append(std::move(record));
+    waiting_->value = std::move(value);
+    complete(*waiting_);
+    return;
+  }
+  mailbox_[name].push_back(std::move(value));
+}
+
+void Run::on_wait_timeout(std::uint32_t position, const std::string& name) {
+  if (stopped_ || !waiting_at(position) || !waiting_for_signal_) return;
+  auto record = make_record(RecordKind::wait_completed, position, name);
+  record.flag = false;
+  append(std::move(record));
+  waiting_->empty = true;
+  complete(*waiting_);
+}
+
+// --- Streams ---
+
+bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "stream write", name, recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched:
+      completion.value = recorded->records.front().number;
+      complete(completion);
+      return end_command();
+    case Replay::none:
+      break;
+  }
+  auto& stream = streams[std::string(name)];
+  if (stream.close_written) {
+    completion.error = std::make_exception_ptr(
+        Error(errc::invalid_argument, fmt::format("run '{}': stream '{}' is closed", id_, name)));
+    complete(completion);
+    return end_command();
+  }
+  std::uint64_t offset = stream.chunks.size();
+  stream.chunks.push_back(chunk);
+  auto record = make_record(RecordKind::stream_chunk, position, name);
+  record.number = offset;
+  record.value = std::move(chunk);
+  append(std::move(record), [self = shared_from_this(), name = std::string(name), offset] {
+    self->on_stream_durable(name, offset + 1);
+  });
+  completion.value = offset;
+  complete(completion);
+  return end_command();
+}
+
+bool Run::stream_close(std::string_view name, detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "stream close", name, recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched:
+      complete(completion);
+      return end_command();
+    case Replay::none:
+      break;
+  }
+  auto& stream = streams[std::string(name)];
+  if (!stream.close_written) {
+    stream.close_written = true;
+    append(make_record(RecordKind::stream_closed, position, name),
+           [self = shared_from_this(), name = std::string(name)] { self->on_stream_closed_durable(name); });
+  } else {
+    // Closing twice is harmless but still takes its position, so replay
+    // sees the same sequence.
+    append(make_record(RecordKind::stream_closed, position, name));
+  }
+  complete(completion);
+  return end_command();
+}
+
+void Run::on_stream_durable(const std::string& name, std::uint64_t count) {
+  auto& stream = streams[name];
+  if (count <= stream.durable_count) return;
+  stream.durable_count = count;
+  for (auto& reader : stream.readers) {
+    while (reader.next_offset < stream.durable_count) {
+      reader.feed->push(StreamChunk{reader.next_offset, stream.chunks[reader.next_offset]});
+      reader.next_offset++;
+    }
+  }
+}
+
+void Run::on_stream_closed_durable(const std::string& name) {
+  auto& stream = streams[name];
+  stream.closed = true;
+  for (auto& reader : stream.readers) reader.feed->end();
+  stream.readers.clear();
+}
+
+// --- Journaled values ---
+
+bool Run::now(detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "value", "now", recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched:
+      completion.value = recorded->records.front().value;
+      complete(completion);
+      return end_command();
+    case Replay::none:
+      break;
+  }
+  auto record = make_record(RecordKind::value_recorded, position, "now");
+  record.value = to_ms(shard_.now());
+  completion.value = record.value;
+  append(std::move(record));
+  complete(completion);
+  return end_command();
+}
+
+bool Run::random(detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "value", "random", recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched:
+      completion.value = recorded->records.front().value;
+      complete(completion);
+      return end_command();
+    case Replay::none:
+      break;
+  }
+  auto record = make_record(RecordKind::value_recorded, position, "random");
+  record.value = shard_.core().random();
+  completion.value = record.value;
+  append(std::move(record));
+  complete(completion);
+  return end_command();
+}
+
+// --- Children ---
+
+bool Run::child(std::string_view workflow, std::string_view child_id, boost::json::value input,
+                detail::Completion& completion) {
+  auto position = begin_command();
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "child", child_id, recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched: {
+      const auto& last = recorded->records.back();
+      if (last.kind == RecordKind::child_completed) {
+        if (last.flag) {
+          completion.value = last.value;
+        } else {
+          completion.error = std::make_exception_ptr(
+              Error(errc::failed, last.value.is_string() ? std::string(last.value.get_string()) : ""));
+        }
+        complete(completion);
+        return end_command();
+      }
+      park(position, completion);
+      start_child_request(position, last.detail, std::string(child_id), last.value);
+      return end_command();
+    }
+    case Replay::none:
+      break;
+  }
+  auto record = make_record(RecordKind::child_started, position, child_id);
+  record.detail = std::string(workflow);
+  record.value = input;
+  append(std::move(record));
+  park(position, completion);
+  start_child_request(position, std::string(workflow), std::string(child_id), input);
+  return end_command();
+}
+
+void Run::start_child_request(std::uint32_t position, const std::string& workflow, const std::string& child_id,
+                              const boost::json::value& input) {
+  auto& core = shard_.core();
+  auto parent_shard = shard_.id();
+  // Starting is idempotent (attach), so a replay asks again safely.
+  StartRequest request{workflow, child_id, input, StartOptions{IfRunning::attach, IfFinished::attach, {}}};
+  core.start_child(std::move(request), [self = shared_from_this(), position, child_id, parent_shard,
+                                        &core](const Outcome& outcome) {
+    core.post_to_shard(parent_shard,
+                       [self, position, child_id, outcome] { self->on_child_done(position, child_id, outcome); });
+  });
+}
+
+void Run::on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome) {
+  if (stopped_ || !waiting_at(position)) return;
+  auto record = make_record(RecordKind::child_completed, position, child_id);
+  record.flag = outcome.status == RunStatus::completed;
+  if (record.flag) {
+    record.value = outcome.value;
+    waiting_->value = outcome.value;
+  } else {
+    auto text = fmt::format("child run '{}' failed: {}", child_id, outcome.message);
+    record.detail = errc_name(outcome.code);
+    record.value = text;
+    waiting_->error = std::make_exception_ptr(Error(errc::failed, text));
+  }
+  append(std::move(record));
+  complete(*waiting_);
+}
+
+}  // namespace fusee::engine

@@ -1,0 +1,181 @@
+// Run: one workflow run on its shard — its journal for replay, its position,
+// its mailbox and streams, and the coroutine running its code. Implements
+// the Ctx commands (RunPort): each command at position p either replays the
+// journal's entry at p (checking kind and name: another is nondeterminism)
+// or runs live and appends its records.
+//
+// Not thread-safe: a Run is touched only on its shard's thread. Callbacks
+// that outlive a command (timers, durable waits, coroutine steps) hold a
+// shared_ptr and check that the run still waits at that position.
+#pragma once
+
+#include <boost/json.hpp>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/journal_record.hpp"
+#include "engine/outcome.hpp"
+#include "engine/stream_feed.hpp"
+#include "fusee/ctx.hpp"
+#include "fusee/engine.hpp"
+#include "wal/log_format.hpp"
+
+namespace fusee::engine {
+
+class Shard;
+
+// One stream of a run: every chunk written (durable or not), how many are
+// durable (readers see only those), and the readers waiting for more.
+struct StreamState {
+  std::vector<boost::json::value> chunks;
+  std::uint64_t durable_count = 0;
+  bool close_written = false;  // stream_closed appended
+  bool closed = false;         // ... and durable
+  struct Reader {
+    std::shared_ptr<detail::StreamFeed> feed;
+    std::uint64_t next_offset = 0;
+  };
+  std::vector<Reader> readers;
+};
+
+// The records of one command position, from the journal.
+struct RecordedCommand {
+  std::vector<JournalRecord> records;
+};
+
+struct StepCall;
+
+class Run final : public detail::RunPort, public std::enable_shared_from_this<Run> {
+ public:
+  Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, boost::json::value input,
+      TimePoint started_at, std::optional<TimePoint> deadline);
+  ~Run() override;
+
+  // --- Recovery (before the code starts) ---
+  // Adds a durable record of this run read from the log. Fails (corrupt)
+  // when positions are out of order.
+  Result<void> load(const JournalRecord& record, wal::Lsn lsn);
+
+  // --- Shard side ---
+  // Starts the workflow code (it replays what the journal holds first).
+  void begin(const WorkflowFn& fn);
+  bool code_started() const { return code_started_; }
+  void deliver_signal(const std::string& name, boost::json::value value);
+  // Stops the code for good (cancel, deadline); no record is written here.
+  void stop();
+  // The terminal record is durable: report the outcome.
+  void finish(Outcome outcome, TimePoint finished_at);
+  void on_deadline();
+  void on_stream_durable(const std::string& name, std::uint64_t count);
+  void on_stream_closed_durable(const std::string& name);
+
+  // --- RunPort (Ctx commands) ---
+  bool step(std::string_view name, const RetryPolicy& policy, detail::StepBody body,
+            detail::Completion& completion) override;
+  bool sleep(std::string_view name, std::chrono::milliseconds duration, detail::Completion& completion) override;
+  bool wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
+                detail::Completion& completion) override;
+  bool stream_write(std::string_view stream, boost::json::value chunk, detail::Completion& completion) override;
+  bool stream_close(std::string_view stream, detail::Completion& completion) override;
+  bool now(detail::Completion& completion) override;
+  bool random(detail::Completion& completion) override;
+  bool child(std::string_view workflow, std::string_view id, boost::json::value input,
+             detail::Completion& completion) override;
+  const std::string& run_id() const override { return id_; }
+
+  // Continuations of commands, called by timers, durable waits and other
+  // shards. Each ignores a call for a position the run no longer waits at.
+  void run_step_attempt(const std::shared_ptr<StepCall>& call);
+  void finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json::value value,
+                           std::exception_ptr error);
+  void on_sleep_fired(std::uint32_t position, const std::string& name);
+  void on_wait_timeout(std::uint32_t position, const std::string& name);
+  void on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome);
+
+  // --- State, read by the shard ---
+  const std::string& id() const { return id_; }
+  std::uint32_t generation() const { return generation_; }
+  const std::string& workflow() const { return workflow_; }
+  const boost::json::value& input() const { return input_; }
+  TimePoint started_at() const { return started_at_; }
+  std::optional<TimePoint> deadline() const { return deadline_; }
+  bool finished() const { return finished_; }
+  // The code returned or the run was cancelled; the terminal record may not
+  // be durable yet.
+  bool ending() const { return ending_; }
+  const Outcome& outcome() const { return outcome_; }
+  std::optional<TimePoint> finished_at() const { return finished_at_; }
+  // Nondeterminism: the run stopped without a record; empty when fine.
+  const std::string& stuck_error() const { return stuck_error_; }
+  RunInfo info() const;
+
+  // The LSN of the run's latest appended record, and appends still waiting
+  // for room in the log (their LSN unknown yet).
+  wal::Lsn last_lsn = 0;
+  std::uint32_t appends_waiting = 0;
+  // Step functions waiting for appends_waiting to reach 0.
+  std::vector<std::function<void(std::error_code)>> gated;
+  wal::Lsn started_lsn = 0;                              // run_started
+  std::unordered_map<std::string, wal::Lsn> signal_ids;  // dedup: id -> LSN of its record
+  std::map<std::string, StreamState> streams;
+  std::vector<std::function<void(const Outcome&)>> result_waiters;  // internal (children)
+  std::vector<std::function<void(const Outcome&)>> external_waiters;
+
+ private:
+  enum class Replay { none, matched, diverged };
+  // Looks up the journal at `position` for a command of `kind` named
+  // `name`; on a mismatch marks the run stuck.
+  Replay replay(std::uint32_t position, const char* kind, std::string_view name, const RecordedCommand*& out);
+  void diverge(std::string message);
+  // Appends a record of this run (positional fields filled by caller).
+  void append(JournalRecord record, std::function<void()> after_durable = {});
+  JournalRecord make_record(RecordKind kind, std::uint32_t position, std::string_view name) const;
+  // Completes the command the run waits on: within the command's own call it
+  // only marks it (the awaitable does not suspend), else it resumes the code.
+  void complete(detail::Completion& completion);
+  void resume(std::coroutine_handle<> handle);
+  void on_code_returned();
+  bool waiting_at(std::uint32_t position) const { return waiting_ != nullptr && waiting_position_ == position; }
+  void park(std::uint32_t position, detail::Completion& completion);
+  void start_child_request(std::uint32_t position, const std::string& workflow, const std::string& child_id,
+                           const boost::json::value& input);
+  // Begins a command: guards against a second outstanding command.
+  std::uint32_t begin_command();
+  bool end_command();
+
+  Shard& shard_;
+  std::string id_;
+  std::uint32_t generation_;
+  std::string workflow_;
+  boost::json::value input_;
+  TimePoint started_at_;
+  std::optional<TimePoint> deadline_;
+
+  std::vector<RecordedCommand> journal_;  // by position, for replay
+  std::unordered_map<std::string, std::deque<boost::json::value>> mailbox_;
+
+  std::unique_ptr<Ctx> ctx_;
+  Task<boost::json::value> task_;
+  bool code_started_ = false;
+  std::uint32_t position_ = 0;  // next command
+  bool in_command_ = false;
+  bool completed_at_once_ = false;
+  detail::Completion* waiting_ = nullptr;
+  std::uint32_t waiting_position_ = 0;
+  std::string waiting_signal_;  // wait_for: the signal's name
+  bool waiting_for_signal_ = false;
+
+  bool stopped_ = false;
+  bool ending_ = false;
+  bool finished_ = false;
+  Outcome outcome_;
+  std::optional<TimePoint> finished_at_;
+  std::string stuck_error_;
+};
+
+}  // namespace fusee::engine

@@ -1,0 +1,508 @@
+#include "engine/shard.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "base/assert.hpp"
+#include "wal/errc.hpp"
+
+namespace fusee::engine {
+namespace {
+
+JournalRecord terminal_record(const Run& run, const Outcome& outcome, TimePoint now) {
+  JournalRecord record;
+  record.run_id = run.id();
+  record.generation = run.generation();
+  record.time_ms = to_ms(now);
+  switch (outcome.status) {
+    case RunStatus::completed:
+      record.kind = RecordKind::run_completed;
+      record.value = outcome.value;
+      break;
+    case RunStatus::cancelled:
+      record.kind = RecordKind::run_cancelled;
+      record.value = outcome.message;
+      break;
+    default:
+      record.kind = RecordKind::run_failed;
+      record.detail = errc_name(outcome.code);
+      record.value = outcome.message;
+      break;
+  }
+  return record;
+}
+
+}  // namespace
+
+Shard::Shard(EngineCore& core, ShardId id, JournalSink& sink, std::size_t queue_max)
+    : core_(core), id_(id), sink_(sink), queue_max_(queue_max) {}
+
+Shard::~Shard() { stop(); }
+
+bool Shard::post(std::function<void()> fn, bool external) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return false;
+  if (external) {
+    if (external_queued_ >= queue_max_) return false;
+    external_queued_++;
+    inbox_.push_back([this, fn = std::move(fn)] {
+      {
+        std::lock_guard inner(mu_);
+        external_queued_--;
+      }
+      fn();
+    });
+  } else {
+    inbox_.push_back(std::move(fn));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void Shard::notify() {
+  std::lock_guard lock(mu_);
+  woken_ = true;
+  cv_.notify_one();
+}
+
+void Shard::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Shard::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Shard::loop() {
+  std::vector<std::function<void()>> batch;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      auto ready = [&] { return !inbox_.empty() || woken_ || stopping_; };
+      if (!ready()) {
+        auto due = timers_.next_due();
+        if (!due) {
+          cv_.wait(lock, ready);
+        } else {
+          auto wait = *due - core_.now();
+          if (wait > std::chrono::system_clock::duration::zero()) {
+            // A manual clock wakes us when it moves; the system clock by the
+            // time waited. Either way the timers are looked at again.
+            cv_.wait_for(lock, std::min<std::chrono::system_clock::duration>(wait, std::chrono::hours(1)), ready);
+          }
+        }
+      }
+      woken_ = false;
+      batch.swap(inbox_);
+      if (stopping_ && batch.empty()) return;
+    }
+    for (auto& fn : batch) fn();
+    batch.clear();
+    drain_durable();
+    retry_waiting_appends();
+    fire_timers();
+    drain_durable();
+  }
+}
+
+void Shard::drain_durable() {
+  if (auto poison = sink_.poison()) {
+    fail_storage(poison);
+    return;
+  }
+  durable_ = sink_.durable_at_once() ? appended_ : sink_.durable_lsn(id_);
+  while (!durable_waits_.empty() && durable_waits_.top().lsn <= durable_) {
+    auto callback = std::move(const_cast<DurableWait&>(durable_waits_.top()).callback);
+    durable_waits_.pop();
+    callback({});
+  }
+}
+
+void Shard::fire_timers() {
+  auto now = core_.now();
+  while (auto fire = timers_.pop_due(now)) fire();
+}
+
+void Shard::assigned(Run& run, Lsn lsn, std::function<void()> after_durable) {
+  run.last_lsn = lsn;
+  appended_ = lsn;
+  if (sink_.durable_at_once()) durable_ = lsn;
+  if (after_durable) {
+    this->after_durable(lsn, [after = std::move(after_durable)](std::error_code error) {
+      if (!error) after();
+    });
+  }
+}
+
+void Shard::append(Run& run, const JournalRecord& record, std::function<void()> after_durable) {
+  if (storage_error_) return;
+  scratch_.clear();
+  encode_record(record, scratch_);
+  if (waiting_appends_.empty()) {
+    auto lsn = sink_.append(id_, scratch_);
+    if (lsn) {
+      assigned(run, *lsn, std::move(after_durable));
+      return;
+    }
+    if (lsn.error() != make_error_code(wal::errc::queue_full)) {
+      fail_storage(lsn.error());
+      return;
+    }
+  }
+  // The log is full: hold the record, in order behind the others.
+  run.appends_waiting++;
+  waiting_appends_.push_back(WaitingAppend{run.shared_from_this(), scratch_, std::move(after_durable)});
+}
+
+Result<Lsn> Shard::append_external(Run& run, const JournalRecord& record) {
+  if (storage_error_) return storage_error_;
+  if (!waiting_appends_.empty()) return make_error_code(errc::busy);
+  scratch_.clear();
+  encode_record(record, scratch_);
+  auto lsn = sink_.append(id_, scratch_);
+  if (!lsn) {
+    if (lsn.error() == make_error_code(wal::errc::queue_full)) return make_error_code(errc::busy);
+    fail_storage(lsn.error());
+    return lsn.error();
+  }
+  assigned(run, *lsn, {});
+  return *lsn;
+}
+
+void Shard::retry_waiting_appends() {
+  while (!waiting_appends_.empty() && !storage_error_) {
+    auto& front = waiting_appends_.front();
+    auto lsn = sink_.append(id_, front.bytes);
+    if (!lsn) {
+      if (lsn.error() == make_error_code(wal::errc::queue_full)) return;
+      fail_storage(lsn.error());
+      return;
+    }
+    auto entry = std::move(front);
+    waiting_appends_.pop_front();
+    auto& run = *entry.run;
+    run.appends_waiting--;
+    assigned(run, *lsn, std::move(entry.after_durable));
+    if (run.appends_waiting == 0 && !run.gated.empty()) {
+      auto gated = std::move(run.gated);
+      run.gated.clear();
+      for (auto& callback : gated) after_run_durable(run, std::move(callback));
+    }
+  }
+}
+
+void Shard::after_durable(Lsn lsn, DurableCallback callback) {
+  if (storage_error_) {
+    callback(storage_error_);
+    return;
+  }
+  if (lsn <= durable_) {
+    callback({});
+    return;
+  }
+  durable_waits_.push(DurableWait{lsn, durable_order_++, std::move(callback)});
+}
+
+void Shard::after_run_durable(Run& run, DurableCallback callback) {
+  if (run.appends_waiting > 0) {
+    run.gated.push_back(std::move(callback));
+    return;
+  }
+  after_durable(run.last_lsn, std::move(callback));
+}
+
+void Shard::fail_storage(std::error_code error) {
+  if (!storage_error_) storage_error_ = error;
+  waiting_appends_.clear();
+  fail_waiters(storage_error_);
+}
+
+void Shard::fail_waiters(std::error_code error) {
+  while (!durable_waits_.empty()) {
+    auto callback = std::move(const_cast<DurableWait&>(durable_waits_.top()).callback);
+    durable_waits_.pop();
+    callback(error);
+  }
+  auto code = error == make_error_code(errc::shut_down) ? errc::shut_down : errc::storage;
+  for (auto& [id, run] : runs_) {
+    if (run->finished()) continue;
+    auto waiters = std::move(run->external_waiters);
+    run->external_waiters.clear();
+    Outcome outcome{RunStatus::failed, {}, code,
+                    code == errc::shut_down ? fmt::format("the engine shut down before run '{}' finished", id)
+                                            : fmt::format("run '{}' cannot go on: the log failed: {}", id,
+                                                          error.message())};
+    for (auto& waiter : waiters) waiter(outcome);
+    for (auto& [name, stream] : run->streams) {
+      for (auto& reader : stream.readers) reader.feed->end(error);
+      stream.readers.clear();
+    }
+  }
+}
+
+Result<void> Shard::load(const JournalRecord& record, Lsn lsn) {
+  if (record.kind == RecordKind::run_started) {
+    auto& slot = runs_[record.run_id];
+    if (slot && slot->generation() >= record.generation) return make_error_code(wal::errc::corrupt);
+    std::optional<TimePoint> deadline;
+    if (record.number != 0) deadline = from_ms(static_cast<std::int64_t>(record.number));
+    slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, record.value,
+                                 from_ms(record.time_ms), deadline);
+    slot->started_lsn = lsn;
+    return slot->load(record, lsn);
+  }
+  auto found = runs_.find(record.run_id);
+  if (found == runs_.end() || found->second->generation() < record.generation) {
+    return make_error_code(wal::errc::corrupt);
+  }
+  if (found->second->generation() > record.generation) return ok();  // an older run of the id
+  return found->second->load(record, lsn);
+}
+
+void Shard::finish_loading() {
+  durable_ = sink_.durable_lsn(id_);
+  appended_ = durable_;
+  for (auto& [id, run] : runs_) arm_deadline(run);
+}
+
+void Shard::arm_deadline(const std::shared_ptr<Run>& run) {
+  if (!run->deadline() || run->ending()) return;
+  add_timer(*run->deadline(), [run] { run->on_deadline(); });
+}
+
+void Shard::start_code(Run& run) {
+  if (run.code_started() || run.ending()) return;
+  if (auto fn = core_.workflow(run.workflow())) run.begin(*fn);
+}
+
+void Shard::end_run(Run& run, Outcome outcome) {
+  auto now = core_.now();
+  auto record = terminal_record(run, outcome, now);
+  append(run, record, [self = run.shared_from_this(), outcome = std::move(outcome), now]() mutable {
+    self->finish(std::move(outcome), now);
+  });
+}
+
+void Shard::handle_start(StartRequest request, bool internal,
+                         std::function<void(std::error_code, std::string, StartOutcome)> reply) {
+  std::uint32_t generation = 1;
+  auto found = runs_.find(request.id);
+  if (found != runs_.end()) {
+    auto existing = found->second;
+    if (!existing->finished()) {
+      if (request.options.if_running == IfRunning::reject) {
+        reply(make_error_code(errc::already_exists),
+              fmt::format("run '{}' of workflow '{}' is already running", request.id, existing->workflow()),
+              StartOutcome::attached);
+        return;
+      }
+      after_run_durable(*existing, [reply](std::error_code error) {
+        reply(error, error ? "the run's start is not durable: " + error.message() : "", StartOutcome::attached);
+      });
+      return;
+    }
+    if (request.options.if_finished == IfFinished::reject) {
+      reply(make_error_code(errc::already_exists),
+            fmt::format("run '{}' of workflow '{}' already finished ({})", request.id, existing->workflow(),
+                        run_status_name(existing->outcome().status)),
+            StartOutcome::attached);
+      return;
+    }
+    if (request.options.if_finished == IfFinished::attach) {
+      reply({}, {}, StartOutcome::attached);
+      return;
+    }
+    generation = existing->generation() + 1;
+  }
+  if (!core_.workflow(request.workflow)) {
+    reply(make_error_code(errc::unknown_workflow),
+          fmt::format("no workflow named '{}' is registered (run '{}')", request.workflow, request.id),
+          StartOutcome::started);
+    return;
+  }
+  auto now = core_.now();
+  std::optional<TimePoint> deadline;
+  if (request.options.deadline) deadline = now + *request.options.deadline;
+  auto run = std::make_shared<Run>(*this, request.id, generation, request.workflow, request.input, now, deadline);
+  JournalRecord record;
+  record.kind = RecordKind::run_started;
+  record.run_id = request.id;
+  record.generation = generation;
+  record.name = request.workflow;
+  record.value = std::move(request.input);
+  record.time_ms = to_ms(now);
+  record.number = deadline ? static_cast<std::uint64_t>(to_ms(*deadline)) : 0;
+  if (internal) {
+    append(*run, record, {});
+  } else {
+    auto lsn = append_external(*run, record);
+    if (!lsn) {
+      reply(lsn.error(),
+            lsn.error() == make_error_code(errc::busy)
+                ? fmt::format("shard {} is busy: run '{}' was not started, try again", id_, request.id)
+                : fmt::format("run '{}' was not started: {}", request.id, lsn.error().message()),
+            StartOutcome::started);
+      return;
+    }
+  }
+  run->started_lsn = run->last_lsn;
+  runs_[request.id] = run;
+  after_run_durable(*run, [reply](std::error_code error) {
+    reply(error, error ? "the run's start is not durable: " + error.message() : "", StartOutcome::started);
+  });
+  arm_deadline(run);
+  start_code(*run);
+}
+
+void Shard::handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
+                          const std::string& signal_id, Reply reply) {
+  auto found = runs_.find(id);
+  if (found != runs_.end() && !signal_id.empty()) {
+    // A repeat of a delivered signal is acknowledged even after the run ended.
+    auto& seen_ids = found->second->signal_ids;
+    if (auto seen = seen_ids.find(signal_id); seen != seen_ids.end()) {
+      after_durable(seen->second, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
+      return;
+    }
+  }
+  if (found == runs_.end() || found->second->ending()) {
+    reply(make_error_code(errc::not_found),
+          fmt::format("signal '{}': no run '{}' is running{}", signal, id,
+                      found == runs_.end() ? "" : " (it has finished)"));
+    return;
+  }
+  auto run = found->second;
+  JournalRecord record;
+  record.kind = RecordKind::signal_received;
+  record.run_id = id;
+  record.generation = run->generation();
+  record.name = signal;
+  record.detail = signal_id;
+  record.value = value;
+  auto lsn = append_external(*run, record);
+  if (!lsn) {
+    reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
+                           ? fmt::format("shard {} is busy: signal '{}' to run '{}' was not recorded", id_, signal, id)
+                           : lsn.error().message());
+    return;
+  }
+  if (!signal_id.empty()) run->signal_ids[signal_id] = *lsn;
+  after_durable(*lsn, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
+  run->deliver_signal(signal, std::move(value));
+}
+
+void Shard::handle_cancel(const std::string& id, const std::string& reason, Reply reply) {
+  auto found = runs_.find(id);
+  if (found == runs_.end()) {
+    reply(make_error_code(errc::not_found), fmt::format("cancel: no run '{}'", id));
+    return;
+  }
+  auto run = found->second;
+  if (run->ending()) {
+    after_run_durable(*run, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
+    return;
+  }
+  auto now = core_.now();
+  Outcome outcome{RunStatus::cancelled, {}, errc::cancelled, fmt::format("run '{}' was cancelled: {}", id, reason)};
+  auto record = terminal_record(*run, outcome, now);
+  auto lsn = append_external(*run, record);
+  if (!lsn) {
+    reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
+                           ? fmt::format("shard {} is busy: cancel of run '{}' was not recorded", id_, id)
+                           : lsn.error().message());
+    return;
+  }
+  run->stop();
+  after_durable(*lsn, [run, reply, outcome = std::move(outcome), now](std::error_code error) mutable {
+    if (!error) run->finish(std::move(outcome), now);
+    reply(error, error ? error.message() : "");
+  });
+}
+
+void Shard::handle_result(const std::string& id, std::function<void(const Outcome&)> reply) {
+  auto found = runs_.find(id);
+  if (found == runs_.end()) {
+    reply(Outcome{RunStatus::failed, {}, errc::not_found, fmt::format("no run '{}'", id)});
+    return;
+  }
+  auto& run = *found->second;
+  if (run.finished()) {
+    reply(run.outcome());
+  } else if (!run.stuck_error().empty()) {
+    reply(Outcome{RunStatus::failed, {}, errc::nondeterminism, run.stuck_error()});
+  } else if (storage_error_) {
+    reply(Outcome{RunStatus::failed, {}, errc::storage,
+                  fmt::format("run '{}' cannot go on: the log failed: {}", id, storage_error_.message())});
+  } else {
+    run.external_waiters.push_back(std::move(reply));
+  }
+}
+
+void Shard::subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn) {
+  auto found = runs_.find(id);
+  if (found == runs_.end()) {
+    fn(Outcome{RunStatus::failed, {}, errc::not_found, fmt::format("no run '{}'", id)});
+    return;
+  }
+  auto& run = *found->second;
+  if (run.finished()) {
+    fn(run.outcome());
+  } else {
+    run.result_waiters.push_back(std::move(fn));
+  }
+}
+
+void Shard::handle_read_stream(const std::string& id, const std::string& stream_name, StreamFrom from,
+                               std::shared_ptr<detail::StreamFeed> feed, Reply reply) {
+  auto found = runs_.find(id);
+  if (found == runs_.end()) {
+    reply(make_error_code(errc::not_found), fmt::format("read_stream: no run '{}'", id));
+    return;
+  }
+  auto& run = *found->second;
+  auto& stream = run.streams[stream_name];
+  std::uint64_t start = 0;
+  switch (from.kind) {
+    case StreamFrom::Kind::earliest: start = 0; break;
+    case StreamFrom::Kind::latest: start = stream.chunks.size(); break;
+    case StreamFrom::Kind::offset: start = from.offset; break;
+  }
+  // The shard owns the stream, so history and the live edge join here with
+  // nothing in between: no gap, no duplicate.
+  for (auto offset = start; offset < stream.durable_count; ++offset) {
+    feed->push(StreamChunk{offset, stream.chunks[offset]});
+  }
+  if (stream.closed || run.finished()) {
+    feed->end();
+  } else if (storage_error_) {
+    feed->end(storage_error_);
+  } else {
+    stream.readers.push_back(StreamState::Reader{feed, std::max(start, stream.durable_count)});
+  }
+  reply({}, {});
+}
+
+void Shard::handle_list(const RunFilter& filter, std::vector<RunInfo>& out) {
+  for (auto& [id, run] : runs_) {
+    auto info = run->info();
+    if (filter.workflow && info.workflow != *filter.workflow) continue;
+    if (filter.status && info.status != *filter.status) continue;
+    out.push_back(std::move(info));
+  }
+}
+
+void Shard::handle_registered(const std::string& workflow) {
+  std::vector<std::shared_ptr<Run>> waiting;
+  for (auto& [id, run] : runs_) {
+    if (run->workflow() == workflow && !run->code_started() && !run->ending()) waiting.push_back(run);
+  }
+  for (auto& run : waiting) start_code(*run);
+}
+
+}  // namespace fusee::engine

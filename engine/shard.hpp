@@ -1,0 +1,143 @@
+// Shard: one thread with its own event loop that owns its runs outright. It
+// takes requests from other threads through a bounded inbox, appends its
+// runs' records to the journal sink, releases what waits for durability as
+// the sink reports progress, and fires timers by the injected clock.
+//
+// Thread-safety: post() and notify() from any thread; everything else only on
+// the shard's thread (or before start() / after join()).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_core.hpp"
+#include "engine/journal_record.hpp"
+#include "engine/journal_sink.hpp"
+#include "engine/run.hpp"
+#include "engine/timer_queue.hpp"
+
+namespace fusee::engine {
+
+// Called with an empty code once the record is durable, or with the error
+// that means it never will be (storage, shut_down).
+using DurableCallback = std::function<void(std::error_code)>;
+
+class Shard {
+ public:
+  Shard(EngineCore& core, ShardId id, JournalSink& sink, std::size_t queue_max);
+  ~Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // --- Any thread ---
+  // Queues fn for the shard's thread. An external request is refused (false)
+  // when the queue holds queue_max of them; nothing else is ever refused
+  // while the shard runs. false too once the shard stopped.
+  bool post(std::function<void()> fn, bool external);
+  // Wakes the loop: durable progress, poison, the clock moved.
+  void notify();
+  void start();
+  // Stops the loop after the requests already queued; joins the thread.
+  void stop();
+  // After stop() and the sink's close: releases what became durable and
+  // fails everything still waiting with `error`.
+  void fail_waiters(std::error_code error);
+
+  // --- Before start(): recovery ---
+  Result<void> load(const JournalRecord& record, Lsn lsn);
+  // After every record is loaded: arms deadlines and timers of loaded runs.
+  void finish_loading();
+
+  // --- Shard thread ---
+  ShardId id() const { return id_; }
+  EngineCore& core() { return core_; }
+  TimePoint now() const { return core_.now(); }
+
+  // Appends a record of `run`; if the log is full it waits in order with the
+  // shard's other appends (never refused).
+  void append(Run& run, const JournalRecord& record, std::function<void()> after_durable);
+  // A request's first record: refused with errc::busy when the log or the
+  // shard's waiting appends are full, and then nothing is recorded.
+  Result<Lsn> append_external(Run& run, const JournalRecord& record);
+  void after_durable(Lsn lsn, DurableCallback callback);
+  // callback runs once every record `run` appended so far is durable.
+  void after_run_durable(Run& run, DurableCallback callback);
+  void add_timer(TimePoint due, std::function<void()> fire) { timers_.add(due, std::move(fire)); }
+  // A run's code returned: record the outcome; the run finishes once durable.
+  void end_run(Run& run, Outcome outcome);
+
+  // Requests (run on the shard thread through post()).
+  using Reply = std::function<void(std::error_code, std::string message)>;
+  void handle_start(StartRequest request, bool internal,
+                    std::function<void(std::error_code, std::string message, StartOutcome)> reply);
+  void handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
+                     const std::string& signal_id, Reply reply);
+  void handle_cancel(const std::string& id, const std::string& reason, Reply reply);
+  void handle_result(const std::string& id, std::function<void(const Outcome&)> reply);
+  void handle_read_stream(const std::string& id, const std::string& stream, StreamFrom from,
+                          std::shared_ptr<detail::StreamFeed> feed, Reply reply);
+  void handle_list(const RunFilter& filter, std::vector<RunInfo>& out);
+  void handle_registered(const std::string& workflow);
+  // Subscribes to a run's end (children): fn runs on this shard's thread.
+  void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);
+
+  std::error_code storage_error() const { return storage_error_; }
+
+ private:
+  void loop();
+  void drain_durable();
+  void retry_waiting_appends();
+  void fire_timers();
+  void start_code(Run& run);
+  void assigned(Run& run, Lsn lsn, std::function<void()> after_durable);
+  void arm_deadline(const std::shared_ptr<Run>& run);
+  void fail_storage(std::error_code error);
+
+  EngineCore& core_;
+  ShardId id_;
+  JournalSink& sink_;
+  std::size_t queue_max_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void()>> inbox_;
+  std::size_t external_queued_ = 0;
+  bool woken_ = false;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::thread thread_;
+
+  std::unordered_map<std::string, std::shared_ptr<Run>> runs_;
+  Lsn durable_ = 0;
+  Lsn appended_ = 0;
+  struct DurableWait {
+    Lsn lsn;
+    std::uint64_t order;
+    DurableCallback callback;
+    bool operator>(const DurableWait& other) const {
+      return lsn != other.lsn ? lsn > other.lsn : order > other.order;
+    }
+  };
+  std::priority_queue<DurableWait, std::vector<DurableWait>, std::greater<>> durable_waits_;
+  std::uint64_t durable_order_ = 0;
+  struct WaitingAppend {
+    std::shared_ptr<Run> run;
+    std::vector<std::byte> bytes;
+    std::function<void()> after_durable;
+  };
+  std::deque<WaitingAppend> waiting_appends_;
+  TimerQueue timers_;
+  std::error_code storage_error_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace fusee::engine

@@ -1,0 +1,65 @@
+// Config: how an Engine is opened. Memory mode keeps nothing across a process
+// exit; local mode journals to one shared log in <dir>/wal and survives
+// crashes and power loss (given a disk that honours flushes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "fusee/clock.hpp"
+
+namespace fusee::io {
+class FileSystem;  // internal; tests inject a fault-injecting one
+}
+
+namespace fusee {
+
+enum class Mode { memory, local };
+
+// How the log makes a write durable.
+enum class FlushMethod {
+  direct,    // O_DIRECT writes carrying RWF_DSYNC (falls back to buffered if refused)
+  buffered,  // buffered writes then fdatasync
+};
+
+struct Config {
+  Mode mode = Mode::local;
+  std::string dir = "./data";
+  // Shard threads. 0: the count recorded in <dir>/fusee.meta, else the
+  // number of CPUs. Fixed per data directory: opening with another count is
+  // refused (errc::wrong_shard_count); `fusee reshard` changes it offline.
+  std::uint32_t shards = 0;
+  FlushMethod flush = FlushMethod::direct;
+  // Payloads longer than this go to the log's blob area; 0 turns it off.
+  std::size_t payload_offload_bytes = 64 * 1024;
+  // Requests (start, signal, cancel, reads) waiting for one shard; past it,
+  // calls fail with errc::busy and nothing is recorded.
+  std::size_t shard_queue_max = 65536;
+  // Bytes the log may hold staged before appends push back.
+  std::size_t log_staged_bytes_max = 256u << 20;
+  // Log segment size (tests make it small to force rolls).
+  std::uint64_t segment_bytes = 64u << 20;
+  // Injected sources; defaults: the system clock, std::random_device, the
+  // real file system. The engine reads no other clock or randomness.
+  std::shared_ptr<Clock> clock;
+  std::function<std::uint64_t()> random;
+  io::FileSystem* file_system = nullptr;  // must outlive the Engine
+
+  static Config memory() {
+    Config config;
+    config.mode = Mode::memory;
+    config.dir.clear();
+    return config;
+  }
+  static Config local(std::string dir) {
+    Config config;
+    config.mode = Mode::local;
+    config.dir = std::move(dir);
+    return config;
+  }
+};
+
+}  // namespace fusee

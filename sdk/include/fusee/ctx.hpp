@@ -1,0 +1,363 @@
+// Ctx: what a workflow sees of the engine. Every call is a journaled
+// command at the next position of the run's journal; on replay a recorded
+// command returns its recorded outcome without running again. A workflow
+// awaits one command at a time (fan out with child runs). Ctx belongs to one
+// run and is used only from that run's coroutine (its shard's thread).
+//
+// Durability: code runs ahead of the disk. A step's result is appended and
+// the workflow continues at once; the next step's function runs only once
+// every earlier record of the run is durable, so an outside call is never
+// made on a result a crash could take back.
+#pragma once
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <coroutine>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "fusee/clock.hpp"
+#include "fusee/error.hpp"
+#include "fusee/refs.hpp"
+#include "fusee/task.hpp"
+
+namespace fusee {
+
+// How a failing step is tried again. Without .retry() a step has one
+// attempt (as in DBOS). Backoff before attempt n+1: initial * multiplier^(n-1),
+// capped at maximum_backoff. Each failed attempt and its retry time are
+// journaled, so a restart keeps the count and the schedule.
+struct RetryPolicy {
+  std::uint32_t attempts = 1;  // total attempts, first included
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds maximum_backoff{10'000};
+  double multiplier = 2.0;
+  // true: this error is final, no more attempts (TerminalError always is).
+  std::function<bool(const std::exception&)> non_retryable;
+};
+
+// What a step's function sees.
+class StepContext {
+ public:
+  StepContext(std::string key, std::uint32_t attempt) : key_(std::move(key)), attempt_(attempt) {}
+  // A deterministic idempotency key for outside services: the same for every
+  // attempt and every replay of this step, different for every other step.
+  const std::string& key() const { return key_; }
+  // 1 for the first attempt.
+  std::uint32_t attempt() const { return attempt_; }
+
+ private:
+  std::string key_;
+  std::uint32_t attempt_;
+};
+
+namespace detail {
+
+// One outstanding command of a run. The engine fills it in and resumes
+// `waiter` on the run's shard thread.
+struct Completion {
+  std::coroutine_handle<> waiter;
+  boost::json::value value;
+  std::exception_ptr error;
+  bool empty = false;  // wait_for: timed out
+};
+
+struct StepBody {
+  std::function<boost::json::value(StepContext&)> plain;
+  std::function<Task<boost::json::value>(StepContext&)> coroutine;
+};
+
+// The engine side of a run. Each call starts a command; it returns true when
+// the command completed at once (no suspension) and false when the engine
+// will resume completion.waiter later (or never, if the run stops).
+class RunPort {
+ public:
+  virtual ~RunPort() = default;
+  virtual bool step(std::string_view name, const RetryPolicy& policy, StepBody body, Completion& completion) = 0;
+  virtual bool sleep(std::string_view name, std::chrono::milliseconds duration, Completion& completion) = 0;
+  virtual bool wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
+                        Completion& completion) = 0;
+  virtual bool stream_write(std::string_view stream, boost::json::value chunk, Completion& completion) = 0;
+  virtual bool stream_close(std::string_view stream, Completion& completion) = 0;
+  virtual bool now(Completion& completion) = 0;
+  virtual bool random(Completion& completion) = 0;
+  virtual bool child(std::string_view workflow, std::string_view id, boost::json::value input,
+                     Completion& completion) = 0;
+  virtual const std::string& run_id() const = 0;
+};
+
+// Shared by every command awaitable: suspend, let the engine decide.
+template <typename Derived>
+class CommandAwaitable {
+ public:
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> waiter) {
+    completion_.waiter = waiter;
+    return !static_cast<Derived*>(this)->start(completion_);
+  }
+
+ protected:
+  explicit CommandAwaitable(RunPort& port) : port_(&port) {}
+  void rethrow_if_failed() const {
+    if (completion_.error) std::rethrow_exception(completion_.error);
+  }
+  RunPort* port_;
+  Completion completion_;
+};
+
+template <typename F>
+auto call_step(F& fn, StepContext& step) {
+  if constexpr (std::is_invocable_v<F&, StepContext&>) {
+    return fn(step);
+  } else {
+    return fn();
+  }
+}
+
+template <typename F>
+using StepResultOf = decltype(call_step(std::declval<F&>(), std::declval<StepContext&>()));
+
+template <typename T>
+struct TaskValue {
+  using type = T;
+};
+template <typename T>
+struct TaskValue<Task<T>> {
+  using type = T;
+};
+
+template <typename T>
+boost::json::value to_json(T&& value) {
+  return boost::json::value_from(std::forward<T>(value));
+}
+
+template <typename T>
+T from_json(const boost::json::value& value) {
+  if constexpr (std::is_void_v<T>) {
+    return;
+  } else {
+    return boost::json::value_to<T>(value);
+  }
+}
+
+template <typename F>
+Task<boost::json::value> run_coroutine_step(F fn, StepContext& step) {
+  using Value = typename TaskValue<StepResultOf<F>>::type;
+  if constexpr (std::is_void_v<Value>) {
+    co_await call_step(fn, step);
+    co_return boost::json::value{};
+  } else {
+    co_return to_json(co_await call_step(fn, step));
+  }
+}
+
+}  // namespace detail
+
+template <typename T>
+class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
+ public:
+  StepAwaitable(detail::RunPort& port, std::string name, detail::StepBody body)
+      : detail::CommandAwaitable<StepAwaitable<T>>(port), name_(std::move(name)), body_(std::move(body)) {}
+  StepAwaitable&& retry(RetryPolicy policy) && {
+    policy_ = std::move(policy);
+    return std::move(*this);
+  }
+  bool start(detail::Completion& completion) {
+    return this->port_->step(name_, policy_, std::move(body_), completion);
+  }
+  T await_resume() {
+    this->rethrow_if_failed();
+    return detail::from_json<T>(this->completion_.value);
+  }
+
+ private:
+  std::string name_;
+  detail::StepBody body_;
+  RetryPolicy policy_;
+};
+
+class SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
+ public:
+  SleepAwaitable(detail::RunPort& port, std::string name, std::chrono::milliseconds duration)
+      : CommandAwaitable(port), name_(std::move(name)), duration_(duration) {}
+  bool start(detail::Completion& completion) { return port_->sleep(name_, duration_, completion); }
+  void await_resume() { rethrow_if_failed(); }
+
+ private:
+  std::string name_;
+  std::chrono::milliseconds duration_;
+};
+
+// co_await ctx.wait_for(signal) gives the next value sent to this run under
+// the signal's name; with .timeout(d), nothing if none came within d.
+template <typename T>
+class WaitAwaitable : public detail::CommandAwaitable<WaitAwaitable<T>> {
+ public:
+  WaitAwaitable(detail::RunPort& port, std::string name)
+      : detail::CommandAwaitable<WaitAwaitable<T>>(port), name_(std::move(name)) {}
+  WaitAwaitable&& timeout(std::chrono::milliseconds timeout) && {
+    timeout_ = timeout;
+    return std::move(*this);
+  }
+  bool start(detail::Completion& completion) { return this->port_->wait_for(name_, timeout_, completion); }
+  std::optional<T> await_resume() {
+    this->rethrow_if_failed();
+    if (this->completion_.empty) return std::nullopt;
+    return boost::json::value_to<T>(this->completion_.value);
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::chrono::milliseconds> timeout_;
+};
+
+// A journaled value (now, random): recorded the first time, replayed after.
+template <typename T>
+class ValueAwaitable : public detail::CommandAwaitable<ValueAwaitable<T>> {
+ public:
+  using Start = bool (detail::RunPort::*)(detail::Completion&);
+  ValueAwaitable(detail::RunPort& port, Start start) : detail::CommandAwaitable<ValueAwaitable<T>>(port), start_(start) {}
+  bool start(detail::Completion& completion) { return (this->port_->*start_)(completion); }
+  T await_resume() {
+    this->rethrow_if_failed();
+    if constexpr (std::is_same_v<T, TimePoint>) {
+      return TimePoint{std::chrono::milliseconds(boost::json::value_to<std::int64_t>(this->completion_.value))};
+    } else {
+      return boost::json::value_to<T>(this->completion_.value);
+    }
+  }
+
+ private:
+  Start start_;
+};
+
+// A stream command: a chunk (write) or the end (close). Never waits for the
+// disk: readers get the chunk once it is durable.
+class StreamAwaitable : public detail::CommandAwaitable<StreamAwaitable> {
+ public:
+  StreamAwaitable(detail::RunPort& port, std::string name, std::optional<boost::json::value> chunk)
+      : CommandAwaitable(port), name_(std::move(name)), chunk_(std::move(chunk)) {}
+  bool start(detail::Completion& completion) {
+    if (chunk_) return port_->stream_write(name_, std::move(*chunk_), completion);
+    return port_->stream_close(name_, completion);
+  }
+  // The chunk's offset in its stream (0 for close).
+  std::uint64_t await_resume() {
+    rethrow_if_failed();
+    if (completion_.value.is_null()) return 0;
+    return boost::json::value_to<std::uint64_t>(completion_.value);
+  }
+
+ private:
+  std::string name_;
+  std::optional<boost::json::value> chunk_;
+};
+
+// A named stream of a run: offsets start at 0 and have no gaps.
+class Stream {
+ public:
+  Stream(detail::RunPort& port, std::string name) : port_(&port), name_(std::move(name)) {}
+  template <typename T>
+  StreamAwaitable write(const T& chunk) {
+    return StreamAwaitable(*port_, name_, detail::to_json(chunk));
+  }
+  StreamAwaitable close() { return StreamAwaitable(*port_, name_, std::nullopt); }
+
+ private:
+  detail::RunPort* port_;
+  std::string name_;
+};
+
+// A child run, awaited to its result; a child's failure surfaces as
+// errc::failed naming the child.
+template <typename Out>
+class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
+ public:
+  ChildAwaitable(detail::RunPort& port, std::string workflow, std::string id, boost::json::value input)
+      : detail::CommandAwaitable<ChildAwaitable<Out>>(port),
+        workflow_(std::move(workflow)),
+        id_(std::move(id)),
+        input_(std::move(input)) {}
+  bool start(detail::Completion& completion) {
+    return this->port_->child(workflow_, id_, std::move(input_), completion);
+  }
+  Out await_resume() {
+    this->rethrow_if_failed();
+    return detail::from_json<Out>(this->completion_.value);
+  }
+
+ private:
+  std::string workflow_;
+  std::string id_;
+  boost::json::value input_;
+};
+
+class Ctx {
+ public:
+  explicit Ctx(detail::RunPort& port) : port_(&port) {}
+  Ctx(const Ctx&) = delete;
+  Ctx& operator=(const Ctx&) = delete;
+
+  const std::string& run_id() const { return port_->run_id(); }
+
+  // Runs fn once (plus retries) and journals its result. fn takes a
+  // StepContext& or nothing, and returns a value (JSON-convertible) or a
+  // Task of one. It runs on the shard's thread: a long blocking call holds
+  // up the shard's other runs, so make such a step a coroutine.
+  template <typename F>
+  auto step(std::string name, F fn) {
+    using Result = detail::StepResultOf<F>;
+    using Value = typename detail::TaskValue<Result>::type;
+    detail::StepBody body;
+    if constexpr (detail::IsTask<Result>::value) {
+      body.coroutine = [fn = std::move(fn)](StepContext& step) mutable {
+        return detail::run_coroutine_step(fn, step);
+      };
+    } else if constexpr (std::is_void_v<Value>) {
+      body.plain = [fn = std::move(fn)](StepContext& step) mutable {
+        detail::call_step(fn, step);
+        return boost::json::value{};
+      };
+    } else {
+      body.plain = [fn = std::move(fn)](StepContext& step) mutable {
+        return detail::to_json(detail::call_step(fn, step));
+      };
+    }
+    return StepAwaitable<Value>(*port_, std::move(name), std::move(body));
+  }
+
+  // A durable timer: fires after duration, across restarts.
+  SleepAwaitable sleep(std::string name, std::chrono::milliseconds duration) {
+    return SleepAwaitable(*port_, std::move(name), duration);
+  }
+
+  template <typename T>
+  WaitAwaitable<T> wait_for(const Signal<T>& signal) {
+    return WaitAwaitable<T>(*port_, signal.name);
+  }
+
+  Stream stream(std::string name) { return Stream(*port_, std::move(name)); }
+
+  template <typename In, typename Out>
+  ChildAwaitable<Out> child(const WorkflowRef<In, Out>& ref, std::string id, const In& input) {
+    return ChildAwaitable<Out>(*port_, ref.name, std::move(id), detail::to_json(input));
+  }
+
+  // The engine clock's time, journaled (the same value on replay).
+  ValueAwaitable<TimePoint> now() { return ValueAwaitable<TimePoint>(*port_, &detail::RunPort::now); }
+  // 64 random bits from the engine's source, journaled.
+  ValueAwaitable<std::uint64_t> random() {
+    return ValueAwaitable<std::uint64_t>(*port_, &detail::RunPort::random);
+  }
+
+ private:
+  detail::RunPort* port_;
+};
+
+}  // namespace fusee

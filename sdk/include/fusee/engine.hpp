@@ -1,0 +1,194 @@
+// Engine: the embedded workflow engine. Open one per data directory,
+// register workflows, then start, signal, cancel and read runs from any
+// thread. Every call here is thread-safe. Calls that wait (execute, result,
+// and the synchronous acknowledgements of start, signal and cancel) must not
+// be made from inside a workflow or a step: they would wait on their own
+// shard.
+//
+// Durability (local mode): start, signal and cancel return once their record
+// is durable; result() and stream chunks are released only once the records
+// they depend on are durable. After a crash, open() replays every unfinished
+// run as soon as its workflow is registered.
+#pragma once
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusee/config.hpp"
+#include "fusee/ctx.hpp"
+#include "fusee/error.hpp"
+#include "fusee/refs.hpp"
+#include "fusee/task.hpp"
+
+namespace fusee {
+
+// What start() does when the id is taken. The defaults make start
+// idempotent (as in DBOS and Restate): starting an id again attaches to it.
+enum class IfRunning { reject, attach };
+enum class IfFinished { reject, attach, start_anew };
+
+struct StartOptions {
+  IfRunning if_running = IfRunning::attach;
+  IfFinished if_finished = IfFinished::attach;
+  // The run fails with errc::timed_out if it has not finished by then
+  // (measured from its start, on the engine clock, across restarts).
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+enum class StartOutcome { started, attached };
+
+enum class RunStatus { running, completed, failed, cancelled };
+const char* run_status_name(RunStatus status) noexcept;
+
+struct RunInfo {
+  std::string id;
+  std::string workflow;
+  RunStatus status = RunStatus::running;
+  std::uint32_t generation = 0;  // 1 for the first run of an id, +1 per start_anew
+  TimePoint started_at;
+  std::optional<TimePoint> finished_at;
+  std::string error;  // failed or cancelled: why
+};
+
+struct RunFilter {
+  std::optional<std::string> workflow;
+  std::optional<RunStatus> status;
+};
+
+// Where a stream read starts.
+struct StreamFrom {
+  enum class Kind { earliest, latest, offset };
+  Kind kind = Kind::earliest;
+  std::uint64_t offset = 0;
+  static StreamFrom earliest() { return {Kind::earliest, 0}; }
+  // The next chunk written (nothing already there).
+  static StreamFrom latest() { return {Kind::latest, 0}; }
+  static StreamFrom at(std::uint64_t offset) { return {Kind::offset, offset}; }
+};
+
+struct StreamChunk {
+  std::uint64_t offset = 0;
+  boost::json::value value;
+};
+
+namespace detail {
+class StreamFeed;
+}
+
+// A stream subscription: history, then live chunks, in offset order with no
+// gap and no duplicate, each only once durable. Ends (nullopt) when the
+// stream is closed or its run finished. One reader per thread.
+class StreamReader {
+ public:
+  explicit StreamReader(std::shared_ptr<detail::StreamFeed> feed);
+  ~StreamReader();
+  StreamReader(StreamReader&&) noexcept;
+  StreamReader& operator=(StreamReader&&) noexcept;
+  // Blocks for the next chunk; nullopt at the end.
+  std::optional<StreamChunk> next();
+  // The next chunk if one is there now.
+  std::optional<StreamChunk> try_next();
+  // Whether the stream ended and every chunk was read.
+  bool ended() const;
+
+ private:
+  std::shared_ptr<detail::StreamFeed> feed_;
+};
+
+using WorkflowFn = std::function<Task<boost::json::value>(Ctx&, boost::json::value)>;
+
+namespace detail {
+template <typename In, typename Out, typename F>
+Task<boost::json::value> adapt_workflow(F fn, Ctx& ctx, boost::json::value input) {
+  if constexpr (std::is_void_v<Out>) {
+    co_await fn(ctx, boost::json::value_to<In>(input));
+    co_return boost::json::value{};
+  } else {
+    co_return boost::json::value_from(co_await fn(ctx, boost::json::value_to<In>(input)));
+  }
+}
+}  // namespace detail
+
+class Engine {
+ public:
+  // Opens the engine: memory mode, or local mode on config.dir (created if
+  // absent; a recovered log's unfinished runs wait for their workflow to be
+  // registered). Throws Error: storage, wrong_shard_count, invalid_argument.
+  static std::unique_ptr<Engine> open(Config config);
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers a workflow; unfinished runs of it resume now. fn(Ctx&, In)
+  // returns Task<Out>. Registering a name twice is an error.
+  template <typename In, typename Out, typename F>
+  void register_workflow(const WorkflowRef<In, Out>& ref, F fn) {
+    register_workflow_json(ref.name, [fn = std::move(fn)](Ctx& ctx, boost::json::value input) {
+      return detail::adapt_workflow<In, Out>(fn, ctx, std::move(input));
+    });
+  }
+
+  template <typename In, typename Out>
+  StartOutcome start(const WorkflowRef<In, Out>& ref, const std::string& id, const In& input,
+                     const StartOptions& options = {}) {
+    return start_json(ref.name, id, boost::json::value_from(input), options);
+  }
+
+  // The run's result, waiting for it; throws the run's failure.
+  template <typename In, typename Out>
+  Out result(const WorkflowRef<In, Out>& ref, const std::string& id) {
+    (void)ref;
+    return detail::from_json<Out>(result_json(id));
+  }
+
+  template <typename In, typename Out>
+  Out execute(const WorkflowRef<In, Out>& ref, const std::string& id, const In& input,
+              const StartOptions& options = {}) {
+    (void)start(ref, id, input, options);
+    return result(ref, id);
+  }
+
+  // Delivers a value to the run's next wait_for(signal). Returns once durable.
+  // With a signal_id, a second delivery of the same id is acknowledged and
+  // dropped. Throws not_found for an unknown or finished run.
+  template <typename T>
+  void signal(const std::string& id, const Signal<T>& signal, const T& value, const std::string& signal_id = {}) {
+    signal_json(id, signal.name, boost::json::value_from(value), signal_id);
+  }
+
+  // Stops the run: it fails with errc::cancelled and its reason; no more of
+  // its code runs. Returns once durable. No effect on a finished run.
+  void cancel(const std::string& id, const std::string& reason);
+
+  StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
+
+  std::vector<RunInfo> list_runs(const RunFilter& filter = {});
+
+  // Stops the shards and closes the log cleanly. Unfinished runs resume at
+  // the next open. Later calls fail with errc::shut_down. Idempotent.
+  void shutdown();
+
+  // The untyped API underneath (JSON in, JSON out), also used by the server.
+  void register_workflow_json(const std::string& name, WorkflowFn fn);
+  StartOutcome start_json(const std::string& workflow, const std::string& id, boost::json::value input,
+                          const StartOptions& options = {});
+  boost::json::value result_json(const std::string& id);
+  void signal_json(const std::string& id, const std::string& signal, boost::json::value value,
+                   const std::string& signal_id = {});
+
+  std::uint32_t shard_count() const;
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusee

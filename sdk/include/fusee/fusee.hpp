@@ -1,0 +1,10 @@
+// The whole public API of Fusee.
+#pragma once
+
+#include "fusee/clock.hpp"
+#include "fusee/config.hpp"
+#include "fusee/ctx.hpp"
+#include "fusee/engine.hpp"
+#include "fusee/error.hpp"
+#include "fusee/refs.hpp"
+#include "fusee/task.hpp"

@@ -1,0 +1,378 @@
+// Engine: the public API over the shards. Routes each request to the shard
+// that owns the run (a stable hash of its id), waits for the reply, and turns
+// error codes into fusee::Error.
+#include "fusee/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <future>
+#include <random>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/engine_core.hpp"
+#include "engine/journal_sink.hpp"
+#include "engine/meta.hpp"
+#include "engine/run_hash.hpp"
+#include "engine/shard.hpp"
+#include "wal/io/posix_file_system.hpp"
+#include "wal/limits.hpp"
+#include "wal/log.hpp"
+
+namespace fusee {
+namespace {
+
+[[noreturn]] void throw_error(std::error_code error, const std::string& message) {
+  auto text = message.empty() ? error.message() : message;
+  if (error.category() == error_category()) throw Error(static_cast<errc>(error.value()), text);
+  throw Error(errc::storage, text);
+}
+
+// Creates dir and its missing parents.
+Result<void> create_dirs(io::FileSystem& fs, const std::string& dir) {
+  if (dir.empty() || dir == "/" || dir == ".") return ok();
+  auto exists = FUSEE_TRY(fs.exists(dir));
+  if (exists) return ok();
+  auto parent = io::parent_path(dir);
+  if (!parent.empty() && parent != dir) FUSEE_TRY_VOID(create_dirs(fs, parent));
+  return fs.create_dir(dir);
+}
+
+// Lets a clock's listener outlive the engine safely.
+struct Waker {
+  std::mutex mu;
+  std::vector<engine::Shard*> shards;
+  void wake() {
+    std::lock_guard lock(mu);
+    for (auto* shard : shards) shard->notify();
+  }
+};
+
+}  // namespace
+
+struct Engine::Impl final : engine::EngineCore {
+  Config config;
+  std::unique_ptr<io::FileSystem> own_fs;
+  io::FileSystem* fs = nullptr;
+  std::shared_ptr<Clock> clock;
+  std::mutex random_mu;
+  std::function<std::uint64_t()> random_source;
+  std::unique_ptr<engine::JournalSink> sink;
+  std::vector<std::unique_ptr<engine::Shard>> shards;
+  std::shared_ptr<Waker> waker = std::make_shared<Waker>();
+  mutable std::shared_mutex registry_mu;
+  std::unordered_map<std::string, std::shared_ptr<const WorkflowFn>> registry;
+  std::mutex shutdown_mu;
+  std::atomic<bool> shut{false};
+
+  // --- EngineCore ---
+  std::shared_ptr<const WorkflowFn> workflow(const std::string& name) const override {
+    std::shared_lock lock(registry_mu);
+    auto found = registry.find(name);
+    return found == registry.end() ? nullptr : found->second;
+  }
+  TimePoint now() const override { return clock->now(); }
+  std::uint64_t random() override {
+    std::lock_guard lock(random_mu);
+    return random_source();
+  }
+  engine::Shard& shard_for(const std::string& id) { return *shards[engine::shard_of(id, shard_count())]; }
+  void post_to_run_shard(const std::string& id, std::function<void()> fn) override {
+    (void)shard_for(id).post(std::move(fn), false);
+  }
+  void post_to_shard(std::uint32_t shard, std::function<void()> fn) override {
+    (void)shards[shard]->post(std::move(fn), false);
+  }
+  void start_child(engine::StartRequest request, std::function<void(const engine::Outcome&)> on_end) override {
+    auto& shard = shard_for(request.id);
+    (void)shard.post(
+        [&shard, request = std::move(request), on_end = std::move(on_end)]() mutable {
+          auto id = request.id;
+          shard.handle_start(std::move(request), true,
+                             [&shard, id, on_end](std::error_code error, std::string message, StartOutcome) {
+                               if (error) {
+                                 engine::Outcome outcome;
+                                 outcome.status = RunStatus::failed;
+                                 outcome.code = error.category() == error_category() ? static_cast<errc>(error.value())
+                                                                                     : errc::storage;
+                                 outcome.message = message;
+                                 on_end(outcome);
+                                 return;
+                               }
+                               shard.subscribe_end(id, on_end);
+                             });
+        },
+        false);
+  }
+
+  std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }
+
+  void check_open() const {
+    if (shut.load()) throw Error(errc::shut_down, "the engine is shut down");
+  }
+
+  // Runs fn on the run's shard as an external request and waits for reply.
+  template <typename T>
+  T request(const std::string& id, std::function<void(engine::Shard&, std::promise<T>&)> fn) {
+    check_open();
+    auto& shard = shard_for(id);
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    bool posted = shard.post([&shard, promise, fn = std::move(fn)] { fn(shard, *promise); }, true);
+    if (!posted) {
+      check_open();
+      throw Error(errc::busy, fmt::format("shard {} is busy (its request queue is full): nothing was recorded, try "
+                                          "again",
+                                          shard.id()));
+    }
+    return future.get();
+  }
+};
+
+namespace {
+struct Reply {
+  std::error_code error;
+  std::string message;
+  StartOutcome outcome = StartOutcome::started;
+};
+
+void throw_if_failed(const Reply& reply) {
+  if (reply.error) throw_error(reply.error, reply.message);
+}
+}  // namespace
+
+std::unique_ptr<Engine> Engine::open(Config config) {
+  auto impl = std::make_unique<Impl>();
+  impl->clock = config.clock ? config.clock : system_clock();
+  if (config.random) {
+    impl->random_source = config.random;
+  } else {
+    std::random_device device;
+    impl->random_source = [generator = std::mt19937_64((std::uint64_t{device()} << 32) | device())]() mutable {
+      return generator();
+    };
+  }
+  if (config.shards > wal::kShardsMax) {
+    throw Error(errc::invalid_argument, fmt::format("shards = {}: at most {}", config.shards, wal::kShardsMax));
+  }
+  std::uint32_t shards = config.shards;
+  if (config.mode == Mode::memory) {
+    if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
+    impl->sink = engine::make_memory_sink(shards);
+  } else {
+    if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");
+    if (config.file_system) {
+      impl->fs = config.file_system;
+    } else {
+      impl->own_fs = std::make_unique<io::PosixFileSystem>();
+      impl->fs = impl->own_fs.get();
+    }
+    auto& fs = *impl->fs;
+    if (auto made = create_dirs(fs, config.dir); !made) {
+      throw Error(errc::storage, fmt::format("cannot create the data directory {}: {}", config.dir,
+                                             made.error().message()));
+    }
+    auto meta = engine::read_meta(fs, config.dir);
+    if (!meta) {
+      throw Error(errc::storage, fmt::format("cannot read {}/{}: {}", config.dir, engine::kMetaFileName,
+                                             meta.error().message()));
+    }
+    if (*meta) {
+      if (shards != 0 && shards != (*meta)->shards) {
+        throw Error(errc::wrong_shard_count,
+                    fmt::format("the data directory {} has {} shards, not {}: change it offline with `fusee reshard "
+                                "{} --shards {}`, or open it with shards = 0 to use {}",
+                                config.dir, (*meta)->shards, shards, config.dir, shards, (*meta)->shards));
+      }
+      shards = (*meta)->shards;
+    } else {
+      if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
+      if (auto written = engine::write_meta(fs, config.dir, engine::Meta{engine::kMetaFormat, shards}); !written) {
+        throw Error(errc::storage, fmt::format("cannot write {}/{}: {}", config.dir, engine::kMetaFileName,
+                                               written.error().message()));
+      }
+    }
+    wal::LogOptions options;
+    options.dir = config.dir;
+    options.shard_count = shards;
+    options.segment_bytes = config.segment_bytes;
+    options.direct_io = config.flush == FlushMethod::direct;
+    options.staged_bytes_max = config.log_staged_bytes_max;
+    options.payload_offload_bytes = config.payload_offload_bytes;
+    options.random = [impl = impl.get()] { return impl->random(); };
+    wal::RecoveryPlan plan;
+    auto log = wal::Log::open(fs, options, &plan);
+    if (!log) {
+      std::string why = log.error().message();
+      if (!plan.refusal.empty()) why = plan.refusal;
+      throw Error(errc::storage, fmt::format("cannot open the log in {}/wal: {}", config.dir, why));
+    }
+    impl->sink = engine::make_log_sink(std::move(*log));
+  }
+  impl->config = config;
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    impl->shards.push_back(
+        std::make_unique<engine::Shard>(*impl, shard, *impl->sink, std::max<std::size_t>(1, config.shard_queue_max)));
+  }
+  // Recovery: every durable record back into its run, then the timers.
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    Result<void> loaded = ok();
+    auto read = impl->sink->read(shard, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
+      if (!loaded) return;
+      auto record = engine::decode_record(bytes);
+      if (!record) {
+        loaded = Result<void>(boost::system::in_place_error, record.error());
+        throw Error(errc::storage, fmt::format("{}/wal: shard {} record {} is not a journal record", config.dir,
+                                               shard, lsn));
+      }
+      if (auto added = impl->shards[shard]->load(*record, lsn); !added) {
+        throw Error(errc::storage, fmt::format("{}/wal: shard {} record {} ({} of run '{}') does not fit its run's "
+                                               "journal",
+                                               config.dir, shard, lsn, engine::record_kind_name(record->kind),
+                                               record->run_id));
+      }
+    });
+    if (!read) {
+      throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", config.dir, shard,
+                                             read.error().message()));
+    }
+    impl->shards[shard]->finish_loading();
+  }
+  {
+    std::lock_guard lock(impl->waker->mu);
+    for (auto& shard : impl->shards) impl->waker->shards.push_back(shard.get());
+  }
+  impl->sink->set_listener([waker = impl->waker](wal::ShardId) { waker->wake(); });
+  impl->clock->on_advance([waker = std::weak_ptr<Waker>(impl->waker)] {
+    if (auto alive = waker.lock()) alive->wake();
+  });
+  for (auto& shard : impl->shards) shard->start();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { shutdown(); }
+
+std::uint32_t Engine::shard_count() const { return impl_->shard_count(); }
+
+void Engine::shutdown() {
+  std::lock_guard lock(impl_->shutdown_mu);
+  if (impl_->shut.exchange(true)) return;
+  for (auto& shard : impl_->shards) shard->stop();
+  (void)impl_->sink->close();
+  {
+    std::lock_guard waker_lock(impl_->waker->mu);
+    impl_->waker->shards.clear();
+  }
+  for (auto& shard : impl_->shards) shard->fail_waiters(make_error_code(errc::shut_down));
+}
+
+void Engine::register_workflow_json(const std::string& name, WorkflowFn fn) {
+  impl_->check_open();
+  {
+    std::unique_lock lock(impl_->registry_mu);
+    if (impl_->registry.contains(name)) {
+      throw Error(errc::invalid_argument, fmt::format("a workflow named '{}' is already registered", name));
+    }
+    impl_->registry.emplace(name, std::make_shared<const WorkflowFn>(std::move(fn)));
+  }
+  for (auto& shard : impl_->shards) {
+    (void)shard->post([shard = shard.get(), name] { shard->handle_registered(name); }, false);
+  }
+}
+
+StartOutcome Engine::start_json(const std::string& workflow, const std::string& id, boost::json::value input,
+                                const StartOptions& options) {
+  if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
+  if (options.deadline && options.deadline->count() <= 0) {
+    throw Error(errc::invalid_argument, fmt::format("run '{}': the deadline must be positive", id));
+  }
+  auto reply = impl_->request<Reply>(id, [workflow, id, input = std::move(input), options](
+                                             engine::Shard& shard, std::promise<Reply>& promise) mutable {
+    shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
+                       [&promise](std::error_code error, std::string message, StartOutcome outcome) {
+                         promise.set_value(Reply{error, std::move(message), outcome});
+                       });
+  });
+  throw_if_failed(reply);
+  return reply.outcome;
+}
+
+boost::json::value Engine::result_json(const std::string& id) {
+  auto outcome = impl_->request<engine::Outcome>(id, [id](engine::Shard& shard, std::promise<engine::Outcome>& promise) {
+    shard.handle_result(id, [&promise](const engine::Outcome& outcome) { promise.set_value(outcome); });
+  });
+  return outcome.value_or_throw();
+}
+
+void Engine::signal_json(const std::string& id, const std::string& signal, boost::json::value value,
+                         const std::string& signal_id) {
+  auto reply = impl_->request<Reply>(id, [id, signal, value = std::move(value), signal_id](
+                                             engine::Shard& shard, std::promise<Reply>& promise) mutable {
+    shard.handle_signal(id, signal, std::move(value), signal_id, [&promise](std::error_code error, std::string message) {
+      promise.set_value(Reply{error, std::move(message)});
+    });
+  });
+  throw_if_failed(reply);
+}
+
+void Engine::cancel(const std::string& id, const std::string& reason) {
+  auto reply = impl_->request<Reply>(id, [id, reason](engine::Shard& shard, std::promise<Reply>& promise) {
+    shard.handle_cancel(id, reason, [&promise](std::error_code error, std::string message) {
+      promise.set_value(Reply{error, std::move(message)});
+    });
+  });
+  throw_if_failed(reply);
+}
+
+StreamReader Engine::read_stream(const std::string& id, const std::string& stream, StreamFrom from) {
+  auto feed = std::make_shared<detail::StreamFeed>();
+  auto reply = impl_->request<Reply>(id, [id, stream, from, feed](engine::Shard& shard, std::promise<Reply>& promise) {
+    shard.handle_read_stream(id, stream, from, feed, [&promise](std::error_code error, std::string message) {
+      promise.set_value(Reply{error, std::move(message)});
+    });
+  });
+  throw_if_failed(reply);
+  return StreamReader(feed);
+}
+
+std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
+  impl_->check_open();
+  std::vector<std::future<std::vector<RunInfo>>> parts;
+  for (auto& shard : impl_->shards) {
+    auto promise = std::make_shared<std::promise<std::vector<RunInfo>>>();
+    parts.push_back(promise->get_future());
+    bool posted = shard->post(
+        [shard = shard.get(), promise, filter] {
+          std::vector<RunInfo> runs;
+          shard->handle_list(filter, runs);
+          promise->set_value(std::move(runs));
+        },
+        true);
+    if (!posted) {
+      impl_->check_open();
+      throw Error(errc::busy, fmt::format("shard {} is busy (its request queue is full), try again", shard->id()));
+    }
+  }
+  std::vector<RunInfo> runs;
+  for (auto& part : parts) {
+    auto some = part.get();
+    std::move(some.begin(), some.end(), std::back_inserter(runs));
+  }
+  std::sort(runs.begin(), runs.end(), [](const RunInfo& a, const RunInfo& b) { return a.id < b.id; });
+  return runs;
+}
+
+namespace engine {
+std::int64_t to_ms(TimePoint time) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+}
+TimePoint from_ms(std::int64_t ms) {
+  return TimePoint{std::chrono::duration_cast<TimePoint::duration>(std::chrono::milliseconds(ms))};
+}
+}  // namespace engine
+
+}  // namespace fusee
