@@ -113,7 +113,6 @@ class Shard {
   std::size_t external_queued_ = 0;
   bool woken_ = false;
   bool stopping_ = false;
-  bool stopped_ = false;
   std::thread thread_;
 
   std::unordered_map<std::string, std::shared_ptr<Run>> runs_;

@@ -37,7 +37,10 @@ Result<void> create_dirs(io::FileSystem& fs, const std::string& dir) {
   if (exists) return ok();
   auto parent = io::parent_path(dir);
   if (!parent.empty() && parent != dir) FUSEE_TRY_VOID(create_dirs(fs, parent));
-  return fs.create_dir(dir);
+  FUSEE_TRY_VOID(fs.create_dir(dir));
+  // Until its parent is synced, a new directory (and all it will hold) can
+  // vanish in a power loss.
+  return fs.sync_dir(parent.empty() ? "." : parent);
 }
 
 // Lets a clock's listener outlive the engine safely.
