@@ -62,6 +62,7 @@ struct Engine::Impl final : engine::EngineCore {
   std::shared_ptr<Clock> clock;
   std::mutex random_mu;
   std::function<std::uint64_t()> random_source;
+  std::unique_ptr<io::FileSystem::Lock> lock;  // held while open; released after the log closes
   std::unique_ptr<engine::JournalSink> sink;
   std::vector<std::unique_ptr<engine::Shard>> shards;
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
@@ -177,6 +178,15 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       throw Error(errc::storage, fmt::format("cannot create the data directory {}: {}", config.dir,
                                              made.error().message()));
     }
+    auto lock = fs.lock_exclusive(io::join_path(config.dir, "fusee.lock"));
+    if (!lock) {
+      throw Error(errc::storage,
+                  lock.error() == std::errc::operation_would_block
+                      ? fmt::format("the data directory {} is in use by another engine (it holds {}/fusee.lock)",
+                                    config.dir, config.dir)
+                      : fmt::format("cannot lock the data directory {}: {}", config.dir, lock.error().message()));
+    }
+    impl->lock = std::move(*lock);
     auto meta = engine::read_meta(fs, config.dir);
     if (!meta) {
       throw Error(errc::storage, fmt::format("cannot read {}/{}: {}", config.dir, engine::kMetaFileName,
@@ -266,6 +276,7 @@ void Engine::shutdown() {
   if (impl_->shut.exchange(true)) return;
   for (auto& shard : impl_->shards) shard->stop();
   (void)impl_->sink->close();
+  impl_->lock.reset();  // the directory is free for the next engine
   {
     std::lock_guard waker_lock(impl_->waker->mu);
     impl_->waker->shards.clear();

@@ -49,4 +49,8 @@ AlignedBuffer::~AlignedBuffer() { std::free(data_); }
 
 Result<bool> FileSystem::is_memory_backed(const std::string&) { return false; }
 
+Result<std::unique_ptr<FileSystem::Lock>> FileSystem::lock_exclusive(const std::string&) {
+  return std::make_unique<Lock>();
+}
+
 }  // namespace fusee::io

@@ -94,6 +94,15 @@ class FileSystem {
   // io_uring write on a worker thread, one at a time per file, so the log
   // keeps its threads there. Default: false.
   [[nodiscard]] virtual Result<bool> is_memory_backed(const std::string& path);
+  // An exclusive lock on path (created if absent) held until the returned
+  // object goes, so two engines never write one directory. Fails with
+  // EWOULDBLOCK while anyone else holds it, in this process or another.
+  // Default (in-memory test file systems): a lock that locks nothing.
+  class Lock {
+   public:
+    virtual ~Lock() = default;
+  };
+  [[nodiscard]] virtual Result<std::unique_ptr<Lock>> lock_exclusive(const std::string& path);
 };
 
 // Joins a directory and a name with one '/'.

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/vfs.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -249,6 +250,29 @@ Result<bool> PosixFileSystem::is_memory_backed(const std::string& path) {
     if (errno != EINTR) return Result<bool>(boost::system::in_place_error, std::error_code(errno, std::generic_category()));
   }
   return info.f_type == TMPFS_MAGIC || info.f_type == RAMFS_MAGIC;
+}
+
+namespace {
+class PosixLock final : public FileSystem::Lock {
+ public:
+  explicit PosixLock(int fd) : fd_(fd) {}
+  ~PosixLock() override { ::close(fd_); }  // closing the description releases the flock
+
+ private:
+  int fd_;
+};
+}  // namespace
+
+Result<std::unique_ptr<FileSystem::Lock>> PosixFileSystem::lock_exclusive(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return std::error_code(errno, std::generic_category());
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    auto error = std::error_code(errno, std::generic_category());
+    ::close(fd);
+    return error;
+  }
+  return std::unique_ptr<FileSystem::Lock>(std::make_unique<PosixLock>(fd));
 }
 
 }  // namespace fusee::io

@@ -38,6 +38,8 @@ class PosixFileSystem final : public FileSystem {
   [[nodiscard]] Result<void> sync_dir(const std::string& path) override;
   [[nodiscard]] Result<std::unique_ptr<WriteQueue>> open_write_queue(std::size_t depth) override;
   [[nodiscard]] Result<bool> is_memory_backed(const std::string& path) override;
+  // flock(LOCK_EX | LOCK_NB) on its own open file description.
+  [[nodiscard]] Result<std::unique_ptr<Lock>> lock_exclusive(const std::string& path) override;
 
   // The descriptor of a File that this PosixFileSystem opened (asserts that it
   // did), for its write queue. Valid while the File lives.
