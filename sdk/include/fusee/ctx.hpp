@@ -310,12 +310,8 @@ class Ctx {
   // StepContext& or nothing, and returns a value (JSON-convertible) or a
   // Task of one. It runs on the shard's thread: a long blocking call holds
   // up the shard's other runs, so make such a step a coroutine.
-  // (fn is taken by forwarding reference: GCC 12 copies a closure passed by
-  // value inside a co_await expression bytewise, breaking its strings.)
-  template <typename G>
-  auto step(std::string name, G&& function) {
-    using F = std::decay_t<G>;
-    F fn(std::forward<G>(function));
+  template <typename F>
+  auto step(std::string name, F fn) {
     using Result = detail::StepResultOf<F>;
     using Value = typename detail::TaskValue<Result>::type;
     detail::StepBody body;
