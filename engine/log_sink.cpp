@@ -26,6 +26,7 @@ class LogSink final : public JournalSink {
     return log_->read(shard, 1, last, visit);
   }
   wal::LogStats stats() const override { return log_->stats(); }
+  bool write_inline() override { return log_->write_inline(); }
 
  private:
   std::unique_ptr<wal::Log> log_;

@@ -46,24 +46,16 @@ bool Shard::post(std::function<void()> fn, bool external) {
   if (external) {
     if (external_queued_ >= queue_max_) return false;
     external_queued_++;
-    inbox_.push_back([this, fn = std::move(fn)] {
-      {
-        std::lock_guard inner(mu_);
-        external_queued_--;
-      }
-      fn();
-    });
-  } else {
-    inbox_.push_back(std::move(fn));
   }
-  cv_.notify_one();
+  inbox_.push_back(Message{std::move(fn), external});
+  if (sleeping_) cv_.notify_one();
   return true;
 }
 
 void Shard::notify() {
   std::lock_guard lock(mu_);
   woken_ = true;
-  cv_.notify_one();
+  if (sleeping_) cv_.notify_one();
 }
 
 void Shard::start() {
@@ -80,12 +72,21 @@ void Shard::stop() {
 }
 
 void Shard::loop() {
-  std::vector<std::function<void()>> batch;
+  std::vector<Message> batch;
   while (true) {
     {
       std::unique_lock lock(mu_);
       auto ready = [&] { return !inbox_.empty() || woken_ || stopping_; };
+      if (!ready() && !durable_waits_.empty()) {
+        // Nothing to do but wait for the disk: write our records ourselves
+        // if the log says that is the faster way.
+        lock.unlock();
+        bool wrote = sink_.write_inline();
+        lock.lock();
+        if (wrote) woken_ = true;
+      }
       if (!ready()) {
+        sleeping_ = true;
         auto due = timers_.next_due();
         if (!due) {
           cv_.wait(lock, ready);
@@ -97,12 +98,16 @@ void Shard::loop() {
             cv_.wait_for(lock, std::min<std::chrono::system_clock::duration>(wait, std::chrono::hours(1)), ready);
           }
         }
+        sleeping_ = false;
       }
       woken_ = false;
       batch.swap(inbox_);
+      for (const auto& message : batch) {
+        if (message.external) external_queued_--;
+      }
       if (stopping_ && batch.empty()) return;
     }
-    for (auto& fn : batch) fn();
+    for (auto& message : batch) message.fn();
     batch.clear();
     drain_durable();
     retry_waiting_appends();

@@ -109,9 +109,14 @@ class Shard {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::function<void()>> inbox_;
+  struct Message {
+    std::function<void()> fn;
+    bool external = false;
+  };
+  std::vector<Message> inbox_;
   std::size_t external_queued_ = 0;
   bool woken_ = false;
+  bool sleeping_ = false;  // the loop waits on cv_: only then is a wake-up needed
   bool stopping_ = false;
   std::thread thread_;
 

@@ -253,6 +253,24 @@ Result<void> Log::wait_durable(ShardId shard, Lsn lsn) {
   return make_error_code(errc::closed);
 }
 
+bool Log::write_inline() {
+  std::unique_lock lock(mu_);
+  if (!options_.inline_writes || poison_ || stopping_) return false;
+  if (last_flush_us_.load() > options_.inline_flush_max_us) return false;
+  if (!in_flight_.empty() || !has_work_locked()) return false;
+  std::unique_lock seal_lock(seal_mu_, std::try_to_lock);  // never wait on seal_mu_ holding mu_
+  if (!seal_lock.owns_lock()) return false;
+  lock.unlock();
+  thread_local io::AlignedBuffer inline_buffer;
+  bool wrote = seal_and_write(seal_lock, inline_buffer);
+  if (wrote) {
+    std::lock_guard stats_lock(mu_);
+    ++stats_.inline_writes;
+  }
+  if (inline_buffer.size() > kInlineBufferKeepBytes) inline_buffer = io::AlignedBuffer();
+  return wrote;
+}
+
 Lsn Log::durable_lsn(ShardId shard) const {
   std::lock_guard lock(mu_);
   FUSEE_ASSERT(shard < durable_lsns_.size(), "shard out of range");

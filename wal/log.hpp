@@ -125,6 +125,13 @@ class Log {
   // error (the flush's own error code) or errc::closed.
   [[nodiscard]] Result<void> wait_durable(ShardId shard, Lsn lsn);
 
+  // For a caller that would otherwise sleep until its records are durable
+  // (an engine shard with nothing else to do): if an inline write applies
+  // now (a fast disk, nothing in flight, records staged), seals and writes
+  // one batch on the calling thread and returns true once it is published;
+  // otherwise returns false at once. Never waits for another writer.
+  bool write_inline();
+
   Lsn durable_lsn(ShardId shard) const;
   // The LSN the last append of shard got (durable or not).
   Lsn last_lsn(ShardId shard) const;

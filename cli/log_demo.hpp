@@ -1,5 +1,5 @@
-// `fusee demo`: the demonstration behind the README's `make demo`. Until the
-// engine exists it demonstrates the shared log's promise: a child process
+// `fusee log-demo` (hidden): the shared log's promise on its own, below the
+// engine, and the log's kill -9 test (tests/kill_test.sh): a child process
 // appends from several threads and reports each acknowledgement to the
 // parent, the parent SIGKILLs it part-way with no clean shutdown, reopens the
 // directory and checks that every acknowledged record is there, byte for
@@ -11,7 +11,7 @@
 
 namespace fusee::cli {
 
-struct DemoOptions {
+struct LogDemoOptions {
   std::string dir = "./data";
   int kills = 5;
   std::uint32_t shards = 4;  // one appender thread per shard
@@ -20,6 +20,6 @@ struct DemoOptions {
 };
 
 // Returns the process exit code: 0 when every check held.
-int run_demo(const DemoOptions& options);
+int run_log_demo(const LogDemoOptions& options);
 
 }  // namespace fusee::cli

@@ -1,4 +1,4 @@
-#include "cli/demo.hpp"
+#include "cli/log_demo.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -40,7 +40,7 @@ std::span<const std::byte> as_bytes(const std::string& text) {
 
 // The child: append from one thread per shard until killed, writing
 // "shard lsn\n" to ack_fd after each record is durable.
-[[noreturn]] void run_worker(const DemoOptions& options, int ack_fd) {
+[[noreturn]] void run_worker(const LogDemoOptions& options, int ack_fd) {
   io::PosixFileSystem fs;
   wal::LogOptions log_options;
   log_options.dir = options.dir;
@@ -48,7 +48,7 @@ std::span<const std::byte> as_bytes(const std::string& text) {
   log_options.segment_bytes = 1 * wal::kMiB;  // small, so the demo crosses segment rolls
   auto log = wal::Log::open(fs, log_options);
   if (!log) {
-    std::fprintf(stderr, "demo worker: cannot open the log: %s\n", log.error().message().c_str());
+    std::fprintf(stderr, "log-demo worker: cannot open the log: %s\n", log.error().message().c_str());
     _exit(3);
   }
   std::vector<std::thread> appenders;
@@ -88,7 +88,7 @@ struct Ledger {
 
 // Reopens the directory and checks it against the ledger. Returns the number
 // of violations, printing each.
-int verify(const DemoOptions& options, const Ledger& ledger, std::uint64_t& records_out) {
+int verify(const LogDemoOptions& options, const Ledger& ledger, std::uint64_t& records_out) {
   io::PosixFileSystem fs;
   wal::LogOptions log_options;
   log_options.dir = options.dir;
@@ -132,7 +132,7 @@ int verify(const DemoOptions& options, const Ledger& ledger, std::uint64_t& reco
 
 }  // namespace
 
-int run_demo(const DemoOptions& options) {
+int run_log_demo(const LogDemoOptions& options) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (fs::exists(options.dir)) {
@@ -140,7 +140,7 @@ int run_demo(const DemoOptions& options) {
     for (const auto& entry : fs::directory_iterator(options.dir)) {
       auto name = entry.path().filename().string();
       if (name != "wal" && name != "wal.new") {
-        fmt::print(stderr, "fusee demo: {} holds {}, which the demo did not make; choose another --dir\n",
+        fmt::print(stderr, "fusee log-demo: {} holds {}, which the demo did not make; choose another --dir\n",
                    options.dir, name);
         return 2;
       }
@@ -149,7 +149,7 @@ int run_demo(const DemoOptions& options) {
   }
   auto seed = options.seed != 0 ? options.seed : static_cast<std::uint64_t>(::time(nullptr));
   std::mt19937_64 random(seed);
-  fmt::print("fusee demo: {} appender threads on the shared log in {}; {} SIGKILLs (seed {})\n", options.shards,
+  fmt::print("fusee log-demo: {} appender threads on the shared log in {}; {} SIGKILLs (seed {})\n", options.shards,
              options.dir, options.kills, seed);
 
   Ledger ledger;
@@ -208,7 +208,7 @@ int run_demo(const DemoOptions& options) {
   auto elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   Lsn acked_total = 0;
   for (auto lsn : ledger.acked) acked_total += lsn;
-  fmt::print("fusee demo: {} kills, {} records acknowledged, {} recovered, {} violations, {:.1f} s\n", options.kills,
+  fmt::print("fusee log-demo: {} kills, {} records acknowledged, {} recovered, {} violations, {:.1f} s\n", options.kills,
              acked_total, records, violations, elapsed_s);
   return violations == 0 ? 0 : 1;
 }

@@ -1,0 +1,577 @@
+// engine_bench: what a durable workflow step costs through the whole engine
+// (SDK, shards, journal, shared log), set beside the disk's raw durable 4 KiB
+// write latency (bench/raw_flush.hpp), measured in each local case's own data
+// directory right before the case, so a disk whose speed drifts (a shared or
+// virtual one) is compared with itself. That raw figure is the floor: a
+// sequential step waits for its predecessor's record to be durable before its
+// function runs (DESIGN.md §4, "code runs ahead of the disk"), so one chain of
+// steps can at best go one step per flush; many runs go faster only through
+// group commit.
+//
+// Three cases, chosen with --cases:
+//  - chain: one run of --chain-steps sequential no-op steps, local mode,
+//    direct writes. Per-step latency beside the raw flush; aim p50/raw <= 1.2.
+//  - fanout: --runs concurrent runs of --steps no-op steps each, local mode,
+//    direct writes. Durable steps/s (all steps / wall time from the first
+//    start to the last result) and step latency across every step of every
+//    run; aims >= 50,000 steps/s on two cores and p99 <= 3 x p50.
+//  - memory: the same fanout on Config::memory(); aim >= 500,000 steps/s.
+//
+// A step's latency is the time between its completion and the previous one's
+// (the first step's: since the workflow body began), read by the workflow
+// code with std::chrono::steady_clock. The clock is the benchmark's, not the
+// engine's: the engine reads time only through its injected Clock, and the
+// timing never enters the journal.
+//
+// Each case opens a fresh engine and first executes one untimed warm-up run.
+// Runs are started by --starters threads, each starting its share with
+// engine.start() and then awaiting their results with engine.result(). start()
+// returns only once the start record is durable, so one starting thread would
+// pace the whole fan-out at one start per flush; several let starts share
+// flushes as steps do.
+//
+// Not reported: records per flush. The public Engine exposes no log
+// statistics, and this benchmark uses nothing but the public SDK.
+//
+// Output: tables for people, then one JSON line per measurement (grep '^{').
+// Everything is written under a fresh directory in --dir, removed at the end.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <latch>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_json.hpp"
+#include "bench/raw_flush.hpp"
+#include "fusee/fusee.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using fusee::bench::JsonLine;
+using fusee::bench::LatencySummary;
+using RawMethod = fusee::bench::FlushMethod;
+
+constexpr std::string_view kCaseChain = "chain";
+constexpr std::string_view kCaseFanout = "fanout";
+constexpr std::string_view kCaseMemory = "memory";
+
+// The aims the engine is built for (the engine issue). Reported as figures,
+// not checked.
+constexpr double kChainP50OverRawAimMax = 1.2;
+constexpr double kFanoutStepsPerSecondAimMin = 50'000;
+constexpr double kFanoutP99OverP50AimMax = 3.0;
+constexpr double kMemoryStepsPerSecondAimMin = 500'000;
+
+struct Options {
+  std::string dir = ".";
+  std::vector<std::string> cases = {std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory)};
+  std::uint32_t chain_steps = 1000;
+  std::uint32_t runs = 1000;
+  std::uint32_t steps = 10;
+  std::uint32_t shards = 0;  // 0: the engine's default (the number of CPUs)
+  std::uint32_t starters = 64;
+  std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
+
+  bool wants(std::string_view name) const { return std::find(cases.begin(), cases.end(), name) != cases.end(); }
+};
+
+// Multiplying by a power of ten and dividing back (never multiplying by a
+// fraction such as 0.001) gives the double nearest the decimal, so JSON shows
+// 0.3 and not 0.30000000000000004.
+double round_to_digits(double value, int digits) {
+  double scale = std::pow(10.0, digits);
+  return std::round(value * scale) / scale;
+}
+
+// The clock reads in nanoseconds; more digits than that are float noise.
+double round_to_ns(double value_us) { return round_to_digits(value_us, 3); }
+
+double ratio(double numerator, double denominator) {
+  // NaN becomes null in JSON and "n/a" in the table: a figure the run lacks.
+  return denominator > 0 ? numerator / denominator : std::nan("");
+}
+
+std::string format_ratio(double value) {
+  return std::isfinite(value) ? fmt::format("{:.2f}", value) : std::string("n/a");
+}
+
+double micros(Clock::duration elapsed) { return std::chrono::duration<double, std::micro>(elapsed).count(); }
+
+// ---------------------------------------------------------------------------
+// The workflow: n no-op steps, each completion timed.
+
+// Steps of the untimed warm-up run each case starts first: enough for the
+// log's first segment, the writer and the shard threads to be up and running
+// before the timed runs, few enough to cost little on a slow disk.
+constexpr std::uint32_t kWarmupSteps = 20;
+
+// Where the workflow runs of one case write their step latencies: run i owns
+// slots [i * steps_per_run, (i + 1) * steps_per_run); run index `runs` is the
+// warm-up run, with its own slots. Each run writes only its own slots, from
+// its shard's thread; the main thread reads them only after every result()
+// has returned, which orders the writes before the reads.
+struct StepTimes {
+  std::uint32_t runs = 0;
+  std::uint32_t steps_per_run = 0;
+  std::vector<std::string> step_names;  // made before timing, so no formatting in the loop
+  std::vector<double> step_us;
+  std::vector<double> warmup_us;
+
+  StepTimes(std::uint32_t runs_in, std::uint32_t steps)
+      : runs(runs_in), steps_per_run(steps), step_us(std::size_t(runs_in) * steps, 0.0), warmup_us(kWarmupSteps) {
+    for (std::uint32_t step = 0; step < std::max(steps, kWarmupSteps); ++step)
+      step_names.push_back(fmt::format("noop-{}", step));
+  }
+  std::uint32_t warmup_index() const { return runs; }
+  std::uint32_t steps_of(std::uint32_t run_index) const {
+    return run_index == warmup_index() ? kWarmupSteps : steps_per_run;
+  }
+};
+
+// In: the run's index into StepTimes. Out: the steps it took.
+using NoopStepsRef = fusee::WorkflowRef<std::uint32_t, std::uint32_t>;
+NoopStepsRef noop_steps_ref() { return {"bench.noop_steps"}; }
+
+fusee::Task<std::uint32_t> noop_steps(fusee::Ctx& ctx, std::uint32_t run_index, StepTimes* times) {
+  if (run_index > times->warmup_index())
+    throw fusee::TerminalError(fmt::format("run index {} past the benchmark's {} runs", run_index, times->runs));
+  const std::uint32_t steps = times->steps_of(run_index);
+  double* out = run_index == times->warmup_index()
+                    ? times->warmup_us.data()
+                    : times->step_us.data() + std::size_t(run_index) * times->steps_per_run;
+  auto previous = Clock::now();
+  for (std::uint32_t step = 0; step < steps; ++step) {
+    co_await ctx.step(times->step_names[step], [] {});
+    auto completed = Clock::now();
+    out[step] = micros(completed - previous);
+    previous = completed;
+  }
+  co_return steps;
+}
+
+// ---------------------------------------------------------------------------
+// Raw flush: the floor.
+
+// The raw figure a local case is compared with: direct_dsync, the write the
+// engine's FlushMethod::direct asks for, or buffered_fdatasync where the
+// filesystem refuses O_DIRECT (the log falls back the same way).
+struct RawFloor {
+  bool measured = false;
+  RawMethod method = RawMethod::direct_dsync;
+  std::string note;  // why the floor is not direct_dsync, or why it is missing
+  LatencySummary latency;
+};
+
+fusee::Result<RawFloor> measure_floor(const std::string& dir, std::size_t iterations) {
+  fusee::io::PosixFileSystem fs;
+  fusee::bench::RawFlushOptions options;
+  options.iterations = iterations;
+  RawFloor floor;
+  for (RawMethod method : {RawMethod::direct_dsync, RawMethod::buffered_fdatasync}) {
+    auto measured = FUSEE_TRY(fusee::bench::measure_raw_flush(fs, dir, method, options));
+    if (!measured.supported) {
+      floor.note = measured.unsupported_reason;
+      continue;
+    }
+    floor.measured = true;
+    floor.method = method;
+    floor.latency = measured.latency;
+    return floor;
+  }
+  return floor;
+}
+
+// ---------------------------------------------------------------------------
+// Running a case.
+
+struct CaseResult {
+  std::string name;
+  bool local = true;
+  std::uint32_t shards = 0;  // what the engine ran with
+  std::uint32_t runs = 0;
+  std::uint32_t steps_per_run = 0;
+  std::uint32_t starters = 0;
+  double seconds = 0;  // first start to last result
+  double steps_per_s = 0;
+  LatencySummary latency;  // per step, across all runs
+  RawFloor raw;            // local cases: the disk just before the case
+
+  std::uint64_t steps() const { return std::uint64_t(runs) * steps_per_run; }
+  double p99_over_p50() const { return ratio(latency.p99_us, latency.p50_us); }
+};
+
+struct CaseSpec {
+  std::string name;
+  bool local = true;
+  std::string data_dir;  // local mode: a fresh directory for this case alone
+  std::uint32_t runs = 0;
+  std::uint32_t steps_per_run = 0;
+  std::uint32_t starters = 1;
+};
+
+// One starting thread's share: runs first, first + stride, ...
+struct StarterOutput {
+  Clock::time_point last_result_at{};
+  std::exception_ptr error;
+};
+
+void start_and_await(fusee::Engine& engine, const std::vector<std::string>& ids, std::uint32_t first,
+                     std::uint32_t stride, std::uint32_t expected_steps, std::latch& ready, std::latch& go,
+                     StarterOutput& out) {
+  ready.count_down();
+  go.wait();
+  try {
+    const auto ref = noop_steps_ref();
+    for (std::uint32_t run = first; run < ids.size(); run += stride) {
+      if (engine.start(ref, ids[run], run) != fusee::StartOutcome::started)
+        throw std::runtime_error(fmt::format("run {} attached to an existing run in a fresh engine", ids[run]));
+    }
+    for (std::uint32_t run = first; run < ids.size(); run += stride) {
+      std::uint32_t steps = engine.result(ref, ids[run]);
+      if (steps != expected_steps)
+        throw std::runtime_error(fmt::format("run {} returned {} steps, not {}", ids[run], steps, expected_steps));
+    }
+    out.last_result_at = Clock::now();
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+}
+
+// Measures the raw flush in the case's fresh directory (local mode), opens a
+// fresh engine there, runs the case, shuts the engine down and removes the
+// directory. Throws fusee::Error or std::runtime_error.
+CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations) {
+  fusee::Config config = spec.local ? fusee::Config::local(spec.data_dir) : fusee::Config::memory();
+  config.shards = shards;
+  if (spec.local) config.flush = fusee::FlushMethod::direct;
+
+  StepTimes times(spec.runs, spec.steps_per_run);
+  std::vector<std::string> ids;
+  ids.reserve(spec.runs);
+  for (std::uint32_t run = 0; run < spec.runs; ++run) ids.push_back(fmt::format("{}-{}", spec.name, run));
+
+  CaseResult result;
+  result.name = spec.name;
+  result.local = spec.local;
+  result.runs = spec.runs;
+  result.steps_per_run = spec.steps_per_run;
+
+  if (spec.local) {
+    std::filesystem::create_directory(spec.data_dir);
+    auto floor = measure_floor(spec.data_dir, raw_iterations);
+    if (!floor) throw std::system_error(floor.error(), "raw flush");
+    result.raw = *floor;
+  }
+
+  auto engine = fusee::Engine::open(config);
+  result.shards = engine->shard_count();
+  StepTimes* times_ptr = &times;
+  engine->register_workflow(noop_steps_ref(), [times_ptr](fusee::Ctx& ctx, std::uint32_t run_index) {
+    return noop_steps(ctx, run_index, times_ptr);
+  });
+
+  // Untimed: the first appends pay for the log's first segment and for
+  // waking every thread, which is not what the figures are about.
+  const auto warmup_id = fmt::format("{}-warmup", spec.name);
+  if (engine->execute(noop_steps_ref(), warmup_id, times.warmup_index()) != kWarmupSteps)
+    throw std::runtime_error(fmt::format("warm-up run {} did not take {} steps", warmup_id, kWarmupSteps));
+
+  const std::uint32_t starters = std::max<std::uint32_t>(1, std::min(spec.starters, spec.runs));
+  result.starters = starters;
+  std::vector<StarterOutput> outputs(starters);
+  std::latch ready(starters);
+  std::latch go(1);
+  std::vector<std::thread> threads;
+  threads.reserve(starters);
+  for (std::uint32_t first = 0; first < starters; ++first) {
+    threads.emplace_back([&, first] {
+      start_and_await(*engine, ids, first, starters, spec.steps_per_run, ready, go, outputs[first]);
+    });
+  }
+  // Thread start-up stays outside the timed window.
+  ready.wait();
+  const auto started_at = Clock::now();
+  go.count_down();
+  for (auto& thread : threads) thread.join();
+  for (const auto& out : outputs)
+    if (out.error) std::rethrow_exception(out.error);
+  auto last_result_at = started_at;
+  for (const auto& out : outputs) last_result_at = std::max(last_result_at, out.last_result_at);
+
+  // A clean shutdown, as a real one would end; outside the timed window.
+  engine->shutdown();
+  engine.reset();
+  if (spec.local) {
+    std::error_code removed;
+    std::filesystem::remove_all(spec.data_dir, removed);
+  }
+
+  result.seconds = std::chrono::duration<double>(last_result_at - started_at).count();
+  result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
+  result.latency = fusee::bench::summarize_latencies(std::move(times.step_us));
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+// Output.
+
+void print_table_header() {
+  fmt::print("\nno-op steps (latency in us; raw = durable {} B write in the case's directory just before it)\n",
+             fusee::bench::kRawFlushBlockBytes);
+  fmt::print("{:<8} {:>6} {:>6} {:>7} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "case", "shards",
+             "runs", "steps", "seconds", "steps/s", "p50", "p99", "p99.9", "p99/p50", "raw p50", "raw p99",
+             "p50/raw");
+}
+
+double raw_p50_us(const CaseResult& result) {
+  return result.local && result.raw.measured ? result.raw.latency.p50_us : std::nan("");
+}
+double raw_p99_us(const CaseResult& result) {
+  return result.local && result.raw.measured ? result.raw.latency.p99_us : std::nan("");
+}
+
+void print_table_row(const CaseResult& result) {
+  auto us = [](double value) { return std::isfinite(value) ? fmt::format("{:.1f}", value) : std::string("-"); };
+  std::string note;
+  if (result.local && !result.raw.measured) note = fmt::format("  (raw unmeasured: {})", result.raw.note);
+  if (result.local && result.raw.measured && result.raw.method != RawMethod::direct_dsync)
+    note = fmt::format("  (raw is {}: {})", fusee::bench::flush_method_name(result.raw.method), result.raw.note);
+  fmt::print("{:<8} {:>6} {:>6} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>9} {:>9} {:>8}{}\n",
+             result.name, result.shards, result.runs, result.steps(), result.seconds, result.steps_per_s,
+             result.latency.p50_us, result.latency.p99_us, result.latency.p999_us,
+             format_ratio(result.p99_over_p50()), us(raw_p50_us(result)), us(raw_p99_us(result)),
+             result.local ? format_ratio(ratio(result.latency.p50_us, raw_p50_us(result))) : std::string("-"), note);
+}
+
+void print_raw_json(const CaseResult& result, const std::string& dir) {
+  const RawFloor& raw = result.raw;
+  JsonLine line("raw_flush");
+  line.field("case", fusee::bench::flush_method_name(raw.method))
+      .field("for_case", result.name)
+      .field("dir", dir)
+      .field("block_bytes", fusee::bench::kRawFlushBlockBytes)
+      .field("supported", raw.measured);
+  if (raw.measured) {
+    line.field("p50_us", round_to_ns(raw.latency.p50_us))
+        .field("p99_us", round_to_ns(raw.latency.p99_us))
+        .field("p999_us", round_to_ns(raw.latency.p999_us))
+        .field("mean_us", round_to_ns(raw.latency.mean_us))
+        .field("max_us", round_to_ns(raw.latency.max_us))
+        .field("iterations", raw.latency.samples);
+  }
+  if (!raw.note.empty()) line.field("note", raw.note);
+  line.print();
+}
+
+void print_case_json(const CaseResult& result) {
+  JsonLine line("engine");
+  line.field("case", result.name)
+      .field("mode", result.local ? "local" : "memory")
+      .field("shards", result.shards)
+      .field("runs", result.runs)
+      .field("steps_per_run", result.steps_per_run)
+      .field("steps", result.steps())
+      .field("starters", result.starters)
+      .field("seconds", round_to_digits(result.seconds, 6))
+      .field("steps_per_s", round_to_digits(result.steps_per_s, 1))
+      .field("p50_us", round_to_ns(result.latency.p50_us))
+      .field("p99_us", round_to_ns(result.latency.p99_us))
+      .field("p999_us", round_to_ns(result.latency.p999_us))
+      .field("mean_us", round_to_ns(result.latency.mean_us))
+      .field("max_us", round_to_ns(result.latency.max_us))
+      .field("p99_over_p50", round_to_digits(result.p99_over_p50(), 3));
+  if (result.local) {
+    // Unmeasured stays null, never a made-up zero.
+    line.field("flush", "direct")
+        .field("raw_method", fusee::bench::flush_method_name(result.raw.method))
+        .field("raw_p50_us", round_to_ns(raw_p50_us(result)))
+        .field("raw_p99_us", round_to_ns(raw_p99_us(result)))
+        .field("p50_over_raw", round_to_digits(ratio(result.latency.p50_us, raw_p50_us(result)), 3))
+        .field("p99_over_raw", round_to_digits(ratio(result.latency.p99_us, raw_p99_us(result)), 3));
+  }
+  line.print();
+}
+
+struct AimFigure {
+  std::string name;  // the JSON case, e.g. "chain/p50_over_raw"
+  double value = 0;
+  bool at_most = true;  // else at least
+  double bound = 0;
+};
+
+const CaseResult* find_case(const std::vector<CaseResult>& results, std::string_view name) {
+  for (const auto& result : results)
+    if (result.name == name) return &result;
+  return nullptr;
+}
+
+std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
+  std::vector<AimFigure> aims;
+  if (const CaseResult* chain = find_case(results, kCaseChain)) {
+    aims.push_back(
+        {"chain/p50_over_raw", ratio(chain->latency.p50_us, raw_p50_us(*chain)), true, kChainP50OverRawAimMax});
+  }
+  if (const CaseResult* fanout = find_case(results, kCaseFanout)) {
+    aims.push_back({"fanout/steps_per_s", fanout->steps_per_s, false, kFanoutStepsPerSecondAimMin});
+    aims.push_back({"fanout/p99_over_p50", fanout->p99_over_p50(), true, kFanoutP99OverP50AimMax});
+  }
+  if (const CaseResult* memory = find_case(results, kCaseMemory)) {
+    aims.push_back({"memory/steps_per_s", memory->steps_per_s, false, kMemoryStepsPerSecondAimMin});
+  }
+  return aims;
+}
+
+std::string_view aim_verdict(const AimFigure& aim) {
+  if (!std::isfinite(aim.value)) return "n/a";
+  bool met = aim.at_most ? aim.value <= aim.bound : aim.value >= aim.bound;
+  return met ? "met" : "missed";
+}
+
+void print_aims(const std::vector<AimFigure>& aims) {
+  if (aims.empty()) return;
+  fmt::print("\naims (figures, not gates; the throughput aims assume 2 cores, this machine has {})\n",
+             std::thread::hardware_concurrency());
+  for (const auto& aim : aims) {
+    bool rate = aim.name.ends_with("_per_s");
+    std::string value = rate && std::isfinite(aim.value) ? fmt::format("{:.0f}", aim.value) : format_ratio(aim.value);
+    std::string bound = rate ? fmt::format("{:.0f}", aim.bound) : fmt::format("{:.2f}", aim.bound);
+    std::string_view verdict = aim_verdict(aim);
+    fmt::print("{:<24} {:>10}  (aim {} {})  {}\n", aim.name, value, aim.at_most ? "<=" : ">=", bound, verdict);
+  }
+}
+
+void print_aim_json(const AimFigure& aim) {
+  JsonLine line("engine_aims");
+  line.field("case", aim.name).field("value", round_to_digits(aim.value, 3));
+  line.field(aim.at_most ? "aim_max" : "aim_min", aim.bound);
+  line.print();
+}
+
+// Owns the benchmark's scratch directory so that it goes however run() ends.
+// std::filesystem rather than the FileSystem seam: the engine's directory
+// holds more than the log (the run store), and the seam has no stat to tell a
+// directory from a file.
+class ScratchDir {
+ public:
+  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code error;
+    std::filesystem::remove_all(path_, error);
+    if (error) fmt::print(stderr, "engine_bench: could not remove {}: {}\n", path_, error.message());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int run(const Options& options) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(options.dir, error)) {
+    fmt::print(stderr, "engine_bench: --dir {} is not a directory\n", options.dir);
+    return 1;
+  }
+  // The pid keeps concurrent runs apart; a directory of that name can only be
+  // left by a dead run with the same pid, so it is cleared, not reused.
+  std::string scratch_path =
+      (std::filesystem::path(options.dir) / fmt::format(".fusee-engine-bench-{}", ::getpid())).string();
+  std::filesystem::remove_all(scratch_path, error);
+  if (!std::filesystem::create_directory(scratch_path, error) || error) {
+    fmt::print(stderr, "engine_bench: cannot create {}: {}\n", scratch_path, error.message());
+    return 1;
+  }
+  ScratchDir scratch(scratch_path);
+
+  fmt::print("engine_bench in {}: cases {}, chain {} steps, fan-out {} runs x {} steps, {} starting threads, "
+             "shards {}\n",
+             options.dir, fmt::join(options.cases, ","), options.chain_steps, options.runs, options.steps,
+             options.starters, options.shards == 0 ? std::string("default") : std::to_string(options.shards));
+
+  std::vector<CaseSpec> specs;
+  auto data_dir = [&](std::string_view name) { return (std::filesystem::path(scratch.path()) / name).string(); };
+  if (options.wants(kCaseChain))
+    specs.push_back({std::string(kCaseChain), true, data_dir(kCaseChain), 1, options.chain_steps, 1});
+  if (options.wants(kCaseFanout))
+    specs.push_back({std::string(kCaseFanout), true, data_dir(kCaseFanout), options.runs, options.steps,
+                     options.starters});
+  if (options.wants(kCaseMemory))
+    specs.push_back({std::string(kCaseMemory), false, "", options.runs, options.steps, options.starters});
+
+  print_table_header();
+  std::vector<CaseResult> results;
+  for (const auto& spec : specs) {
+    try {
+      results.push_back(run_case(spec, options.shards, options.raw_iterations));
+    } catch (const std::exception& failure) {
+      fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
+      return 1;
+    }
+    print_table_row(results.back());
+    std::fflush(stdout);
+  }
+  if (!results.empty() && results.front().local)
+    fmt::print("(records per flush: not reported; the engine exposes no log statistics)\n");
+
+  auto aims = compute_aims(results);
+  print_aims(aims);
+  fmt::print("\n");
+  std::fflush(stdout);
+
+  for (const auto& result : results) {
+    if (result.local) print_raw_json(result, options.dir);
+    print_case_json(result);
+  }
+  for (const auto& aim : aims) print_aim_json(aim);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"Durable workflow step latency and throughput through the engine, beside the disk's raw flush."};
+  app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
+      ->capture_default_str();
+  app.add_option("--cases", options.cases, "cases to run, comma-separated: chain, fanout, memory")
+      ->delimiter(',')
+      ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory)}))
+      ->capture_default_str();
+  app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--runs", options.runs, "concurrent runs of the fanout and memory cases")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--steps", options.steps, "steps per run of the fanout and memory cases")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--shards", options.shards, "engine shards (0: the engine's default, the number of CPUs)")
+      ->capture_default_str();
+  app.add_option("--starters", options.starters, "threads starting and awaiting the fan-out's runs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--raw-iterations", options.raw_iterations, "timed raw flush writes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return run(options);
+}

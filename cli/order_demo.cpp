@@ -1,0 +1,319 @@
+#include "cli/order_demo.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cli/order_demo_child.hpp"
+#include "cli/order_ledger.hpp"
+#include "cli/order_workflow.hpp"
+
+extern char** environ;
+
+namespace fusee::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A directory holding this file was made by the demo and may be wiped.
+constexpr const char* kMarker = ".fusee-demo";
+// The final life must finish every order: the longest wait is one approval
+// timeout, so anything near this means a run is stuck.
+constexpr milliseconds kFinalLifeLimit{60'000};
+constexpr std::size_t kViolationsShown = 20;
+
+std::int64_t system_ms() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Empties options.dir if the demo made it (or the log demo did, or it is
+// empty) and marks it as the demo's. False, with a message, otherwise.
+bool prepare_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(dir, error)) {
+    bool ours = fs::exists(fs::path(dir) / kMarker, error);
+    bool only_log_demo = fs::is_directory(dir, error);  // `fusee log-demo` leaves only wal/
+    for (const auto& entry : fs::directory_iterator(dir, error)) {
+      auto name = entry.path().filename().string();
+      if (name != "wal" && name != "wal.new") only_log_demo = false;
+    }
+    if (error || (!ours && !only_log_demo)) {
+      fmt::print(stderr, "fusee demo: {} holds files the demo did not make; choose another --dir\n", dir);
+      return false;
+    }
+    fs::remove_all(dir, error);
+    if (error) {
+      fmt::print(stderr, "fusee demo: cannot empty {}: {}\n", dir, error.message());
+      return false;
+    }
+  }
+  fs::create_directories(dir, error);
+  std::ofstream marker(fs::path(dir) / kMarker);
+  marker << "made by `fusee demo`, which wipes this directory when it starts\n";
+  if (error || !marker) {
+    fmt::print(stderr, "fusee demo: cannot create {}: {}\n", dir, error ? error.message() : std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+// A pipe end moved above the standard descriptors and fd 3, so the child's
+// dup2 onto 0 and 3 never meets one of them.
+int high_fd(int fd) {
+  int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return moved;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int report_fd = -1;  // the parent's read end of the child's fd 3
+};
+
+// Starts `fusee demo --child ...` with `state` on its stdin.
+std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t seed, std::uint32_t allow, bool final,
+                                 const std::string& state) {
+  int report[2], input[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
+  if (::pipe2(input, O_CLOEXEC) != 0) {
+    ::close(report[0]);
+    ::close(report[1]);
+    return std::nullopt;
+  }
+  for (int* fd : {&report[0], &report[1], &input[0], &input[1]}) *fd = high_fd(*fd);
+
+  std::vector<std::string> args{"/proc/self/exe", "demo",           "--child",
+                                "--dir",          options.dir,      "--orders",
+                                std::to_string(options.orders),     "--seed",
+                                std::to_string(seed),               "--allow",
+                                std::to_string(allow)};
+  if (final) args.emplace_back("--final");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, report[1], 3);
+  std::fflush(nullptr);
+  pid_t pid = -1;
+  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(input[0]);
+  ::close(report[1]);
+  if (spawned != 0) {
+    ::close(input[1]);
+    ::close(report[0]);
+    errno = spawned;
+    return std::nullopt;
+  }
+  // The child reads all of it before it opens the engine. A child that died
+  // first gives EPIPE (SIGPIPE is ignored): nothing to do about it here.
+  for (std::size_t sent = 0; sent < state.size();) {
+    auto wrote = ::write(input[1], state.data() + sent, state.size() - sent);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) break;
+    sent += static_cast<std::size_t>(wrote);
+  }
+  ::close(input[1]);
+  return Child{pid, report[0]};
+}
+
+// Splits what the child wrote into lines for the ledger.
+class LineReader {
+ public:
+  // Counts the lines starting with `watched` (a verb and a space) that
+  // acknowledge something new (not a re-read of history).
+  LineReader(OrderLedger& ledger, int life, std::string_view watched)
+      : ledger_(ledger), life_(life), watched_(watched) {}
+  // Reads what is there; false at end of file (the child is gone).
+  bool read_from(int fd) {
+    char buffer[8192];
+    auto got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) return errno == EINTR || errno == EAGAIN;
+    if (got == 0) return false;
+    partial_.append(buffer, static_cast<std::size_t>(got));
+    auto now = system_ms();
+    std::size_t start = 0;
+    for (auto end = partial_.find('\n'); end != std::string::npos; end = partial_.find('\n', start)) {
+      auto line = std::string_view(partial_).substr(start, end - start);
+      bool fresh = ledger_.feed(life_, line, now);
+      if (fresh && !watched_.empty() && line.starts_with(watched_)) ++watched_lines_;
+      start = end + 1;
+    }
+    partial_.erase(0, start);
+    return true;
+  }
+  // A line cut short: the child died inside write(2), which a pipe write
+  // below PIPE_BUF never does.
+  bool has_partial() const { return !partial_.empty(); }
+  std::uint64_t watched_lines() const { return watched_lines_; }
+
+ private:
+  OrderLedger& ledger_;
+  int life_;
+  std::string partial_;
+  std::string_view watched_;
+  std::uint64_t watched_lines_ = 0;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return fmt::format("status {}", status);
+}
+
+// When a life ends: at a random time, or right after the child reported its
+// Nth event of one kind (whichever comes first). A kill a moment after a
+// step started lands where that step's result is not durable yet; after a
+// start, a signal or a chunk, where an engine that acknowledged it before it
+// was durable would lose it. Random times alone would rarely hit windows
+// that short (a flush).
+struct KillPlan {
+  milliseconds after{0};
+  std::string_view after_kind;  // "ran ", "started ", ...; empty: time only
+  std::uint64_t after_count = 0;
+};
+
+// new_orders: how many orders a life starts, about.
+KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
+  static constexpr std::string_view kKinds[] = {"started ", "ran ", "signalled ", "chunk "};
+  KillPlan plan;
+  auto draw = std::uniform_int_distribution<int>(0, 9)(random);
+  if (draw < 2) {  // early: while the engine opens and replays
+    plan.after = milliseconds(std::uniform_int_distribution<int>(5, 120)(random));
+  } else if (draw < 7) {  // right behind the child's work
+    plan.after = milliseconds(900);
+    plan.after_kind = kKinds[std::uniform_int_distribution<std::size_t>(0, std::size(kKinds) - 1)(random)];
+    plan.after_count = std::uniform_int_distribution<std::uint64_t>(1, std::max<std::uint64_t>(3, 2 * new_orders))(random);
+  } else {
+    plan.after = milliseconds(std::uniform_int_distribution<int>(120, 900)(random));
+  }
+  return plan;
+}
+
+}  // namespace
+
+int run_order_demo(const OrderDemoOptions& options) {
+  if (options.child) return run_order_demo_child(options);
+  if (!prepare_dir(options.dir)) return 2;
+  std::signal(SIGPIPE, SIG_IGN);
+  const auto seed = options.seed != 0 ? options.seed : static_cast<std::uint64_t>(system_ms());
+  std::mt19937_64 random(seed);
+  if (!options.quiet) {
+    fmt::print("fusee demo: {} orders through the `order` workflow in {}; the worker process is SIGKILLed {} times "
+               "(seed {})\n",
+               options.orders, options.dir, options.kills, seed);
+  }
+
+  OrderLedger ledger(seed, options.orders, kApprovalTimeout);
+  std::vector<std::string> failures;  // about the children themselves
+  const auto started = Clock::now();
+  int kills = 0;
+  const auto lives = static_cast<std::uint64_t>(options.kills) + 1;
+  for (int life = 0; life <= options.kills && failures.empty(); ++life) {
+    const bool final = life == options.kills;
+    // New orders are spread over the lives, so every life has fresh work.
+    const auto allow = static_cast<std::uint32_t>(
+        (static_cast<std::uint64_t>(options.orders) * (static_cast<std::uint64_t>(life) + 1) + lives - 1) / lives);
+    auto child = spawn_child(options, seed, allow, final, ledger.child_state());
+    if (!child) {
+      fmt::print(stderr, "fusee demo: cannot start the worker process: {}\n", std::strerror(errno));
+      return 2;
+    }
+    const auto life_started = Clock::now();
+    const auto kill = final ? KillPlan{kFinalLifeLimit} : pick_kill(random, options.orders / lives);
+    const auto deadline = life_started + kill.after;
+    LineReader reader(ledger, life, kill.after_kind);
+    bool open = true;
+    while (open && (kill.after_kind.empty() || reader.watched_lines() < kill.after_count)) {
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) break;
+      pollfd poll_fd{child->report_fd, POLLIN, 0};
+      if (::poll(&poll_fd, 1, static_cast<int>(std::min<long long>(left, 100))) > 0) open = reader.read_from(child->report_fd);
+    }
+    const bool ended_by_itself = !open;
+    if (!ended_by_itself) {
+      ::kill(child->pid, SIGKILL);
+      if (!final) ++kills;
+      // What the child wrote before it died is still in the pipe.
+      while (reader.read_from(child->report_fd)) {
+      }
+    }
+    ::close(child->report_fd);
+    int status = 0;
+    while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const auto ran_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - life_started).count();
+    if (reader.has_partial()) failures.push_back(fmt::format("life {}: the child's last line arrived cut short", life));
+
+    auto counts = ledger.life_counts(life);
+    auto acknowledged = fmt::format("{} starts, {} step runs, {} chunks, {} signals, {} results", counts.starts,
+                                    counts.steps, counts.chunks, counts.signals, counts.results);
+    if (!final) {
+      if (ended_by_itself) {
+        failures.push_back(fmt::format("life {}: the worker ended by itself ({}) before its SIGKILL", life,
+                                       describe_status(status)));
+      } else if (!options.quiet) {
+        auto when = fmt::format("after {} ms", ran_ms);
+        if (!kill.after_kind.empty() && reader.watched_lines() >= kill.after_count)
+          when += fmt::format(", right behind new `{}` line {}", kill.after_kind.substr(0, kill.after_kind.size() - 1),
+                              kill.after_count);
+        fmt::print("life {}: SIGKILL {}; {}\n", life, when, acknowledged);
+      }
+      continue;
+    }
+    if (!ended_by_itself) {
+      failures.push_back(fmt::format("the final worker had not finished after {} s (a run that never ends?)",
+                                     kFinalLifeLimit.count() / 1000));
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failures.push_back(fmt::format("the final worker failed ({})", describe_status(status)));
+    } else if (!ledger.complete()) {
+      failures.push_back("the final worker exited without finishing its check");
+    } else if (!options.quiet) {
+      fmt::print("life {} (final): every order finished in {} ms; {}; then reopened and re-read every stream, "
+                 "result and run\n",
+                 life, ran_ms, acknowledged);
+    }
+  }
+
+  auto violations = failures;
+  for (auto& violation : ledger.check(ledger.complete())) violations.push_back(std::move(violation));
+  for (std::size_t i = 0; i < violations.size() && i < kViolationsShown; ++i)
+    fmt::print(stderr, "VIOLATION: {}\n", violations[i]);
+  if (violations.size() > kViolationsShown)
+    fmt::print(stderr, "... and {} more violations\n", violations.size() - kViolationsShown);
+
+  const auto totals = ledger.totals();
+  const auto elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
+  fmt::print("fusee demo: {} runs finished ({} shipped, {} rejected, {} expired), {} step runs ({} repeated after a "
+             "kill before they were durable), {} kills, {} chunks, {} signals, {} violations, {:.1f} s (seed {})\n",
+             totals.finished, totals.shipped, totals.rejected, totals.expired, totals.step_runs, totals.step_reruns,
+             kills, totals.chunks, totals.signals, violations.size(), elapsed_s, seed);
+  return violations.empty() ? 0 : 1;
+}
+
+}  // namespace fusee::cli

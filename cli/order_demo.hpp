@@ -1,0 +1,40 @@
+// `fusee demo`: the example application behind the README's `make demo`,
+// and a kill -9 test of the engine in local mode.
+//
+// A child process (this program again, `fusee demo --child`) runs `order`
+// workflows (order_workflow.hpp) on an engine in --dir: it starts orders,
+// follows their progress streams, sends the approval desk's signals, and
+// reports every acknowledgement to the parent on a pipe (order_events.hpp).
+// The parent keeps those acknowledgements in a ledger in its own memory,
+// SIGKILLs the child at random moments (from --seed) and starts a new one,
+// which reopens the engine (replaying the unfinished runs), re-reads the
+// streams from the earliest chunk, and starts and signals what remains.
+// After the last kill a final child runs every order to its end, reopens the
+// engine once more and re-reads every stream, result and run. The ledger's
+// checks (order_ledger.hpp) then decide the exit code.
+//
+// The parent runs on the main thread and is not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fusee::cli {
+
+struct OrderDemoOptions {
+  std::string dir = "./data";
+  std::uint32_t orders = 200;
+  int kills = 5;
+  std::uint64_t seed = 0;  // 0: from the clock
+  bool quiet = false;
+  // The child's side (hidden options, set by the parent).
+  bool child = false;
+  std::uint32_t allow = 0;  // the child starts orders [0, allow)
+  bool final = false;       // run everything to its end, then the final check
+};
+
+// Returns the process exit code: 0 when every check held, 1 on a violation,
+// 2 when the demo could not run.
+int run_order_demo(const OrderDemoOptions& options);
+
+}  // namespace fusee::cli

@@ -1,0 +1,357 @@
+#include "cli/order_demo_child.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <coroutine>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cli/order_events.hpp"
+#include "cli/order_workflow.hpp"
+#include "fusee/engine.hpp"
+#include "fusee/error.hpp"
+
+namespace fusee::cli {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+constexpr int kReportFd = 3;
+// Small log segments, so that the demo's runs cross segment rolls (and a
+// kill lands in one now and then).
+constexpr std::uint64_t kSegmentBytes = 1u << 20;
+// The payment service and the warehouse answer after a few milliseconds,
+// which leaves room for a kill between a step's call and its durable result.
+constexpr int kServiceLatencyMinMs = 2;
+constexpr int kServiceLatencyMaxMs = 15;
+// New orders arrive this far apart, so a life's work is spread over time.
+constexpr auto kStartGap = 10ms;
+
+// Writes report lines to the parent. Each line is one write(2) of less than
+// PIPE_BUF bytes: atomic on a pipe, so it survives a SIGKILL whole or not at
+// all and never interleaves with another thread's line. Thread-safe.
+class Reporter {
+ public:
+  explicit Reporter(int fd) : fd_(fd) {}
+
+  void send(std::string line) const {
+    if (line.size() > PIPE_BUF) {
+      line.resize(PIPE_BUF - 1);
+      line.back() = '\n';  // the parent flags the cut line as malformed
+    }
+    for (;;) {
+      auto wrote = ::write(fd_, line.data(), line.size());
+      if (wrote == static_cast<ssize_t>(line.size())) return;
+      if (wrote < 0 && errno == EINTR) continue;
+      _exit(5);  // the parent is gone (or the pipe broke): nobody to report to
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+// The workflow's outside world: reports each step execution to the parent
+// (that line is the call to the service), and answers each call after a
+// latency of its own on one service thread. Thread-safe.
+class OutsideWorld final : public OrderServices {
+ public:
+  explicit OutsideWorld(const Reporter& reporter) : reporter_(reporter), thread_([this] { serve(); }) {}
+  ~OutsideWorld() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();  // calls still unanswered are dropped with the process
+  }
+
+  void step_running(const std::string& order_id, std::string_view step, const StepContext& context) override {
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    reporter_.send(
+        ran_line(order_id, step, std::chrono::duration_cast<std::chrono::milliseconds>(now).count(), context.key()));
+  }
+
+  void answer_later(const std::string& order_id, std::string_view step, std::coroutine_handle<> waiter) override {
+    std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a: a latency per order and step
+    for (unsigned char c : order_id + std::string(step)) hash = (hash ^ c) * 0x100000001b3ULL;
+    auto latency = std::chrono::milliseconds(kServiceLatencyMinMs +
+                                             static_cast<int>(hash % (kServiceLatencyMaxMs - kServiceLatencyMinMs + 1)));
+    {
+      std::lock_guard lock(mutex_);
+      due_.emplace(std::chrono::steady_clock::now() + latency, waiter);
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  void serve() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      if (due_.empty()) {
+        wake_.wait(lock);
+        continue;
+      }
+      auto next = due_.begin();
+      if (next->first > std::chrono::steady_clock::now()) {
+        wake_.wait_until(lock, next->first);
+        continue;
+      }
+      auto waiter = next->second;
+      due_.erase(next);
+      lock.unlock();
+      waiter.resume();  // the step finishes; the engine takes it from here
+      lock.lock();
+    }
+  }
+
+  const Reporter& reporter_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::multimap<std::chrono::steady_clock::time_point, std::coroutine_handle<>> due_;  // guarded by mutex_
+  bool stopping_ = false;                                                              // guarded by mutex_
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+// What the parent knew when this life began.
+struct KnownState {
+  std::set<std::string> started, signalled, finished;
+};
+
+KnownState read_known_state(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    auto got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  KnownState known;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    auto space = line.find(' ');
+    if (space != std::string_view::npos) {
+      auto verb = line.substr(0, space);
+      std::string id(line.substr(space + 1));
+      if (verb == "started") known.started.insert(id);
+      if (verb == "signalled") known.signalled.insert(id);
+      if (verb == "finished") known.finished.insert(id);
+    }
+    start = end + 1;
+  }
+  return known;
+}
+
+std::unique_ptr<Engine> open_engine(const std::string& dir, OutsideWorld& world) {
+  auto config = Config::local(dir);
+  config.segment_bytes = kSegmentBytes;
+  auto engine = Engine::open(config);
+  engine->register_workflow(kOrderWorkflow, [&world](Ctx& ctx, Order order) {
+    return order_workflow(ctx, std::move(order), world);
+  });
+  return engine;
+}
+
+bool awaits_approval(const json::value& chunk) {
+  const auto* object = chunk.if_object();
+  const auto* phase = object ? object->if_contains("phase") : nullptr;
+  return phase && phase->is_string() && phase->get_string() == "awaiting_approval";
+}
+
+// Follows the progress stream of each order it is given on a thread of its
+// own (a StreamReader belongs to one thread, and a blocked next() hands over
+// a chunk the moment it is durable): reports every chunk, signals the
+// order's approval once the order awaits it, and reports the result once
+// the stream ends. watch() and wait_until_idle() are thread-safe; the engine
+// must outlive the watcher, whose destructor waits for every stream's end.
+class ProgressWatcher {
+ public:
+  ProgressWatcher(Engine& engine, const Reporter& reporter, std::uint64_t seed, std::set<std::string> signalled)
+      : engine_(engine), reporter_(reporter), seed_(seed), signalled_(std::move(signalled)) {}
+
+  ~ProgressWatcher() {
+    for (auto& thread : threads_) thread.join();
+  }
+
+  void watch(std::uint32_t index) {
+    std::lock_guard lock(mutex_);
+    ++unfinished_;
+    threads_.emplace_back([this, index] {
+      follow(index);
+      std::lock_guard done(mutex_);
+      if (--unfinished_ == 0) idle_.notify_all();
+    });
+  }
+
+  // Blocks until every watched order's stream ended and its result is reported.
+  void wait_until_idle() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [this] { return unfinished_ == 0; });
+  }
+
+ private:
+  void follow(std::uint32_t index) {
+    const auto id = order_id(index);
+    const auto plan = make_plan(seed_, index);
+    bool signal_sent = signalled_.contains(id);
+    try {
+      auto reader = engine_.read_stream(id, std::string(kProgressStream), StreamFrom::earliest());
+      while (auto chunk = reader.next()) {
+        reporter_.send(chunk_line(id, chunk->offset, chunk->value));
+        if (awaits_approval(chunk->value) && plan != Plan::stay_silent && !signal_sent) {
+          send_approval(id, index, plan);
+          signal_sent = true;
+        }
+      }
+    } catch (const std::exception& error) {
+      reporter_.send(failed_line(id, fmt::format("following its progress stream: {}", error.what())));
+      return;
+    }
+    try {
+      reporter_.send(result_line(id, engine_.result_json(id)));
+    } catch (const std::exception& error) {
+      reporter_.send(failed_line(id, fmt::format("result: {}", error.what())));
+    }
+  }
+
+  void send_approval(const std::string& id, std::uint32_t index, Plan plan) {
+    auto approval = make_approval(plan, index);
+    // The same id in every life: a signal repeated after a kill that took
+    // its acknowledgement is dropped by the engine, not delivered twice.
+    auto signal_id = id + "/approval";
+    try {
+      engine_.signal(id, kApprovalSignal, approval, signal_id);
+    } catch (const Error& error) {
+      // The run already finished: its wait timed out while no life was
+      // there to answer (re-reading history shows the old request).
+      if (error.error() == errc::not_found) return;
+      throw;
+    }
+    reporter_.send(signalled_line(id, signal_id, json::value_from(approval)));
+  }
+
+  Engine& engine_;
+  const Reporter& reporter_;
+  const std::uint64_t seed_;
+  const std::set<std::string> signalled_;
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::vector<std::thread> threads_;  // guarded by mutex_
+  std::size_t unfinished_ = 0;        // guarded by mutex_
+};
+
+// After a clean shutdown and a reopen: every order's whole stream, its
+// result, and the engine's list of runs.
+void final_check(const OrderDemoOptions& options, Engine& engine, const Reporter& reporter) {
+  for (std::uint32_t index = 0; index < options.orders; ++index) {
+    auto id = order_id(index);
+    try {
+      auto reader = engine.read_stream(id, std::string(kProgressStream), StreamFrom::earliest());
+      while (auto chunk = reader.next()) reporter.send(final_chunk_line(id, chunk->offset, chunk->value));
+      reporter.send(final_end_line(id));
+    } catch (const std::exception& error) {
+      reporter.send(failed_line(id, fmt::format("re-reading its stream after reopening: {}", error.what())));
+    }
+    try {
+      reporter.send(final_result_line(id, engine.result_json(id)));
+    } catch (const std::exception& error) {
+      reporter.send(failed_line(id, fmt::format("its result after reopening: {}", error.what())));
+    }
+  }
+  for (const auto& run : engine.list_runs()) reporter.send(run_line(run.id, run_status_name(run.status)));
+}
+
+}  // namespace
+
+int run_order_demo_child(const OrderDemoOptions& options) {
+  // An orphan would wait for a SIGKILL that never comes.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 5;
+
+  Reporter reporter(kReportFd);
+  auto known = read_known_state(STDIN_FILENO);
+  OutsideWorld world(reporter);  // outlives the engine
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = open_engine(options.dir, world);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "fusee demo child: the engine did not open on %s: %s\n", options.dir.c_str(), error.what());
+    return 3;
+  }
+  {
+    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled);
+    // What earlier lives started and did not see finish: the engine replays
+    // those runs; follow them from their first chunk.
+    const auto allowed = std::min(options.allow, options.orders);
+    for (std::uint32_t index = 0; index < allowed; ++index) {
+      auto id = order_id(index);
+      if (known.started.contains(id) && !known.finished.contains(id)) watcher.watch(index);
+    }
+    // A result, once reported, must read the same in every later life.
+    for (const auto& id : known.finished) {
+      try {
+        reporter.send(result_line(id, engine->result_json(id)));
+      } catch (const std::exception& error) {
+        reporter.send(failed_line(id, fmt::format("its result, reported in an earlier life: {}", error.what())));
+      }
+    }
+    // New orders, a few milliseconds apart. An order whose start was never
+    // acknowledged is started again: the engine attaches if it has the run.
+    bool first_start = true;
+    for (std::uint32_t index = 0; index < allowed; ++index) {
+      auto id = order_id(index);
+      if (known.started.contains(id)) continue;
+      if (!std::exchange(first_start, false)) std::this_thread::sleep_for(kStartGap);
+      try {
+        (void)engine->start(kOrderWorkflow, id, make_order(options.seed, index));
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "fusee demo child: starting %s failed: %s\n", id.c_str(), error.what());
+        reporter.send(failed_line(id, fmt::format("start: {}", error.what())));
+        _exit(4);  // no clean-up: the watcher's threads may wait for streams that never end
+      }
+      reporter.send(started_line(id));
+      watcher.watch(index);
+    }
+    if (!options.final) {
+      for (;;) ::pause();  // until the parent's SIGKILL
+    }
+    watcher.wait_until_idle();
+  }
+  try {
+    engine->shutdown();
+    engine.reset();
+    engine = open_engine(options.dir, world);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "fusee demo child: the engine did not reopen after a clean shutdown: %s\n", error.what());
+    return 3;
+  }
+  final_check(options, *engine, reporter);
+  engine->shutdown();
+  reporter.send(complete_line());
+  return 0;
+}
+
+}  // namespace fusee::cli

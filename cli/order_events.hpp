@@ -1,0 +1,71 @@
+// The lines the order demo's child writes to its parent, one per event, each
+// with a single write(2) to a pipe, so a line is either whole or absent
+// after a SIGKILL and lines from several threads never interleave. Fields
+// are separated by one space; the last field takes the rest of the line.
+//
+//   started ID                  engine.start returned (the run is durable)
+//   ran ID STEP AT_MS KEY       a step function is about to do its work (an
+//                               execution log, not an acknowledgement);
+//                               AT_MS: system clock, ms since the epoch
+//   signalled ID SIGID VALUE    engine.signal returned (SIGID: the
+//                               deduplication id; VALUE: the JSON sent)
+//   chunk ID OFFSET VALUE       a StreamReader delivered this chunk of the
+//                               run's "progress" stream
+//   result ID VALUE             engine.result_json returned this JSON
+//   failed ID MESSAGE           the run or a call about it failed
+//   final-chunk ID OFFSET VALUE the final check's re-read (after reopening)
+//   final-end ID                ... reached the end of the stream
+//   final-result ID VALUE       the final check's result, after reopening
+//   run ID STATUS               list_runs after reopening
+//   complete                    the final check is done
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fusee::cli {
+
+struct OrderEvent {
+  enum class Kind {
+    started,
+    ran,
+    signalled,
+    chunk,
+    result,
+    failed,
+    final_chunk,
+    final_end,
+    final_result,
+    run,
+    complete,
+  };
+  Kind kind = Kind::complete;
+  std::string id;
+  std::string step;       // ran
+  std::int64_t at_ms = 0; // ran
+  std::string text;       // ran: key; signalled: signal id; failed: message; run: status
+  std::uint64_t offset = 0;
+  boost::json::value value;  // signalled, chunk, result, final-chunk, final-result
+};
+
+std::string started_line(std::string_view id);
+std::string ran_line(std::string_view id, std::string_view step, std::int64_t at_ms, std::string_view key);
+std::string signalled_line(std::string_view id, std::string_view signal_id, const boost::json::value& value);
+std::string chunk_line(std::string_view id, std::uint64_t offset, const boost::json::value& value);
+std::string result_line(std::string_view id, const boost::json::value& value);
+std::string failed_line(std::string_view id, std::string_view message);
+std::string final_chunk_line(std::string_view id, std::uint64_t offset, const boost::json::value& value);
+std::string final_end_line(std::string_view id);
+std::string final_result_line(std::string_view id, const boost::json::value& value);
+std::string run_line(std::string_view id, std::string_view status);
+std::string complete_line();
+
+// One line without its newline; nullopt if it is not well formed.
+std::optional<OrderEvent> parse_order_event(std::string_view line);
+
+}  // namespace fusee::cli

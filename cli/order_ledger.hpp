@@ -1,0 +1,139 @@
+// The order demo's ledger: every line the demo's children wrote (see
+// order_events.hpp), by life (0 for the first child, one more after each
+// SIGKILL), kept in the parent's memory, outside the data directory; and the
+// checks that hold the engine to its promise:
+//
+//  - every acknowledged start exists after the last restart and finished;
+//  - every acknowledged signal was seen: an approval acknowledged before the
+//    order's wait could time out decides the order (it never expires), and
+//    no order ends another way than its plan allows;
+//  - every delivered chunk is in the final stream (re-read from earliest
+//    after reopening) at the same offset with the same value; every life's
+//    reader saw offsets in order without a gap;
+//  - no step ran again after its result was durable. A step's result was
+//    durable in life L if in L (or before) a later step of the run ran (a
+//    step runs only once the run's earlier records are durable), a chunk
+//    written after the step was delivered (chunks are released only once
+//    durable), or the run's result was reported. No step ran twice in a life;
+//    every run of a step used the same idempotency key;
+//  - every run finished with the receipt and the progress stream that its
+//    order, its approval outcome and its charge key determine, and no result
+//    ever changed between lives;
+//  - no wait timed out before its timeout could have passed.
+//
+// Times: `ran` lines carry the child's system clock; the parent stamps every
+// line with its own system clock when it reads it (an upper bound on when the
+// event happened). Both are the clock the engine's timers use.
+//
+// Not thread-safe: the parent feeds it from its one thread.
+#pragma once
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/order_events.hpp"
+#include "cli/order_workflow.hpp"
+
+namespace fusee::cli {
+
+class OrderLedger {
+ public:
+  OrderLedger(std::uint64_t seed, std::uint32_t orders, std::chrono::milliseconds approval_timeout);
+
+  // One line (without its newline) from the child of `life`, read by the
+  // parent at received_ms (system clock, ms since the epoch). True when it
+  // acknowledged something for the first time (a start, a signal, a chunk
+  // offset, a result) or reported a step execution.
+  bool feed(int life, std::string_view line, std::int64_t received_ms);
+
+  // What the next child must know, one line each: "started ID" (its start
+  // was acknowledged), "signalled ID" (its approval was), "finished ID" (its
+  // result was reported).
+  std::string child_state() const;
+
+  // Whether a child wrote `complete` (the final check ran to its end).
+  bool complete() const { return complete_; }
+
+  // Every check above; one sentence per violation, empty when all held.
+  // Without the final child's report (it never got that far) only what the
+  // lives reported is checked, not the end state.
+  std::vector<std::string> check(bool with_final_state) const;
+
+  struct Counts {
+    std::uint64_t starts = 0;      // starts acknowledged
+    std::uint64_t steps = 0;       // step executions
+    std::uint64_t chunks = 0;      // chunk deliveries (history re-reads included)
+    std::uint64_t signals = 0;     // signals acknowledged
+    std::uint64_t results = 0;     // results reported
+  };
+  // What one life reported (zero for a life that reported nothing).
+  Counts life_counts(int life) const;
+
+  struct Totals {
+    std::uint64_t finished = 0;  // runs with a final result
+    std::uint64_t shipped = 0, rejected = 0, expired = 0;
+    std::uint64_t step_runs = 0;        // step executions, all lives
+    std::uint64_t step_reruns = 0;      // executions beyond a step's first (the result was not durable yet)
+    std::uint64_t chunks = 0;           // distinct chunks delivered before the final check
+    std::uint64_t chunk_deliveries = 0; // chunk deliveries before the final check (re-reads included)
+    std::uint64_t signals = 0;          // distinct signals acknowledged
+    std::uint64_t starts = 0;           // distinct starts acknowledged
+  };
+  Totals totals() const;
+
+ private:
+  struct StepRun {
+    int life = 0;
+    std::int64_t at_ms = 0;
+    std::string key;
+  };
+  struct Delivery {
+    boost::json::value value;
+    int life = 0;               // first life that delivered it
+    std::int64_t received_ms = 0;
+  };
+  struct RunRecord {
+    Order order;
+    Plan plan = Plan::approve;
+    std::optional<int> started_life;
+    std::map<std::string, std::vector<StepRun>, std::less<>> steps;
+    std::optional<int> signal_life;
+    std::int64_t signal_received_ms = 0;
+    std::vector<Delivery> chunks;  // by offset
+    int reading_life = -1;         // the life whose reader the next offset belongs to
+    std::uint64_t next_offset = 0;
+    std::optional<Delivery> result;  // the first one reported
+    std::vector<boost::json::value> final_chunks;
+    bool final_ended = false;
+    std::optional<boost::json::value> final_result;
+    std::optional<std::string> final_status;
+  };
+
+  void violation(std::string message);
+  RunRecord* find(const std::string& id, std::string_view line);
+  bool on_chunk(RunRecord& run, int life, const OrderEvent& event, std::int64_t received_ms);
+  bool on_result(RunRecord& run, int life, const boost::json::value& value, std::int64_t received_ms,
+                 std::string_view where);
+  void check_steps(const RunRecord& run, std::vector<std::string>& out) const;
+  void check_final(const RunRecord& run, std::vector<std::string>& out) const;
+  void check_outcome(const RunRecord& run, Outcome outcome, std::vector<std::string>& out) const;
+  // The earliest moment (system clock ms) the run's approval wait could time
+  // out: its first charge execution plus the timeout. nullopt: charge never ran.
+  std::optional<std::int64_t> earliest_timeout_ms(const RunRecord& run) const;
+
+  std::chrono::milliseconds approval_timeout_;
+  std::vector<RunRecord> runs_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+  std::vector<std::string> feed_violations_;
+  std::vector<Counts> life_counts_;
+  std::vector<std::string> unknown_runs_;  // in list_runs, never started by the demo
+  bool complete_ = false;
+};
+
+}  // namespace fusee::cli

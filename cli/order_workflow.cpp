@@ -1,0 +1,205 @@
+#include "cli/order_workflow.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace fusee::cli {
+namespace json = boost::json;
+
+namespace {
+
+// SplitMix64: a small, well-mixed hash, so (seed, index) gives independent
+// looking orders and plans.
+std::uint64_t mix(std::uint64_t value) {
+  value += 0x9e3779b97f4a7c15ULL;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 31);
+}
+
+std::uint64_t order_hash(std::uint64_t seed, std::uint32_t index, std::uint64_t purpose) {
+  return mix(mix(seed ^ purpose) + index);
+}
+
+json::value quoted_chunk(std::int64_t total_cents) { return json::object{{"phase", "quoted"}, {"total_cents", total_cents}}; }
+json::value charged_chunk(const std::string& payment) { return json::object{{"phase", "charged"}, {"payment", payment}}; }
+json::value awaiting_chunk() {
+  return json::object{{"phase", "awaiting_approval"}, {"timeout_ms", kApprovalTimeout.count()}};
+}
+json::value decided_chunk(Outcome outcome) {
+  const char* phase = outcome == Outcome::shipped ? "approved" : outcome == Outcome::rejected ? "rejected" : "expired";
+  return json::object{{"phase", phase}};
+}
+json::value shipped_chunk(const std::string& tracking) { return json::object{{"phase", "shipped"}, {"tracking", tracking}}; }
+
+}  // namespace
+
+void tag_invoke(const json::value_from_tag&, json::value& value, const Order& order) {
+  value = json::object{
+      {"id", order.id}, {"customer", order.customer}, {"items", order.items}, {"unit_cents", order.unit_cents}};
+}
+
+Order tag_invoke(const json::value_to_tag<Order>&, const json::value& value) {
+  const auto& object = value.as_object();
+  return Order{json::value_to<std::string>(object.at("id")), json::value_to<std::string>(object.at("customer")),
+               json::value_to<std::uint32_t>(object.at("items")), json::value_to<std::int64_t>(object.at("unit_cents"))};
+}
+
+void tag_invoke(const json::value_from_tag&, json::value& value, const Approval& approval) {
+  value = json::object{{"approved", approval.approved}, {"by", approval.by}};
+}
+
+Approval tag_invoke(const json::value_to_tag<Approval>&, const json::value& value) {
+  const auto& object = value.as_object();
+  return Approval{object.at("approved").as_bool(), json::value_to<std::string>(object.at("by"))};
+}
+
+void tag_invoke(const json::value_from_tag&, json::value& value, const Receipt& receipt) {
+  value = json::object{{"order", receipt.order},
+                       {"total_cents", receipt.total_cents},
+                       {"payment", receipt.payment},
+                       {"outcome", receipt.outcome},
+                       {"tracking", receipt.tracking}};
+}
+
+Receipt tag_invoke(const json::value_to_tag<Receipt>&, const json::value& value) {
+  const auto& object = value.as_object();
+  return Receipt{json::value_to<std::string>(object.at("order")), json::value_to<std::int64_t>(object.at("total_cents")),
+                 json::value_to<std::string>(object.at("payment")), json::value_to<std::string>(object.at("outcome")),
+                 json::value_to<std::string>(object.at("tracking"))};
+}
+
+const char* plan_name(Plan plan) noexcept {
+  switch (plan) {
+    case Plan::approve: return "approve";
+    case Plan::reject: return "reject";
+    case Plan::stay_silent: return "stay silent";
+  }
+  return "?";
+}
+
+const char* outcome_name(Outcome outcome) noexcept {
+  switch (outcome) {
+    case Outcome::shipped: return "shipped";
+    case Outcome::rejected: return "rejected";
+    case Outcome::expired: return "expired";
+  }
+  return "?";
+}
+
+std::optional<Outcome> outcome_from_name(std::string_view name) {
+  for (auto outcome : {Outcome::shipped, Outcome::rejected, Outcome::expired})
+    if (name == outcome_name(outcome)) return outcome;
+  return std::nullopt;
+}
+
+Outcome planned_outcome(Plan plan) noexcept {
+  switch (plan) {
+    case Plan::approve: return Outcome::shipped;
+    case Plan::reject: return Outcome::rejected;
+    case Plan::stay_silent: return Outcome::expired;
+  }
+  return Outcome::expired;
+}
+
+std::string order_id(std::uint32_t index) { return fmt::format("order-{:05}", index); }
+
+Order make_order(std::uint64_t seed, std::uint32_t index) {
+  auto hash = order_hash(seed, index, 1);
+  return Order{order_id(index), fmt::format("customer-{:03}", hash % 97), static_cast<std::uint32_t>(1 + (hash >> 8) % 8),
+               static_cast<std::int64_t>(250 + (hash >> 16) % 4750)};
+}
+
+Plan make_plan(std::uint64_t seed, std::uint32_t index) {
+  // Half approved, three in ten rejected, one in five never answered (the
+  // wait times out).
+  auto draw = order_hash(seed, index, 2) % 10;
+  return draw < 5 ? Plan::approve : draw < 8 ? Plan::reject : Plan::stay_silent;
+}
+
+Approval make_approval(Plan plan, std::uint32_t index) {
+  return Approval{plan == Plan::approve, fmt::format("desk-{}", index % 3)};
+}
+
+std::int64_t quote_total_cents(const Order& order) {
+  auto total = static_cast<std::int64_t>(order.items) * order.unit_cents;
+  if (order.items >= 5) total -= total / 10;  // volume discount
+  if (total < 5000) total += 499;             // shipping
+  return total;
+}
+
+std::string tracking_number(const std::string& order_id) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a
+  for (unsigned char c : order_id) hash = (hash ^ c) * 0x100000001b3ULL;
+  return fmt::format("TRK{:012X}", hash & 0xffffffffffffULL);
+}
+
+Receipt expected_receipt(const Order& order, Outcome outcome, const std::string& payment_key) {
+  return Receipt{order.id, quote_total_cents(order), payment_key, outcome_name(outcome),
+                 outcome == Outcome::shipped ? tracking_number(order.id) : std::string()};
+}
+
+std::vector<json::value> expected_progress(const Order& order, Outcome outcome, const std::string& payment_key) {
+  std::vector<json::value> chunks{quoted_chunk(quote_total_cents(order)), charged_chunk(payment_key), awaiting_chunk(),
+                                  decided_chunk(outcome)};
+  if (outcome == Outcome::shipped) chunks.push_back(shipped_chunk(tracking_number(order.id)));
+  return chunks;
+}
+
+std::vector<std::string_view> steps_before_chunk(const json::value& chunk) {
+  const auto* object = chunk.if_object();
+  const auto* phase = object ? object->if_contains("phase") : nullptr;
+  if (!phase || !phase->is_string()) return {};
+  const auto& name = phase->get_string();
+  if (name == "quoted") return {kQuoteStep};
+  if (name == "charged" || name == "awaiting_approval" || name == "approved" || name == "rejected" || name == "expired")
+    return {kQuoteStep, kChargeStep};
+  if (name == "shipped") return {kQuoteStep, kChargeStep, kShipStep};
+  return {};
+}
+
+Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services) {
+  Stream progress = ctx.stream(std::string(kProgressStream));
+
+  // Each step function is a named local, not a lambda written inside the
+  // co_await: GCC 12 relocates such a closure bytewise, so a captured
+  // std::string points into the old copy and is freed from there (see
+  // docs/engine.md). Named, it works with every compiler.
+  const auto quote = [order, &services](StepContext& step) {
+    services.step_running(order.id, kQuoteStep, step);
+    return quote_total_cents(order);
+  };
+  const std::int64_t total_cents = co_await ctx.step(std::string(kQuoteStep), quote);
+  co_await progress.write(quoted_chunk(total_cents));
+
+  // The payment service deduplicates charges by this key, so a charge
+  // repeated after a crash (before its result was durable) bills once.
+  const auto charge = [id = order.id, &services](StepContext& step) -> Task<std::string> {
+    services.step_running(id, kChargeStep, step);
+    co_await ServiceCall(services, id, kChargeStep);
+    co_return step.key();
+  };
+  const std::string payment = co_await ctx.step(std::string(kChargeStep), charge);
+  co_await progress.write(charged_chunk(payment));
+
+  co_await progress.write(awaiting_chunk());
+  const std::optional<Approval> approval = co_await ctx.wait_for(kApprovalSignal).timeout(kApprovalTimeout);
+  const Outcome outcome = !approval ? Outcome::expired : approval->approved ? Outcome::shipped : Outcome::rejected;
+  co_await progress.write(decided_chunk(outcome));
+
+  std::string tracking;
+  if (outcome == Outcome::shipped) {
+    const auto ship = [id = order.id, &services](StepContext& step) -> Task<std::string> {
+      services.step_running(id, kShipStep, step);
+      co_await ServiceCall(services, id, kShipStep);
+      co_return tracking_number(id);
+    };
+    tracking = co_await ctx.step(std::string(kShipStep), ship);
+    co_await progress.write(shipped_chunk(tracking));
+  }
+  co_await progress.close();
+  co_return Receipt{order.id, total_cents, payment, outcome_name(outcome), tracking};
+}
+
+}  // namespace fusee::cli
