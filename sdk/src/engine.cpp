@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <future>
 #include <random>
 #include <shared_mutex>
 #include <thread>
@@ -117,22 +116,26 @@ struct Engine::Impl final : engine::EngineCore {
     if (shut.load()) throw Error(errc::shut_down, "the engine is shut down");
   }
 
-  // Runs fn on the run's shard as an external request and waits for reply.
+  // Runs fn on the run's shard as an external request; fn fulfils the
+  // promise there. A full queue fails the future with errc::busy at once.
   template <typename T>
-  T request(const std::string& id, std::function<void(engine::Shard&, std::promise<T>&)> fn) {
+  std::future<T> request_async(const std::string& id,
+                               std::function<void(engine::Shard&, const std::shared_ptr<std::promise<T>>&)> fn) {
     check_open();
     auto& shard = shard_for(id);
     auto promise = std::make_shared<std::promise<T>>();
     auto future = promise->get_future();
-    bool posted = shard.post([&shard, promise, fn = std::move(fn)] { fn(shard, *promise); }, true);
+    bool posted = shard.post([&shard, promise, fn = std::move(fn)] { fn(shard, promise); }, true);
     if (!posted) {
       check_open();
-      throw Error(errc::busy, fmt::format("shard {} is busy (its request queue is full): nothing was recorded, try "
-                                          "again",
-                                          shard.id()));
+      promise->set_exception(std::make_exception_ptr(
+          Error(errc::busy, fmt::format("shard {} is busy (its request queue is full): nothing was recorded, try "
+                                        "again",
+                                        shard.id()))));
     }
-    return future.get();
+    return future;
   }
+
 };
 
 namespace {
@@ -271,6 +274,11 @@ Engine::~Engine() { shutdown(); }
 
 std::uint32_t Engine::shard_count() const { return impl_->shard_count(); }
 
+EngineStats Engine::stats() const {
+  auto log = impl_->sink->stats();
+  return EngineStats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};
+}
+
 void Engine::shutdown() {
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
@@ -298,57 +306,86 @@ void Engine::register_workflow_json(const std::string& name, WorkflowFn fn) {
   }
 }
 
-StartOutcome Engine::start_json(const std::string& workflow, const std::string& id, boost::json::value input,
-                                const StartOptions& options) {
+std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, const std::string& id,
+                                                  boost::json::value input, const StartOptions& options) {
   if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
   if (options.deadline && options.deadline->count() <= 0) {
     throw Error(errc::invalid_argument, fmt::format("run '{}': the deadline must be positive", id));
   }
-  auto reply = impl_->request<Reply>(id, [workflow, id, input = std::move(input), options](
-                                             engine::Shard& shard, std::promise<Reply>& promise) mutable {
-    shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
-                       [&promise](std::error_code error, std::string message, StartOutcome outcome) {
-                         promise.set_value(Reply{error, std::move(message), outcome});
-                       });
-  });
-  throw_if_failed(reply);
-  return reply.outcome;
+  return impl_->request_async<StartOutcome>(
+      id, [workflow, id, input = std::move(input), options](
+              engine::Shard& shard, const std::shared_ptr<std::promise<StartOutcome>>& promise) mutable {
+        shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
+                           [promise](std::error_code error, std::string message, StartOutcome outcome) {
+                             if (!error) {
+                               promise->set_value(outcome);
+                               return;
+                             }
+                             try {
+                               throw_error(error, message);
+                             } catch (...) {
+                               promise->set_exception(std::current_exception());
+                             }
+                           });
+      });
 }
 
-boost::json::value Engine::result_json(const std::string& id) {
-  auto outcome = impl_->request<engine::Outcome>(id, [id](engine::Shard& shard, std::promise<engine::Outcome>& promise) {
-    shard.handle_result(id, [&promise](const engine::Outcome& outcome) { promise.set_value(outcome); });
-  });
-  return outcome.value_or_throw();
+StartOutcome Engine::start_json(const std::string& workflow, const std::string& id, boost::json::value input,
+                                const StartOptions& options) {
+  return start_json_async(workflow, id, std::move(input), options).get();
 }
+
+std::future<boost::json::value> Engine::result_json_async(const std::string& id) {
+  return impl_->request_async<boost::json::value>(
+      id, [id](engine::Shard& shard, const std::shared_ptr<std::promise<boost::json::value>>& promise) {
+        shard.handle_result(id, [promise](const engine::Outcome& outcome) {
+          if (outcome.status == RunStatus::completed) {
+            promise->set_value(outcome.value);
+          } else {
+            promise->set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
+          }
+        });
+      });
+}
+
+boost::json::value Engine::result_json(const std::string& id) { return result_json_async(id).get(); }
+
+namespace {
+// A reply that keeps its promise alive: shards answer after the request's
+// message is gone (once a record is durable).
+std::function<void(std::error_code, std::string)> reply_to(const std::shared_ptr<std::promise<Reply>>& promise) {
+  return [promise](std::error_code error, std::string message) {
+    promise->set_value(Reply{error, std::move(message)});
+  };
+}
+}  // namespace
 
 void Engine::signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                          const std::string& signal_id) {
-  auto reply = impl_->request<Reply>(id, [id, signal, value = std::move(value), signal_id](
-                                             engine::Shard& shard, std::promise<Reply>& promise) mutable {
-    shard.handle_signal(id, signal, std::move(value), signal_id, [&promise](std::error_code error, std::string message) {
-      promise.set_value(Reply{error, std::move(message)});
-    });
-  });
+  auto reply = impl_->request_async<Reply>(id, [id, signal, value = std::move(value), signal_id](
+                                                   engine::Shard& shard,
+                                                   const std::shared_ptr<std::promise<Reply>>& promise) mutable {
+                      shard.handle_signal(id, signal, std::move(value), signal_id, reply_to(promise));
+                    }).get();
   throw_if_failed(reply);
 }
 
 void Engine::cancel(const std::string& id, const std::string& reason) {
-  auto reply = impl_->request<Reply>(id, [id, reason](engine::Shard& shard, std::promise<Reply>& promise) {
-    shard.handle_cancel(id, reason, [&promise](std::error_code error, std::string message) {
-      promise.set_value(Reply{error, std::move(message)});
-    });
-  });
+  auto reply = impl_->request_async<Reply>(
+                        id, [id, reason](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
+                          shard.handle_cancel(id, reason, reply_to(promise));
+                        })
+                   .get();
   throw_if_failed(reply);
 }
 
 StreamReader Engine::read_stream(const std::string& id, const std::string& stream, StreamFrom from) {
   auto feed = std::make_shared<detail::StreamFeed>();
-  auto reply = impl_->request<Reply>(id, [id, stream, from, feed](engine::Shard& shard, std::promise<Reply>& promise) {
-    shard.handle_read_stream(id, stream, from, feed, [&promise](std::error_code error, std::string message) {
-      promise.set_value(Reply{error, std::move(message)});
-    });
-  });
+  auto reply = impl_->request_async<Reply>(id, [id, stream, from, feed](
+                                                   engine::Shard& shard,
+                                                   const std::shared_ptr<std::promise<Reply>>& promise) {
+                      shard.handle_read_stream(id, stream, from, feed, reply_to(promise));
+                    }).get();
   throw_if_failed(reply);
   return StreamReader(feed);
 }

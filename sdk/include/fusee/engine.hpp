@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +76,14 @@ struct StreamFrom {
 struct StreamChunk {
   std::uint64_t offset = 0;
   boost::json::value value;
+};
+
+// Counters of the journal under the engine (all zero in memory mode).
+struct EngineStats {
+  std::uint64_t records_written = 0;  // journal records made durable
+  std::uint64_t batches_written = 0;  // log batches (each one durable write)
+  std::uint64_t inline_writes = 0;    // batches a shard wrote itself instead of handing off
+  bool direct_io = false;             // O_DIRECT + RWF_DSYNC (else buffered + fdatasync)
 };
 
 namespace detail {
@@ -154,6 +163,22 @@ class Engine {
     return result(ref, id);
   }
 
+  // The same without waiting: the future holds the outcome (or the Error).
+  // Many requests in flight from one thread cost far less than one thread
+  // per request, as a shard handles its queue in batches.
+  template <typename In, typename Out>
+  std::future<StartOutcome> start_async(const WorkflowRef<In, Out>& ref, const std::string& id, const In& input,
+                                        const StartOptions& options = {}) {
+    return start_json_async(ref.name, id, boost::json::value_from(input), options);
+  }
+  // The result converts to Out when get() is called.
+  template <typename In, typename Out>
+  std::future<Out> result_async(const WorkflowRef<In, Out>& ref, const std::string& id) {
+    (void)ref;
+    return std::async(std::launch::deferred,
+                      [json = result_json_async(id)]() mutable { return detail::from_json<Out>(json.get()); });
+  }
+
   // Delivers a value to the run's next wait_for(signal). Returns once durable.
   // With a signal_id, a second delivery of the same id is acknowledged and
   // dropped. Throws not_found for an unknown or finished run.
@@ -179,10 +204,14 @@ class Engine {
   StartOutcome start_json(const std::string& workflow, const std::string& id, boost::json::value input,
                           const StartOptions& options = {});
   boost::json::value result_json(const std::string& id);
+  std::future<StartOutcome> start_json_async(const std::string& workflow, const std::string& id,
+                                             boost::json::value input, const StartOptions& options = {});
+  std::future<boost::json::value> result_json_async(const std::string& id);
   void signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                    const std::string& signal_id = {});
 
   std::uint32_t shard_count() const;
+  EngineStats stats() const;
 
   struct Impl;
 
