@@ -1,0 +1,267 @@
+// The run store on RocksDB. Keys (one byte of kind, then fields; big-endian
+// numbers so that keys sort by them):
+//   'f' id                                   -> the finished run (JSON)
+//   't' time id                              -> "" (index: all, by finish time)
+//   'w' u32 length, workflow, time, id       -> "" (index: by workflow)
+//   's' status byte, time, id                -> "" (index: by status)
+//   'c' u32 shard                            -> u64 lsn, u64 keep_from_sequence, state
+//   'p' id                                   -> a parked run's journal
+// time is the finish time in ms with its sign bit flipped, so that negative
+// times sort first.
+#include "engine/run_store.hpp"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+
+#include "wal/errc.hpp"
+
+namespace fusee::engine {
+namespace {
+
+void put_u32(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
+}
+void put_u64(std::string& out, std::uint64_t value) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((value >> shift) & 0xff));
+}
+std::uint64_t get_u64(std::string_view in) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
+  return value;
+}
+std::uint64_t time_key(std::int64_t ms) { return static_cast<std::uint64_t>(ms) ^ (std::uint64_t{1} << 63); }
+
+std::string finished_key(const std::string& id) { return "f" + id; }
+std::string time_prefix() { return "t"; }
+std::string workflow_prefix(const std::string& workflow) {
+  std::string key = "w";
+  put_u32(key, static_cast<std::uint32_t>(workflow.size()));
+  return key + workflow;
+}
+std::string status_prefix(RunStatus status) { return std::string("s") + static_cast<char>('0' + static_cast<int>(status)); }
+std::string index_key(const std::string& prefix, std::int64_t ms, const std::string& id) {
+  std::string key = prefix;
+  put_u64(key, time_key(ms));
+  return key + id;
+}
+std::string checkpoint_key(std::uint32_t shard) {
+  std::string key = "c";
+  put_u32(key, shard);
+  return key;
+}
+std::string parked_key(const std::string& id) { return "p" + id; }
+
+RunStatus status_from_name(std::string_view name) {
+  for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+    if (name == run_status_name(status)) return status;
+  }
+  return RunStatus::failed;
+}
+
+std::string encode_run(const FinishedRun& run) {
+  boost::json::object object;
+  object["id"] = run.id;
+  object["generation"] = run.generation;
+  object["workflow"] = run.workflow;
+  object["input"] = run.input;
+  object["status"] = run_status_name(run.status);
+  object["result"] = run.result;
+  object["error_code"] = run.error_code;
+  object["message"] = run.message;
+  object["started_ms"] = run.started_ms;
+  object["finished_ms"] = run.finished_ms;
+  return boost::json::serialize(object);
+}
+
+std::optional<FinishedRun> decode_run(std::string_view text) {
+  boost::system::error_code error;
+  auto value = boost::json::parse(text, error);
+  if (error || !value.is_object()) return std::nullopt;
+  const auto& object = value.get_object();
+  try {
+    FinishedRun run;
+    run.id = boost::json::value_to<std::string>(object.at("id"));
+    run.generation = boost::json::value_to<std::uint32_t>(object.at("generation"));
+    run.workflow = boost::json::value_to<std::string>(object.at("workflow"));
+    run.input = object.at("input");
+    run.status = status_from_name(object.at("status").as_string());
+    run.result = object.at("result");
+    run.error_code = boost::json::value_to<std::string>(object.at("error_code"));
+    run.message = boost::json::value_to<std::string>(object.at("message"));
+    run.started_ms = boost::json::value_to<std::int64_t>(object.at("started_ms"));
+    run.finished_ms = boost::json::value_to<std::int64_t>(object.at("finished_ms"));
+    return run;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::error_code to_error(const rocksdb::Status& status, std::string* text) {
+  if (text) *text = status.ToString();
+  if (status.IsCorruption()) return make_error_code(wal::errc::corrupt);
+  if (status.IsNoSpace()) return std::make_error_code(std::errc::no_space_on_device);
+  return std::make_error_code(std::errc::io_error);
+}
+
+}  // namespace
+
+struct RunStore::Batch::Impl {
+  rocksdb::WriteBatch batch;
+};
+
+RunStore::Batch::Batch() : impl_(std::make_unique<Impl>()) {}
+RunStore::Batch::~Batch() = default;
+RunStore::Batch::Batch(Batch&&) noexcept = default;
+RunStore::Batch& RunStore::Batch::operator=(Batch&&) noexcept = default;
+
+void RunStore::Batch::put_finished(const FinishedRun& run) {
+  auto& batch = impl_->batch;
+  (void)batch.Put(finished_key(run.id), encode_run(run));
+  (void)batch.Put(index_key(time_prefix(), run.finished_ms, run.id), "");
+  (void)batch.Put(index_key(workflow_prefix(run.workflow), run.finished_ms, run.id), "");
+  (void)batch.Put(index_key(status_prefix(run.status), run.finished_ms, run.id), "");
+}
+
+void RunStore::Batch::erase_finished(const FinishedRun& run) {
+  auto& batch = impl_->batch;
+  (void)batch.Delete(finished_key(run.id));
+  (void)batch.Delete(index_key(time_prefix(), run.finished_ms, run.id));
+  (void)batch.Delete(index_key(workflow_prefix(run.workflow), run.finished_ms, run.id));
+  (void)batch.Delete(index_key(status_prefix(run.status), run.finished_ms, run.id));
+}
+
+void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
+  std::string value;
+  put_u64(value, checkpoint.lsn);
+  put_u64(value, checkpoint.keep_from_sequence);
+  value += checkpoint.state;
+  (void)impl_->batch.Put(checkpoint_key(checkpoint.shard), value);
+}
+
+void RunStore::Batch::put_parked(const std::string& id, const std::string& journal) {
+  (void)impl_->batch.Put(parked_key(id), journal);
+}
+
+void RunStore::Batch::erase_parked(const std::string& id) { (void)impl_->batch.Delete(parked_key(id)); }
+
+struct RunStore::Impl {
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::WriteOptions durable;
+  Impl() { durable.sync = true; }
+};
+
+RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunStore::~RunStore() = default;
+
+Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.paranoid_checks = true;
+  // A small store: one background job, a modest write buffer.
+  options.max_background_jobs = 1;
+  options.write_buffer_size = 16u << 20;
+  rocksdb::DB* db = nullptr;
+  auto status = rocksdb::DB::Open(options, dir + "/runs", &db);
+  if (!status.ok()) return to_error(status, error_text);
+  auto impl = std::make_unique<Impl>();
+  impl->db.reset(db);
+  return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
+}
+
+Result<void> RunStore::write(Batch batch) {
+  auto status = impl_->db->Write(impl_->durable, &batch.impl_->batch);
+  if (!status.ok()) return to_error(status, nullptr);
+  return ok();
+}
+
+Result<std::optional<FinishedRun>> RunStore::finished(const std::string& id) {
+  std::string value;
+  auto status = impl_->db->Get(rocksdb::ReadOptions(), finished_key(id), &value);
+  if (status.IsNotFound()) return std::optional<FinishedRun>();
+  if (!status.ok()) return to_error(status, nullptr);
+  auto run = decode_run(value);
+  if (!run) return make_error_code(wal::errc::corrupt);
+  return run;
+}
+
+Result<RunPage> RunStore::list(const RunQuery& query) {
+  std::string prefix = query.workflow ? workflow_prefix(*query.workflow)
+                       : query.status ? status_prefix(*query.status)
+                                      : time_prefix();
+  std::string end = prefix;
+  put_u64(end, time_key(query.finished_to_ms));
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  if (query.cursor.empty()) {
+    std::string start = prefix;
+    put_u64(start, time_key(query.finished_from_ms));
+    it->Seek(start);
+  } else {
+    it->Seek(query.cursor);
+    if (it->Valid() && it->key().ToStringView() == query.cursor) it->Next();
+  }
+  RunPage page;
+  const std::size_t limit = std::max<std::size_t>(1, query.limit);
+  for (; it->Valid(); it->Next()) {
+    auto key = it->key().ToStringView();
+    if (!key.starts_with(prefix) || key >= std::string_view(end)) break;
+    if (key.size() < prefix.size() + 8) return make_error_code(wal::errc::corrupt);
+    std::string id(key.substr(prefix.size() + 8));
+    auto run = FUSEE_TRY(finished(id));
+    if (!run) continue;  // the index outlived its run (never written so)
+    if (query.status && run->status != *query.status) continue;
+    if (page.runs.size() == limit) {
+      // One more match exists: the page ends at the previous key.
+      page.next_cursor = index_key(prefix, page.runs.back().finished_ms, page.runs.back().id);
+      break;
+    }
+    page.runs.push_back(std::move(*run));
+  }
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  return page;
+}
+
+Result<std::optional<Checkpoint>> RunStore::checkpoint(std::uint32_t shard) {
+  std::string value;
+  auto status = impl_->db->Get(rocksdb::ReadOptions(), checkpoint_key(shard), &value);
+  if (status.IsNotFound()) return std::optional<Checkpoint>();
+  if (!status.ok()) return to_error(status, nullptr);
+  if (value.size() < 16) return make_error_code(wal::errc::corrupt);
+  Checkpoint checkpoint;
+  checkpoint.shard = shard;
+  checkpoint.lsn = get_u64(value);
+  checkpoint.keep_from_sequence = get_u64(std::string_view(value).substr(8));
+  checkpoint.state = value.substr(16);
+  return std::optional<Checkpoint>(std::move(checkpoint));
+}
+
+Result<std::optional<std::string>> RunStore::parked(const std::string& id) {
+  std::string value;
+  auto status = impl_->db->Get(rocksdb::ReadOptions(), parked_key(id), &value);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  if (!status.ok()) return to_error(status, nullptr);
+  return std::optional<std::string>(std::move(value));
+}
+
+Result<std::size_t> RunStore::expire_finished(std::int64_t before_ms) {
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  std::string start = time_prefix();
+  put_u64(start, time_key(INT64_MIN));
+  std::string end = time_prefix();
+  put_u64(end, time_key(before_ms));
+  Batch batch;
+  std::size_t expired = 0;
+  for (it->Seek(start); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
+    std::string id(it->key().ToStringView().substr(1 + 8));
+    auto run = FUSEE_TRY(finished(id));
+    if (!run) continue;
+    batch.erase_finished(*run);
+    ++expired;
+  }
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  if (expired > 0) FUSEE_TRY_VOID(write(std::move(batch)));
+  return expired;
+}
+
+}  // namespace fusee::engine

@@ -1,0 +1,108 @@
+// RunStore: what outlives the log's segments — finished runs (kept for a
+// retention), per-shard checkpoints, parked runs' journals, and the index
+// behind list_runs (by workflow, status and finish time, paginated). Backed
+// by RocksDB in <dir>/runs; this header names no RocksDB type, and only
+// run_store.cpp includes RocksDB.
+//
+// Durability: every write returns once it is durable (a synced RocksDB write
+// batch); a write is all or nothing. Thread-safe: any thread may call any
+// method at once.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "fusee/engine.hpp"
+
+namespace fusee::engine {
+
+struct FinishedRun {
+  std::string id;
+  std::uint32_t generation = 1;
+  std::string workflow;
+  boost::json::value input;
+  RunStatus status = RunStatus::completed;
+  boost::json::value result;  // completed
+  std::string error_code;     // otherwise: errc_name of why
+  std::string message;
+  std::int64_t started_ms = 0;
+  std::int64_t finished_ms = 0;
+
+  friend bool operator==(const FinishedRun&, const FinishedRun&) = default;
+};
+
+// A shard's state at an LSN: recovery replays only the shard's records past
+// `lsn`, and the log must keep every record from `keep_from_sequence` (the
+// batch sequence holding the shard's oldest record still needed).
+struct Checkpoint {
+  std::uint32_t shard = 0;
+  std::uint64_t lsn = 0;
+  std::uint64_t keep_from_sequence = 0;
+  std::string state;  // the shard's encoded state (opaque here)
+
+  friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
+};
+
+struct RunQuery {
+  std::optional<std::string> workflow;
+  std::optional<RunStatus> status;
+  std::int64_t finished_from_ms = INT64_MIN;  // inclusive
+  std::int64_t finished_to_ms = INT64_MAX;    // exclusive
+  std::size_t limit = 100;
+  std::string cursor;  // from the previous page; empty for the first
+};
+
+struct RunPage {
+  std::vector<FinishedRun> runs;  // oldest finish first
+  std::string next_cursor;        // empty: no more
+};
+
+class RunStore {
+ public:
+  // Opens (creating) the store in dir/runs. errc corrupt (wal) or an I/O
+  // error, with `error_text` (if given) saying what RocksDB said.
+  static Result<std::unique_ptr<RunStore>> open(const std::string& dir, std::string* error_text = nullptr);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  // A set of changes written together, durably.
+  class Batch {
+   public:
+    Batch();
+    ~Batch();
+    Batch(Batch&&) noexcept;
+    Batch& operator=(Batch&&) noexcept;
+    void put_finished(const FinishedRun& run);
+    void erase_finished(const FinishedRun& run);
+    void put_checkpoint(const Checkpoint& checkpoint);
+    void put_parked(const std::string& id, const std::string& journal);
+    void erase_parked(const std::string& id);
+
+   private:
+    friend class RunStore;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+  };
+  [[nodiscard]] Result<void> write(Batch batch);
+
+  [[nodiscard]] Result<std::optional<FinishedRun>> finished(const std::string& id);
+  [[nodiscard]] Result<RunPage> list(const RunQuery& query);
+  [[nodiscard]] Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard);
+  [[nodiscard]] Result<std::optional<std::string>> parked(const std::string& id);
+  // Deletes finished runs that finished before `before_ms` (retention);
+  // returns how many went.
+  [[nodiscard]] Result<std::size_t> expire_finished(std::int64_t before_ms);
+
+ private:
+  struct Impl;
+  explicit RunStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusee::engine
