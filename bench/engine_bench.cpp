@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "bench/bench_json.hpp"
+#include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
 #include "fusee/fusee.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -93,25 +94,10 @@ struct Options {
   bool wants(std::string_view name) const { return std::find(cases.begin(), cases.end(), name) != cases.end(); }
 };
 
-// Multiplying by a power of ten and dividing back (never multiplying by a
-// fraction such as 0.001) gives the double nearest the decimal, so JSON shows
-// 0.3 and not 0.30000000000000004.
-double round_to_digits(double value, int digits) {
-  double scale = std::pow(10.0, digits);
-  return std::round(value * scale) / scale;
-}
-
-// The clock reads in nanoseconds; more digits than that are float noise.
-double round_to_ns(double value_us) { return round_to_digits(value_us, 3); }
-
-double ratio(double numerator, double denominator) {
-  // NaN becomes null in JSON and "n/a" in the table: a figure the run lacks.
-  return denominator > 0 ? numerator / denominator : std::nan("");
-}
-
-std::string format_ratio(double value) {
-  return std::isfinite(value) ? fmt::format("{:.2f}", value) : std::string("n/a");
-}
+using fusee::bench::format_ratio;
+using fusee::bench::ratio;
+using fusee::bench::round_to_digits;
+using fusee::bench::round_to_ns;
 
 double micros(Clock::duration elapsed) { return std::chrono::duration<double, std::micro>(elapsed).count(); }
 

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "bench/bench_json.hpp"
+#include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/log.hpp"
@@ -110,25 +111,10 @@ struct Config {
   }
 };
 
-// Multiplying by a power of ten and dividing back (never multiplying by a
-// fraction such as 0.001) gives the double nearest the decimal, so JSON shows
-// 0.3 and not 0.30000000000000004.
-double round_to_digits(double value, int digits) {
-  double scale = std::pow(10.0, digits);
-  return std::round(value * scale) / scale;
-}
-
-// The clock reads in nanoseconds; more digits than that are float noise.
-double round_to_ns(double value_us) { return round_to_digits(value_us, 3); }
-
-double ratio(double numerator, double denominator) {
-  // NaN becomes null in JSON and "n/a" in the table: a figure the run lacks.
-  return denominator > 0 ? numerator / denominator : std::nan("");
-}
-
-std::string format_ratio(double value) {
-  return std::isfinite(value) ? fmt::format("{:.2f}", value) : std::string("n/a");
-}
+using fusee::bench::format_ratio;
+using fusee::bench::ratio;
+using fusee::bench::round_to_digits;
+using fusee::bench::round_to_ns;
 
 std::string appenders_name(std::uint32_t appenders) {
   return appenders == 1 ? std::string("1_appender") : fmt::format("{}_appenders", appenders);

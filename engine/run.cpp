@@ -626,30 +626,18 @@ void Run::on_stream_closed_durable(const std::string& name) {
 // --- Journaled values ---
 
 bool Run::now(detail::Completion& completion) {
-  auto position = begin_command();
-  const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "value", "now", recorded)) {
-    case Replay::diverged:
-      return end_command();
-    case Replay::matched:
-      completion.value = recorded->records.front().value;
-      complete(completion);
-      return end_command();
-    case Replay::none:
-      break;
-  }
-  auto record = make_record(RecordKind::value_recorded, position, "now");
-  record.value = to_ms(shard_.now());
-  completion.value = record.value;
-  append(std::move(record));
-  complete(completion);
-  return end_command();
+  return record_value("now", [this] { return boost::json::value(to_ms(shard_.now())); }, completion);
 }
 
 bool Run::random(detail::Completion& completion) {
+  return record_value("random", [this] { return boost::json::value(shard_.core().random()); }, completion);
+}
+
+bool Run::record_value(std::string_view name, const std::function<boost::json::value()>& produce,
+                       detail::Completion& completion) {
   auto position = begin_command();
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "value", "random", recorded)) {
+  switch (replay(position, "value", name, recorded)) {
     case Replay::diverged:
       return end_command();
     case Replay::matched:
@@ -659,8 +647,8 @@ bool Run::random(detail::Completion& completion) {
     case Replay::none:
       break;
   }
-  auto record = make_record(RecordKind::value_recorded, position, "random");
-  record.value = shard_.core().random();
+  auto record = make_record(RecordKind::value_recorded, position, name);
+  record.value = produce();
   completion.value = record.value;
   append(std::move(record));
   complete(completion);

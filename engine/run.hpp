@@ -142,6 +142,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   void on_code_returned();
   bool waiting_at(std::uint32_t position) const { return waiting_ != nullptr && waiting_position_ == position; }
   void park(std::uint32_t position, detail::Completion& completion);
+  // now() and random(): the recorded value, or a new one from produce().
+  bool record_value(std::string_view name, const std::function<boost::json::value()>& produce,
+                    detail::Completion& completion);
   void start_child_request(std::uint32_t position, const std::string& workflow, const std::string& child_id,
                            const boost::json::value& input);
   // Begins a command: guards against a second outstanding command.
