@@ -3,16 +3,14 @@
 #include <cstring>
 
 #include "wal/errc.hpp"
+#include "wal/log_format.hpp"
 
 namespace fusee::engine {
 namespace {
 
 void put_varint(std::vector<std::byte>& out, std::uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<std::byte>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<std::byte>(value));
+  std::byte bytes[wal::kVarintBytesMax];
+  out.insert(out.end(), bytes, bytes + wal::encode_varint(value, bytes));
 }
 
 void put_string(std::vector<std::byte>& out, const std::string& text) {
@@ -33,14 +31,11 @@ class Reader {
  public:
   explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
   bool varint(std::uint64_t& value) {
-    value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (at_ >= bytes_.size()) return false;
-      auto byte = static_cast<std::uint8_t>(bytes_[at_++]);
-      value |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return shift < 63 || byte <= 1;
-    }
-    return false;
+    auto decoded = wal::decode_varint(bytes_.subspan(at_));
+    if (!decoded) return false;
+    value = decoded->value;
+    at_ += decoded->length;
+    return true;
   }
   bool byte(std::uint8_t& value) {
     if (at_ >= bytes_.size()) return false;
