@@ -50,6 +50,10 @@ struct Waker {
     std::lock_guard lock(mu);
     for (auto* shard : shards) shard->notify();
   }
+  void wake(wal::ShardId shard) {
+    std::lock_guard lock(mu);
+    if (shard < shards.size()) shards[shard]->notify();
+  }
 };
 
 }  // namespace
@@ -260,7 +264,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     std::lock_guard lock(impl->waker->mu);
     for (auto& shard : impl->shards) impl->waker->shards.push_back(shard.get());
   }
-  impl->sink->set_listener([waker = impl->waker](wal::ShardId) { waker->wake(); });
+  // Only the shard whose records became durable has something to do.
+  impl->sink->set_listener([waker = impl->waker](wal::ShardId shard) { waker->wake(shard); });
   impl->clock->on_advance([waker = std::weak_ptr<Waker>(impl->waker)] {
     if (auto alive = waker.lock()) alive->wake();
   });
