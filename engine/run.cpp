@@ -84,6 +84,11 @@ const char* command_of(RecordKind kind) {
   }
 }
 
+// The message a failure record carries (its value is a JSON string).
+std::string text_of(const boost::json::value& value) {
+  return value.is_string() ? std::string(value.get_string()) : std::string();
+}
+
 errc errc_from_name(const std::string& name) {
   for (int code = 1; code <= static_cast<int>(errc::wrong_shard_count); ++code) {
     if (name == errc_name(static_cast<errc>(code))) return static_cast<errc>(code);
@@ -154,13 +159,13 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
     case RecordKind::run_failed:
       ending_ = true;
       finish(Outcome{RunStatus::failed, {}, errc_from_name(record.detail),
-                     record.value.is_string() ? std::string(record.value.get_string()) : std::string()},
+                     text_of(record.value)},
              from_ms(record.time_ms));
       break;
     case RecordKind::run_cancelled:
       ending_ = true;
       finish(Outcome{RunStatus::cancelled, {}, errc::cancelled,
-                     record.value.is_string() ? std::string(record.value.get_string()) : std::string()},
+                     text_of(record.value)},
              from_ms(record.time_ms));
       break;
     default:
@@ -336,7 +341,7 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
       }
       if (last.kind == RecordKind::step_failed) {
         completion.error = std::make_exception_ptr(
-            Error(errc::step_failed, last.value.is_string() ? std::string(last.value.get_string()) : ""));
+            Error(errc::step_failed, text_of(last.value)));
         complete(completion);
         return end_command();
       }
@@ -671,7 +676,7 @@ bool Run::child(std::string_view workflow, std::string_view child_id, boost::jso
           completion.value = last.value;
         } else {
           completion.error = std::make_exception_ptr(
-              Error(errc::failed, last.value.is_string() ? std::string(last.value.get_string()) : ""));
+              Error(errc::failed, text_of(last.value)));
         }
         complete(completion);
         return end_command();
