@@ -32,9 +32,15 @@ class JournalSink {
   virtual std::error_code poison() const = 0;
   // Waits for what was appended, then stops (a clean shutdown).
   [[nodiscard]] virtual Result<void> close() = 0;
-  // Reads a shard's durable records in order (recovery).
-  [[nodiscard]] virtual Result<void> read(ShardId shard,
+  // Reads a shard's durable records from LSN `first` on, in order (recovery).
+  [[nodiscard]] virtual Result<void> read(ShardId shard, Lsn first,
                                           const std::function<void(Lsn, std::span<const std::byte>)>& visit) = 0;
+  // Retirement (wal::Log's calls of the same names); memory mode keeps no
+  // log, so nothing there retires.
+  virtual std::uint64_t keep_from_sequence(ShardId, Lsn) const { return 0; }
+  virtual std::uint64_t oldest_segment_retires_at() const { return 0; }
+  [[nodiscard]] virtual Result<wal::RetireStats> retire(std::uint64_t) { return wal::RetireStats{}; }
+  virtual void set_roll_hook(std::function<void(std::uint64_t retires_at)>) {}
   virtual wal::LogStats stats() const { return {}; }
   // A shard about to sleep while its records are on their way writes them
   // itself when that is cheaper than two thread hand-offs (Log::write_inline).

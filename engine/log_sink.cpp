@@ -20,11 +20,20 @@ class LogSink final : public JournalSink {
   }
   std::error_code poison() const override { return log_->poison(); }
   Result<void> close() override { return log_->close(); }
-  Result<void> read(ShardId shard, const std::function<void(Lsn, std::span<const std::byte>)>& visit) override {
+  Result<void> read(ShardId shard, Lsn first,
+                    const std::function<void(Lsn, std::span<const std::byte>)>& visit) override {
     Lsn last = log_->durable_lsn(shard);
-    if (last == 0) return ok();
-    return log_->read(shard, 1, last, visit);
+    if (last < first) return ok();
+    return log_->read(shard, first, last, visit);
   }
+  std::uint64_t keep_from_sequence(ShardId shard, Lsn lsn) const override {
+    return log_->keep_from_sequence(shard, lsn);
+  }
+  std::uint64_t oldest_segment_retires_at() const override { return log_->oldest_segment_retires_at(); }
+  Result<wal::RetireStats> retire(std::uint64_t keep_from_sequence) override {
+    return log_->retire(keep_from_sequence);
+  }
+  void set_roll_hook(std::function<void(std::uint64_t)> hook) override { log_->set_roll_hook(std::move(hook)); }
   wal::LogStats stats() const override { return log_->stats(); }
   bool write_inline() override { return log_->write_inline(); }
 

@@ -19,7 +19,9 @@ class MemorySink final : public JournalSink {
   void set_listener(Listener) override {}
   std::error_code poison() const override { return {}; }
   Result<void> close() override { return ok(); }
-  Result<void> read(ShardId, const std::function<void(Lsn, std::span<const std::byte>)>&) override { return ok(); }
+  Result<void> read(ShardId, Lsn, const std::function<void(Lsn, std::span<const std::byte>)>&) override {
+    return ok();
+  }
 
  private:
   std::vector<std::atomic<Lsn>> lsns_;

@@ -22,4 +22,7 @@ struct Outcome {
   }
 };
 
+// The code errc_name() gave `name`; errc::failed for a name it never gives.
+errc errc_from_name(const std::string& name);
+
 }  // namespace fusee::engine

@@ -89,14 +89,14 @@ std::string text_of(const boost::json::value& value) {
   return value.is_string() ? std::string(value.get_string()) : std::string();
 }
 
+}  // namespace
+
 errc errc_from_name(const std::string& name) {
   for (int code = 1; code <= static_cast<int>(errc::wrong_shard_count); ++code) {
     if (name == errc_name(static_cast<errc>(code))) return static_cast<errc>(code);
   }
   return errc::failed;
 }
-
-}  // namespace
 
 Run::Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, boost::json::value input,
          TimePoint started_at, std::optional<TimePoint> deadline)
@@ -109,6 +109,36 @@ Run::Run(Shard& shard, std::string id, std::uint32_t generation, std::string wor
       deadline_(deadline) {}
 
 Run::~Run() = default;
+
+FinishedRun Run::summary() const {
+  FinishedRun run;
+  run.id = id_;
+  run.generation = generation_;
+  run.workflow = workflow_;
+  run.input = input_;
+  run.status = outcome_.status;
+  if (outcome_.status == RunStatus::completed) {
+    run.result = outcome_.value;
+  } else {
+    run.error_code = errc_name(outcome_.code);
+    run.message = outcome_.message;
+  }
+  run.started_ms = to_ms(started_at_);
+  run.finished_ms = finished_at_ ? to_ms(*finished_at_) : 0;
+  for (const auto& [signal_id, lsn] : signal_ids) run.signal_ids.push_back(signal_id);
+  std::sort(run.signal_ids.begin(), run.signal_ids.end());
+  return run;
+}
+
+std::string Run::streams_json() const {
+  boost::json::object out;
+  for (const auto& [name, stream] : streams) {
+    boost::json::array chunks;
+    for (std::uint64_t offset = 0; offset < stream.durable_count; ++offset) chunks.push_back(stream.chunks[offset]);
+    out[name] = boost::json::object{{"chunks", std::move(chunks)}, {"closed", stream.closed}};
+  }
+  return boost::json::serialize(out);
+}
 
 RunInfo Run::info() const {
   RunInfo info;
@@ -229,6 +259,7 @@ void Run::finish(Outcome outcome, TimePoint finished_at) {
   ending_ = true;
   outcome_ = std::move(outcome);
   finished_at_ = finished_at;
+  shard_.note_finished(shared_from_this());
   stop();
   journal_.clear();
   journal_.shrink_to_fit();

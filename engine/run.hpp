@@ -20,6 +20,7 @@
 
 #include "engine/journal_record.hpp"
 #include "engine/outcome.hpp"
+#include "engine/run_store.hpp"
 #include "engine/stream_feed.hpp"
 #include "fusee/ctx.hpp"
 #include "fusee/engine.hpp"
@@ -113,6 +114,10 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Nondeterminism: the run stopped without a record; empty when fine.
   const std::string& stuck_error() const { return stuck_error_; }
   RunInfo info() const;
+  // A finished run as the run store keeps it, and its streams (JSON:
+  // {name: {"chunks": [...], "closed": bool}}).
+  FinishedRun summary() const;
+  std::string streams_json() const;
 
   // The LSN of the run's latest appended record, and appends still waiting
   // for room in the log (their LSN unknown yet).
@@ -121,6 +126,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Step functions waiting for appends_waiting to reach 0.
   std::vector<std::function<void(std::error_code)>> gated;
   wal::Lsn started_lsn = 0;                              // run_started
+  bool journal_stored = false;  // the run store holds some of its records (checkpoints)
   std::unordered_map<std::string, wal::Lsn> signal_ids;  // dedup: id -> LSN of its record
   std::map<std::string, StreamState> streams;
   std::vector<std::function<void(const Outcome&)>> result_waiters;  // internal (children)

@@ -6,16 +6,20 @@
 //   's' status byte, time, id                -> "" (index: by status)
 //   'c' u32 shard                            -> u64 lsn, u64 keep_from_sequence, state
 //   'p' id                                   -> a parked run's journal
+//   'j' u32 shard, u32 length, id, u64 lsn   -> one journal record of an unfinished run
+//   'S' id                                   -> a finished run's streams
 // time is the finish time in ms with its sign bit flipped, so that negative
 // times sort first.
 #include "engine/run_store.hpp"
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
 
 #include <cstring>
 
 #include "wal/errc.hpp"
+#include "wal/io/rocksdb_file_system.hpp"
 
 namespace fusee::engine {
 namespace {
@@ -52,6 +56,28 @@ std::string checkpoint_key(std::uint32_t shard) {
   return key;
 }
 std::string parked_key(const std::string& id) { return "p" + id; }
+std::string streams_key(const std::string& id) { return "S" + id; }
+std::string journal_shard_prefix(std::uint32_t shard) {
+  std::string key = "j";
+  put_u32(key, shard);
+  return key;
+}
+std::string journal_run_prefix(std::uint32_t shard, const std::string& id) {
+  auto key = journal_shard_prefix(shard);
+  put_u32(key, static_cast<std::uint32_t>(id.size()));
+  return key + id;
+}
+// The first key past every key starting with prefix.
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
+std::uint32_t get_u32(std::string_view in) {
+  std::uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value = (value << 8) | static_cast<unsigned char>(in[i]);
+  return value;
+}
 
 RunStatus status_from_name(std::string_view name) {
   for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
@@ -72,6 +98,9 @@ std::string encode_run(const FinishedRun& run) {
   object["message"] = run.message;
   object["started_ms"] = run.started_ms;
   object["finished_ms"] = run.finished_ms;
+  boost::json::array signal_ids;
+  for (const auto& id : run.signal_ids) signal_ids.push_back(boost::json::string(id));
+  object["signal_ids"] = std::move(signal_ids);
   return boost::json::serialize(object);
 }
 
@@ -92,11 +121,21 @@ std::optional<FinishedRun> decode_run(std::string_view text) {
     run.message = boost::json::value_to<std::string>(object.at("message"));
     run.started_ms = boost::json::value_to<std::int64_t>(object.at("started_ms"));
     run.finished_ms = boost::json::value_to<std::int64_t>(object.at("finished_ms"));
+    if (const auto* ids = object.if_contains("signal_ids")) {
+      run.signal_ids = boost::json::value_to<std::vector<std::string>>(*ids);
+    }
     return run;
   } catch (const std::exception&) {
     return std::nullopt;
   }
 }
+
+// RocksDB's info log would go into the simulated disk too: nothing to read there.
+class QuietLogger final : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
 
 std::error_code to_error(const rocksdb::Status& status, std::string* text) {
   if (text) *text = status.ToString();
@@ -130,6 +169,7 @@ void RunStore::Batch::erase_finished(const FinishedRun& run) {
   (void)batch.Delete(index_key(time_prefix(), run.finished_ms, run.id));
   (void)batch.Delete(index_key(workflow_prefix(run.workflow), run.finished_ms, run.id));
   (void)batch.Delete(index_key(status_prefix(run.status), run.finished_ms, run.id));
+  (void)batch.Delete(streams_key(run.id));
 }
 
 void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
@@ -146,7 +186,24 @@ void RunStore::Batch::put_parked(const std::string& id, const std::string& journ
 
 void RunStore::Batch::erase_parked(const std::string& id) { (void)impl_->batch.Delete(parked_key(id)); }
 
+void RunStore::Batch::put_journal_record(std::uint32_t shard, const std::string& id, std::uint64_t lsn,
+                                         std::span<const std::byte> record) {
+  auto key = journal_run_prefix(shard, id);
+  put_u64(key, lsn);
+  (void)impl_->batch.Put(key, rocksdb::Slice(reinterpret_cast<const char*>(record.data()), record.size()));
+}
+
+void RunStore::Batch::erase_journal(std::uint32_t shard, const std::string& id) {
+  auto prefix = journal_run_prefix(shard, id);
+  (void)impl_->batch.DeleteRange(prefix, prefix_end(prefix));
+}
+
+void RunStore::Batch::put_streams(const std::string& id, const std::string& streams) {
+  (void)impl_->batch.Put(streams_key(id), streams);
+}
+
 struct RunStore::Impl {
+  std::shared_ptr<rocksdb::Env> env;  // outlives db
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions durable;
   Impl() { durable.sync = true; }
@@ -155,17 +212,26 @@ struct RunStore::Impl {
 RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RunStore::~RunStore() = default;
 
-Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text) {
+Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text,
+                                                 io::FileSystem* fs) {
+  auto impl = std::make_unique<Impl>();
   rocksdb::Options options;
+  if (fs != nullptr) {
+    impl->env = io::make_rocksdb_env(*fs);
+    options.env = impl->env.get();
+    options.info_log = std::make_shared<QuietLogger>();
+  }
   options.create_if_missing = true;
   options.paranoid_checks = true;
   // A small store: one background job, a modest write buffer.
   options.max_background_jobs = 1;
   options.write_buffer_size = 16u << 20;
+  // Every write is synced into RocksDB's own log, so closing need not flush
+  // the memtable to a table file: the next open replays that log instead.
+  options.avoid_flush_during_shutdown = true;
   rocksdb::DB* db = nullptr;
   auto status = rocksdb::DB::Open(options, dir + "/runs", &db);
   if (!status.ok()) return to_error(status, error_text);
-  auto impl = std::make_unique<Impl>();
   impl->db.reset(db);
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
 }
@@ -242,6 +308,42 @@ Result<std::optional<std::string>> RunStore::parked(const std::string& id) {
   if (status.IsNotFound()) return std::optional<std::string>();
   if (!status.ok()) return to_error(status, nullptr);
   return std::optional<std::string>(std::move(value));
+}
+
+Result<std::optional<std::string>> RunStore::streams(const std::string& id) {
+  std::string value;
+  auto status = impl_->db->Get(rocksdb::ReadOptions(), streams_key(id), &value);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  if (!status.ok()) return to_error(status, nullptr);
+  return std::optional<std::string>(std::move(value));
+}
+
+Result<void> RunStore::load_journals(
+    std::uint32_t shard,
+    const std::function<Result<void>(const std::string&, std::uint64_t, std::span<const std::byte>)>& visit) {
+  auto prefix = journal_shard_prefix(shard);
+  auto end = prefix_end(prefix);
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
+    auto key = it->key().ToStringView().substr(prefix.size());
+    if (key.size() < 4) return make_error_code(wal::errc::corrupt);
+    auto length = get_u32(key);
+    if (key.size() != 4 + std::size_t{length} + 8) return make_error_code(wal::errc::corrupt);
+    std::string id(key.substr(4, length));
+    auto lsn = get_u64(key.substr(4 + length));
+    auto value = it->value();
+    FUSEE_TRY_VOID(visit(id, lsn, std::span(reinterpret_cast<const std::byte*>(value.data()), value.size())));
+  }
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  return ok();
+}
+
+std::uint64_t RunStore::size_bytes() const {
+  std::uint64_t sst = 0;
+  std::uint64_t memtables = 0;
+  impl_->db->GetIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &sst);
+  impl_->db->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &memtables);
+  return sst + memtables;
 }
 
 Result<std::size_t> RunStore::expire_finished(std::int64_t before_ms) {

@@ -11,6 +11,8 @@
 
 #include <boost/json.hpp>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include "base/result.hpp"
 #include "fusee/engine.hpp"
+#include "wal/io/file_system.hpp"
 
 namespace fusee::engine {
 
@@ -32,6 +35,8 @@ struct FinishedRun {
   std::string message;
   std::int64_t started_ms = 0;
   std::int64_t finished_ms = 0;
+  // Signal ids delivered to the run: a repeat is acknowledged, not refused.
+  std::vector<std::string> signal_ids;
 
   friend bool operator==(const FinishedRun&, const FinishedRun&) = default;
 };
@@ -66,7 +71,11 @@ class RunStore {
  public:
   // Opens (creating) the store in dir/runs. errc corrupt (wal) or an I/O
   // error, with `error_text` (if given) saying what RocksDB said.
-  static Result<std::unique_ptr<RunStore>> open(const std::string& dir, std::string* error_text = nullptr);
+  // With `fs`, RocksDB's files live in it (io::make_rocksdb_env), so that
+  // tests crash the store with the log; without, RocksDB uses the disk
+  // directly.
+  static Result<std::unique_ptr<RunStore>> open(const std::string& dir, std::string* error_text = nullptr,
+                                                io::FileSystem* fs = nullptr);
   ~RunStore();
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
@@ -83,6 +92,13 @@ class RunStore {
     void put_checkpoint(const Checkpoint& checkpoint);
     void put_parked(const std::string& id, const std::string& journal);
     void erase_parked(const std::string& id);
+    // One record of an unfinished run's journal, as the log held it.
+    void put_journal_record(std::uint32_t shard, const std::string& id, std::uint64_t lsn,
+                            std::span<const std::byte> record);
+    // Every journal record of run `id` on `shard` (it finished).
+    void erase_journal(std::uint32_t shard, const std::string& id);
+    // A finished run's streams (opaque here), read back by streams().
+    void put_streams(const std::string& id, const std::string& streams);
 
    private:
     friend class RunStore;
@@ -95,6 +111,14 @@ class RunStore {
   [[nodiscard]] Result<RunPage> list(const RunQuery& query);
   [[nodiscard]] Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard);
   [[nodiscard]] Result<std::optional<std::string>> parked(const std::string& id);
+  [[nodiscard]] Result<std::optional<std::string>> streams(const std::string& id);
+  // Visits the journal records of every run stored for `shard`: run by run
+  // (in key order), each run's records in LSN order.
+  [[nodiscard]] Result<void> load_journals(
+      std::uint32_t shard,
+      const std::function<Result<void>(const std::string& id, std::uint64_t lsn, std::span<const std::byte>)>& visit);
+  // Bytes RocksDB reports for the live data (an estimate), for benchmarks.
+  std::uint64_t size_bytes() const;
   // Deletes finished runs that finished before `before_ms` (retention);
   // returns how many went.
   [[nodiscard]] Result<std::size_t> expire_finished(std::int64_t before_ms);

@@ -33,6 +33,15 @@ JournalRecord terminal_record(const Run& run, const Outcome& outcome, TimePoint 
   return record;
 }
 
+Outcome outcome_of(const FinishedRun& run) {
+  if (run.status == RunStatus::completed) return Outcome{run.status, run.result, errc::failed, {}};
+  return Outcome{run.status, {}, errc_from_name(run.error_code), run.message};
+}
+
+std::string storage_message(const std::string& id, std::error_code error) {
+  return fmt::format("run '{}': cannot read the run store: {}", id, error.message());
+}
+
 }  // namespace
 
 Shard::Shard(EngineCore& core, ShardId id, JournalSink& sink, std::size_t queue_max)
@@ -134,9 +143,12 @@ void Shard::fire_timers() {
   while (auto fire = timers_.pop_due(now)) fire();
 }
 
-void Shard::assigned(Run& run, Lsn lsn, std::function<void()> after_durable) {
+void Shard::assigned(Run& run, Lsn lsn, std::span<const std::byte> bytes, std::function<void()> after_durable) {
   run.last_lsn = lsn;
   appended_ = lsn;
+  if (store_ != nullptr) {
+    since_checkpoint_.push_back(SinceCheckpoint{run.shared_from_this(), lsn, {bytes.begin(), bytes.end()}});
+  }
   if (sink_.durable_at_once()) durable_ = lsn;
   if (after_durable) {
     this->after_durable(lsn, [after = std::move(after_durable)](std::error_code error) {
@@ -152,7 +164,7 @@ void Shard::append(Run& run, const JournalRecord& record, std::function<void()> 
   if (waiting_appends_.empty()) {
     auto lsn = sink_.append(id_, scratch_);
     if (lsn) {
-      assigned(run, *lsn, std::move(after_durable));
+      assigned(run, *lsn, scratch_, std::move(after_durable));
       return;
     }
     if (lsn.error() != make_error_code(wal::errc::queue_full)) {
@@ -176,7 +188,7 @@ Result<Lsn> Shard::append_external(Run& run, const JournalRecord& record) {
     fail_storage(lsn.error());
     return lsn.error();
   }
-  assigned(run, *lsn, {});
+  assigned(run, *lsn, scratch_, {});
   return *lsn;
 }
 
@@ -193,7 +205,7 @@ void Shard::retry_waiting_appends() {
     waiting_appends_.pop_front();
     auto& run = *entry.run;
     run.appends_waiting--;
-    assigned(run, *lsn, std::move(entry.after_durable));
+    assigned(run, *lsn, entry.bytes, std::move(entry.after_durable));
     if (run.appends_waiting == 0 && !run.gated.empty()) {
       auto gated = std::move(run.gated);
       run.gated.clear();
@@ -251,7 +263,8 @@ void Shard::fail_waiters(std::error_code error) {
   }
 }
 
-Result<void> Shard::load(const JournalRecord& record, Lsn lsn) {
+Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes, bool stored) {
+  std::shared_ptr<Run> run;
   if (record.kind == RecordKind::run_started) {
     auto& slot = runs_[record.run_id];
     if (slot && slot->generation() >= record.generation) return make_error_code(wal::errc::corrupt);
@@ -260,14 +273,68 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn) {
     slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, record.value,
                                  from_ms(record.time_ms), deadline);
     slot->started_lsn = lsn;
-    return slot->load(record, lsn);
+    run = slot;
+  } else {
+    auto found = runs_.find(record.run_id);
+    if (found == runs_.end() || found->second->generation() < record.generation) {
+      return make_error_code(wal::errc::corrupt);
+    }
+    if (found->second->generation() > record.generation) return ok();  // an older run of the id
+    run = found->second;
   }
-  auto found = runs_.find(record.run_id);
-  if (found == runs_.end() || found->second->generation() < record.generation) {
-    return make_error_code(wal::errc::corrupt);
+  if (stored) {
+    run->journal_stored = true;
+  } else if (store_ != nullptr) {
+    // Replayed from the log past the checkpoint: the next checkpoint keeps it.
+    since_checkpoint_.push_back(SinceCheckpoint{run, lsn, {bytes.begin(), bytes.end()}});
   }
-  if (found->second->generation() > record.generation) return ok();  // an older run of the id
-  return found->second->load(record, lsn);
+  return run->load(record, lsn);
+}
+
+CheckpointWork Shard::take_checkpoint() {
+  CheckpointWork work;
+  work.shard = id_;
+  // Everything up to the durable position, and nothing past it: the store
+  // must never hold a record the log could still lose.
+  work.lsn = sink_.durable_at_once() ? appended_ : sink_.durable_lsn(id_);
+  work.keep_from_sequence = sink_.keep_from_sequence(id_, work.lsn);
+  // A run finishes only once its terminal record is durable, so every run
+  // finished so far finished at or before work.lsn.
+  for (auto& run : finished_since_checkpoint_) {
+    if (run->journal_stored) work.erased_journals.push_back(run->id());
+    work.finished.push_back(run->summary());
+    if (!run->streams.empty()) work.streams.emplace_back(run->id(), run->streams_json());
+    work.unload.push_back(std::move(run));
+  }
+  finished_since_checkpoint_.clear();
+  while (!since_checkpoint_.empty() && since_checkpoint_.front().lsn <= work.lsn) {
+    auto& entry = since_checkpoint_.front();
+    if (!entry.run->finished()) {
+      entry.run->journal_stored = true;
+      work.journal.push_back({entry.run->id(), entry.lsn, std::move(entry.bytes)});
+    }
+    since_checkpoint_.pop_front();
+  }
+  return work;
+}
+
+void Shard::checkpoint_written(const std::vector<std::shared_ptr<Run>>& unload) {
+  for (const auto& run : unload) {
+    auto found = runs_.find(run->id());
+    if (found != runs_.end() && found->second == run) runs_.erase(found);
+  }
+}
+
+Outcome Shard::finished_outcome(const std::string& id) {
+  auto stored = stored_run(id);
+  if (!stored) return Outcome{RunStatus::failed, {}, errc::storage, storage_message(id, stored.error())};
+  if (!*stored) return Outcome{RunStatus::failed, {}, errc::not_found, fmt::format("no run '{}'", id)};
+  return outcome_of(**stored);
+}
+
+Result<std::optional<FinishedRun>> Shard::stored_run(const std::string& id) {
+  if (store_ == nullptr) return std::optional<FinishedRun>();
+  return store_->finished(id);
 }
 
 void Shard::finish_loading() {
@@ -324,6 +391,27 @@ void Shard::handle_start(StartRequest request, bool internal,
       return;
     }
     generation = existing->generation() + 1;
+  } else {
+    auto stored = stored_run(request.id);
+    if (!stored) {
+      reply(make_error_code(errc::storage), storage_message(request.id, stored.error()), StartOutcome::started);
+      return;
+    }
+    if (*stored) {
+      const auto& finished = **stored;
+      if (request.options.if_finished == IfFinished::reject) {
+        reply(make_error_code(errc::already_exists),
+              fmt::format("run '{}' of workflow '{}' already finished ({})", request.id, finished.workflow,
+                          run_status_name(finished.status)),
+              StartOutcome::attached);
+        return;
+      }
+      if (request.options.if_finished == IfFinished::attach) {
+        reply({}, {}, StartOutcome::attached);
+        return;
+      }
+      generation = finished.generation + 1;
+    }
   }
   if (!core_.workflow(request.workflow)) {
     reply(make_error_code(errc::unknown_workflow),
@@ -376,10 +464,25 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
       return;
     }
   }
+  bool finished = found != runs_.end();
+  if (found == runs_.end()) {
+    auto stored = stored_run(id);
+    if (!stored) {
+      reply(make_error_code(errc::storage), storage_message(id, stored.error()));
+      return;
+    }
+    if (*stored) {
+      const auto& ids = (*stored)->signal_ids;
+      if (!signal_id.empty() && std::binary_search(ids.begin(), ids.end(), signal_id)) {
+        reply({}, {});  // a repeat of a delivered signal: the store holds it durably
+        return;
+      }
+      finished = true;
+    }
+  }
   if (found == runs_.end() || found->second->ending()) {
     reply(make_error_code(errc::not_found),
-          fmt::format("signal '{}': no run '{}' is running{}", signal, id,
-                      found == runs_.end() ? "" : " (it has finished)"));
+          fmt::format("signal '{}': no run '{}' is running{}", signal, id, finished ? " (it has finished)" : ""));
     return;
   }
   auto run = found->second;
@@ -405,7 +508,14 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
 void Shard::handle_cancel(const std::string& id, const std::string& reason, Reply reply) {
   auto found = runs_.find(id);
   if (found == runs_.end()) {
-    reply(make_error_code(errc::not_found), fmt::format("cancel: no run '{}'", id));
+    auto stored = stored_run(id);
+    if (!stored) {
+      reply(make_error_code(errc::storage), storage_message(id, stored.error()));
+    } else if (*stored) {
+      reply({}, {});  // it finished already, as cancelling an ending run does
+    } else {
+      reply(make_error_code(errc::not_found), fmt::format("cancel: no run '{}'", id));
+    }
     return;
   }
   auto run = found->second;
@@ -433,7 +543,7 @@ void Shard::handle_cancel(const std::string& id, const std::string& reason, Repl
 void Shard::handle_result(const std::string& id, std::function<void(const Outcome&)> reply) {
   auto found = runs_.find(id);
   if (found == runs_.end()) {
-    reply(Outcome{RunStatus::failed, {}, errc::not_found, fmt::format("no run '{}'", id)});
+    reply(finished_outcome(id));
     return;
   }
   auto& run = *found->second;
@@ -452,7 +562,7 @@ void Shard::handle_result(const std::string& id, std::function<void(const Outcom
 void Shard::subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn) {
   auto found = runs_.find(id);
   if (found == runs_.end()) {
-    fn(Outcome{RunStatus::failed, {}, errc::not_found, fmt::format("no run '{}'", id)});
+    fn(finished_outcome(id));
     return;
   }
   auto& run = *found->second;
@@ -467,7 +577,7 @@ void Shard::handle_read_stream(const std::string& id, const std::string& stream_
                                std::shared_ptr<detail::StreamFeed> feed, Reply reply) {
   auto found = runs_.find(id);
   if (found == runs_.end()) {
-    reply(make_error_code(errc::not_found), fmt::format("read_stream: no run '{}'", id));
+    read_stored_stream(id, stream_name, from, *feed, reply);
     return;
   }
   auto& run = *found->second;
@@ -490,6 +600,44 @@ void Shard::handle_read_stream(const std::string& id, const std::string& stream_
   } else {
     stream.readers.push_back(StreamState::Reader{feed, std::max(start, stream.durable_count)});
   }
+  reply({}, {});
+}
+
+void Shard::read_stored_stream(const std::string& id, const std::string& stream_name, StreamFrom from,
+                               detail::StreamFeed& feed, const Reply& reply) {
+  auto stored = stored_run(id);
+  if (!stored) {
+    reply(make_error_code(errc::storage), storage_message(id, stored.error()));
+    return;
+  }
+  if (!*stored) {
+    reply(make_error_code(errc::not_found), fmt::format("read_stream: no run '{}'", id));
+    return;
+  }
+  auto streams = store_->streams(id);
+  if (!streams) {
+    reply(make_error_code(errc::storage), storage_message(id, streams.error()));
+    return;
+  }
+  boost::json::array chunks;
+  if (*streams) {
+    boost::system::error_code error;
+    auto parsed = boost::json::parse(**streams, error);
+    if (error || !parsed.is_object()) {
+      reply(make_error_code(errc::storage), fmt::format("run '{}': its streams in the run store do not decode", id));
+      return;
+    }
+    if (const auto* stream = parsed.get_object().if_contains(stream_name)) {
+      if (stream->is_object() && stream->get_object().contains("chunks")) {
+        chunks = stream->get_object().at("chunks").as_array();
+      }
+    }
+  }
+  std::uint64_t start = from.kind == StreamFrom::Kind::offset ? from.offset
+                        : from.kind == StreamFrom::Kind::latest ? chunks.size()
+                                                                : 0;
+  for (auto offset = start; offset < chunks.size(); ++offset) feed.push(StreamChunk{offset, chunks[offset]});
+  feed.end();  // the run finished: nothing more comes
   reply({}, {});
 }
 

@@ -13,16 +13,20 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/checkpoint_work.hpp"
 #include "engine/engine_core.hpp"
 #include "engine/journal_record.hpp"
 #include "engine/journal_sink.hpp"
 #include "engine/run.hpp"
+#include "engine/run_store.hpp"
 #include "engine/timer_queue.hpp"
 
 namespace fusee::engine {
@@ -52,8 +56,13 @@ class Shard {
   // fails everything still waiting with `error`.
   void fail_waiters(std::error_code error);
 
+  // Local mode: where finished runs and checkpoints go. Set before load().
+  void set_store(RunStore* store) { store_ = store; }
+
   // --- Before start(): recovery ---
-  Result<void> load(const JournalRecord& record, Lsn lsn);
+  // A durable record, from the run store's journals (`stored`) or from the
+  // log past the shard's checkpoint.
+  Result<void> load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes, bool stored);
   // After every record is loaded: arms deadlines and timers of loaded runs.
   void finish_loading();
 
@@ -92,13 +101,29 @@ class Shard {
 
   std::error_code storage_error() const { return storage_error_; }
 
+  // --- Checkpoints (engine/checkpointer.hpp) ---
+  // The shard's state at its durable LSN as run-store changes, taking what
+  // is new since the last call. On the shard's thread, or after stop().
+  CheckpointWork take_checkpoint();
+  // The store holds `work`: its finished runs leave memory.
+  void checkpoint_written(const std::vector<std::shared_ptr<Run>>& unload);
+  // Run::finish calls it: the next checkpoint stores the run's summary.
+  void note_finished(std::shared_ptr<Run> run) { finished_since_checkpoint_.push_back(std::move(run)); }
+
  private:
   void loop();
   void drain_durable();
   void retry_waiting_appends();
   void fire_timers();
   void start_code(Run& run);
-  void assigned(Run& run, Lsn lsn, std::function<void()> after_durable);
+  void assigned(Run& run, Lsn lsn, std::span<const std::byte> bytes, std::function<void()> after_durable);
+  // A run that finished and left memory, from the run store (local mode);
+  // empty when there is none. An error reads as errc::storage.
+  Result<std::optional<FinishedRun>> stored_run(const std::string& id);
+  // How a run no longer in memory ended (not_found when it never ran).
+  Outcome finished_outcome(const std::string& id);
+  void read_stored_stream(const std::string& id, const std::string& stream, StreamFrom from,
+                          detail::StreamFeed& feed, const Reply& reply);
   void arm_deadline(const std::shared_ptr<Run>& run);
   void fail_storage(std::error_code error);
 
@@ -142,6 +167,18 @@ class Shard {
   TimerQueue timers_;
   std::error_code storage_error_;
   std::vector<std::byte> scratch_;
+
+  RunStore* store_ = nullptr;
+  // Records appended (or replayed from the log) since the last checkpoint,
+  // in LSN order, with their bytes: the next checkpoint stores those of
+  // unfinished runs. Local mode only.
+  struct SinceCheckpoint {
+    std::shared_ptr<Run> run;
+    Lsn lsn;
+    std::vector<std::byte> bytes;
+  };
+  std::deque<SinceCheckpoint> since_checkpoint_;
+  std::vector<std::shared_ptr<Run>> finished_since_checkpoint_;
 };
 
 }  // namespace fusee::engine

@@ -138,6 +138,13 @@ class BlobWriter {
   // Call once per reserved ref. Writes to different refs may run at once.
   Result<void> write(const BlobRef& ref, std::span<const std::byte> bytes);
 
+  // The file reserve() places blobs in now; it and later files are never
+  // retired.
+  std::uint64_t current_file_number() const {
+    std::lock_guard lock(mutex_);
+    return file_number_;
+  }
+
   // Whether writes still go O_DIRECT (false once the file system refused it),
   // so the log can say once that it fell back.
   bool direct_io() const { return direct_.load(std::memory_order_relaxed); }
@@ -161,7 +168,7 @@ class BlobWriter {
   const BlobStoreOptions options_;
   std::atomic<bool> direct_;
 
-  std::mutex mutex_;  // guards the members below
+  mutable std::mutex mutex_;  // guards the members below
   std::uint64_t file_number_;  // the current file, where reserve() places blobs
   std::uint64_t next_offset_ = 0;
   // The current file, and older ones with reserved blobs not yet written.

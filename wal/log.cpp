@@ -72,10 +72,10 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
   // A wal.new left by a crash during creation never held an acknowledged record.
   if (FUSEE_TRY(fs.exists(staging_dir))) FUSEE_TRY_VOID(remove_tree(fs, staging_dir));
 
-  auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count));
+  auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
   if (plan.fresh) {
     FUSEE_TRY_VOID(create_fresh_log(fs, options, wal_dir));
-    plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count));
+    plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
   }
   if (plan_out != nullptr) *plan_out = plan;
   if (plan.refused) return make_error_code(errc::recovery_refused);
@@ -94,11 +94,15 @@ Log::Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan)
   shard_durable_cvs_ = std::make_unique<std::condition_variable[]>(shards);
   index_.resize(shards);
   stages_.reserve(shards);
+  unpublished_blob_refs_.resize(shards);
   for (ShardId shard = 0; shard < shards; ++shard) {
-    durable_lsns_[shard] = plan_.shards[shard].last_lsn;
-    stages_.emplace_back(plan_.shards[shard].last_lsn + 1);
+    // A shard whose records were all retired goes on past its checkpoint.
+    Lsn floor = shard < options_.base.shard_lsn_floors.size() ? options_.base.shard_lsn_floors[shard] : 0;
+    durable_lsns_[shard] = std::max(plan_.shards[shard].last_lsn, floor);
+    stages_.emplace_back(durable_lsns_[shard] + 1);
   }
   for (const auto& section : plan_.sections) index_[section.shard].push_back(section);
+  blob_file_last_segment_ = plan_.blob_file_last_segment;
   published_sequence_ = plan_.last_sequence;
   next_sequence_ = plan_.last_sequence + 1;
   last_crc_ = plan_.last_crc;
@@ -110,7 +114,8 @@ Result<void> Log::start_writing() {
   FUSEE_ASSERT(it != plan_.segments.end(), "recovery plan names no write segment");
   for (const auto& segment : plan_.segments) {
     if (segment.header_status == SegmentHeaderStatus::valid && segment.number <= plan_.write_segment)
-      read_segments_.push_back({segment.number, segment.header.salt, segment.header.segment_bytes, nullptr});
+      read_segments_.push_back(
+          {segment.number, segment.header.salt, segment.header.segment_bytes, nullptr, segment.header.first_sequence});
   }
   if (plan_.chain_batches == 0 && plan_.first_sequence == 0) {
     // An empty chain still continues from the first segment's header.
@@ -302,6 +307,8 @@ LogStats Log::stats() const {
   std::lock_guard lock(mu_);
   auto stats = stats_;
   stats.last_flush_us = last_flush_us_.load();
+  stats.segments_live = read_segments_.size();
+  for (const auto& segment : read_segments_) stats.live_bytes += segment.size_bytes;
   return stats;
 }
 
@@ -523,7 +530,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
     in_flight_.push_back(std::move(pending));
     ++stats_.segments_created;
     stats_.segment_bytes = next.size_bytes;
-    read_segments_.push_back({next.number, next.salt, next.size_bytes, nullptr});
+    read_segments_.push_back({next.number, next.salt, next.size_bytes, nullptr, next_header.first_sequence});
   }
   ++next_sequence_;
   auto old_file = segment_.file;
@@ -534,6 +541,12 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   segment_ = std::move(next);
   write_offset_ = kSegmentHeaderBytes;
   segment_started_us_ = options_.now_us();
+  std::function<void(std::uint64_t)> hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = roll_hook_;
+  }
+  if (hook) hook(oldest_segment_retires_at());
   return ok();
 }
 
@@ -579,9 +592,10 @@ void Log::complete(Write* write, const Result<void>& result) {
       const auto& section = done.sections[i];
       auto last = done.first_lsns[i] + section.record_count - 1;
       durable_lsns_[section.shard] = last;
-      index_[section.shard].push_back(
-          {section.shard, done.first_lsns[i], section.record_count, done.segment, done.offset, done.batch_bytes});
+      index_[section.shard].push_back({section.shard, done.first_lsns[i], section.record_count, done.segment,
+                                       done.offset, done.batch_bytes, done.sequence});
       advanced.emplace_back(section.shard, last);
+      note_blob_refs_published(section.shard, done.first_lsns[i], last, done.segment);
     }
     published_sequence_ = done.sequence;
     ++stats_.flushes;

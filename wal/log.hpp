@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -83,6 +84,15 @@ struct LogOptions {
   // Monotonic microseconds, for the segment fill rate. Default: steady_clock.
   // Tests inject a fake clock; the log reads no other clock.
   std::function<std::uint64_t()> now_us;
+  // The checkpoints that retired old segments (RecoveryBase).
+  RecoveryBase base;
+};
+
+// What one retire() call removed.
+struct RetireStats {
+  std::uint64_t segments = 0;
+  std::uint64_t blob_files = 0;
+  std::uint64_t bytes = 0;  // segment and blob file sizes
 };
 
 struct LogStats {
@@ -97,6 +107,10 @@ struct LogStats {
   bool owner_thread = false;          // the io_uring owner writes (else log threads)
   std::uint64_t inline_writes = 0;    // batches written by a waiting thread itself
   std::uint64_t last_flush_us = 0;    // duration of the latest durable write
+  std::uint64_t segments_retired = 0;
+  std::uint64_t blob_files_retired = 0;
+  std::uint64_t segments_live = 0;    // segment files in the chain (retired ones excluded)
+  std::uint64_t live_bytes = 0;       // their sizes
 };
 
 class Log {
@@ -144,6 +158,27 @@ class Log {
   // the first append.
   void set_poison_hook(std::function<void(std::error_code)> hook);
 
+  // --- Retirement (checkpoints decide; see engine/checkpointer.hpp) ---
+  // The sequence from which the log must be kept for a checkpoint of shard
+  // covering its LSNs up to `lsn`: the batch holding lsn + 1 when that is
+  // durable, else the next batch to be published.
+  std::uint64_t keep_from_sequence(ShardId shard, Lsn lsn) const;
+  // The keep_from_sequence that would let the oldest segment retire (the
+  // first sequence of the segment after it); 0 when only the segment being
+  // written is left.
+  std::uint64_t oldest_segment_retires_at() const;
+  // Retires, oldest first, every segment whose batches all have a sequence
+  // below keep_from_sequence (never the segment being written): its header
+  // is zeroed and synced, the file is removed and the directory synced; then
+  // blob files that only retired batches reference are removed, the blob
+  // directory synced after each. Serialised with itself; appends go on.
+  // An error leaves what was done done: recovery finishes a half retirement.
+  [[nodiscard]] Result<RetireStats> retire(std::uint64_t keep_from_sequence);
+  // Called on the sealing thread after each roll to a new segment, with
+  // oldest_segment_retires_at(); it must only wake others. Set it before
+  // the first append.
+  void set_roll_hook(std::function<void(std::uint64_t retires_at)> hook);
+
   // Reads shard's durable records with first <= LSN <= last, in order.
   [[nodiscard]] Result<void> read(ShardId shard, Lsn first, Lsn last,
                                   const std::function<void(Lsn, std::span<const std::byte>)>& visit);
@@ -182,6 +217,7 @@ class Log {
     std::uint64_t salt = 0;
     std::uint64_t size_bytes = 0;
     std::shared_ptr<io::File> file;
+    std::uint64_t first_sequence = 0;
   };
 
   Result<void> start_writing();
@@ -212,6 +248,10 @@ class Log {
   void complete(Write* write, const Result<void>& result);
   void poison_locked(std::error_code error);
   Result<Lsn> append_blob(ShardId shard, std::span<const std::byte> record);
+  // Caller holds mu_: blob references of shard in [first, last] are now in
+  // a published batch of `segment`.
+  void note_blob_refs_published(ShardId shard, Lsn first, Lsn last, std::uint64_t segment);
+  Result<void> retire_blob_files(std::uint64_t retired_through_segment, RetireStats& stats);
   void blob_loop();
   void wake_all_waiters();
   Result<void> check_shard(ShardId shard) const;
@@ -254,7 +294,14 @@ class Log {
   std::uint64_t life_ = 0;
   std::atomic<bool> direct_{false};  // false once O_DIRECT was refused
   std::atomic<bool> fallback_warned_{false};
-  std::vector<Segment> read_segments_;  // salts of segments, for reads (guarded by mu_)
+  std::vector<Segment> read_segments_;  // live segments, oldest first, for reads and retirement (mu_)
+  std::mutex retire_mu_;                // one retire() at a time
+  std::function<void(std::uint64_t)> roll_hook_;
+  // Blob references staged but not yet published, per shard: LSN -> blob
+  // file (mu_); and for each blob file, the newest segment whose published
+  // batches reference it (mu_).
+  std::vector<std::map<Lsn, std::uint64_t>> unpublished_blob_refs_;
+  std::map<std::uint64_t, std::uint64_t> blob_file_last_segment_;
 
   std::mutex hook_mu_;  // keeps hook calls in publication order
   DurableHook hook_;

@@ -27,6 +27,7 @@ Result<Lsn> Log::append_blob(ShardId shard, std::span<const std::byte> record) {
     auto& stage = stages_[shard];
     lsn = stage.push(ref_bytes, /*blob_ref=*/true);
     stage.block(lsn);
+    unpublished_blob_refs_[shard][lsn] = ref.file_number;
     ++blobs_pending_;
     staged_bytes_ += charged_bytes;
     ++staged_records_;

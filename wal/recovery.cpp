@@ -41,8 +41,8 @@ struct Probe {
 
 class Planner {
  public:
-  Planner(io::FileSystem& fs, std::string wal_dir, std::uint32_t shard_count)
-      : fs_(fs), shard_count_(shard_count) {
+  Planner(io::FileSystem& fs, std::string wal_dir, std::uint32_t shard_count, const RecoveryBase& base)
+      : fs_(fs), shard_count_(shard_count), base_(base) {
     plan_.wal_dir = std::move(wal_dir);
     plan_.shards.resize(shard_count);
   }
@@ -55,6 +55,7 @@ class Planner {
     }
     FUSEE_TRY_VOID(load_segments());
     if (!plan_.refused) FUSEE_TRY_VOID(walk_chain());
+    if (!plan_.refused) check_against_checkpoints();
     if (!plan_.refused) FUSEE_TRY_VOID(scan_past_end());
     if (!plan_.refused) FUSEE_TRY_VOID(find_unreferenced_blobs());
     if (!plan_.refused) choose_deletions();
@@ -116,11 +117,42 @@ class Planner {
                          first.header_status == SegmentHeaderStatus::zeroed ? "zeroed" : "damaged"));
       return ok();
     }
-    if (first.header.first_sequence != 1) {
-      refuse(fmt::format("{} starts at sequence {}, but no segment holds sequences 1 to {}", first.path,
-                         first.header.first_sequence, first.header.first_sequence - 1));
+    if (first.header.first_sequence > base_.first_sequence_max) {
+      refuse(fmt::format("{} starts at sequence {}, but no segment holds sequences {} to {}{}", first.path,
+                         first.header.first_sequence, base_.first_sequence_max, first.header.first_sequence - 1,
+                         base_.first_sequence_max == 1 ? ""
+                                                       : " (the shards' checkpoints need the log from there on)"));
     }
     return ok();
+  }
+
+  // Retirement removes only what checkpoints cover, so each shard's records
+  // past its checkpoint must all be in the chain.
+  void check_against_checkpoints() {
+    for (ShardId shard = 0; shard < shard_count_; ++shard) {
+      Lsn floor = shard < base_.shard_lsn_floors.size() ? base_.shard_lsn_floors[shard] : 0;
+      const auto& range = plan_.shards[shard];
+      if (range.last_lsn == 0) {
+        if (floor > 0 && plan_.first_sequence <= 1) {
+          refuse(fmt::format("shard {}'s checkpoint covers LSN {}, but the log, which starts at its beginning, "
+                             "holds no record of the shard",
+                             shard, floor));
+          return;
+        }
+        continue;
+      }
+      if (range.last_lsn < floor) {
+        refuse(fmt::format("shard {}'s checkpoint covers LSN {}, but the log ends at LSN {} of the shard", shard,
+                           floor, range.last_lsn));
+        return;
+      }
+      if (range.first_lsn > floor + 1) {
+        refuse(fmt::format("shard {}'s records from LSN {} to {} are missing: its checkpoint covers LSN {} and "
+                           "the log starts at LSN {}",
+                           shard, floor + 1, range.first_lsn - 1, floor, range.first_lsn));
+        return;
+      }
+    }
   }
 
   bool check_size(const SegmentSummary& segment) {
@@ -202,7 +234,7 @@ class Planner {
     }
     for (const auto& section : sections) {
       auto shard = section.header.shard;
-      if (!check_blob_refs(section, header, at)) return false;
+      if (!check_blob_refs(section, header, at, segment.number)) return false;
       if (shard >= shard_count_) {
         refuse(fmt::format("batch sequence {} at {} has a section for shard {}, but the log has {} shards",
                            header.sequence, at, shard, shard_count_));
@@ -219,7 +251,7 @@ class Planner {
       if (range.first_lsn == 0) range.first_lsn = section.header.first_lsn;
       range.last_lsn = section.header.first_lsn + section.header.record_count - 1;
       plan_.sections.push_back({shard, section.header.first_lsn, section.header.record_count, segment.number,
-                                offset, header.total_length});
+                                offset, header.total_length, header.sequence});
       plan_.chain_records += section.header.record_count;
     }
     plan_.last_sequence = header.sequence;
@@ -232,7 +264,8 @@ class Planner {
   // Resolves every blob reference of a section: the blob must be there,
   // whole, with the CRC and kind the reference names. A batch is sealed only
   // once its blobs are durable, so a mismatch is damage, never a torn write.
-  bool check_blob_refs(const SectionView& section, const BatchHeader& header, const std::string& at) {
+  bool check_blob_refs(const SectionView& section, const BatchHeader& header, const std::string& at,
+                       std::uint64_t segment_number) {
     for (std::size_t r = 0; r < section.records.size(); ++r) {
       if (!section.blob_refs[r]) continue;
       auto ref = decode_blob_ref(section.records[r].data());
@@ -245,6 +278,8 @@ class Planner {
         return false;
       }
       referenced_blob_files_.insert(ref.file_number);
+      auto& last = plan_.blob_file_last_segment[ref.file_number];
+      last = std::max(last, segment_number);
       ++plan_.blob_records;
     }
     return true;
@@ -365,6 +400,7 @@ class Planner {
 
   io::FileSystem& fs_;
   std::uint32_t shard_count_;
+  RecoveryBase base_;
   RecoveryPlan plan_;
   std::size_t first_ = 0;
   std::size_t end_index_ = 0;
@@ -374,9 +410,10 @@ class Planner {
 
 }  // namespace
 
-Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir, std::uint32_t shard_count) {
+Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir, std::uint32_t shard_count,
+                                   const RecoveryBase& base) {
   if (shard_count == 0 || shard_count > kShardsMax) return make_error_code(errc::invalid_argument);
-  Planner planner(fs, wal_dir, shard_count);
+  Planner planner(fs, wal_dir, shard_count, base);
   return planner.run();
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct SectionLocation {
   std::uint64_t segment = 0;
   std::uint64_t batch_offset = 0;
   std::uint32_t batch_bytes = 0;
+  std::uint64_t sequence = 0;  // of the batch holding the section
 };
 
 struct ShardRange {
@@ -78,6 +80,9 @@ struct RecoveryPlan {
   std::vector<std::uint64_t> blob_files_referenced;
   std::vector<std::uint64_t> blob_files_unreferenced;
   std::uint64_t blob_records = 0;
+  // For each referenced blob file, the newest segment referencing it: the
+  // file may go once that segment is retired.
+  std::map<std::uint64_t, std::uint64_t> blob_file_last_segment;
 
   // Set when recovery refuses to open; the message names file, offset and
   // sequences.
@@ -85,10 +90,23 @@ struct RecoveryPlan {
   std::string refusal;
 };
 
+// What lies outside the log that recovery must agree with: the checkpoints
+// that allowed old segments to be retired (engine/checkpointer.hpp).
+struct RecoveryBase {
+  // The oldest segment may start at no later sequence than this: every
+  // shard's checkpoint needs the log from its keep_from_sequence on. 1 when
+  // some shard has no checkpoint (nothing may have been retired).
+  std::uint64_t first_sequence_max = 1;
+  // Per shard (empty: all 0): the LSN its checkpoint covers. The log starts
+  // a shard's LSNs past it even when none of its records is left, and
+  // refuses when the records the checkpoint does not cover are missing.
+  std::vector<Lsn> shard_lsn_floors;
+};
+
 // Reads the log in wal_dir and decides; never writes. An I/O error reading is
 // an error result; a damaged log is a plan with refused set.
 Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir,
-                                   std::uint32_t shard_count);
+                                   std::uint32_t shard_count, const RecoveryBase& base = {});
 
 // Carries out a plan that did not refuse: deletes what it names and syncs the
 // directory. Writes nothing else; reopening afterwards plans the same chain.

@@ -7,14 +7,17 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "engine/checkpointer.hpp"
 #include "engine/engine_core.hpp"
 #include "engine/journal_sink.hpp"
 #include "engine/meta.hpp"
 #include "engine/run_hash.hpp"
+#include "engine/run_store.hpp"
 #include "engine/shard.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
@@ -67,7 +70,9 @@ struct Engine::Impl final : engine::EngineCore {
   std::function<std::uint64_t()> random_source;
   std::unique_ptr<io::FileSystem::Lock> lock;  // held while open; released after the log closes
   std::unique_ptr<engine::JournalSink> sink;
+  std::unique_ptr<engine::RunStore> store;  // local mode
   std::vector<std::unique_ptr<engine::Shard>> shards;
+  std::unique_ptr<engine::Checkpointer> checkpointer;  // local mode
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
   mutable std::shared_mutex registry_mu;
   std::unordered_map<std::string, std::shared_ptr<const WorkflowFn>> registry;
@@ -169,6 +174,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     throw Error(errc::invalid_argument, fmt::format("shards = {}: at most {}", config.shards, wal::kShardsMax));
   }
   std::uint32_t shards = config.shards;
+  std::vector<wal::Lsn> floors;            // local mode: each shard's checkpoint LSN
+  std::vector<std::uint64_t> keep_from;    // ... and where its log must start
   if (config.mode == Mode::memory) {
     if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
     impl->sink = engine::make_memory_sink(shards);
@@ -214,7 +221,34 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                                written.error().message()));
       }
     }
+    // The run store first: its checkpoints say what the log may have retired.
+    auto runs_dir = io::join_path(config.dir, "runs");
+    if (auto made = create_dirs(fs, runs_dir); !made) {
+      throw Error(errc::storage, fmt::format("cannot create {}: {}", runs_dir, made.error().message()));
+    }
+    std::string store_error;
+    auto store = engine::RunStore::open(config.dir, &store_error, config.file_system ? impl->fs : nullptr);
+    if (!store) {
+      throw Error(errc::storage, fmt::format("cannot open the run store in {}: {}", runs_dir,
+                                             store_error.empty() ? store.error().message() : store_error));
+    }
+    impl->store = std::move(*store);
+    floors.assign(shards, 0);
+    keep_from.assign(shards, 1);
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      auto checkpoint = impl->store->checkpoint(shard);
+      if (!checkpoint) {
+        throw Error(errc::storage, fmt::format("cannot read shard {}'s checkpoint from {}: {}", shard, runs_dir,
+                                               checkpoint.error().message()));
+      }
+      if (*checkpoint) {
+        floors[shard] = (*checkpoint)->lsn;
+        keep_from[shard] = (*checkpoint)->keep_from_sequence;
+      }
+    }
     wal::LogOptions options;
+    options.base.shard_lsn_floors = floors;
+    options.base.first_sequence_max = *std::min_element(keep_from.begin(), keep_from.end());
     options.dir = config.dir;
     options.shard_count = shards;
     options.segment_bytes = config.segment_bytes;
@@ -235,30 +269,58 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
     impl->shards.push_back(
         std::make_unique<engine::Shard>(*impl, shard, *impl->sink, std::max<std::size_t>(1, config.shard_queue_max)));
+    impl->shards.back()->set_store(impl->store.get());
   }
-  // Recovery: every durable record back into its run, then the timers.
+  // Recovery: each shard's runs from its checkpoint (the run store's
+  // journals), then the log past it, then the timers.
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    Result<void> loaded = ok();
-    auto read = impl->sink->read(shard, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
-      if (!loaded) return;
+    auto load = [&](const char* where, wal::Lsn lsn, std::span<const std::byte> bytes, bool stored) {
       auto record = engine::decode_record(bytes);
       if (!record) {
-        loaded = Result<void>(boost::system::in_place_error, record.error());
-        throw Error(errc::storage, fmt::format("{}/wal: shard {} record {} is not a journal record", config.dir,
-                                               shard, lsn));
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", config.dir,
+                                               where, shard, lsn));
       }
-      if (auto added = impl->shards[shard]->load(*record, lsn); !added) {
-        throw Error(errc::storage, fmt::format("{}/wal: shard {} record {} ({} of run '{}') does not fit its run's "
+      if (auto added = impl->shards[shard]->load(*record, lsn, bytes, stored); !added) {
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
                                                "journal",
-                                               config.dir, shard, lsn, engine::record_kind_name(record->kind),
+                                               config.dir, where, shard, lsn, engine::record_kind_name(record->kind),
                                                record->run_id));
       }
+    };
+    if (impl->store) {
+      auto stored = impl->store->load_journals(
+          shard, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) -> Result<void> {
+            load("runs", lsn, bytes, true);
+            return ok();
+          });
+      if (!stored) {
+        throw Error(errc::storage, fmt::format("{}/runs: cannot read shard {}'s journals: {}", config.dir, shard,
+                                               stored.error().message()));
+      }
+    }
+    wal::Lsn first = floors.empty() ? 1 : floors[shard] + 1;
+    auto read = impl->sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
+      load("wal", lsn, bytes, false);
     });
     if (!read) {
       throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", config.dir, shard,
                                              read.error().message()));
     }
     impl->shards[shard]->finish_loading();
+  }
+  if (impl->store) {
+    std::vector<engine::Shard*> shard_ptrs;
+    for (auto& shard : impl->shards) shard_ptrs.push_back(shard.get());
+    engine::CheckpointerOptions options;
+    options.interval = config.checkpoint_interval;
+    options.finished_retention = config.finished_retention;
+    options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
+    options.warn = [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
+    impl->checkpointer = std::make_unique<engine::Checkpointer>(std::move(shard_ptrs), *impl->sink, *impl->store,
+                                                                std::move(options), keep_from);
+    impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {
+      checkpointer->request_lagging(retires_at);
+    });
   }
   {
     std::lock_guard lock(impl->waker->mu);
@@ -270,6 +332,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     if (auto alive = waker.lock()) alive->wake();
   });
   for (auto& shard : impl->shards) shard->start();
+  if (impl->checkpointer) impl->checkpointer->start();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -281,20 +344,45 @@ std::uint32_t Engine::shard_count() const { return impl_->shard_count(); }
 
 EngineStats Engine::stats() const {
   auto log = impl_->sink->stats();
-  return EngineStats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};
+  EngineStats stats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};
+  stats.wal_segments = log.segments_live;
+  stats.wal_bytes = log.live_bytes;
+  if (impl_->checkpointer) {
+    auto checkpoints = impl_->checkpointer->stats();
+    stats.checkpoints = checkpoints.checkpoints;
+    stats.segments_retired = checkpoints.segments_retired;
+    stats.run_store_bytes = checkpoints.store_bytes;
+    stats.checkpoint_error = checkpoints.error;
+  }
+  return stats;
 }
 
 void Engine::shutdown() {
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
+  if (impl_->checkpointer) impl_->checkpointer->stop();
   for (auto& shard : impl_->shards) shard->stop();
   (void)impl_->sink->close();
-  impl_->lock.reset();  // the directory is free for the next engine
   {
     std::lock_guard waker_lock(impl_->waker->mu);
     impl_->waker->shards.clear();
   }
   for (auto& shard : impl_->shards) shard->fail_waiters(make_error_code(errc::shut_down));
+  // One last checkpoint, so the next open reads little of the log.
+  if (impl_->checkpointer) (void)impl_->checkpointer->final_checkpoint();
+  impl_->checkpointer.reset();
+  impl_->store.reset();
+  impl_->lock.reset();  // the directory is free for the next engine
+}
+
+void Engine::checkpoint() {
+  impl_->check_open();
+  if (!impl_->checkpointer) return;
+  if (auto done = impl_->checkpointer->checkpoint_all(); !done) {
+    auto stats = impl_->checkpointer->stats();
+    throw Error(errc::storage, stats.error.empty() ? fmt::format("checkpoint: {}", done.error().message())
+                                                   : fmt::format("checkpoint: {}", stats.error));
+  }
 }
 
 void Engine::register_workflow_json(const std::string& name, WorkflowFn fn) {
@@ -417,6 +505,35 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   for (auto& part : parts) {
     auto some = part.get();
     std::move(some.begin(), some.end(), std::back_inserter(runs));
+  }
+  if (impl_->store && filter.status != RunStatus::running) {
+    // Finished runs that left memory, from the run store's index; a run
+    // still in memory is the newer of the two.
+    std::set<std::string> in_memory;
+    for (const auto& run : runs) in_memory.insert(run.id);
+    engine::RunQuery query;
+    query.workflow = filter.workflow;
+    query.status = filter.status;
+    query.limit = 1000;
+    for (;;) {
+      auto page = impl_->store->list(query);
+      if (!page) throw Error(errc::storage, fmt::format("list_runs: cannot read the run store: {}",
+                                                        page.error().message()));
+      for (const auto& finished : page->runs) {
+        if (in_memory.contains(finished.id)) continue;
+        RunInfo info;
+        info.id = finished.id;
+        info.workflow = finished.workflow;
+        info.status = finished.status;
+        info.generation = finished.generation;
+        info.started_at = engine::from_ms(finished.started_ms);
+        info.finished_at = engine::from_ms(finished.finished_ms);
+        if (finished.status != RunStatus::completed) info.error = finished.message;
+        runs.push_back(std::move(info));
+      }
+      if (page->next_cursor.empty()) break;
+      query.cursor = page->next_cursor;
+    }
   }
   std::sort(runs.begin(), runs.end(), [](const RunInfo& a, const RunInfo& b) { return a.id < b.id; });
   return runs;

@@ -3,6 +3,7 @@
 // crashes and power loss (given a disk that honours flushes).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,14 @@ struct Config {
   std::size_t log_staged_bytes_max = 256u << 20;
   // Log segment size (tests make it small to force rolls).
   std::uint64_t segment_bytes = 64u << 20;
+  // Local mode: how often each shard checkpoints its runs into the run
+  // store (<dir>/runs), which lets the log retire old segments and bounds
+  // the log read at the next open. Zero: only when a segment roll asks, at
+  // shutdown, and on Engine::checkpoint().
+  std::chrono::milliseconds checkpoint_interval{5000};
+  // How long a finished run (input, result, status, times, streams) stays
+  // in the run store for result(), list_runs() and read_stream().
+  std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
   // Injected sources; defaults: the system clock, std::random_device, the
   // real file system. The engine reads no other clock or randomness.
   std::shared_ptr<Clock> clock;

@@ -84,6 +84,13 @@ struct EngineStats {
   std::uint64_t batches_written = 0;  // log batches (each one durable write)
   std::uint64_t inline_writes = 0;    // batches a shard wrote itself instead of handing off
   bool direct_io = false;             // O_DIRECT + RWF_DSYNC (else buffered + fdatasync)
+  // Local mode: checkpoints and retirement.
+  std::uint64_t checkpoints = 0;       // shard checkpoints written to the run store
+  std::uint64_t segments_retired = 0;  // log segments retired since open
+  std::uint64_t wal_segments = 0;      // live log segments
+  std::uint64_t wal_bytes = 0;         // their size on disk
+  std::uint64_t run_store_bytes = 0;   // the run store's size (RocksDB's estimate)
+  std::string checkpoint_error;        // why checkpoints stopped; empty while they run
 };
 
 namespace detail {
@@ -194,6 +201,12 @@ class Engine {
   StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
 
   std::vector<RunInfo> list_runs(const RunFilter& filter = {});
+
+  // Local mode: checkpoints every shard into the run store now, retires the
+  // log segments that allows and expires finished runs past their
+  // retention; returns once written. Shards also do this on their own
+  // (Config::checkpoint_interval); a no-op in memory mode.
+  void checkpoint();
 
   // Stops the shards and closes the log cleanly. Unfinished runs resume at
   // the next open. Later calls fail with errc::shut_down. Idempotent.

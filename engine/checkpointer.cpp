@@ -1,0 +1,242 @@
+#include "engine/checkpointer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/shard.hpp"
+
+namespace fusee::engine {
+
+Checkpointer::Checkpointer(std::vector<Shard*> shards, JournalSink& sink, RunStore& store,
+                           CheckpointerOptions options, std::vector<std::uint64_t> keep_from)
+    : shards_(std::move(shards)),
+      sink_(sink),
+      store_(store),
+      options_(std::move(options)),
+      keep_from_(std::move(keep_from)),
+      requested_(shards_.size(), false),
+      asked_(shards_.size(), false),
+      written_(shards_.size(), 0),
+      next_due_(shards_.size(), std::chrono::steady_clock::now() + options_.interval) {
+  keep_from_.resize(shards_.size(), 1);
+}
+
+Checkpointer::~Checkpointer() { stop(); }
+
+void Checkpointer::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Checkpointer::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  done_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Checkpointer::ask(std::uint32_t shard_id) {
+  asked_[shard_id] = true;
+  requested_[shard_id] = false;
+  auto* shard = shards_[shard_id];
+  bool posted = shard->post(
+      [this, shard] {
+        auto work = shard->take_checkpoint();
+        {
+          std::lock_guard lock(mu_);
+          works_.push_back(std::move(work));
+        }
+        cv_.notify_all();
+      },
+      false);
+  if (!posted) asked_[shard_id] = false;  // the shard stopped; final_checkpoint takes it
+}
+
+void Checkpointer::loop() {
+  auto last_expiry = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (!stats_.error.empty()) {
+      done_cv_.notify_all();
+      cv_.wait(lock, [&] { return stopping_; });
+      break;
+    }
+    auto now = std::chrono::steady_clock::now();
+    for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+      bool due = options_.interval.count() > 0 && now >= next_due_[shard];
+      if (asked_[shard] || !(requested_[shard] || due)) continue;
+      ask(shard);
+      next_due_[shard] = now + options_.interval;
+    }
+    if (!works_.empty()) {
+      auto work = std::move(works_.front());
+      works_.pop_front();
+      auto shard = work.shard;
+      writing_ = true;
+      lock.unlock();
+      bool written = write(std::move(work), true);
+      if (written && options_.interval.count() > 0 &&
+          now - last_expiry >= std::max<std::chrono::steady_clock::duration>(options_.interval,
+                                                                            std::chrono::minutes(1))) {
+        expire_finished();
+        last_expiry = now;
+      }
+      lock.lock();
+      writing_ = false;
+      asked_[shard] = false;
+      ++written_[shard];
+      done_cv_.notify_all();
+      continue;
+    }
+    auto ready = [&] {
+      if (stopping_ || !works_.empty()) return true;
+      for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+        if (requested_[shard] && !asked_[shard]) return true;
+      }
+      return false;
+    };
+    if (options_.interval.count() > 0) {
+      auto due = *std::min_element(next_due_.begin(), next_due_.end());
+      cv_.wait_until(lock, due, ready);
+    } else {
+      cv_.wait(lock, ready);
+    }
+  }
+}
+
+bool Checkpointer::write(CheckpointWork work, bool unload) {
+  std::lock_guard write_lock(write_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (!stats_.error.empty()) return false;
+  }
+  RunStore::Batch batch;
+  for (const auto& id : work.erased_journals) batch.erase_journal(work.shard, id);
+  for (const auto& run : work.finished) {
+    if (run.generation > 1) {
+      // The index entries of the id's previous run sort by its finish time.
+      auto previous = store_.finished(run.id);
+      if (!previous) {
+        fail(fmt::format("cannot read run '{}' from the run store: {}", run.id, previous.error().message()));
+        return false;
+      }
+      if (*previous) batch.erase_finished(**previous);
+    }
+    batch.put_finished(run);
+  }
+  for (const auto& [id, streams] : work.streams) batch.put_streams(id, streams);
+  for (const auto& record : work.journal) batch.put_journal_record(work.shard, record.id, record.lsn, record.bytes);
+  batch.put_checkpoint(Checkpoint{work.shard, work.lsn, work.keep_from_sequence, {}});
+  if (auto written = store_.write(std::move(batch)); !written) {
+    fail(fmt::format("cannot write shard {}'s checkpoint to the run store: {}", work.shard,
+                     written.error().message()));
+    return false;
+  }
+  if (unload && !work.unload.empty()) {
+    auto* shard = shards_[work.shard];
+    (void)shard->post([shard, runs = std::move(work.unload)] { shard->checkpoint_written(runs); }, false);
+  }
+  std::uint64_t keep_from = 0;
+  {
+    std::lock_guard lock(mu_);
+    keep_from_[work.shard] = std::max(keep_from_[work.shard], work.keep_from_sequence);
+    keep_from = *std::min_element(keep_from_.begin(), keep_from_.end());
+    ++stats_.checkpoints;
+  }
+  auto retired = sink_.retire(keep_from);
+  if (!retired) {
+    fail(fmt::format("cannot retire log segments: {}", retired.error().message()));
+    return false;
+  }
+  std::lock_guard lock(mu_);
+  stats_.segments_retired += retired->segments;
+  stats_.blob_files_retired += retired->blob_files;
+  return true;
+}
+
+void Checkpointer::expire_finished() {
+  if (!options_.now_ms) return;
+  auto before_ms = options_.now_ms() - options_.finished_retention.count();
+  auto expired = store_.expire_finished(before_ms);
+  std::lock_guard lock(mu_);
+  if (expired) stats_.finished_expired += *expired;
+}
+
+void Checkpointer::fail(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stats_.error.empty()) return;
+    stats_.error = why;
+  }
+  if (options_.warn) {
+    options_.warn(fmt::format("{}; checkpoints and log retirement stop until the next open, which recovers "
+                              "from the last good checkpoints and the log",
+                              why));
+  }
+  cv_.notify_all();
+  done_cv_.notify_all();
+}
+
+Result<void> Checkpointer::checkpoint_all() {
+  {
+    std::unique_lock lock(mu_);
+    std::vector<std::uint64_t> target(shards_.size());
+    for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+      // A work already on its way was taken before this call.
+      target[shard] = written_[shard] + (asked_[shard] ? 2 : 1);
+      requested_[shard] = true;
+    }
+    cv_.notify_all();
+    done_cv_.wait(lock, [&] {
+      if (stopping_ || !stats_.error.empty()) return true;
+      for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+        if (written_[shard] < target[shard]) return false;
+      }
+      return true;
+    });
+    if (!stats_.error.empty()) return std::make_error_code(std::errc::io_error);
+    if (stopping_) return std::make_error_code(std::errc::operation_canceled);
+  }
+  expire_finished();
+  return ok();
+}
+
+Result<void> Checkpointer::final_checkpoint() {
+  // Works taken before the shards stopped come first: each shard's
+  // checkpoints go to the store in the order they were taken.
+  std::deque<CheckpointWork> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(works_);
+  }
+  for (auto& work : left) {
+    if (!write(std::move(work), false)) return std::make_error_code(std::errc::io_error);
+  }
+  for (auto* shard : shards_) {
+    if (!write(shard->take_checkpoint(), false)) return std::make_error_code(std::errc::io_error);
+  }
+  return ok();
+}
+
+void Checkpointer::request_lagging(std::uint64_t retires_at) {
+  if (retires_at == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+      if (keep_from_[shard] < retires_at) requested_[shard] = true;
+    }
+  }
+  cv_.notify_all();
+}
+
+CheckpointerStats Checkpointer::stats() const {
+  std::lock_guard lock(mu_);
+  auto stats = stats_;
+  stats.store_bytes = store_.size_bytes();
+  return stats;
+}
+
+}  // namespace fusee::engine

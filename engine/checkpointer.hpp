@@ -1,0 +1,109 @@
+// Checkpointer: writes each shard's checkpoint into the run store, off the
+// step path, and retires the log segments the checkpoints cover
+// (DESIGN.md §3, "Checkpoints and retirement").
+//
+// A shard checkpoints on the interval, when a segment roll asks (only the
+// shards whose oldest needed record sits in the segment that retires next),
+// and on checkpoint_all(). For each, the checkpointer posts to the shard,
+// which takes its CheckpointWork on its own thread (moving out what is new
+// since the last one); the checkpointer's thread writes it to the store in
+// one synced batch, tells the shard (which unloads the finished runs), and
+// retires every segment below the lowest keep_from_sequence of all shards.
+//
+// A failed store write stops checkpoints and retirement for the rest of this
+// open (the records it carried were taken from the shard): the log keeps
+// everything from the last good checkpoints, so the next open recovers all.
+//
+// Thread-safety: every public method may be called from any thread; the
+// roll hook calls request_lagging() from the log's sealing thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/result.hpp"
+#include "engine/checkpoint_work.hpp"
+#include "engine/journal_sink.hpp"
+#include "engine/run_store.hpp"
+
+namespace fusee::engine {
+
+class Shard;
+
+struct CheckpointerOptions {
+  std::chrono::milliseconds interval{5000};  // zero: only when asked
+  std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
+  std::function<std::int64_t()> now_ms;       // the engine's clock, for retention
+  std::function<void(const std::string&)> warn;
+};
+
+struct CheckpointerStats {
+  std::uint64_t checkpoints = 0;
+  std::uint64_t segments_retired = 0;
+  std::uint64_t blob_files_retired = 0;
+  std::uint64_t finished_expired = 0;
+  std::uint64_t store_bytes = 0;  // the run store's size, as RocksDB estimates it
+  std::string error;              // why checkpoints stopped; empty while they run
+};
+
+class Checkpointer {
+ public:
+  // keep_from: each shard's keep_from_sequence from its checkpoint in the
+  // store at open (1 for a shard without one).
+  Checkpointer(std::vector<Shard*> shards, JournalSink& sink, RunStore& store, CheckpointerOptions options,
+               std::vector<std::uint64_t> keep_from);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  void start();
+  // Stops the thread; a checkpoint being written is finished first.
+  void stop();
+  // Checkpoints every shard now, retires what that allows and expires
+  // finished runs past their retention; returns once done (or failed).
+  Result<void> checkpoint_all();
+  // After the shards stopped and the log closed: one last checkpoint of
+  // every shard on the calling thread, so the next open reads little log.
+  Result<void> final_checkpoint();
+  // A segment roll: checkpoint the shards that keep the oldest segment.
+  void request_lagging(std::uint64_t retires_at);
+  CheckpointerStats stats() const;
+
+ private:
+  void loop();
+  // Posts take_checkpoint to the shard; the work comes back through done_.
+  void ask(std::uint32_t shard);
+  // Writes one shard's work and retires; false once checkpoints stopped.
+  bool write(CheckpointWork work, bool unload);
+  void expire_finished();
+  void fail(const std::string& why);
+
+  std::vector<Shard*> shards_;
+  JournalSink& sink_;
+  RunStore& store_;
+  CheckpointerOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // requests, works to write, stop
+  std::condition_variable done_cv_;  // a checkpoint written (checkpoint_all waits)
+  std::vector<std::uint64_t> keep_from_;  // per shard, from its latest checkpoint
+  std::vector<bool> requested_;
+  std::vector<bool> asked_;               // a work is on its way from the shard
+  std::vector<std::uint64_t> written_;    // checkpoints written, per shard
+  std::vector<std::chrono::steady_clock::time_point> next_due_;
+  std::deque<CheckpointWork> works_;
+  bool stopping_ = false;
+  bool writing_ = false;  // the thread is writing a work (not under mu_)
+  CheckpointerStats stats_;
+  std::mutex write_mu_;   // one store write and retirement at a time
+  std::thread thread_;
+};
+
+}  // namespace fusee::engine

@@ -1,0 +1,217 @@
+// Checkpoints, the run store and retirement through the Engine API (local
+// mode): finished runs leave memory and are still answered from the run
+// store; the log retires what checkpoints cover and stays bounded; a reopen
+// replays only past the checkpoints and unfinished runs carry on.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "tests/engine/engine_harness.hpp"
+
+using namespace fusee;
+using namespace fusee::testing;
+
+namespace {
+
+const WorkflowRef<int, int> kCount{"count"};
+const WorkflowRef<int, int> kGated{"gated"};
+const Signal<int> kGo{"go"};
+
+// count: `input` steps, each adding its index; streams every tenth sum.
+void register_count(Engine& engine, CallCounter& steps) {
+  engine.register_workflow(kCount, [&steps](Ctx& ctx, int input) -> Task<int> {
+    int sum = 0;
+    for (int i = 0; i < input; ++i) {
+      sum = co_await ctx.step("add-" + std::to_string(i), [&steps, sum, i] {
+        steps.add();
+        return sum + i;
+      });
+      if (i % 10 == 0) co_await ctx.stream("sums").write(sum);
+    }
+    co_return sum;
+  });
+}
+
+// gated: a step, a wait for "go", then `input` more steps.
+void register_gated(Engine& engine, CallCounter& steps) {
+  engine.register_workflow(kGated, [&steps](Ctx& ctx, int input) -> Task<int> {
+    int first = co_await ctx.step("first", [&steps, input] {
+      steps.add();
+      return input;
+    });
+    auto go = co_await ctx.wait_for(kGo);
+    int sum = first + go.value_or(0);
+    for (int i = 0; i < input; ++i) {
+      sum = co_await ctx.step("after-" + std::to_string(i), [&steps, sum] {
+        steps.add();
+        return sum + 1;
+      });
+    }
+    co_return sum;
+  });
+}
+
+int count_sum(int steps) { return steps * (steps - 1) / 2; }
+
+std::size_t files_in(const std::string& dir, const std::string& suffix) {
+  std::size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().string().ends_with(suffix)) ++count;
+  }
+  return count;
+}
+
+Config small_segments(EngineHarness& harness) {
+  auto config = harness.config();
+  config.segment_bytes = 64 * 1024;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();  // only when asked or on rolls
+  return config;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("finished runs leave memory at a checkpoint and are answered from the run store") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  {
+    auto engine = harness.open(small_segments(harness));
+    register_count(*engine, steps);
+    for (int run = 0; run < 20; ++run) {
+      CHECK(engine->execute(kCount, "run-" + std::to_string(run), run + 1) == count_sum(run + 1));
+    }
+    engine->checkpoint();
+    CHECK(engine->stats().checkpoints >= 2);
+    // From the run store now: result, listing, streams, id policies.
+    CHECK(engine->result(kCount, "run-7") == count_sum(8));
+    auto listed = engine->list_runs();
+    CHECK(listed.size() == 20);
+    for (const auto& info : listed) CHECK(info.status == RunStatus::completed);
+    auto reader = engine->read_stream("run-19", "sums", StreamFrom::earliest());
+    std::vector<int> sums;
+    while (auto chunk = reader.next()) sums.push_back(boost::json::value_to<int>(chunk->value));
+    CHECK(sums == std::vector<int>{0, 55});
+    auto tail = engine->read_stream("run-19", "sums", StreamFrom::at(1));
+    auto last = tail.next();
+    REQUIRE(last);
+    CHECK(last->offset == 1);
+    CHECK_FALSE(tail.next());
+    auto before = steps.count();
+    CHECK(engine->start(kCount, "run-3", 4) == StartOutcome::attached);
+    error_message(errc::already_exists, [&] {
+      engine->start(kCount, "run-3", 4, StartOptions{.if_finished = IfFinished::reject});
+    });
+    CHECK(steps.count() == before);
+    error_message(errc::not_found, [&] { engine->signal("run-3", kGo, 1); });
+    engine->cancel("run-3", "too late");  // finished: nothing to cancel
+    // start_anew: generation 2, and the listing shows only the new run.
+    CHECK(engine->start(kCount, "run-3", 2, StartOptions{.if_finished = IfFinished::start_anew}) ==
+          StartOutcome::started);
+    CHECK(engine->result(kCount, "run-3") == count_sum(2));
+    engine->checkpoint();
+    auto again = engine->list_runs(RunFilter{.workflow = "count"});
+    CHECK(again.size() == 20);
+    auto third = std::find_if(again.begin(), again.end(), [](const RunInfo& info) { return info.id == "run-3"; });
+    REQUIRE(third != again.end());
+    CHECK(third->generation == 2);
+    engine->shutdown();
+  }
+  // After a reopen, the same answers without running anything.
+  auto before = steps.count();
+  auto engine = harness.open(small_segments(harness));
+  register_count(*engine, steps);
+  CHECK(engine->result(kCount, "run-3") == count_sum(2));
+  CHECK(engine->result(kCount, "run-19") == count_sum(20));
+  CHECK(engine->list_runs().size() == 20);
+  CHECK(steps.count() == before);
+}
+
+TEST_CASE("a signal repeated under its id is acknowledged after the run left memory") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  auto engine = harness.open(small_segments(harness));
+  register_gated(*engine, steps);
+  engine->start(kGated, "gated", 3);
+  engine->signal("gated", kGo, 10, "go-1");
+  CHECK(engine->result(kGated, "gated") == 16);
+  engine->checkpoint();
+  engine->signal("gated", kGo, 99, "go-1");  // the repeat: acknowledged, dropped
+  error_message(errc::not_found, [&] { engine->signal("gated", kGo, 99, "go-2"); });
+}
+
+TEST_CASE("segments retire as checkpoints cover them, and unfinished runs resume from the checkpoint") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  auto wal_dir = harness.data_dir() + "/wal";
+  {
+    auto engine = harness.open(small_segments(harness));
+    register_gated(*engine, steps);
+    register_count(*engine, steps);
+    // Waiting runs whose first records sit in the oldest segments.
+    for (int run = 0; run < 10; ++run) engine->start(kGated, "gated-" + std::to_string(run), run);
+    for (int run = 0; run < 60; ++run) {
+      CHECK(engine->execute(kCount, "count-" + std::to_string(run), 30) == count_sum(30));
+    }
+    engine->checkpoint();
+    auto stats = engine->stats();
+    CHECK(stats.segments_retired > 0);
+    CHECK(stats.wal_segments <= 2);
+    CHECK(files_in(wal_dir, ".seg") == stats.wal_segments);
+    // Half the waiting runs go on now, the rest after the reopen.
+    for (int run = 0; run < 5; ++run) engine->signal("gated-" + std::to_string(run), kGo, 100);
+    for (int run = 0; run < 5; ++run) CHECK(engine->result(kGated, "gated-" + std::to_string(run)) == 100 + 2 * run);
+    engine->shutdown();  // with a last checkpoint
+  }
+  auto before = steps.count();
+  auto engine = harness.open(small_segments(harness));
+  register_gated(*engine, steps);
+  register_count(*engine, steps);
+  CHECK(steps.count() == before);  // nothing durable runs again
+  for (int run = 5; run < 10; ++run) engine->signal("gated-" + std::to_string(run), kGo, 100);
+  for (int run = 0; run < 10; ++run) CHECK(engine->result(kGated, "gated-" + std::to_string(run)) == 100 + 2 * run);
+  CHECK(steps.count() == before + 35);  // the five resumed runs' steps after the wait: 5+6+7+8+9
+  CHECK(engine->list_runs().size() == 70);
+}
+
+TEST_CASE("segment rolls ask lagging shards for checkpoints, so the log stays bounded without an interval") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  auto engine = harness.open(small_segments(harness));
+  register_count(*engine, steps);
+  std::uint64_t peak_segments = 0;
+  for (int run = 0; run < 200; ++run) {
+    CHECK(engine->execute(kCount, "run-" + std::to_string(run), 20) == count_sum(20));
+    peak_segments = std::max(peak_segments, engine->stats().wal_segments);
+  }
+  auto stats = engine->stats();
+  MESSAGE("200 runs of 20 steps: " << stats.checkpoints << " checkpoints, " << stats.segments_retired
+                                   << " segments retired, at most " << peak_segments << " live");
+  CHECK(stats.segments_retired > 10);
+  CHECK(peak_segments < stats.segments_retired);
+}
+
+TEST_CASE("a data directory whose run store was removed after a retirement refuses to open, saying why") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  {
+    auto engine = harness.open(small_segments(harness));
+    register_count(*engine, steps);
+    for (int run = 0; run < 60; ++run) engine->execute(kCount, "run-" + std::to_string(run), 30);
+    engine->checkpoint();
+    REQUIRE(engine->stats().segments_retired > 0);
+    engine->shutdown();
+  }
+  std::filesystem::remove_all(harness.data_dir() + "/runs");
+  try {
+    Engine::open(small_segments(harness));
+    FAIL("opened without the checkpoints that retired the log's start");
+  } catch (const Error& error) {
+    CHECK(error.code() == errc::storage);
+    INFO(error.what());
+    CHECK(contains(error.what(), "no segment holds sequences 1 to"));
+  }
+}
+}

@@ -1,0 +1,209 @@
+// Retirement: segments and blob files go once the caller's keep_from_sequence
+// passes them; the log reopens from the first live segment with the shards'
+// LSN floors, and refuses when what retirement removed is still needed.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.hpp"
+#include "wal/errc.hpp"
+#include "wal/io/posix_file_system.hpp"
+#include "wal/log.hpp"
+#include "wal/segment_file.hpp"
+
+using namespace fusee;
+using namespace fusee::wal;
+
+namespace {
+
+std::vector<std::byte> record_of(ShardId shard, Lsn lsn, std::size_t size) {
+  std::vector<std::byte> out(size);
+  for (std::size_t i = 0; i < size; ++i) out[i] = std::byte((shard * 31 + lsn * 7 + i) & 0xff);
+  return out;
+}
+
+LogOptions small_segments(const std::string& dir, std::uint32_t shards) {
+  LogOptions options;
+  options.dir = dir;
+  options.shard_count = shards;
+  options.segment_bytes = 64 * 1024;
+  options.payload_offload_bytes = 8 * 1024;
+  options.warn = [](const std::string&) {};
+  return options;
+}
+
+std::size_t count_files(const std::string& dir, const std::string& suffix) {
+  std::size_t count = 0;
+  if (!std::filesystem::exists(dir)) return 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().string().ends_with(suffix)) ++count;
+  }
+  return count;
+}
+
+// Appends `count` records to shard 0 (every 10th large enough for a blob),
+// waiting for each.
+void append_many(Log& log, Lsn& next, int count) {
+  for (int i = 0; i < count; ++i, ++next) {
+    auto size = next % 10 == 0 ? 12 * 1024 : 3000;
+    auto lsn = log.append(0, record_of(0, next, size));
+    REQUIRE(lsn);
+    REQUIRE(*lsn == next);
+    REQUIRE(log.wait_durable(0, *lsn));
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("retired segments and their blob files go; the rest reopens with the shard's LSN floor") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto wal_dir = dir.path() + "/wal";
+  Lsn next = 1;
+  std::uint64_t keep_from = 0;
+  Lsn floor = 0;
+  std::uint64_t rolls_seen = 0;
+  {
+    auto opened = Log::open(fs, small_segments(dir.path(), 2));
+    REQUIRE(opened);
+    auto& log = **opened;
+    log.set_roll_hook([&](std::uint64_t retires_at) {
+      if (retires_at > 0) ++rolls_seen;
+    });
+    append_many(log, next, 200);
+    auto segments_before = count_files(wal_dir, ".seg");
+    REQUIRE(segments_before > 4);
+    CHECK(rolls_seen > 0);
+    // A checkpoint of shard 0 covering LSN 150 (shard 1 has no record).
+    floor = 150;
+    keep_from = log.keep_from_sequence(0, floor);
+    CHECK(keep_from > 1);
+    CHECK(keep_from <= log.keep_from_sequence(0, 199));
+    auto retired = log.retire(std::min(keep_from, log.keep_from_sequence(1, 0)));
+    REQUIRE(retired.has_value());
+    CHECK(retired->segments > 0);
+    CHECK(retired->blob_files == 0);  // one blob file per open, still being written
+    CHECK(count_files(wal_dir, ".seg") == segments_before - retired->segments);
+    CHECK(log.stats().segments_retired == retired->segments);
+    // Records past the floor still read back; those retired do not.
+    std::vector<Lsn> seen;
+    REQUIRE(log.read(0, floor + 1, 200, [&](Lsn lsn, std::span<const std::byte> bytes) {
+      CHECK(bytes.size() == (lsn % 10 == 0 ? 12 * 1024u : 3000u));
+      seen.push_back(lsn);
+    }));
+    CHECK(seen.size() == 50);
+    REQUIRE(log.close());
+  }
+  // Reopening needs the checkpoints that allowed the retirement.
+  {
+    RecoveryPlan plan;
+    auto refused = Log::open(fs, small_segments(dir.path(), 2), &plan);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error() == make_error_code(errc::recovery_refused));
+    CHECK(plan.refusal.find("no segment holds sequences 1 to") != std::string::npos);
+  }
+  auto options = small_segments(dir.path(), 2);
+  options.base.first_sequence_max = keep_from;
+  options.base.shard_lsn_floors = {floor, 0};
+  {
+    auto opened = Log::open(fs, options);
+    REQUIRE(opened);
+    auto& log = **opened;
+    CHECK(log.durable_lsn(0) == 200);
+    std::vector<Lsn> seen;
+    REQUIRE(log.read(0, floor + 1, 200, [&](Lsn lsn, std::span<const std::byte>) { seen.push_back(lsn); }));
+    CHECK(seen.size() == 50);
+    append_many(log, next, 100);
+    // Everything before the last records retires now, with the blob file of
+    // the previous open: no live batch references it any more.
+    auto blob_files_before = count_files(wal_dir + "/blobs", ".blob");
+    REQUIRE(blob_files_before == 2);
+    auto retired = log.retire(log.keep_from_sequence(0, 299));
+    REQUIRE(retired.has_value());
+    CHECK(retired->blob_files == 1);
+    CHECK(count_files(wal_dir + "/blobs", ".blob") == 1);
+    CHECK(log.stats().segments_live == 1);
+    keep_from = log.keep_from_sequence(0, 300);
+    REQUIRE(log.close());
+  }
+  // A checkpoint at the very end: the shard goes on past its floor.
+  options.base.first_sequence_max = keep_from;
+  options.base.shard_lsn_floors = {300, 0};
+  {
+    auto opened = Log::open(fs, options);
+    REQUIRE(opened);
+    CHECK((*opened)->durable_lsn(0) == 300);
+    auto lsn = (*opened)->append(0, record_of(0, 301, 100));
+    REQUIRE(lsn);
+    CHECK(*lsn == 301);
+    REQUIRE((*opened)->close());
+  }
+}
+
+TEST_CASE("recovery refuses when a shard's records past its checkpoint are missing") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  Lsn next = 1;
+  std::uint64_t keep_from = 0;
+  {
+    auto opened = Log::open(fs, small_segments(dir.path(), 1));
+    REQUIRE(opened);
+    append_many(**opened, next, 100);
+    keep_from = (*opened)->keep_from_sequence(0, 90);
+    REQUIRE((*opened)->retire(keep_from).has_value());
+    REQUIRE((*opened)->close());
+  }
+  auto options = small_segments(dir.path(), 1);
+  options.base.first_sequence_max = keep_from;
+  SUBCASE("a checkpoint older than the retirement") {
+    options.base.shard_lsn_floors = {10};
+    RecoveryPlan plan;
+    REQUIRE_FALSE(Log::open(fs, options, &plan));
+    CHECK(plan.refusal.find("are missing: its checkpoint covers LSN 10") != std::string::npos);
+  }
+  SUBCASE("a checkpoint past the log's end") {
+    options.base.shard_lsn_floors = {500};
+    RecoveryPlan plan;
+    REQUIRE_FALSE(Log::open(fs, options, &plan));
+    CHECK(plan.refusal.find("covers LSN 500, but the log ends at LSN 100") != std::string::npos);
+  }
+  SUBCASE("the checkpoint that allowed it") {
+    options.base.shard_lsn_floors = {90};
+    REQUIRE(Log::open(fs, options));
+  }
+}
+
+TEST_CASE("a retirement interrupted after the header was zeroed finishes at the next open") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  Lsn next = 1;
+  std::uint64_t keep_from = 0;
+  {
+    auto opened = Log::open(fs, small_segments(dir.path(), 1));
+    REQUIRE(opened);
+    append_many(**opened, next, 100);
+    keep_from = (*opened)->oldest_segment_retires_at();
+    REQUIRE(keep_from > 1);
+    REQUIRE((*opened)->close());
+  }
+  // Zero the oldest header by hand, as retire() does before the unlink.
+  auto oldest = dir.path() + "/wal/" + segment_file_name(1);
+  {
+    auto file = fs.open(oldest, {.write = true});
+    REQUIRE(file);
+    std::vector<std::byte> zeros(kSegmentHeaderBytes);
+    REQUIRE((*file)->write_at(0, zeros, {}));
+    REQUIRE((*file)->sync_data());
+  }
+  auto options = small_segments(dir.path(), 1);
+  options.base.first_sequence_max = keep_from;
+  options.base.shard_lsn_floors = {99};
+  RecoveryPlan plan;
+  auto opened = Log::open(fs, options, &plan);
+  REQUIRE_MESSAGE(opened, plan.refusal);
+  CHECK_FALSE(std::filesystem::exists(oldest));
+}
+}
