@@ -105,10 +105,18 @@ class Planner {
       }
     }
     // Leading segments whose header was zeroed were being retired when the
-    // process stopped; the chain starts after them.
-    while (first_ + 1 < plan_.segments.size() &&
-           plan_.segments[first_].header_status == SegmentHeaderStatus::zeroed) {
-      retired_.push_back(plan_.segments[first_].path);
+    // process stopped; the chain starts after them. A header torn while it
+    // was being zeroed reads as damaged: that segment is a leftover too when
+    // the checkpoints need nothing before the next segment.
+    while (first_ + 1 < plan_.segments.size()) {
+      const auto& oldest = plan_.segments[first_];
+      const auto& next = plan_.segments[first_ + 1];
+      bool zeroed = oldest.header_status == SegmentHeaderStatus::zeroed;
+      bool unneeded = oldest.header_status == SegmentHeaderStatus::damaged &&
+                      next.header_status == SegmentHeaderStatus::valid &&
+                      next.header.first_sequence <= base_.first_sequence_max;
+      if (!zeroed && !unneeded) break;
+      retired_.push_back(oldest.path);
       ++first_;
     }
     const auto& first = plan_.segments[first_];

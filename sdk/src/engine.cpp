@@ -173,6 +173,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   if (config.shards > wal::kShardsMax) {
     throw Error(errc::invalid_argument, fmt::format("shards = {}: at most {}", config.shards, wal::kShardsMax));
   }
+  auto warn = config.warn ? config.warn
+                          : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
   std::uint32_t shards = config.shards;
   std::vector<wal::Lsn> floors;            // local mode: each shard's checkpoint LSN
   std::vector<std::uint64_t> keep_from;    // ... and where its log must start
@@ -256,6 +258,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.staged_bytes_max = config.log_staged_bytes_max;
     options.payload_offload_bytes = config.payload_offload_bytes;
     options.random = [impl = impl.get()] { return impl->random(); };
+    options.warn = warn;
     wal::RecoveryPlan plan;
     auto log = wal::Log::open(fs, options, &plan);
     if (!log) {
@@ -315,7 +318,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.interval = config.checkpoint_interval;
     options.finished_retention = config.finished_retention;
     options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
-    options.warn = [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
+    options.warn = warn;
     impl->checkpointer = std::make_unique<engine::Checkpointer>(std::move(shard_ptrs), *impl->sink, *impl->store,
                                                                 std::move(options), keep_from);
     impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {

@@ -35,6 +35,9 @@ struct Life {
   std::map<std::string, std::vector<int>> chunks;  // delivered, in offset order
   std::map<std::string, int> results;
   std::map<std::pair<std::string, std::string>, int> ran;  // (run, step) -> count
+  // At the end of an uncrashed checkpoint workload: what retirement did.
+  std::uint64_t segments_retired = 0;
+  std::size_t blob_files_left = 0;
   void note_ran(const std::string& run, const std::string& step) {
     std::lock_guard lock(mu);
     ran[{run, step}]++;
@@ -46,8 +49,19 @@ struct Life {
   }
 };
 
-Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock) {
+// The workloads: a plain one, and one that checkpoints and retires across
+// two opens, with small segments and every record but the smallest in the
+// blob area.
+enum class Workload { plain, checkpoints };
+
+Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Workload workload = Workload::plain) {
   auto config = Config::local("/data");
+  config.warn = [](const std::string&) {};  // a frozen disk makes checkpoints fail on purpose
+  if (workload == Workload::checkpoints) {
+    config.segment_bytes = 16 * 1024;
+    config.payload_offload_bytes = 16;
+    config.checkpoint_interval = std::chrono::milliseconds::zero();
+  }
   config.file_system = &fs;
   config.flush = FlushMethod::buffered;
   config.shards = 2;
@@ -83,14 +97,23 @@ std::vector<int> durable_chunks(Engine& engine, const std::string& id) {
 }
 
 // The life that crashes: runs the workload until the file system freezes.
-void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Life& life) {
+void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Life& life,
+                   Workload workload = Workload::plain) {
   try {
-    auto engine = Engine::open(config_for(fs, clock));
+    auto engine = Engine::open(config_for(fs, clock, workload));
     register_order(*engine, life);
     for (int run = 0; run < kRuns; ++run) {
       auto id = run_name(run);
       engine->start(kOrder, id, run);
       life.started.insert(id);
+    }
+    if (workload == Workload::checkpoints) {
+      // Checkpoint, close, and go on in a second open: its checkpoints
+      // retire the first open's segments and blob file.
+      engine->checkpoint();
+      engine->shutdown();
+      engine = Engine::open(config_for(fs, clock, workload));
+      register_order(*engine, life);
     }
     for (int run = 0; run < kRuns; ++run) {
       auto id = run_name(run);
@@ -98,10 +121,18 @@ void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& cloc
       life.signalled.insert(id);
       life.chunks[id] = durable_chunks(*engine, id);
     }
+    if (workload == Workload::checkpoints) engine->checkpoint();
     for (int run = 0; run < kRuns; ++run) {
       auto id = run_name(run);
       life.results[id] = engine->result(kOrder, id);
       life.chunks[id] = durable_chunks(*engine, id);
+    }
+    if (workload == Workload::checkpoints) {
+      engine->checkpoint();
+      for (int run = 0; run < kRuns; ++run) life.chunks[run_name(run)] = durable_chunks(*engine, run_name(run));
+      life.segments_retired = engine->stats().segments_retired;
+      auto blobs = fs.list("/data/wal/blobs");
+      if (blobs) life.blob_files_left = blobs->size();
     }
   } catch (const Error& error) {
     // The frozen or faulty file system fails the log; what was acknowledged
@@ -113,14 +144,14 @@ void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& cloc
 // Reopens after the crash, drives every run to its end as a client would
 // (start again, signal again with the same id) and checks the promise.
 void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock>& clock, Life& before,
-                       const std::string& where, bool reopen_twice = true) {
+                       const std::string& where, bool reopen_twice = true, Workload workload = Workload::plain) {
   INFO(where);
   Life after;
   std::unique_ptr<Engine> engine;
   try {
-    engine = Engine::open(config_for(image, clock));
+    engine = Engine::open(config_for(image, clock, workload));
   } catch (const Error& error) {
-    FAIL("a crash alone must reopen by itself: " << error.what());
+    FAIL("a crash alone must reopen by itself: " << std::string(error.what()));
   }
   auto listed = engine->list_runs();
   std::set<std::string> known;
@@ -160,11 +191,12 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
     if (quote_durable) CHECK_MESSAGE(after.ran_count(id, "quote") == 0, "step quote of " << id << " ran again");
     if (total_durable) CHECK_MESSAGE(after.ran_count(id, "total") == 0, "step total of " << id << " ran again");
   }
+  if (workload == Workload::checkpoints) engine->checkpoint();  // finished runs to the store
   engine->shutdown();
   if (!reopen_twice) return;
   // Stable: the next recovery finds the same results without running anything.
   Life third;
-  auto again = Engine::open(config_for(image, clock));
+  auto again = Engine::open(config_for(image, clock, workload));
   register_order(*again, third);
   for (int run = 0; run < kRuns; ++run) {
     auto id = run_name(run);
@@ -173,40 +205,56 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   CHECK(third.ran.empty());
 }
 
+void enumerate_crashes(Workload workload, const char* name) {
+  auto clock = std::make_shared<ManualClock>();
+  std::uint64_t crash_points = 0;
+  std::uint64_t crash_states = 0;
+  for (std::uint64_t crash_at = 0;; ++crash_at) {
+    FaultFileSystem fs;
+    fs.set_crash_after_ops(crash_at);
+    Life life;
+    crashing_life(fs, clock, life, workload);
+    bool crashed = fs.crashed();
+    ++crash_points;
+    auto pending = fs.pending_data_op_count();
+    std::vector<CrashOutcome> outcomes;
+    for (auto names : {CrashOutcome::Names::revert, CrashOutcome::Names::keep}) {
+      outcomes.push_back(CrashOutcome::drop_all(names));
+      outcomes.push_back(CrashOutcome::keep_all(names));
+      if (pending > 1) outcomes.push_back(CrashOutcome::keep_first_k(pending / 2, names));
+      outcomes.push_back(CrashOutcome::random_subset(crash_at, names));
+      outcomes.push_back(CrashOutcome::tear(crash_at, names));
+    }
+    for (const auto& outcome : outcomes) {
+      auto image = fs.crash_image(outcome);
+      check_after_crash(*image, clock, life,
+                        "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe(), true, workload);
+      ++crash_states;
+    }
+    if (!crashed) {
+      // The workload ran to its end: every point is covered. The second
+      // open retired the first one's segments and its blob file.
+      if (workload == Workload::checkpoints) {
+        CHECK(life.segments_retired > 0);
+        CHECK(life.blob_files_left == 1);
+      }
+      break;
+    }
+  }
+  std::cout << name << ": " << crash_points << " crash points, " << crash_states
+            << " crash states checked\n";
+  CHECK(crash_points > 10);
+}
+
 }  // namespace
 
 TEST_SUITE("crash") {
   TEST_CASE("engine: after a crash at any operation, runs finish with the same results and nothing acknowledged is lost") {
-    auto clock = std::make_shared<ManualClock>();
-    std::uint64_t crash_points = 0;
-    std::uint64_t crash_states = 0;
-    for (std::uint64_t crash_at = 0;; ++crash_at) {
-      FaultFileSystem fs;
-      fs.set_crash_after_ops(crash_at);
-      Life life;
-      crashing_life(fs, clock, life);
-      bool crashed = fs.crashed();
-      ++crash_points;
-      auto pending = fs.pending_data_op_count();
-      std::vector<CrashOutcome> outcomes;
-      for (auto names : {CrashOutcome::Names::revert, CrashOutcome::Names::keep}) {
-        outcomes.push_back(CrashOutcome::drop_all(names));
-        outcomes.push_back(CrashOutcome::keep_all(names));
-        if (pending > 1) outcomes.push_back(CrashOutcome::keep_first_k(pending / 2, names));
-        outcomes.push_back(CrashOutcome::random_subset(crash_at, names));
-        outcomes.push_back(CrashOutcome::tear(crash_at, names));
-      }
-      for (const auto& outcome : outcomes) {
-        auto image = fs.crash_image(outcome);
-        check_after_crash(*image, clock, life,
-                          "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe());
-        ++crash_states;
-      }
-      if (!crashed) break;  // the workload ran to its end: every point is covered
-    }
-    std::cout << "engine crash enumeration: " << crash_points << " crash points, " << crash_states
-              << " crash states checked\n";
-    CHECK(crash_points > 10);
+    enumerate_crashes(Workload::plain, "engine crash enumeration");
+  }
+
+  TEST_CASE("engine: crashes during checkpoints, retirement and blob deletion lose nothing acknowledged") {
+    enumerate_crashes(Workload::checkpoints, "engine crash enumeration with checkpoints and retirement");
   }
 
   TEST_CASE("engine: after an I/O error at any operation, nothing acknowledged is lost and every run finishes") {

@@ -56,6 +56,9 @@ struct Config {
   std::shared_ptr<Clock> clock;
   std::function<std::uint64_t()> random;
   io::FileSystem* file_system = nullptr;  // must outlive the Engine
+  // Operator warnings (the log fell back to buffered writes, checkpoints
+  // stopped). Default: one line on stderr.
+  std::function<void(const std::string&)> warn;
 
   static Config memory() {
     Config config;
