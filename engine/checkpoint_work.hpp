@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,15 +35,35 @@ struct CheckpointWork {
     std::string id;
     wal::Lsn lsn = 0;
     std::vector<std::byte> bytes;
+    JournalPlace place = JournalPlace::live;
   };
-  // Journals of runs that finished, as the store holds them: erased first.
-  std::vector<std::string> erased_journals;
+  // A run's records and parked entry as the store holds them from earlier
+  // checkpoints.
+  struct Stored {
+    std::string id;
+    std::optional<JournalPlace> place;
+    std::optional<ParkedRun> parked;
+  };
+  // Runs that finished: their stored records and parked entry go.
+  std::vector<Stored> erased;
+  // Runs woken since they were parked and still loaded: their records move
+  // back among the live journals and their parked entry goes.
+  std::vector<Stored> revived;
+  // Runs parked by this checkpoint: their records move among the parked
+  // journals (new ones go there directly) and `parked` is their new entry.
+  struct Park {
+    Stored before;
+    ParkedRun parked;
+  };
+  std::vector<Park> parks;
   std::vector<JournalCopy> journal;  // records of unfinished runs, new since the last checkpoint
   std::vector<FinishedRun> finished;
   std::vector<std::pair<std::string, std::string>> streams;  // finished run id -> its streams (JSON)
-  // Finished runs the shard unloads once the store holds them. Touched only
-  // on the shard's thread.
-  std::vector<std::shared_ptr<Run>> unload;
+  // Runs the shard unloads once the store holds them: those that finished
+  // (their summary is in the store) and those parked (unless they woke
+  // meanwhile). Touched only on the shard's thread.
+  std::vector<std::shared_ptr<Run>> unload_finished;
+  std::vector<std::shared_ptr<Run>> unload_parked;
 };
 
 }  // namespace fusee::engine

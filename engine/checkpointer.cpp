@@ -114,7 +114,11 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     if (!stats_.error.empty()) return false;
   }
   RunStore::Batch batch;
-  for (const auto& id : work.erased_journals) batch.erase_journal(work.shard, id);
+  // Order matters within the batch: erase and move before the new records.
+  for (const auto& run : work.erased) {
+    if (run.place) batch.erase_journal(*run.place, work.shard, run.id);
+    if (run.parked) batch.erase_parked(work.shard, *run.parked);
+  }
   for (const auto& run : work.finished) {
     if (run.generation > 1) {
       // The index entries of the id's previous run sort by its finish time.
@@ -128,16 +132,38 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     batch.put_finished(run);
   }
   for (const auto& [id, streams] : work.streams) batch.put_streams(id, streams);
-  for (const auto& record : work.journal) batch.put_journal_record(work.shard, record.id, record.lsn, record.bytes);
+  for (const auto& run : work.revived) {
+    if (run.place == JournalPlace::parked && !move_journal(batch, work.shard, run.id, JournalPlace::parked,
+                                                           JournalPlace::live)) {
+      return false;
+    }
+    if (run.parked) batch.erase_parked(work.shard, *run.parked);
+  }
+  for (const auto& park : work.parks) {
+    if (park.before.place == JournalPlace::live &&
+        !move_journal(batch, work.shard, park.parked.id, JournalPlace::live, JournalPlace::parked)) {
+      return false;
+    }
+    if (park.before.parked) batch.erase_parked(work.shard, *park.before.parked);
+    batch.put_parked(work.shard, park.parked);
+  }
+  for (const auto& record : work.journal) {
+    batch.put_journal_record(record.place, work.shard, record.id, record.lsn, record.bytes);
+  }
   batch.put_checkpoint(Checkpoint{work.shard, work.lsn, work.keep_from_sequence, {}});
   if (auto written = store_.write(std::move(batch)); !written) {
     fail(fmt::format("cannot write shard {}'s checkpoint to the run store: {}", work.shard,
                      written.error().message()));
     return false;
   }
-  if (unload && !work.unload.empty()) {
+  if (unload && (!work.unload_finished.empty() || !work.unload_parked.empty())) {
     auto* shard = shards_[work.shard];
-    (void)shard->post([shard, runs = std::move(work.unload)] { shard->checkpoint_written(runs); }, false);
+    // The shard needs only the lists and the LSN back.
+    auto done = std::make_shared<CheckpointWork>();
+    done->lsn = work.lsn;
+    done->unload_finished = std::move(work.unload_finished);
+    done->unload_parked = std::move(work.unload_parked);
+    (void)shard->post([shard, done] { shard->checkpoint_written(*done); }, false);
   }
   std::uint64_t keep_from = 0;
   {
@@ -154,6 +180,21 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
   std::lock_guard lock(mu_);
   stats_.segments_retired += retired->segments;
   stats_.blob_files_retired += retired->blob_files;
+  return true;
+}
+
+bool Checkpointer::move_journal(RunStore::Batch& batch, std::uint32_t shard, const std::string& id, JournalPlace from,
+                                JournalPlace to) {
+  auto read = store_.read_journal(from, shard, id,
+                                  [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) {
+                                    batch.put_journal_record(to, shard, id, lsn, bytes);
+                                    return ok();
+                                  });
+  if (!read) {
+    fail(fmt::format("cannot read run '{}' from the run store: {}", id, read.error().message()));
+    return false;
+  }
+  batch.erase_journal(from, shard, id);
   return true;
 }
 
@@ -228,6 +269,14 @@ void Checkpointer::request_lagging(std::uint64_t retires_at) {
     for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
       if (keep_from_[shard] < retires_at) requested_[shard] = true;
     }
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::request(std::uint32_t shard) {
+  {
+    std::lock_guard lock(mu_);
+    requested_[shard] = true;
   }
   cv_.notify_all();
 }

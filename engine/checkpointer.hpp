@@ -74,6 +74,8 @@ class Checkpointer {
   Result<void> final_checkpoint();
   // A segment roll: checkpoint the shards that keep the oldest segment.
   void request_lagging(std::uint64_t retires_at);
+  // A shard over its memory budget asks for a checkpoint (which parks).
+  void request(std::uint32_t shard);
   CheckpointerStats stats() const;
 
  private:
@@ -83,6 +85,10 @@ class Checkpointer {
   // Writes one shard's work and retires; false once checkpoints stopped.
   bool write(CheckpointWork work, bool unload);
   void expire_finished();
+  // Adds to batch the moves of run id's stored records from one place to
+  // the other; false (and checkpoints stop) when the store cannot be read.
+  bool move_journal(RunStore::Batch& batch, std::uint32_t shard, const std::string& id, JournalPlace from,
+                    JournalPlace to);
   void fail(const std::string& why);
 
   std::vector<Shard*> shards_;

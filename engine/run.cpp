@@ -140,6 +140,33 @@ std::string Run::streams_json() const {
   return boost::json::serialize(out);
 }
 
+bool Run::parkable() const {
+  if (!code_started_ || !parkable_wait_ || waiting_ == nullptr || stopped_ || ending_) return false;
+  if (appends_waiting > 0 || !gated.empty() || !external_waiters.empty() || !result_waiters.empty()) return false;
+  if (!stuck_error_.empty()) return false;
+  // A reader whose StreamReader is gone holds the only other reference.
+  return std::all_of(streams.begin(), streams.end(), [](const auto& entry) {
+    const auto& readers = entry.second.readers;
+    return std::all_of(readers.begin(), readers.end(), [](const auto& reader) { return reader.feed.use_count() == 1; });
+  });
+}
+
+std::optional<TimePoint> Run::wake_at() const {
+  auto wake = wake_due_;
+  if (deadline_ && (!wake || *deadline_ < *wake)) wake = deadline_;
+  return wake;
+}
+
+ParkedRun Run::parked_summary() const {
+  ParkedRun run;
+  run.id = id_;
+  run.workflow = workflow_;
+  run.generation = generation_;
+  run.started_ms = to_ms(started_at_);
+  if (auto wake = wake_at()) run.wake_ms = to_ms(*wake);
+  return run;
+}
+
 RunInfo Run::info() const {
   RunInfo info;
   info.id = id_;
@@ -249,6 +276,7 @@ void Run::stop() {
   stopped_ = true;
   ending_ = true;
   waiting_ = nullptr;
+  parkable_wait_ = false;
   // Destroys the code's frames; callbacks still pending find stopped_.
   task_ = Task<boost::json::value>();
   ctx_.reset();
@@ -320,6 +348,7 @@ bool Run::end_command() {
 void Run::complete(detail::Completion& completion) {
   waiting_ = nullptr;
   waiting_for_signal_ = false;
+  parkable_wait_ = false;
   if (in_command_) {
     completed_at_once_ = true;
     return;
@@ -379,7 +408,7 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
       // Failed attempts so far: the next one runs at its recorded time.
       call->attempt = static_cast<std::uint32_t>(last.number) + 1;
       park(position, completion);
-      shard_.add_timer(from_ms(last.time_ms), [self = shared_from_this(), call] { self->run_step_attempt(call); });
+      shard_.add_timer(from_ms(last.time_ms), this, [self = shared_from_this(), call] { self->run_step_attempt(call); });
       return end_command();
     }
     case Replay::none:
@@ -452,7 +481,7 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
     record.value = message;
     append(std::move(record));
     call->attempt++;
-    shard_.add_timer(retry_at, [self = shared_from_this(), call] { self->run_step_attempt(call); });
+    shard_.add_timer(retry_at, this, [self = shared_from_this(), call] { self->run_step_attempt(call); });
     return;
   }
   auto text = fmt::format("step '{}' of run '{}' failed after {} attempt{}: {}", call->name, id_, call->attempt,
@@ -490,7 +519,10 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
     }
   }
   park(position, completion);
-  shard_.add_timer(due, [self = shared_from_this(), position, name = std::string(name)] {
+  parkable_wait_ = true;
+  waiting_since_ = shard_.now();
+  wake_due_ = due;
+  shard_.add_timer(due, this, [self = shared_from_this(), position, name = std::string(name)] {
     self->on_sleep_fired(position, name);
   });
   return end_command();
@@ -549,8 +581,11 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
   park(position, completion);
   waiting_for_signal_ = true;
   waiting_signal_ = std::string(signal);
+  parkable_wait_ = true;
+  waiting_since_ = shard_.now();
+  wake_due_ = deadline;
   if (deadline) {
-    shard_.add_timer(*deadline, [self = shared_from_this(), position, name = std::string(signal)] {
+    shard_.add_timer(*deadline, this, [self = shared_from_this(), position, name = std::string(signal)] {
       self->on_wait_timeout(position, name);
     });
   }

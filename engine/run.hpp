@@ -119,6 +119,14 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   FinishedRun summary() const;
   std::string streams_json() const;
 
+  // Parking: whether the run may leave memory now — its code waits at a
+  // sleep or a wait_for, with nothing else in flight and nobody attached
+  // (result waiters, stream readers) — and when it wakes by itself.
+  bool parkable() const;
+  std::optional<TimePoint> wake_at() const;
+  TimePoint waiting_since() const { return waiting_since_; }
+  ParkedRun parked_summary() const;
+
   // The LSN of the run's latest appended record, and appends still waiting
   // for room in the log (their LSN unknown yet).
   wal::Lsn last_lsn = 0;
@@ -126,7 +134,13 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Step functions waiting for appends_waiting to reach 0.
   std::vector<std::function<void(std::error_code)>> gated;
   wal::Lsn started_lsn = 0;                              // run_started
-  bool journal_stored = false;  // the run store holds some of its records (checkpoints)
+  // Where the run store keeps the run's records from earlier checkpoints
+  // (none yet), and its parked entry there, if it has one.
+  std::optional<JournalPlace> journal_place;
+  std::optional<ParkedRun> parked_entry;
+  // An estimate of the memory the run holds (the parking budget).
+  std::size_t memory_bytes = kRunBaseBytes;
+  static constexpr std::size_t kRunBaseBytes = 2048;  // Run, Ctx, coroutine frames, maps
   std::unordered_map<std::string, wal::Lsn> signal_ids;  // dedup: id -> LSN of its record
   std::map<std::string, StreamState> streams;
   std::vector<std::function<void(const Outcome&)>> result_waiters;  // internal (children)
@@ -178,6 +192,10 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::uint32_t waiting_position_ = 0;
   std::string waiting_signal_;  // wait_for: the signal's name
   bool waiting_for_signal_ = false;
+  // Waiting at a sleep or a wait_for (parkable), since when, and until when.
+  bool parkable_wait_ = false;
+  TimePoint waiting_since_;
+  std::optional<TimePoint> wake_due_;
 
   bool stopped_ = false;
   bool ending_ = false;

@@ -5,8 +5,10 @@
 //   'w' u32 length, workflow, time, id       -> "" (index: by workflow)
 //   's' status byte, time, id                -> "" (index: by status)
 //   'c' u32 shard                            -> u64 lsn, u64 keep_from_sequence, state
-//   'p' id                                   -> a parked run's journal
-//   'j' u32 shard, u32 length, id, u64 lsn   -> one journal record of an unfinished run
+//   'j' u32 shard, u32 length, id, u64 lsn   -> one journal record of a loaded unfinished run
+//   'k' u32 shard, u32 length, id, u64 lsn   -> one journal record of a parked run
+//   'P' u32 shard, id                        -> a parked run (JSON: workflow, generation, times)
+//   'W' u32 shard, time, id                  -> "" (index: parked runs by wake time)
 //   'S' id                                   -> a finished run's streams
 // time is the finish time in ms with its sign bit flipped, so that negative
 // times sort first.
@@ -55,15 +57,20 @@ std::string checkpoint_key(std::uint32_t shard) {
   put_u32(key, shard);
   return key;
 }
-std::string parked_key(const std::string& id) { return "p" + id; }
 std::string streams_key(const std::string& id) { return "S" + id; }
-std::string journal_shard_prefix(std::uint32_t shard) {
-  std::string key = "j";
+std::string shard_prefix(char kind, std::uint32_t shard) {
+  std::string key(1, kind);
   put_u32(key, shard);
   return key;
 }
-std::string journal_run_prefix(std::uint32_t shard, const std::string& id) {
-  auto key = journal_shard_prefix(shard);
+std::string parked_key(std::uint32_t shard, const std::string& id) { return shard_prefix('P', shard) + id; }
+std::string wake_key(std::uint32_t shard, std::int64_t wake_ms, const std::string& id) {
+  auto key = shard_prefix('W', shard);
+  put_u64(key, time_key(wake_ms));
+  return key + id;
+}
+std::string journal_run_prefix(JournalPlace place, std::uint32_t shard, const std::string& id) {
+  auto key = shard_prefix(static_cast<char>(place), shard);
   put_u32(key, static_cast<std::uint32_t>(id.size()));
   return key + id;
 }
@@ -180,21 +187,29 @@ void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
   (void)impl_->batch.Put(checkpoint_key(checkpoint.shard), value);
 }
 
-void RunStore::Batch::put_parked(const std::string& id, const std::string& journal) {
-  (void)impl_->batch.Put(parked_key(id), journal);
+void RunStore::Batch::put_parked(std::uint32_t shard, const ParkedRun& run) {
+  boost::json::object object{{"workflow", run.workflow},
+                             {"generation", run.generation},
+                             {"started_ms", run.started_ms},
+                             {"wake_ms", run.wake_ms ? boost::json::value(*run.wake_ms) : boost::json::value()}};
+  (void)impl_->batch.Put(parked_key(shard, run.id), boost::json::serialize(object));
+  if (run.wake_ms) (void)impl_->batch.Put(wake_key(shard, *run.wake_ms, run.id), "");
 }
 
-void RunStore::Batch::erase_parked(const std::string& id) { (void)impl_->batch.Delete(parked_key(id)); }
+void RunStore::Batch::erase_parked(std::uint32_t shard, const ParkedRun& run) {
+  (void)impl_->batch.Delete(parked_key(shard, run.id));
+  if (run.wake_ms) (void)impl_->batch.Delete(wake_key(shard, *run.wake_ms, run.id));
+}
 
-void RunStore::Batch::put_journal_record(std::uint32_t shard, const std::string& id, std::uint64_t lsn,
-                                         std::span<const std::byte> record) {
-  auto key = journal_run_prefix(shard, id);
+void RunStore::Batch::put_journal_record(JournalPlace place, std::uint32_t shard, const std::string& id,
+                                         std::uint64_t lsn, std::span<const std::byte> record) {
+  auto key = journal_run_prefix(place, shard, id);
   put_u64(key, lsn);
   (void)impl_->batch.Put(key, rocksdb::Slice(reinterpret_cast<const char*>(record.data()), record.size()));
 }
 
-void RunStore::Batch::erase_journal(std::uint32_t shard, const std::string& id) {
-  auto prefix = journal_run_prefix(shard, id);
+void RunStore::Batch::erase_journal(JournalPlace place, std::uint32_t shard, const std::string& id) {
+  auto prefix = journal_run_prefix(place, shard, id);
   (void)impl_->batch.DeleteRange(prefix, prefix_end(prefix));
 }
 
@@ -302,14 +317,6 @@ Result<std::optional<Checkpoint>> RunStore::checkpoint(std::uint32_t shard) {
   return std::optional<Checkpoint>(std::move(checkpoint));
 }
 
-Result<std::optional<std::string>> RunStore::parked(const std::string& id) {
-  std::string value;
-  auto status = impl_->db->Get(rocksdb::ReadOptions(), parked_key(id), &value);
-  if (status.IsNotFound()) return std::optional<std::string>();
-  if (!status.ok()) return to_error(status, nullptr);
-  return std::optional<std::string>(std::move(value));
-}
-
 Result<std::optional<std::string>> RunStore::streams(const std::string& id) {
   std::string value;
   auto status = impl_->db->Get(rocksdb::ReadOptions(), streams_key(id), &value);
@@ -318,14 +325,15 @@ Result<std::optional<std::string>> RunStore::streams(const std::string& id) {
   return std::optional<std::string>(std::move(value));
 }
 
-Result<void> RunStore::load_journals(
-    std::uint32_t shard,
-    const std::function<Result<void>(const std::string&, std::uint64_t, std::span<const std::byte>)>& visit) {
-  auto prefix = journal_shard_prefix(shard);
+namespace {
+
+// Visits the journal records under `prefix` (a shard's or one run's).
+Result<void> visit_journal(rocksdb::DB& db, const std::string& prefix, std::size_t shard_prefix_bytes,
+                           const RunStore::JournalVisitor& visit) {
   auto end = prefix_end(prefix);
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(prefix); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
-    auto key = it->key().ToStringView().substr(prefix.size());
+    auto key = it->key().ToStringView().substr(shard_prefix_bytes);
     if (key.size() < 4) return make_error_code(wal::errc::corrupt);
     auto length = get_u32(key);
     if (key.size() != 4 + std::size_t{length} + 8) return make_error_code(wal::errc::corrupt);
@@ -333,6 +341,78 @@ Result<void> RunStore::load_journals(
     auto lsn = get_u64(key.substr(4 + length));
     auto value = it->value();
     FUSEE_TRY_VOID(visit(id, lsn, std::span(reinterpret_cast<const std::byte*>(value.data()), value.size())));
+  }
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  return ok();
+}
+
+std::optional<ParkedRun> decode_parked(std::string id, std::string_view text) {
+  boost::system::error_code error;
+  auto value = boost::json::parse(text, error);
+  if (error || !value.is_object()) return std::nullopt;
+  try {
+    const auto& object = value.get_object();
+    ParkedRun run;
+    run.id = std::move(id);
+    run.workflow = boost::json::value_to<std::string>(object.at("workflow"));
+    run.generation = boost::json::value_to<std::uint32_t>(object.at("generation"));
+    run.started_ms = boost::json::value_to<std::int64_t>(object.at("started_ms"));
+    if (!object.at("wake_ms").is_null()) run.wake_ms = boost::json::value_to<std::int64_t>(object.at("wake_ms"));
+    return run;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Result<void> RunStore::load_journals(std::uint32_t shard, const JournalVisitor& visit) {
+  auto prefix = shard_prefix(static_cast<char>(JournalPlace::live), shard);
+  return visit_journal(*impl_->db, prefix, prefix.size(), visit);
+}
+
+Result<void> RunStore::read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
+                                    const JournalVisitor& visit) {
+  return visit_journal(*impl_->db, journal_run_prefix(place, shard, id), 5, visit);
+}
+
+Result<std::optional<ParkedRun>> RunStore::parked(std::uint32_t shard, const std::string& id) {
+  std::string value;
+  auto status = impl_->db->Get(rocksdb::ReadOptions(), parked_key(shard, id), &value);
+  if (status.IsNotFound()) return std::optional<ParkedRun>();
+  if (!status.ok()) return to_error(status, nullptr);
+  auto run = decode_parked(id, value);
+  if (!run) return make_error_code(wal::errc::corrupt);
+  return run;
+}
+
+Result<void> RunStore::parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+                                      const std::function<bool(const ParkedRun&)>& visit) {
+  auto prefix = shard_prefix('W', shard);
+  auto end = prefix_end(prefix);
+  auto start = prefix;
+  put_u64(start, time_key(from_ms));
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(start); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
+    auto key = it->key().ToStringView();
+    if (key.size() < prefix.size() + 8) return make_error_code(wal::errc::corrupt);
+    std::string id(key.substr(prefix.size() + 8));
+    auto run = FUSEE_TRY(parked(shard, id));
+    if (!run) continue;  // the index outlived its entry (never written so)
+    if (!visit(*run)) break;
+  }
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  return ok();
+}
+
+Result<void> RunStore::all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) {
+  auto prefix = shard_prefix('P', shard);
+  auto end = prefix_end(prefix);
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
+    auto run = decode_parked(std::string(it->key().ToStringView().substr(prefix.size())), it->value().ToStringView());
+    if (!run) return make_error_code(wal::errc::corrupt);
+    visit(*run);
   }
   if (!it->status().ok()) return to_error(it->status(), nullptr);
   return ok();

@@ -53,6 +53,20 @@ struct Checkpoint {
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };
 
+// Where a run's journal records are kept between checkpoints.
+enum class JournalPlace : char { live = 'j', parked = 'k' };
+
+// A run that was unloaded while it waited (parking).
+struct ParkedRun {
+  std::string id;
+  std::string workflow;
+  std::uint32_t generation = 1;
+  std::int64_t started_ms = 0;
+  std::optional<std::int64_t> wake_ms;  // its timer (sleep, wait timeout, deadline), if any
+
+  friend bool operator==(const ParkedRun&, const ParkedRun&) = default;
+};
+
 struct RunQuery {
   std::optional<std::string> workflow;
   std::optional<RunStatus> status;
@@ -90,13 +104,17 @@ class RunStore {
     void put_finished(const FinishedRun& run);
     void erase_finished(const FinishedRun& run);
     void put_checkpoint(const Checkpoint& checkpoint);
-    void put_parked(const std::string& id, const std::string& journal);
-    void erase_parked(const std::string& id);
-    // One record of an unfinished run's journal, as the log held it.
-    void put_journal_record(std::uint32_t shard, const std::string& id, std::uint64_t lsn,
+    // One record of an unfinished run's journal, as the log held it: among
+    // the journals loaded at open (live), or among parked runs' journals,
+    // which stay in the store until the run wakes.
+    void put_journal_record(JournalPlace place, std::uint32_t shard, const std::string& id, std::uint64_t lsn,
                             std::span<const std::byte> record);
-    // Every journal record of run `id` on `shard` (it finished).
-    void erase_journal(std::uint32_t shard, const std::string& id);
+    // Every journal record of run `id` on `shard` in `place`.
+    void erase_journal(JournalPlace place, std::uint32_t shard, const std::string& id);
+    // Marks run `id` parked (out of memory), with what list_runs shows and
+    // when a timer wakes it (none: only a signal or a request does).
+    void put_parked(std::uint32_t shard, const ParkedRun& run);
+    void erase_parked(std::uint32_t shard, const ParkedRun& run);
     // A finished run's streams (opaque here), read back by streams().
     void put_streams(const std::string& id, const std::string& streams);
 
@@ -110,13 +128,22 @@ class RunStore {
   [[nodiscard]] Result<std::optional<FinishedRun>> finished(const std::string& id);
   [[nodiscard]] Result<RunPage> list(const RunQuery& query);
   [[nodiscard]] Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard);
-  [[nodiscard]] Result<std::optional<std::string>> parked(const std::string& id);
   [[nodiscard]] Result<std::optional<std::string>> streams(const std::string& id);
-  // Visits the journal records of every run stored for `shard`: run by run
-  // (in key order), each run's records in LSN order.
-  [[nodiscard]] Result<void> load_journals(
-      std::uint32_t shard,
-      const std::function<Result<void>(const std::string& id, std::uint64_t lsn, std::span<const std::byte>)>& visit);
+  using JournalVisitor =
+      std::function<Result<void>(const std::string& id, std::uint64_t lsn, std::span<const std::byte>)>;
+  // Visits the live journal records of every run stored for `shard`: run by
+  // run (in key order), each run's records in LSN order.
+  [[nodiscard]] Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit);
+  // Visits one run's journal records in `place`, in LSN order.
+  [[nodiscard]] Result<void> read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
+                                          const JournalVisitor& visit);
+  [[nodiscard]] Result<std::optional<ParkedRun>> parked(std::uint32_t shard, const std::string& id);
+  // Parked runs of `shard` with a timer, earliest first, from `from_ms` on;
+  // visit returns false to stop.
+  [[nodiscard]] Result<void> parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+                                            const std::function<bool(const ParkedRun&)>& visit);
+  // Every parked run of `shard`, in id order.
+  [[nodiscard]] Result<void> all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit);
   // Bytes RocksDB reports for the live data (an estimate), for benchmarks.
   std::uint64_t size_bytes() const;
   // Deletes finished runs that finished before `before_ms` (retention);

@@ -97,6 +97,7 @@ void Shard::loop() {
       if (!ready()) {
         sleeping_ = true;
         auto due = timers_.next_due();
+        if (next_parked_wake_ && (!due || *next_parked_wake_ < *due)) due = next_parked_wake_;
         if (!due) {
           cv_.wait(lock, ready);
         } else {
@@ -140,6 +141,7 @@ void Shard::drain_durable() {
 
 void Shard::fire_timers() {
   auto now = core_.now();
+  wake_parked(now);
   while (auto fire = timers_.pop_due(now)) fire();
 }
 
@@ -148,6 +150,7 @@ void Shard::assigned(Run& run, Lsn lsn, std::span<const std::byte> bytes, std::f
   appended_ = lsn;
   if (store_ != nullptr) {
     since_checkpoint_.push_back(SinceCheckpoint{run.shared_from_this(), lsn, {bytes.begin(), bytes.end()}});
+    note_loaded_bytes(run, bytes.size());
   }
   if (sink_.durable_at_once()) durable_ = lsn;
   if (after_durable) {
@@ -263,27 +266,37 @@ void Shard::fail_waiters(std::error_code error) {
   }
 }
 
-Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes, bool stored) {
+Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
+                         std::optional<JournalPlace> stored) {
   std::shared_ptr<Run> run;
   if (record.kind == RecordKind::run_started) {
     auto& slot = runs_[record.run_id];
     if (slot && slot->generation() >= record.generation) return make_error_code(wal::errc::corrupt);
+    if (slot) loaded_bytes_ -= slot->memory_bytes;
     std::optional<TimePoint> deadline;
     if (record.number != 0) deadline = from_ms(static_cast<std::int64_t>(record.number));
     slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, record.value,
                                  from_ms(record.time_ms), deadline);
     slot->started_lsn = lsn;
+    loaded_bytes_ += slot->memory_bytes;
     run = slot;
   } else {
     auto found = runs_.find(record.run_id);
+    if (found == runs_.end() && !stored && store_ != nullptr) {
+      // A record past the checkpoint of a run parked before it.
+      auto woken = unpark(record.run_id, /*start=*/false);
+      if (!woken) return woken.error();
+      found = runs_.find(record.run_id);
+    }
     if (found == runs_.end() || found->second->generation() < record.generation) {
       return make_error_code(wal::errc::corrupt);
     }
     if (found->second->generation() > record.generation) return ok();  // an older run of the id
     run = found->second;
   }
+  note_loaded_bytes(*run, bytes.size());
   if (stored) {
-    run->journal_stored = true;
+    run->journal_place = *stored;
   } else if (store_ != nullptr) {
     // Replayed from the log past the checkpoint: the next checkpoint keeps it.
     since_checkpoint_.push_back(SinceCheckpoint{run, lsn, {bytes.begin(), bytes.end()}});
@@ -291,9 +304,118 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
   return run->load(record, lsn);
 }
 
+Result<std::shared_ptr<Run>> Shard::unpark(const std::string& id, bool start) {
+  auto parked = FUSEE_TRY(store_->parked(id_, id));
+  if (!parked) return std::shared_ptr<Run>();
+  FUSEE_TRY_VOID(store_->read_journal(
+      JournalPlace::parked, id_, id, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) {
+        auto record = decode_record(bytes);
+        if (!record) return Result<void>(make_error_code(wal::errc::corrupt));
+        return load(*record, lsn, bytes, JournalPlace::parked);
+      }));
+  auto found = runs_.find(id);
+  if (found == runs_.end()) return make_error_code(wal::errc::corrupt);  // a parked entry without its journal
+  auto run = found->second;
+  run->parked_entry = *parked;
+  revived_since_checkpoint_.push_back(run);
+  ++stats_.runs_woken;
+  if (start) {
+    arm_deadline(run);
+    start_code(*run);
+  }
+  return run;
+}
+
+std::shared_ptr<Run> Shard::find_run(const std::string& id, std::error_code& error) {
+  if (auto found = runs_.find(id); found != runs_.end()) return found->second;
+  if (store_ == nullptr) return nullptr;
+  auto woken = unpark(id, /*start=*/true);
+  if (!woken) {
+    error = woken.error();
+    return nullptr;
+  }
+  return *woken;
+}
+
+void Shard::wake_parked(TimePoint now) {
+  if (store_ == nullptr || !next_parked_wake_ || *next_parked_wake_ > now) return;
+  if (memory_budget_bytes_ > 0 && loaded_bytes_ >= memory_budget_bytes_) {
+    // Full: the next checkpoint parks or unloads runs first.
+    want_checkpoint();
+    return;
+  }
+  auto now_ms = to_ms(now);
+  std::vector<std::string> due;
+  std::optional<TimePoint> next;
+  auto scanned = store_->parked_by_wake(id_, wake_scan_from_ms_, [&](const ParkedRun& run) {
+    if (runs_.contains(run.id)) return true;  // woken already; its entry goes at the next checkpoint
+    if (*run.wake_ms > now_ms || due.size() >= kWakeBatchRuns) {
+      next = from_ms(*run.wake_ms);
+      return false;
+    }
+    wake_scan_from_ms_ = *run.wake_ms;
+    due.push_back(run.id);
+    return true;
+  });
+  if (!scanned) {
+    fail_storage(scanned.error());
+    return;
+  }
+  next_parked_wake_ = next;
+  for (const auto& id : due) {
+    if (auto woken = unpark(id, /*start=*/true); !woken) {
+      fail_storage(woken.error());
+      return;
+    }
+  }
+}
+
+void Shard::want_checkpoint() {
+  if (checkpoint_wanted_ || !request_checkpoint_) return;
+  checkpoint_wanted_ = true;
+  request_checkpoint_();
+}
+
+void Shard::note_loaded_bytes(Run& run, std::size_t bytes) {
+  run.memory_bytes += bytes;
+  loaded_bytes_ += bytes;
+  if (memory_budget_bytes_ > 0 && loaded_bytes_ > memory_budget_bytes_) want_checkpoint();
+}
+
+std::vector<std::shared_ptr<Run>> Shard::runs_to_park(Lsn lsn) {
+  std::vector<std::shared_ptr<Run>> candidates;
+  for (auto& [id, run] : runs_) {
+    if (run->parkable() && run->last_lsn <= lsn) candidates.push_back(run);
+  }
+  auto now = core_.now();
+  std::vector<std::shared_ptr<Run>> parking;
+  std::vector<std::shared_ptr<Run>> rest;
+  std::size_t freed = 0;
+  for (auto& run : candidates) {
+    if (std::chrono::duration_cast<std::chrono::milliseconds>(now - run->waiting_since()) >= park_after_) {
+      freed += run->memory_bytes;
+      parking.push_back(std::move(run));
+    } else {
+      rest.push_back(std::move(run));
+    }
+  }
+  if (memory_budget_bytes_ > 0 && loaded_bytes_ - freed > memory_budget_bytes_) {
+    // Over the budget: the longest-waiting runs go early, down to 3/4 of it.
+    std::sort(rest.begin(), rest.end(),
+              [](const auto& a, const auto& b) { return a->waiting_since() < b->waiting_since(); });
+    for (auto& run : rest) {
+      if (loaded_bytes_ - freed <= memory_budget_bytes_ / 4 * 3) break;
+      freed += run->memory_bytes;
+      parking.push_back(std::move(run));
+    }
+  }
+  return parking;
+}
+
 CheckpointWork Shard::take_checkpoint() {
   CheckpointWork work;
   work.shard = id_;
+  checkpoint_wanted_ = false;
   // Everything up to the durable position, and nothing past it: the store
   // must never hold a record the log could still lose.
   work.lsn = sink_.durable_at_once() ? appended_ : sink_.durable_lsn(id_);
@@ -301,28 +423,81 @@ CheckpointWork Shard::take_checkpoint() {
   // A run finishes only once its terminal record is durable, so every run
   // finished so far finished at or before work.lsn.
   for (auto& run : finished_since_checkpoint_) {
-    if (run->journal_stored) work.erased_journals.push_back(run->id());
+    if (run->journal_place || run->parked_entry) {
+      work.erased.push_back({run->id(), run->journal_place, run->parked_entry});
+    }
     work.finished.push_back(run->summary());
     if (!run->streams.empty()) work.streams.emplace_back(run->id(), run->streams_json());
-    work.unload.push_back(std::move(run));
+    work.unload_finished.push_back(std::move(run));
   }
   finished_since_checkpoint_.clear();
+  // Waiting runs whose records are all durable leave memory (parking).
+  std::unordered_set<const Run*> parking;
+  if (store_ != nullptr) {
+    for (auto& run : runs_to_park(work.lsn)) {
+      parking.insert(run.get());
+      work.parks.push_back({{run->id(), run->journal_place, run->parked_entry}, run->parked_summary()});
+      work.unload_parked.push_back(std::move(run));
+    }
+  }
+  for (auto& run : revived_since_checkpoint_) {
+    if (run->finished() || parking.contains(run.get())) continue;
+    auto found = runs_.find(run->id());
+    if (found == runs_.end() || found->second != run) continue;
+    work.revived.push_back({run->id(), run->journal_place, run->parked_entry});
+    run->journal_place = JournalPlace::live;
+    run->parked_entry.reset();
+  }
+  revived_since_checkpoint_.clear();
   while (!since_checkpoint_.empty() && since_checkpoint_.front().lsn <= work.lsn) {
     auto& entry = since_checkpoint_.front();
     if (!entry.run->finished()) {
-      entry.run->journal_stored = true;
-      work.journal.push_back({entry.run->id(), entry.lsn, std::move(entry.bytes)});
+      auto place = parking.contains(entry.run.get()) ? JournalPlace::parked : JournalPlace::live;
+      entry.run->journal_place = place;
+      work.journal.push_back({entry.run->id(), entry.lsn, std::move(entry.bytes), place});
     }
     since_checkpoint_.pop_front();
+  }
+  for (const auto& park : work.parks) {
+    auto& run = *runs_.at(park.parked.id);
+    run.journal_place = JournalPlace::parked;
+    run.parked_entry = park.parked;
   }
   return work;
 }
 
-void Shard::checkpoint_written(const std::vector<std::shared_ptr<Run>>& unload) {
-  for (const auto& run : unload) {
+void Shard::checkpoint_written(const CheckpointWork& work) {
+  std::unordered_set<const void*> gone;
+  auto unload = [&](const std::shared_ptr<Run>& run) {
+    gone.insert(run.get());
+    loaded_bytes_ -= run->memory_bytes;
+    runs_.erase(run->id());
+  };
+  auto loaded = [&](const std::shared_ptr<Run>& run) {
     auto found = runs_.find(run->id());
-    if (found != runs_.end() && found->second == run) runs_.erase(found);
+    return found != runs_.end() && found->second == run;
+  };
+  for (const auto& run : work.unload_finished) {
+    if (loaded(run)) unload(run);
   }
+  for (const auto& run : work.unload_parked) {
+    if (!loaded(run)) continue;
+    if (!run->parkable() || run->last_lsn > work.lsn) {
+      // It woke while the checkpoint was written: it stays. If it goes on,
+      // the next checkpoint brings its records back among the live ones;
+      // if it finished, the next one stores its summary and drops the rest.
+      if (!run->finished()) revived_since_checkpoint_.push_back(run);
+      continue;
+    }
+    if (auto wake = run->wake_at()) {
+      if (!next_parked_wake_ || *wake < *next_parked_wake_) next_parked_wake_ = *wake;
+      wake_scan_from_ms_ = std::min(wake_scan_from_ms_, to_ms(*wake));
+    }
+    ++stats_.runs_parked;
+    run->stop();  // its code's frames go; the store holds what replay needs
+    unload(run);
+  }
+  timers_.remove_owned(gone);
 }
 
 Outcome Shard::finished_outcome(const std::string& id) {
@@ -341,11 +516,20 @@ void Shard::finish_loading() {
   durable_ = sink_.durable_lsn(id_);
   appended_ = durable_;
   for (auto& [id, run] : runs_) arm_deadline(run);
+  if (store_ != nullptr) {
+    // The earliest timer among parked runs (the rest wait in the store).
+    auto first = store_->parked_by_wake(id_, INT64_MIN, [&](const ParkedRun& run) {
+      if (runs_.contains(run.id)) return true;
+      next_parked_wake_ = from_ms(*run.wake_ms);
+      return false;
+    });
+    if (!first) fail_storage(first.error());
+  }
 }
 
 void Shard::arm_deadline(const std::shared_ptr<Run>& run) {
   if (!run->deadline() || run->ending()) return;
-  add_timer(*run->deadline(), [run] { run->on_deadline(); });
+  add_timer(*run->deadline(), run.get(), [run] { run->on_deadline(); });
 }
 
 void Shard::start_code(Run& run) {
@@ -364,9 +548,13 @@ void Shard::end_run(Run& run, Outcome outcome) {
 void Shard::handle_start(StartRequest request, bool internal,
                          std::function<void(std::error_code, std::string, StartOutcome)> reply) {
   std::uint32_t generation = 1;
-  auto found = runs_.find(request.id);
-  if (found != runs_.end()) {
-    auto existing = found->second;
+  std::error_code store_error;
+  auto existing = find_run(request.id, store_error);
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(request.id, store_error), StartOutcome::started);
+    return;
+  }
+  if (existing) {
     if (!existing->finished()) {
       if (request.options.if_running == IfRunning::reject) {
         reply(make_error_code(errc::already_exists),
@@ -445,6 +633,8 @@ void Shard::handle_start(StartRequest request, bool internal,
     }
   }
   run->started_lsn = run->last_lsn;
+  if (existing) loaded_bytes_ -= existing->memory_bytes;
+  loaded_bytes_ += run->memory_bytes;
   runs_[request.id] = run;
   after_run_durable(*run, [reply](std::error_code error) {
     reply(error, error ? "the run's start is not durable: " + error.message() : "", StartOutcome::started);
@@ -455,6 +645,12 @@ void Shard::handle_start(StartRequest request, bool internal,
 
 void Shard::handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
                           const std::string& signal_id, Reply reply) {
+  std::error_code store_error;
+  (void)find_run(id, store_error);  // wakes a parked run
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(id, store_error));
+    return;
+  }
   auto found = runs_.find(id);
   if (found != runs_.end() && !signal_id.empty()) {
     // A repeat of a delivered signal is acknowledged even after the run ended.
@@ -506,6 +702,12 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
 }
 
 void Shard::handle_cancel(const std::string& id, const std::string& reason, Reply reply) {
+  std::error_code store_error;
+  (void)find_run(id, store_error);  // wakes a parked run
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(id, store_error));
+    return;
+  }
   auto found = runs_.find(id);
   if (found == runs_.end()) {
     auto stored = stored_run(id);
@@ -541,6 +743,12 @@ void Shard::handle_cancel(const std::string& id, const std::string& reason, Repl
 }
 
 void Shard::handle_result(const std::string& id, std::function<void(const Outcome&)> reply) {
+  std::error_code store_error;
+  (void)find_run(id, store_error);  // wakes a parked run: the caller waits on it
+  if (store_error) {
+    reply(Outcome{RunStatus::failed, {}, errc::storage, storage_message(id, store_error)});
+    return;
+  }
   auto found = runs_.find(id);
   if (found == runs_.end()) {
     reply(finished_outcome(id));
@@ -560,6 +768,12 @@ void Shard::handle_result(const std::string& id, std::function<void(const Outcom
 }
 
 void Shard::subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn) {
+  std::error_code store_error;
+  (void)find_run(id, store_error);  // wakes a parked run: the parent waits on it
+  if (store_error) {
+    fn(Outcome{RunStatus::failed, {}, errc::storage, storage_message(id, store_error)});
+    return;
+  }
   auto found = runs_.find(id);
   if (found == runs_.end()) {
     fn(finished_outcome(id));
@@ -575,6 +789,12 @@ void Shard::subscribe_end(const std::string& id, std::function<void(const Outcom
 
 void Shard::handle_read_stream(const std::string& id, const std::string& stream_name, StreamFrom from,
                                std::shared_ptr<detail::StreamFeed> feed, Reply reply) {
+  std::error_code store_error;
+  (void)find_run(id, store_error);  // wakes a parked run: the reader follows it
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(id, store_error));
+    return;
+  }
   auto found = runs_.find(id);
   if (found == runs_.end()) {
     read_stored_stream(id, stream_name, from, *feed, reply);
@@ -648,6 +868,19 @@ void Shard::handle_list(const RunFilter& filter, std::vector<RunInfo>& out) {
     if (filter.status && info.status != *filter.status) continue;
     out.push_back(std::move(info));
   }
+  if (store_ == nullptr || (filter.status && *filter.status != RunStatus::running)) return;
+  // Parked runs are running too, out of memory.
+  auto listed = store_->all_parked(id_, [&](const ParkedRun& run) {
+    if (runs_.contains(run.id) || (filter.workflow && run.workflow != *filter.workflow)) return;
+    RunInfo info;
+    info.id = run.id;
+    info.workflow = run.workflow;
+    info.status = RunStatus::running;
+    info.generation = run.generation;
+    info.started_at = from_ms(run.started_ms);
+    out.push_back(std::move(info));
+  });
+  if (!listed) fail_storage(listed.error());
 }
 
 void Shard::handle_registered(const std::string& workflow) {

@@ -7,7 +7,10 @@
 // the shard's thread (or before start() / after join()).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -19,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/checkpoint_work.hpp"
@@ -58,11 +62,27 @@ class Shard {
 
   // Local mode: where finished runs and checkpoints go. Set before load().
   void set_store(RunStore* store) { store_ = store; }
+  // Parking (local mode): a run waiting at a sleep or wait_for longer than
+  // park_after leaves memory at the next checkpoint; past the memory budget
+  // (bytes, 0: none) the longest-waiting go early, and the shard asks for
+  // that checkpoint through request_checkpoint. Set before start().
+  void set_parking(std::chrono::milliseconds park_after, std::size_t memory_budget_bytes,
+                   std::function<void()> request_checkpoint) {
+    park_after_ = park_after;
+    memory_budget_bytes_ = memory_budget_bytes;
+    request_checkpoint_ = std::move(request_checkpoint);
+  }
+  struct Stats {
+    std::atomic<std::uint64_t> runs_parked{0};
+    std::atomic<std::uint64_t> runs_woken{0};
+  };
+  const Stats& stats() const { return stats_; }
 
   // --- Before start(): recovery ---
   // A durable record, from the run store's journals (`stored`) or from the
   // log past the shard's checkpoint.
-  Result<void> load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes, bool stored);
+  Result<void> load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
+                    std::optional<JournalPlace> stored);
   // After every record is loaded: arms deadlines and timers of loaded runs.
   void finish_loading();
 
@@ -80,7 +100,10 @@ class Shard {
   void after_durable(Lsn lsn, DurableCallback callback);
   // callback runs once every record `run` appended so far is durable.
   void after_run_durable(Run& run, DurableCallback callback);
-  void add_timer(TimePoint due, std::function<void()> fire) { timers_.add(due, std::move(fire)); }
+  // owner: the run the timer belongs to (its timers go when it is parked).
+  void add_timer(TimePoint due, const void* owner, std::function<void()> fire) {
+    timers_.add(due, owner, std::move(fire));
+  }
   // A run's code returned: record the outcome; the run finishes once durable.
   void end_run(Run& run, Outcome outcome);
 
@@ -105,8 +128,9 @@ class Shard {
   // The shard's state at its durable LSN as run-store changes, taking what
   // is new since the last call. On the shard's thread, or after stop().
   CheckpointWork take_checkpoint();
-  // The store holds `work`: its finished runs leave memory.
-  void checkpoint_written(const std::vector<std::shared_ptr<Run>>& unload);
+  // The store holds a checkpoint at `lsn`: its finished and parked runs
+  // leave memory (a parked run that woke meanwhile stays).
+  void checkpoint_written(const CheckpointWork& work);
   // Run::finish calls it: the next checkpoint stores the run's summary.
   void note_finished(std::shared_ptr<Run> run) { finished_since_checkpoint_.push_back(std::move(run)); }
 
@@ -120,6 +144,17 @@ class Shard {
   // A run that finished and left memory, from the run store (local mode);
   // empty when there is none. An error reads as errc::storage.
   Result<std::optional<FinishedRun>> stored_run(const std::string& id);
+  // A run by id, woken from the store if it was parked; null when it is not
+  // loaded or parked (error set when the store failed).
+  std::shared_ptr<Run> find_run(const std::string& id, std::error_code& error);
+  // Loads a parked run back by replaying its stored journal; start: arm its
+  // timers and run its code (not during recovery). Null when not parked.
+  Result<std::shared_ptr<Run>> unpark(const std::string& id, bool start);
+  // Wakes parked runs whose timer is due, a batch at a time.
+  void wake_parked(TimePoint now);
+  std::vector<std::shared_ptr<Run>> runs_to_park(Lsn lsn);
+  void want_checkpoint();
+  void note_loaded_bytes(Run& run, std::size_t bytes);
   // How a run no longer in memory ended (not_found when it never ran).
   Outcome finished_outcome(const std::string& id);
   void read_stored_stream(const std::string& id, const std::string& stream, StreamFrom from,
@@ -179,6 +214,17 @@ class Shard {
   };
   std::deque<SinceCheckpoint> since_checkpoint_;
   std::vector<std::shared_ptr<Run>> finished_since_checkpoint_;
+  // Parking.
+  static constexpr std::size_t kWakeBatchRuns = 1000;  // parked runs woken per loop turn
+  std::chrono::milliseconds park_after_ = std::chrono::milliseconds::max();
+  std::size_t memory_budget_bytes_ = 0;
+  std::function<void()> request_checkpoint_;
+  bool checkpoint_wanted_ = false;
+  std::size_t loaded_bytes_ = 0;  // Run::memory_bytes of the runs in runs_
+  std::vector<std::shared_ptr<Run>> revived_since_checkpoint_;  // woken from the store
+  std::optional<TimePoint> next_parked_wake_;
+  std::int64_t wake_scan_from_ms_ = INT64_MIN;  // parked runs due before were woken
+  Stats stats_;
 };
 
 }  // namespace fusee::engine

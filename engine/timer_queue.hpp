@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <queue>
+#include <unordered_set>
 #include <vector>
 
 #include "fusee/clock.hpp"
@@ -15,7 +16,23 @@ namespace fusee::engine {
 
 class TimerQueue {
  public:
-  void add(TimePoint due, std::function<void()> fire) { heap_.push(Entry{due, next_order_++, std::move(fire)}); }
+  // owner: whose timer it is (a run), so that remove_owned can drop it.
+  void add(TimePoint due, const void* owner, std::function<void()> fire) {
+    heap_.push(Entry{due, next_order_++, owner, std::move(fire)});
+  }
+  // Drops every timer of the given owners (runs leaving memory): a rebuild,
+  // linear in the timers held.
+  void remove_owned(const std::unordered_set<const void*>& owners) {
+    if (owners.empty()) return;
+    std::vector<Entry> kept;
+    kept.reserve(heap_.size());
+    while (!heap_.empty()) {
+      auto entry = std::move(const_cast<Entry&>(heap_.top()));
+      heap_.pop();
+      if (!owners.contains(entry.owner)) kept.push_back(std::move(entry));
+    }
+    heap_ = decltype(heap_)(std::greater<>(), std::move(kept));
+  }
   std::optional<TimePoint> next_due() const {
     if (heap_.empty()) return std::nullopt;
     return heap_.top().due;
@@ -33,6 +50,7 @@ class TimerQueue {
   struct Entry {
     TimePoint due;
     std::uint64_t order;
+    const void* owner;
     std::function<void()> fire;
     bool operator>(const Entry& other) const {
       return due != other.due ? due > other.due : order > other.order;

@@ -277,7 +277,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   // Recovery: each shard's runs from its checkpoint (the run store's
   // journals), then the log past it, then the timers.
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    auto load = [&](const char* where, wal::Lsn lsn, std::span<const std::byte> bytes, bool stored) {
+    auto load = [&](const char* where, wal::Lsn lsn, std::span<const std::byte> bytes,
+                    std::optional<engine::JournalPlace> stored) {
       auto record = engine::decode_record(bytes);
       if (!record) {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", config.dir,
@@ -293,7 +294,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     if (impl->store) {
       auto stored = impl->store->load_journals(
           shard, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) -> Result<void> {
-            load("runs", lsn, bytes, true);
+            load("runs", lsn, bytes, engine::JournalPlace::live);
             return ok();
           });
       if (!stored) {
@@ -303,7 +304,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     }
     wal::Lsn first = floors.empty() ? 1 : floors[shard] + 1;
     auto read = impl->sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
-      load("wal", lsn, bytes, false);
+      load("wal", lsn, bytes, std::nullopt);
     });
     if (!read) {
       throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", config.dir, shard,
@@ -324,6 +325,12 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {
       checkpointer->request_lagging(retires_at);
     });
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      impl->shards[shard]->set_parking(config.park_after, config.run_memory_budget_bytes / shards,
+                                       [checkpointer = impl->checkpointer.get(), shard] {
+                                         checkpointer->request(shard);
+                                       });
+    }
   }
   {
     std::lock_guard lock(impl->waker->mu);
@@ -356,6 +363,10 @@ EngineStats Engine::stats() const {
     stats.segments_retired = checkpoints.segments_retired;
     stats.run_store_bytes = checkpoints.store_bytes;
     stats.checkpoint_error = checkpoints.error;
+  }
+  for (const auto& shard : impl_->shards) {
+    stats.runs_parked += shard->stats().runs_parked.load();
+    stats.runs_woken += shard->stats().runs_woken.load();
   }
   return stats;
 }

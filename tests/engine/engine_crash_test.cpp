@@ -38,6 +38,7 @@ struct Life {
   // At the end of an uncrashed checkpoint workload: what retirement did.
   std::uint64_t segments_retired = 0;
   std::size_t blob_files_left = 0;
+  std::uint64_t parked = 0;
   void note_ran(const std::string& run, const std::string& step) {
     std::lock_guard lock(mu);
     ran[{run, step}]++;
@@ -52,7 +53,8 @@ struct Life {
 // The workloads: a plain one, and one that checkpoints and retires across
 // two opens, with small segments and every record but the smallest in the
 // blob area.
-enum class Workload { plain, checkpoints };
+// A third parks the waiting runs and wakes them by their signals.
+enum class Workload { plain, checkpoints, parking };
 
 Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Workload workload = Workload::plain) {
   auto config = Config::local("/data");
@@ -61,6 +63,11 @@ Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock
     config.segment_bytes = 16 * 1024;
     config.payload_offload_bytes = 16;
     config.checkpoint_interval = std::chrono::milliseconds::zero();
+  }
+  if (workload == Workload::parking) {
+    config.segment_bytes = 16 * 1024;
+    config.checkpoint_interval = std::chrono::milliseconds::zero();
+    config.park_after = std::chrono::milliseconds::zero();
   }
   config.file_system = &fs;
   config.flush = FlushMethod::buffered;
@@ -115,13 +122,24 @@ void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& cloc
       engine = Engine::open(config_for(fs, clock, workload));
       register_order(*engine, life);
     }
+    if (workload == Workload::parking) {
+      // Each run waits for its approval once its first chunk is out: park
+      // them (a run whose wait is not durable yet stays loaded).
+      for (int run = 0; run < kRuns; ++run) {
+        auto id = run_name(run);
+        auto reader = engine->read_stream(id, "progress", StreamFrom::earliest());
+        if (auto chunk = reader.next()) life.chunks[id] = {boost::json::value_to<int>(chunk->value)};
+      }
+      engine->checkpoint();
+      life.parked = engine->stats().runs_parked;
+    }
     for (int run = 0; run < kRuns; ++run) {
       auto id = run_name(run);
       engine->signal(id, kApproval, run + 1, "approval-" + id);
       life.signalled.insert(id);
       life.chunks[id] = durable_chunks(*engine, id);
     }
-    if (workload == Workload::checkpoints) engine->checkpoint();
+    if (workload != Workload::plain) engine->checkpoint();
     for (int run = 0; run < kRuns; ++run) {
       auto id = run_name(run);
       life.results[id] = engine->result(kOrder, id);
@@ -191,7 +209,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
     if (quote_durable) CHECK_MESSAGE(after.ran_count(id, "quote") == 0, "step quote of " << id << " ran again");
     if (total_durable) CHECK_MESSAGE(after.ran_count(id, "total") == 0, "step total of " << id << " ran again");
   }
-  if (workload == Workload::checkpoints) engine->checkpoint();  // finished runs to the store
+  if (workload != Workload::plain) engine->checkpoint();  // finished runs to the store
   engine->shutdown();
   if (!reopen_twice) return;
   // Stable: the next recovery finds the same results without running anything.
@@ -238,6 +256,7 @@ void enumerate_crashes(Workload workload, const char* name) {
         CHECK(life.segments_retired > 0);
         CHECK(life.blob_files_left == 1);
       }
+      if (workload == Workload::parking) CHECK(life.parked > 0);
       break;
     }
   }
@@ -255,6 +274,10 @@ TEST_SUITE("crash") {
 
   TEST_CASE("engine: crashes during checkpoints, retirement and blob deletion lose nothing acknowledged") {
     enumerate_crashes(Workload::checkpoints, "engine crash enumeration with checkpoints and retirement");
+  }
+
+  TEST_CASE("engine: crashes while runs are parked and woken lose nothing acknowledged") {
+    enumerate_crashes(Workload::parking, "engine crash enumeration with parking");
   }
 
   TEST_CASE("engine: after an I/O error at any operation, nothing acknowledged is lost and every run finishes") {

@@ -142,22 +142,64 @@ TEST_SUITE("unit") {
     CHECK_FALSE(one->has_value());
   }
 
-  TEST_CASE("a parked journal is kept until erased") {
+  TEST_CASE("journals are kept per shard and place, and parked runs are found by id and by wake time") {
     testing::TempDir dir;
     auto store = open_store(dir.path());
-    RunStore::Batch park;
-    park.put_parked("sleeper", std::string("\x01\x02\x00journal", 10));
-    REQUIRE(store->write(std::move(park)).has_value());
-    auto parked = store->parked("sleeper");
-    REQUIRE(parked.has_value());
-    REQUIRE(parked->has_value());
-    CHECK(**parked == std::string("\x01\x02\x00journal", 10));
+    auto bytes = [](const std::string& text) {
+      return std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                    reinterpret_cast<const std::byte*>(text.data()) + text.size());
+    };
+    RunStore::Batch batch;
+    batch.put_journal_record(JournalPlace::live, 0, "a", 1, bytes("a1"));
+    batch.put_journal_record(JournalPlace::live, 0, "a", 3, bytes("a3"));
+    batch.put_journal_record(JournalPlace::live, 0, "ab", 2, bytes("ab2"));
+    batch.put_journal_record(JournalPlace::live, 1, "a", 9, bytes("other shard"));
+    batch.put_journal_record(JournalPlace::parked, 0, "sleeper", 4, bytes("s4"));
+    ParkedRun late{"late", "order", 1, 10, 5000};
+    ParkedRun early{"sleeper", "order", 2, 20, 1000};
+    ParkedRun waiting{"waiter", "order", 1, 30, std::nullopt};
+    batch.put_parked(0, late);
+    batch.put_parked(0, early);
+    batch.put_parked(0, waiting);
+    REQUIRE(store->write(std::move(batch)).has_value());
+
+    std::vector<std::string> seen;
+    auto collect = [&](const std::string& id, std::uint64_t lsn, std::span<const std::byte> record) -> Result<void> {
+      seen.push_back(id + "@" + std::to_string(lsn) + "=" +
+                     std::string(reinterpret_cast<const char*>(record.data()), record.size()));
+      return ok();
+    };
+    REQUIRE(store->load_journals(0, collect).has_value());
+    CHECK(seen == std::vector<std::string>{"a@1=a1", "a@3=a3", "ab@2=ab2"});  // not the parked one, not shard 1
+    seen.clear();
+    REQUIRE(store->read_journal(JournalPlace::parked, 0, "sleeper", collect).has_value());
+    CHECK(seen == std::vector<std::string>{"sleeper@4=s4"});
+
+    auto found = store->parked(0, "sleeper");
+    REQUIRE(found.has_value());
+    REQUIRE(found->has_value());
+    CHECK(**found == early);
+    std::vector<std::string> by_wake;
+    REQUIRE(store->parked_by_wake(0, 0, [&](const ParkedRun& run) {
+      by_wake.push_back(run.id);
+      return true;
+    }).has_value());
+    CHECK(by_wake == std::vector<std::string>{"sleeper", "late"});  // the waiter has no timer
+    std::size_t all = 0;
+    REQUIRE(store->all_parked(0, [&](const ParkedRun&) { ++all; }).has_value());
+    CHECK(all == 3);
+
     RunStore::Batch wake;
-    wake.erase_parked("sleeper");
+    wake.erase_parked(0, early);
+    wake.erase_journal(JournalPlace::parked, 0, "sleeper");
+    wake.erase_journal(JournalPlace::live, 0, "a");
     REQUIRE(store->write(std::move(wake)).has_value());
-    auto gone = store->parked("sleeper");
+    auto gone = store->parked(0, "sleeper");
     REQUIRE(gone.has_value());
     CHECK_FALSE(gone->has_value());
+    seen.clear();
+    REQUIRE(store->load_journals(0, collect).has_value());
+    CHECK(seen == std::vector<std::string>{"ab@2=ab2"});  // "a" went, "ab" (a longer id) did not
   }
 
   TEST_CASE("retention removes runs that finished before the cutoff and their index entries") {

@@ -48,6 +48,13 @@ struct Config {
   // the log read at the next open. Zero: only when a segment roll asks, at
   // shutdown, and on Engine::checkpoint().
   std::chrono::milliseconds checkpoint_interval{5000};
+  // Local mode, parking: a run waiting at a sleep or a wait_for longer than
+  // this leaves memory at its shard's next checkpoint (the run store keeps
+  // its journal) and is replayed back when its timer, a signal or a request
+  // wakes it. Past the memory budget (an estimate of what loaded runs hold,
+  // split evenly between shards; 0: none) the longest-waiting runs go early.
+  std::chrono::milliseconds park_after{std::chrono::minutes(1)};
+  std::size_t run_memory_budget_bytes = std::size_t{1} << 30;
   // How long a finished run (input, result, status, times, streams) stays
   // in the run store for result(), list_runs() and read_stream().
   std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};

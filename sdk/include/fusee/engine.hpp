@@ -91,6 +91,8 @@ struct EngineStats {
   std::uint64_t wal_bytes = 0;         // their size on disk
   std::uint64_t run_store_bytes = 0;   // the run store's size (RocksDB's estimate)
   std::string checkpoint_error;        // why checkpoints stopped; empty while they run
+  std::uint64_t runs_parked = 0;       // runs that left memory while waiting, since open
+  std::uint64_t runs_woken = 0;        // parked runs loaded back, since open
 };
 
 namespace detail {
