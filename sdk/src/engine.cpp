@@ -497,6 +497,30 @@ StreamReader Engine::read_stream(const std::string& id, const std::string& strea
   return StreamReader(feed);
 }
 
+namespace {
+
+RunInfo run_info_of(const engine::FinishedRun& finished) {
+  RunInfo info;
+  info.id = finished.id;
+  info.workflow = finished.workflow;
+  info.status = finished.status;
+  info.generation = finished.generation;
+  info.started_at = engine::from_ms(finished.started_ms);
+  info.finished_at = engine::from_ms(finished.finished_ms);
+  if (finished.status != RunStatus::completed) info.error = finished.message;
+  return info;
+}
+
+bool in_time_range(const RunInfo& run, const RunFilter& filter) {
+  if (!filter.finished_from && !filter.finished_to) return true;
+  if (!run.finished_at) return false;
+  if (filter.finished_from && *run.finished_at < *filter.finished_from) return false;
+  if (filter.finished_to && *run.finished_at >= *filter.finished_to) return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   impl_->check_open();
   std::vector<std::future<std::vector<RunInfo>>> parts;
@@ -528,29 +552,75 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
     engine::RunQuery query;
     query.workflow = filter.workflow;
     query.status = filter.status;
+    if (filter.finished_from) query.finished_from_ms = engine::to_ms(*filter.finished_from);
+    if (filter.finished_to) query.finished_to_ms = engine::to_ms(*filter.finished_to);
     query.limit = 1000;
     for (;;) {
       auto page = impl_->store->list(query);
       if (!page) throw Error(errc::storage, fmt::format("list_runs: cannot read the run store: {}",
                                                         page.error().message()));
       for (const auto& finished : page->runs) {
-        if (in_memory.contains(finished.id)) continue;
-        RunInfo info;
-        info.id = finished.id;
-        info.workflow = finished.workflow;
-        info.status = finished.status;
-        info.generation = finished.generation;
-        info.started_at = engine::from_ms(finished.started_ms);
-        info.finished_at = engine::from_ms(finished.finished_ms);
-        if (finished.status != RunStatus::completed) info.error = finished.message;
-        runs.push_back(std::move(info));
+        if (!in_memory.contains(finished.id)) runs.push_back(run_info_of(finished));
       }
       if (page->next_cursor.empty()) break;
       query.cursor = page->next_cursor;
     }
   }
+  std::erase_if(runs, [&](const RunInfo& run) { return !in_time_range(run, filter); });
   std::sort(runs.begin(), runs.end(), [](const RunInfo& a, const RunInfo& b) { return a.id < b.id; });
   return runs;
+}
+
+RunPage Engine::list_finished_runs(const RunFilter& filter, std::size_t limit, const std::string& cursor) {
+  impl_->check_open();
+  if (filter.status == RunStatus::running) {
+    throw Error(errc::invalid_argument, "list_finished_runs: status running is not a finished status");
+  }
+  limit = std::max<std::size_t>(1, limit);
+  RunPage page;
+  if (impl_->store) {
+    engine::RunQuery query;
+    query.workflow = filter.workflow;
+    query.status = filter.status;
+    if (filter.finished_from) query.finished_from_ms = engine::to_ms(*filter.finished_from);
+    if (filter.finished_to) query.finished_to_ms = engine::to_ms(*filter.finished_to);
+    query.limit = limit;
+    query.cursor = cursor;
+    auto found = impl_->store->list(query);
+    if (!found) {
+      throw Error(errc::storage, fmt::format("list_finished_runs: cannot read the run store: {}",
+                                             found.error().message()));
+    }
+    for (const auto& finished : found->runs) page.runs.push_back(run_info_of(finished));
+    page.next_cursor = found->next_cursor;
+    return page;
+  }
+  // Memory mode: every run is in memory; the cursor is the last run's
+  // finish time and id.
+  auto all = list_runs(filter);
+  std::erase_if(all, [](const RunInfo& run) { return !run.finished_at; });
+  auto key = [](const RunInfo& run) { return std::make_pair(engine::to_ms(*run.finished_at), run.id); };
+  std::sort(all.begin(), all.end(), [&](const RunInfo& a, const RunInfo& b) { return key(a) < key(b); });
+  std::pair<std::int64_t, std::string> after{INT64_MIN, {}};
+  if (!cursor.empty()) {
+    auto colon = cursor.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("no colon");
+      after = {std::stoll(cursor.substr(0, colon)), cursor.substr(colon + 1)};
+    } catch (const std::exception&) {
+      throw Error(errc::invalid_argument, fmt::format("list_finished_runs: '{}' is not a cursor it gave", cursor));
+    }
+  }
+  for (auto& run : all) {
+    if (!cursor.empty() && key(run) <= after) continue;
+    if (page.runs.size() == limit) {
+      auto last = key(page.runs.back());
+      page.next_cursor = fmt::format("{}:{}", last.first, last.second);
+      break;
+    }
+    page.runs.push_back(std::move(run));
+  }
+  return page;
 }
 
 namespace engine {

@@ -215,3 +215,44 @@ TEST_CASE("a data directory whose run store was removed after a retirement refus
   }
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("finished runs page by finish time, filtered by workflow, status and time range", M, InMemory,
+                   OnDisk) {
+  EngineHarness harness(M::mode);
+  CallCounter steps;
+  auto engine = harness.open(small_segments(harness));
+  register_count(*engine, steps);
+  register_gated(*engine, steps);
+  auto begin = harness.clock().now();
+  for (int run = 0; run < 25; ++run) {
+    engine->execute(kCount, "count-" + std::to_string(run), 2);
+    harness.clock().advance(std::chrono::seconds(1));
+  }
+  engine->start(kGated, "still-running", 1);
+  engine->checkpoint();  // local mode: finished runs join the index
+  std::vector<std::string> ids;
+  std::size_t pages = 0;
+  std::string cursor;
+  do {
+    auto page = engine->list_finished_runs(RunFilter{.workflow = "count"}, 10, cursor);
+    for (const auto& run : page.runs) ids.push_back(run.id);
+    cursor = page.next_cursor;
+    ++pages;
+  } while (!cursor.empty());
+  CHECK(pages == 3);
+  REQUIRE(ids.size() == 25);
+  for (int run = 0; run < 25; ++run) CHECK(ids[run] == "count-" + std::to_string(run));  // by finish time
+  // Runs 5 to 9 finished in [begin + 5 s, begin + 10 s).
+  RunFilter window{.finished_from = begin + std::chrono::seconds(5), .finished_to = begin + std::chrono::seconds(10)};
+  auto page = engine->list_finished_runs(window, 100);
+  REQUIRE(page.runs.size() == 5);
+  CHECK(page.runs.front().id == "count-5");
+  CHECK(page.next_cursor.empty());
+  CHECK(engine->list_runs(window).size() == 5);
+  CHECK(engine->list_finished_runs(RunFilter{.status = RunStatus::failed}, 10).runs.empty());
+  CHECK(engine->list_runs(RunFilter{.status = RunStatus::running}).size() == 1);
+  error_message(errc::invalid_argument,
+                [&] { engine->list_finished_runs(RunFilter{.status = RunStatus::running}, 10); });
+}
+}

@@ -60,6 +60,16 @@ struct RunInfo {
 struct RunFilter {
   std::optional<std::string> workflow;
   std::optional<RunStatus> status;
+  // Finished runs only: finished at or after `finished_from`, before
+  // `finished_to`. A running run matches when neither is set.
+  std::optional<TimePoint> finished_from;
+  std::optional<TimePoint> finished_to;
+};
+
+// One page of finished runs, earliest finish first (ties by id).
+struct RunPage {
+  std::vector<RunInfo> runs;
+  std::string next_cursor;  // pass it for the next page; empty: no more
 };
 
 // Where a stream read starts.
@@ -202,7 +212,13 @@ class Engine {
 
   StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
 
+  // Every run that matches, running (loaded or parked) and finished, by id.
   std::vector<RunInfo> list_runs(const RunFilter& filter = {});
+  // Finished runs a page at a time (status, if given, must be a finished
+  // one). In local mode this reads the run store's index, which a run joins
+  // at its shard's next checkpoint (Config::checkpoint_interval, or
+  // checkpoint()); list_runs() sees it at once.
+  RunPage list_finished_runs(const RunFilter& filter, std::size_t limit = 100, const std::string& cursor = {});
 
   // Local mode: checkpoints every shard into the run store now, retires the
   // log segments that allows and expires finished runs past their
