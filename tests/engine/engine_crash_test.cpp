@@ -265,6 +265,44 @@ void enumerate_crashes(Workload workload, const char* name) {
   CHECK(crash_points > 10);
 }
 
+void error_loops(Workload workload, const char* name) {
+  auto clock = std::make_shared<ManualClock>();
+  struct Variant {
+    FaultEffect effect;
+    bool persistent;
+    const char* name;
+  };
+  const Variant variants[] = {
+      {FaultEffect::io_error, false, "EIO once"},
+      {FaultEffect::io_error, true, "EIO persistent"},
+      {FaultEffect::no_space, true, "ENOSPC persistent"},
+      {FaultEffect::short_write, false, "short write once"},
+      {FaultEffect::sync_loses_data, false, "sync loses data"},
+  };
+  std::uint64_t runs = 0;
+  std::uint64_t fired = 0;
+  for (const auto& variant : variants) {
+    for (std::uint64_t nth = 1;; ++nth) {
+      FaultFileSystem fs;
+      fs.inject(Fault{OpKind::any, nth, variant.effect, variant.persistent});
+      Life life;
+      crashing_life(fs, clock, life, workload);
+      ++runs;
+      if (fs.faults_fired() == 0) break;  // past the workload's last operation
+      ++fired;
+      auto where = std::string(variant.name) + " at operation " + std::to_string(nth);
+      // A power loss after the fault: only what was durable survives.
+      auto lost_power = fs.crash_image(CrashOutcome::drop_all());
+      check_after_crash(*lost_power, clock, life, where + ", then power loss", false, workload);
+      // A plain restart: the process dies, the kernel keeps what it had.
+      auto restarted = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
+      check_after_crash(*restarted, clock, life, where + ", then restart", false, workload);
+    }
+  }
+  std::cout << name << ": " << runs << " runs, " << fired << " with a fault fired\n";
+  CHECK(fired > 100);
+}
+
 }  // namespace
 
 TEST_SUITE("crash") {
@@ -281,40 +319,10 @@ TEST_SUITE("crash") {
   }
 
   TEST_CASE("engine: after an I/O error at any operation, nothing acknowledged is lost and every run finishes") {
-    auto clock = std::make_shared<ManualClock>();
-    struct Variant {
-      FaultEffect effect;
-      bool persistent;
-      const char* name;
-    };
-    const Variant variants[] = {
-        {FaultEffect::io_error, false, "EIO once"},
-        {FaultEffect::io_error, true, "EIO persistent"},
-        {FaultEffect::no_space, true, "ENOSPC persistent"},
-        {FaultEffect::short_write, false, "short write once"},
-        {FaultEffect::sync_loses_data, false, "sync loses data"},
-    };
-    std::uint64_t runs = 0;
-    std::uint64_t fired = 0;
-    for (const auto& variant : variants) {
-      for (std::uint64_t nth = 1;; ++nth) {
-        FaultFileSystem fs;
-        fs.inject(Fault{OpKind::any, nth, variant.effect, variant.persistent});
-        Life life;
-        crashing_life(fs, clock, life);
-        ++runs;
-        if (fs.faults_fired() == 0) break;  // past the workload's last operation
-        ++fired;
-        auto where = std::string(variant.name) + " at operation " + std::to_string(nth);
-        // A power loss after the fault: only what was durable survives.
-        auto lost_power = fs.crash_image(CrashOutcome::drop_all());
-        check_after_crash(*lost_power, clock, life, where + ", then power loss", false);
-        // A plain restart: the process dies, the kernel keeps what it had.
-        auto restarted = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
-        check_after_crash(*restarted, clock, life, where + ", then restart", false);
-      }
-    }
-    std::cout << "engine I/O error loops: " << runs << " runs, " << fired << " with a fault fired\n";
-    CHECK(fired > 100);
+    error_loops(Workload::plain, "engine I/O error loops");
+  }
+
+  TEST_CASE("engine: an I/O error during checkpoints and retirement loses nothing acknowledged") {
+    error_loops(Workload::checkpoints, "engine I/O error loops with checkpoints and retirement");
   }
 }
