@@ -217,6 +217,7 @@ void Checkpointer::fail(const std::string& why) {
                               "from the last good checkpoints and the log",
                               why));
   }
+  for (auto* shard : shards_) (void)shard->post([shard] { shard->checkpoints_stopped(); }, false);
   cv_.notify_all();
   done_cv_.notify_all();
 }

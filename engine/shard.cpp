@@ -148,7 +148,7 @@ void Shard::fire_timers() {
 void Shard::assigned(Run& run, Lsn lsn, std::span<const std::byte> bytes, std::function<void()> after_durable) {
   run.last_lsn = lsn;
   appended_ = lsn;
-  if (store_ != nullptr) {
+  if (store_ != nullptr && keep_for_checkpoints_) {
     since_checkpoint_.push_back(SinceCheckpoint{run.shared_from_this(), lsn, {bytes.begin(), bytes.end()}});
     note_loaded_bytes(run, bytes.size());
   }
@@ -317,7 +317,7 @@ Result<std::shared_ptr<Run>> Shard::unpark(const std::string& id, bool start) {
   if (found == runs_.end()) return make_error_code(wal::errc::corrupt);  // a parked entry without its journal
   auto run = found->second;
   run->parked_entry = *parked;
-  revived_since_checkpoint_.push_back(run);
+  if (keep_for_checkpoints_) revived_since_checkpoint_.push_back(run);
   ++stats_.runs_woken;
   if (start) {
     arm_deadline(run);
@@ -464,6 +464,14 @@ CheckpointWork Shard::take_checkpoint() {
     run.parked_entry = park.parked;
   }
   return work;
+}
+
+void Shard::checkpoints_stopped() {
+  keep_for_checkpoints_ = false;
+  since_checkpoint_.clear();
+  finished_since_checkpoint_.clear();
+  revived_since_checkpoint_.clear();
+  memory_budget_bytes_ = 0;  // nothing parks any more
 }
 
 void Shard::checkpoint_written(const CheckpointWork& work) {

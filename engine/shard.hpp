@@ -131,8 +131,12 @@ class Shard {
   // The store holds a checkpoint at `lsn`: its finished and parked runs
   // leave memory (a parked run that woke meanwhile stays).
   void checkpoint_written(const CheckpointWork& work);
+  // Checkpoints failed for this open: stop keeping records for them.
+  void checkpoints_stopped();
   // Run::finish calls it: the next checkpoint stores the run's summary.
-  void note_finished(std::shared_ptr<Run> run) { finished_since_checkpoint_.push_back(std::move(run)); }
+  void note_finished(std::shared_ptr<Run> run) {
+    if (keep_for_checkpoints_) finished_since_checkpoint_.push_back(std::move(run));
+  }
 
  private:
   void loop();
@@ -204,6 +208,7 @@ class Shard {
   std::vector<std::byte> scratch_;
 
   RunStore* store_ = nullptr;
+  bool keep_for_checkpoints_ = true;  // false once checkpoints stopped
   // Records appended (or replayed from the log) since the last checkpoint,
   // in LSN order, with their bytes: the next checkpoint stores those of
   // unfinished runs. Local mode only.
