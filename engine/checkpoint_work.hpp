@@ -29,6 +29,7 @@ class Run;
 struct CheckpointWork {
   std::uint32_t shard = 0;
   wal::Lsn lsn = 0;
+  wal::Lsn replay_from = 0;  // the oldest record of a run the store does not hold yet (lsn + 1: none)
   std::uint64_t keep_from_sequence = 0;
 
   struct JournalCopy {

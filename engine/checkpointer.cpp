@@ -150,7 +150,7 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
   for (const auto& record : work.journal) {
     batch.put_journal_record(record.place, work.shard, record.id, record.lsn, record.bytes);
   }
-  batch.put_checkpoint(Checkpoint{work.shard, work.lsn, work.keep_from_sequence, {}});
+  batch.put_checkpoint(Checkpoint{work.shard, work.lsn, work.keep_from_sequence, {}, work.replay_from});
   if (auto written = store_.write(std::move(batch)); !written) {
     fail(fmt::format("cannot write shard {}'s checkpoint to the run store: {}", work.shard,
                      written.error().message()));
@@ -258,7 +258,7 @@ Result<void> Checkpointer::final_checkpoint() {
     if (!write(std::move(work), false)) return std::make_error_code(std::errc::io_error);
   }
   for (auto* shard : shards_) {
-    if (!write(shard->take_checkpoint(), false)) return std::make_error_code(std::errc::io_error);
+    if (!write(shard->take_checkpoint(/*defer=*/false), false)) return std::make_error_code(std::errc::io_error);
   }
   return ok();
 }

@@ -138,6 +138,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // (none yet), and its parked entry there, if it has one.
   std::optional<JournalPlace> journal_place;
   std::optional<ParkedRun> parked_entry;
+  // The shard's checkpoint number that first left this run's records out
+  // of the store (0: none yet); the next one copies them.
+  std::uint64_t deferred_at = 0;
   // An estimate of the memory the run holds (the parking budget).
   std::size_t memory_bytes = kRunBaseBytes;
   static constexpr std::size_t kRunBaseBytes = 4096;  // Run, Ctx, coroutine frames, maps (measured: ~3.5 KiB)

@@ -4,7 +4,7 @@
 //   't' time id                              -> "" (index: all, by finish time)
 //   'w' u32 length, workflow, time, id       -> "" (index: by workflow)
 //   's' status byte, time, id                -> "" (index: by status)
-//   'c' u32 shard                            -> u64 lsn, u64 keep_from_sequence, state
+//   'c' u32 shard                            -> u64 lsn, u64 keep_from_sequence, u64 replay_from, state
 //   'j' u32 shard, u32 length, id, u64 lsn   -> one journal record of a loaded unfinished run
 //   'k' u32 shard, u32 length, id, u64 lsn   -> one journal record of a parked run
 //   'P' u32 shard, id                        -> a parked run (JSON: workflow, generation, times)
@@ -183,6 +183,7 @@ void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
   std::string value;
   put_u64(value, checkpoint.lsn);
   put_u64(value, checkpoint.keep_from_sequence);
+  put_u64(value, checkpoint.replay_from);
   value += checkpoint.state;
   (void)impl_->batch.Put(checkpoint_key(checkpoint.shard), value);
 }
@@ -308,12 +309,13 @@ Result<std::optional<Checkpoint>> RunStore::checkpoint(std::uint32_t shard) {
   auto status = impl_->db->Get(rocksdb::ReadOptions(), checkpoint_key(shard), &value);
   if (status.IsNotFound()) return std::optional<Checkpoint>();
   if (!status.ok()) return to_error(status, nullptr);
-  if (value.size() < 16) return make_error_code(wal::errc::corrupt);
+  if (value.size() < 24) return make_error_code(wal::errc::corrupt);
   Checkpoint checkpoint;
   checkpoint.shard = shard;
   checkpoint.lsn = get_u64(value);
   checkpoint.keep_from_sequence = get_u64(std::string_view(value).substr(8));
-  checkpoint.state = value.substr(16);
+  checkpoint.replay_from = get_u64(std::string_view(value).substr(16));
+  checkpoint.state = value.substr(24);
   return std::optional<Checkpoint>(std::move(checkpoint));
 }
 

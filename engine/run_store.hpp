@@ -41,14 +41,16 @@ struct FinishedRun {
   friend bool operator==(const FinishedRun&, const FinishedRun&) = default;
 };
 
-// A shard's state at an LSN: recovery replays only the shard's records past
-// `lsn`, and the log must keep every record from `keep_from_sequence` (the
-// batch sequence holding the shard's oldest record still needed).
+// A shard's state at an LSN. Recovery replays the shard's log from
+// `replay_from` (records up to `lsn` only for runs the store does not hold),
+// and the log must keep every batch from `keep_from_sequence` (the one
+// holding record replay_from).
 struct Checkpoint {
   std::uint32_t shard = 0;
   std::uint64_t lsn = 0;
   std::uint64_t keep_from_sequence = 0;
   std::string state;  // the shard's encoded state (opaque here)
+  std::uint64_t replay_from = 0;  // 0: lsn + 1
 
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };

@@ -266,8 +266,33 @@ void Shard::fail_waiters(std::error_code error) {
   }
 }
 
+Result<bool> Shard::store_holds(const JournalRecord& record) {
+  if (auto found = runs_.find(record.run_id); found != runs_.end()) {
+    return found->second->journal_place.has_value();
+  }
+  if (auto known = held_by_store_.find(record.run_id); known != held_by_store_.end()) return known->second;
+  // (Result<bool> cannot take an error_code implicitly: bool would too.)
+  auto parked = store_->parked(id_, record.run_id);
+  if (!parked) return Result<bool>(boost::system::in_place_error, parked.error());
+  bool held = false;
+  if (*parked) {
+    held = (*parked)->generation >= record.generation;
+  } else {
+    auto finished = store_->finished(record.run_id);
+    if (!finished) return Result<bool>(boost::system::in_place_error, finished.error());
+    held = *finished && (*finished)->generation >= record.generation;
+  }
+  held_by_store_[record.run_id] = held;
+  return held;
+}
+
 Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
-                         std::optional<JournalPlace> stored) {
+                         std::optional<JournalPlace> stored, Lsn covered) {
+  if (!stored && store_ != nullptr && lsn <= covered) {
+    // Below the checkpoint the log holds only what it left out: the records
+    // of runs the store did not hold yet.
+    if (FUSEE_TRY(store_holds(record))) return ok();
+  }
   std::shared_ptr<Run> run;
   if (record.kind == RecordKind::run_started) {
     auto& slot = runs_[record.run_id];
@@ -412,14 +437,13 @@ std::vector<std::shared_ptr<Run>> Shard::runs_to_park(Lsn lsn) {
   return parking;
 }
 
-CheckpointWork Shard::take_checkpoint() {
+CheckpointWork Shard::take_checkpoint(bool defer) {
   CheckpointWork work;
   work.shard = id_;
   checkpoint_wanted_ = false;
   // Everything up to the durable position, and nothing past it: the store
   // must never hold a record the log could still lose.
   work.lsn = sink_.durable_at_once() ? appended_ : sink_.durable_lsn(id_);
-  work.keep_from_sequence = sink_.keep_from_sequence(id_, work.lsn);
   // A run finishes only once its terminal record is durable, so every run
   // finished so far finished at or before work.lsn.
   for (auto& run : finished_since_checkpoint_) {
@@ -449,14 +473,34 @@ CheckpointWork Shard::take_checkpoint() {
     run->parked_entry.reset();
   }
   revived_since_checkpoint_.clear();
+  // A run the store does not hold yet stays out of it for one checkpoint:
+  // most runs finish by the next one, and then only their summary is
+  // written. The log keeps its records meanwhile (replay_from).
+  ++checkpoints_taken_;
+  std::deque<SinceCheckpoint> deferred;
   while (!since_checkpoint_.empty() && since_checkpoint_.front().lsn <= work.lsn) {
     auto& entry = since_checkpoint_.front();
-    if (!entry.run->finished()) {
-      auto place = parking.contains(entry.run.get()) ? JournalPlace::parked : JournalPlace::live;
-      entry.run->journal_place = place;
-      work.journal.push_back({entry.run->id(), entry.lsn, std::move(entry.bytes), place});
+    auto& run = *entry.run;
+    if (!run.finished()) {
+      bool parks = parking.contains(&run);
+      bool leave_out = defer && !parks && !run.journal_place &&
+                       (run.deferred_at == 0 || run.deferred_at == checkpoints_taken_);
+      if (leave_out) {
+        run.deferred_at = checkpoints_taken_;
+        deferred.push_back(std::move(entry));
+      } else {
+        auto place = parks ? JournalPlace::parked : JournalPlace::live;
+        run.journal_place = place;
+        work.journal.push_back({run.id(), entry.lsn, std::move(entry.bytes), place});
+      }
     }
     since_checkpoint_.pop_front();
+  }
+  work.replay_from = deferred.empty() ? work.lsn + 1 : deferred.front().lsn;
+  work.keep_from_sequence = sink_.keep_from_sequence(id_, work.replay_from - 1);
+  while (!deferred.empty()) {
+    since_checkpoint_.push_front(std::move(deferred.back()));
+    deferred.pop_back();
   }
   for (const auto& park : work.parks) {
     auto& run = *runs_.at(park.parked.id);
@@ -521,6 +565,7 @@ Result<std::optional<FinishedRun>> Shard::stored_run(const std::string& id) {
 }
 
 void Shard::finish_loading() {
+  held_by_store_.clear();
   durable_ = sink_.durable_lsn(id_);
   appended_ = durable_;
   for (auto& [id, run] : runs_) arm_deadline(run);

@@ -81,8 +81,10 @@ class Shard {
   // --- Before start(): recovery ---
   // A durable record, from the run store's journals (`stored`) or from the
   // log past the shard's checkpoint.
+  // `covered`: the shard's checkpoint LSN; a log record at or below it is
+  // skipped when the run store already holds its run.
   Result<void> load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
-                    std::optional<JournalPlace> stored);
+                    std::optional<JournalPlace> stored, Lsn covered = 0);
   // After every record is loaded: arms deadlines and timers of loaded runs.
   void finish_loading();
 
@@ -127,7 +129,9 @@ class Shard {
   // --- Checkpoints (engine/checkpointer.hpp) ---
   // The shard's state at its durable LSN as run-store changes, taking what
   // is new since the last call. On the shard's thread, or after stop().
-  CheckpointWork take_checkpoint();
+  // defer: leave the records of runs the store does not hold yet out for
+  // one checkpoint (off for the last one at shutdown).
+  CheckpointWork take_checkpoint(bool defer = true);
   // The store holds a checkpoint at `lsn`: its finished and parked runs
   // leave memory (a parked run that woke meanwhile stays).
   void checkpoint_written(const CheckpointWork& work);
@@ -158,6 +162,9 @@ class Shard {
   void wake_parked(TimePoint now);
   std::vector<std::shared_ptr<Run>> runs_to_park(Lsn lsn);
   void want_checkpoint();
+  // Recovery: whether the run store holds the run a log record belongs to
+  // (loaded from its journals, parked, or finished).
+  Result<bool> store_holds(const JournalRecord& record);
   void note_loaded_bytes(Run& run, std::size_t bytes);
   // How a run no longer in memory ended (not_found when it never ran).
   Outcome finished_outcome(const std::string& id);
@@ -219,6 +226,8 @@ class Shard {
   };
   std::deque<SinceCheckpoint> since_checkpoint_;
   std::vector<std::shared_ptr<Run>> finished_since_checkpoint_;
+  std::uint64_t checkpoints_taken_ = 0;
+  std::unordered_map<std::string, bool> held_by_store_;  // recovery's store_holds answers
   // Parking.
   static constexpr std::size_t kWakeBatchRuns = 1000;  // parked runs woken per loop turn
   std::chrono::milliseconds park_after_ = std::chrono::milliseconds::max();

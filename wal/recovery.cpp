@@ -139,8 +139,17 @@ class Planner {
   void check_against_checkpoints() {
     for (ShardId shard = 0; shard < shard_count_; ++shard) {
       Lsn floor = shard < base_.shard_lsn_floors.size() ? base_.shard_lsn_floors[shard] : 0;
+      Lsn start = shard < base_.shard_replay_from.size() && base_.shard_replay_from[shard] > 0
+                      ? std::min(base_.shard_replay_from[shard], floor + 1)
+                      : floor + 1;
       const auto& range = plan_.shards[shard];
       if (range.last_lsn == 0) {
+        if (start <= floor) {
+          refuse(fmt::format("shard {}'s records from LSN {} to {} are missing: its checkpoint left them in the "
+                             "log, which holds no record of the shard",
+                             shard, start, floor));
+          return;
+        }
         if (floor > 0 && plan_.first_sequence <= 1) {
           refuse(fmt::format("shard {}'s checkpoint covers LSN {}, but the log, which starts at its beginning, "
                              "holds no record of the shard",
@@ -154,10 +163,10 @@ class Planner {
                            floor, range.last_lsn));
         return;
       }
-      if (range.first_lsn > floor + 1) {
+      if (range.first_lsn > start) {
         refuse(fmt::format("shard {}'s records from LSN {} to {} are missing: its checkpoint covers LSN {} and "
                            "the log starts at LSN {}",
-                           shard, floor + 1, range.first_lsn - 1, floor, range.first_lsn));
+                           shard, start, range.first_lsn - 1, floor, range.first_lsn));
         return;
       }
     }

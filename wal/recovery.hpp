@@ -101,6 +101,9 @@ struct RecoveryBase {
   // a shard's LSNs past it even when none of its records is left, and
   // refuses when the records the checkpoint does not cover are missing.
   std::vector<Lsn> shard_lsn_floors;
+  // Per shard (empty: floor + 1): the first LSN recovery reads, at or below
+  // the floor when the checkpoint left recent runs' records in the log.
+  std::vector<Lsn> shard_replay_from;
 };
 
 // Reads the log in wal_dir and decides; never writes. An I/O error reading is

@@ -177,6 +177,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                           : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
   std::uint32_t shards = config.shards;
   std::vector<wal::Lsn> floors;            // local mode: each shard's checkpoint LSN
+  std::vector<wal::Lsn> replay_from;       // ... and the first LSN its recovery reads
   std::vector<std::uint64_t> keep_from;    // ... and where its log must start
   if (config.mode == Mode::memory) {
     if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
@@ -236,6 +237,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     }
     impl->store = std::move(*store);
     floors.assign(shards, 0);
+    replay_from.assign(shards, 1);
     keep_from.assign(shards, 1);
     for (std::uint32_t shard = 0; shard < shards; ++shard) {
       auto checkpoint = impl->store->checkpoint(shard);
@@ -246,10 +248,12 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       if (*checkpoint) {
         floors[shard] = (*checkpoint)->lsn;
         keep_from[shard] = (*checkpoint)->keep_from_sequence;
+        replay_from[shard] = (*checkpoint)->replay_from > 0 ? (*checkpoint)->replay_from : floors[shard] + 1;
       }
     }
     wal::LogOptions options;
     options.base.shard_lsn_floors = floors;
+    options.base.shard_replay_from = replay_from;
     options.base.first_sequence_max = *std::min_element(keep_from.begin(), keep_from.end());
     options.dir = config.dir;
     options.shard_count = shards;
@@ -284,7 +288,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", config.dir,
                                                where, shard, lsn));
       }
-      if (auto added = impl->shards[shard]->load(*record, lsn, bytes, stored); !added) {
+      if (auto added = impl->shards[shard]->load(*record, lsn, bytes, stored, floors.empty() ? 0 : floors[shard]);
+          !added) {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
                                                "journal",
                                                config.dir, where, shard, lsn, engine::record_kind_name(record->kind),
@@ -302,7 +307,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                                stored.error().message()));
       }
     }
-    wal::Lsn first = floors.empty() ? 1 : floors[shard] + 1;
+    wal::Lsn first = replay_from.empty() ? 1 : replay_from[shard];
     auto read = impl->sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
       load("wal", lsn, bytes, std::nullopt);
     });
