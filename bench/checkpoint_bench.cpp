@@ -10,9 +10,10 @@
 //    history. For each history size (--reopen-steps, paired with
 //    --reopen-runs; default 250,000 steps / 2,500 runs and 1,000,000 / 10,000,
 //    i.e. 100 no-op steps a run) a child process opens a fresh engine, writes
-//    the history with every run in flight at once (the fan-out of
-//    engine_bench; --reopen-in-flight caps it, so that runs finish as the
-//    history grows), tells the parent it is done and is SIGKILLed: no clean
+//    the history with at most --reopen-in-flight runs in flight (2,000:
+//    runs finish as the history grows, so history is mostly finished runs;
+//    0 puts every run in flight at once, and then everything written is
+//    "since the last checkpoint"), tells the parent it is done and is SIGKILLed: no clean
 //    shutdown, no final checkpoint, only the ones the engine took on its
 //    interval (--reopen-checkpoint-ms) and on segment rolls. The parent then
 //    times Engine::open alone, reads /proc/self/io around it (rchar: bytes
@@ -136,8 +137,8 @@ struct Options {
   // reopen
   std::vector<std::uint64_t> reopen_steps = {250'000, 1'000'000};
   std::vector<std::uint32_t> reopen_runs = {2'500, 10'000};
-  std::uint32_t reopen_checkpoint_ms = 1000;
-  std::uint32_t reopen_in_flight = 0;  // 0: every run at once
+  std::uint32_t reopen_checkpoint_ms = 200;
+  std::uint32_t reopen_in_flight = 2000;  // 0: every run at once
   // bounded
   std::uint64_t bounded_steps = 5'000'000;
   std::uint32_t bounded_steps_per_run = 100;

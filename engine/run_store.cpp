@@ -241,7 +241,11 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::st
   options.paranoid_checks = true;
   // A small store: one background job, a modest write buffer.
   options.max_background_jobs = 1;
-  options.write_buffer_size = 16u << 20;
+  // The memtable bounds what RocksDB replays from its own log at open, so
+  // it is kept small, and that replay is not flushed to a table file on
+  // the open path (the next memtable flush writes it).
+  options.write_buffer_size = 8u << 20;
+  options.avoid_flush_during_recovery = true;
   // Every write is synced into RocksDB's own log, so closing need not flush
   // the memtable to a table file: the next open replays that log instead.
   options.avoid_flush_during_shutdown = true;
