@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tests/engine/engine_harness.hpp"
 
@@ -254,5 +255,44 @@ TEST_CASE_TEMPLATE("finished runs page by finish time, filtered by workflow, sta
   CHECK(engine->list_runs(RunFilter{.status = RunStatus::running}).size() == 1);
   error_message(errc::invalid_argument,
                 [&] { engine->list_finished_runs(RunFilter{.status = RunStatus::running}, 10); });
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("shards checkpoint on their interval without being asked") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  auto config = harness.config();
+  config.checkpoint_interval = std::chrono::milliseconds(20);
+  auto engine = harness.open(config);
+  register_count(*engine, steps);
+  engine->execute(kCount, "one", 3);
+  auto give_up = std::chrono::steady_clock::now() + kPatience;
+  while (engine->stats().checkpoints < 4 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(engine->stats().checkpoints >= 4);  // two shards, twice each at least
+  CHECK(engine->list_finished_runs(RunFilter{}, 10).runs.size() == 1);
+}
+
+TEST_CASE("finished runs past their retention are expired from the run store") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  auto config = small_segments(harness);
+  config.finished_retention = std::chrono::hours(1);
+  auto engine = harness.open(config);
+  register_count(*engine, steps);
+  engine->execute(kCount, "old", 2);
+  harness.clock().advance(std::chrono::minutes(90));
+  engine->execute(kCount, "recent", 2);
+  engine->checkpoint();  // stores both, then expires what finished over an hour ago
+  error_message(errc::not_found, [&] { engine->result(kCount, "old"); });
+  CHECK(engine->result(kCount, "recent") == 1);
+  auto listed = engine->list_runs();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed.front().id == "recent");
+  // The id is free again: a new first run.
+  CHECK(engine->start(kCount, "old", 3) == StartOutcome::started);
+  CHECK(engine->result(kCount, "old") == 3);
 }
 }
