@@ -5,6 +5,8 @@
 #   make test-long   the longer crash, kill and simulation runs
 #   make test-asan   the default suites under ASan + UBSan
 #   make bench       the benchmarks, beside the disk's raw flush latency
+#   make spec TLC_JAR=/path/to/tla2tools.jar
+#                    model-check spec/FuseeLog.tla with TLC (docs/spec.md)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -14,7 +16,7 @@ CCACHE     := $(shell command -v ccache 2>/dev/null)
 MESON_ENV  := CXX="$(CCACHE) clang++"
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps build test test-long test-asan demo bench clean
+.PHONY: all deps build test test-long test-asan demo bench spec clean
 
 all: build
 
@@ -46,6 +48,10 @@ demo: deps $(BUILD)/build.ninja
 
 bench: build
 	@scripts/run-bench $(BUILD)
+
+# Not part of `make test`: needs a Java runtime and TLC_JAR, and says so.
+spec:
+	@spec/run-tlc "$(TLC_JAR)"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
