@@ -211,16 +211,16 @@ PastEndRefuses(d, endSeg, endSlot, last) ==
 Oldest(d) == IF d[1].header = "none" THEN 2 ELSE 1
 
 (* plan_recovery(). `lastSeq` and `lastId` are plan_.last_sequence and     *)
-(* plan_.last_crc as the code sets them: 0 when the chain is empty (only   *)
-(* accept() sets them), whatever the oldest segment's first_sequence and   *)
-(* prev_crc. Segment 1 starts at 1 with prev_crc 0, so without retirement  *)
-(* that is the same thing; with retirement it is not (FuseeLogRetire.cfg). *)
+(* plan_.last_crc as walk_chain sets them: an empty chain ends where the   *)
+(* oldest segment's header says it starts (first_sequence - 1, prev_crc).  *)
+(* Setting them to 0 instead, as the code once did, is refused after a     *)
+(* plain crash once a segment was retired (FuseeLogRetire.cfg found it).   *)
 Recover(d) ==
   LET o == Oldest(d)
       w == Walk(d, o, 0, d[o].first, d[o].prev, <<>>)
       n == Len(w.chain)
-      last == IF n = 0 THEN 0 ELSE w.chain[n].sequence
-      lastId_ == IF n = 0 THEN Genesis ELSE IdOf(w.chain[n])
+      last == IF n = 0 THEN d[o].first - 1 ELSE w.chain[n].sequence
+      lastId_ == IF n = 0 THEN d[o].prev ELSE IdOf(w.chain[n])
       \* The oldest segment's header is damaged or zeroed, or the log does
       \* not reach back as far as the checkpoints need.
       startLost == d[o].header # "valid" \/ d[o].first > ckpt

@@ -117,11 +117,6 @@ Result<void> Log::start_writing() {
       read_segments_.push_back(
           {segment.number, segment.header.salt, segment.header.segment_bytes, nullptr, segment.header.first_sequence});
   }
-  if (plan_.chain_batches == 0 && plan_.first_sequence == 0) {
-    // An empty chain still continues from the first segment's header.
-    last_crc_ = it->header.prev_crc;
-    next_sequence_ = it->header.first_sequence;
-  }
   segment_.number = it->number;
   segment_.salt = it->header.salt;
   segment_.size_bytes = it->header.segment_bytes;

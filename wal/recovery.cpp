@@ -318,6 +318,11 @@ class Planner {
     auto* segment = &plan_.segments[index];
     if (!check_size(*segment)) return ok();
     plan_.first_sequence = segment->header.first_sequence;
+    // An empty chain ends where the oldest segment's header says it starts:
+    // after retirement that is not sequence 0, and the next batch (and the
+    // check for acknowledged batches past the end) must continue from there.
+    plan_.last_sequence = segment->header.first_sequence - 1;
+    plan_.last_crc = segment->header.prev_crc;
     auto expected_sequence = segment->header.first_sequence;
     auto expected_prev = segment->header.prev_crc;
     std::uint64_t offset = kSegmentHeaderBytes;

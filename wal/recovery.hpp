@@ -58,7 +58,7 @@ struct RecoveryPlan {
 
   // The chain recovery keeps.
   std::uint64_t first_sequence = 0;
-  std::uint64_t last_sequence = 0;  // 0 when the chain is empty
+  std::uint64_t last_sequence = 0;  // first_sequence - 1 when the chain is empty
   std::uint32_t last_crc = 0;
   std::uint64_t chain_batches = 0;
   std::uint64_t chain_records = 0;
