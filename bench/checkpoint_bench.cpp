@@ -101,6 +101,7 @@
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
+#include "bench/scratch_dir.hpp"
 #include "fusee/fusee.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -1181,23 +1182,6 @@ void print_aim_json(const AimFigure& aim) {
   line.print();
 }
 
-// Owns the benchmark's scratch directory so that it goes however run() ends.
-class ScratchDir {
- public:
-  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code error;
-    std::filesystem::remove_all(path_, error);
-    if (error) fmt::print(stderr, "checkpoint_bench: could not remove {}: {}\n", path_, error.message());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 int run(const Options& options) {
   std::error_code error;
   if (!std::filesystem::is_directory(options.dir, error)) {
@@ -1230,7 +1214,7 @@ int run(const Options& options) {
     fmt::print(stderr, "checkpoint_bench: cannot create {}: {}\n", scratch_path, error.message());
     return 1;
   }
-  ScratchDir scratch(scratch_path);
+  fusee::bench::ScratchDir scratch(scratch_path, "checkpoint_bench");
 
   // A child that died must not take the parent with it when started.
   ::signal(SIGPIPE, SIG_IGN);

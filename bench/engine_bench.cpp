@@ -60,6 +60,7 @@
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
+#include "bench/scratch_dir.hpp"
 #include "fusee/fusee.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -461,26 +462,6 @@ void print_aim_json(const AimFigure& aim) {
   line.print();
 }
 
-// Owns the benchmark's scratch directory so that it goes however run() ends.
-// std::filesystem rather than the FileSystem seam: the engine's directory
-// holds more than the log (the run store), and the seam has no stat to tell a
-// directory from a file.
-class ScratchDir {
- public:
-  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code error;
-    std::filesystem::remove_all(path_, error);
-    if (error) fmt::print(stderr, "engine_bench: could not remove {}: {}\n", path_, error.message());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 int run(const Options& options) {
   std::error_code error;
   if (!std::filesystem::is_directory(options.dir, error)) {
@@ -496,7 +477,7 @@ int run(const Options& options) {
     fmt::print(stderr, "engine_bench: cannot create {}: {}\n", scratch_path, error.message());
     return 1;
   }
-  ScratchDir scratch(scratch_path);
+  fusee::bench::ScratchDir scratch(scratch_path, "engine_bench");
 
   fmt::print("engine_bench in {}: cases {}, chain {} steps, fan-out {} runs x {} steps, {} starting threads, "
              "shards {}\n",

@@ -51,6 +51,17 @@ void register_await(Engine& engine, CallCounter& steps) {
   });
 }
 
+// twice: waits for "go" two times; the result holds both values.
+void register_twice(Engine& engine, const WorkflowRef<int, int>& ref, CallCounter& steps) {
+  engine.register_workflow(ref, [&steps](Ctx& ctx, int) -> Task<int> {
+    auto first = co_await ctx.wait_for(kGo);
+    steps.add();
+    auto second = co_await ctx.wait_for(kGo);
+    steps.add();
+    co_return first.value_or(0) * 10 + second.value_or(0);
+  });
+}
+
 Config parking_config(EngineHarness& harness) {
   auto config = harness.config();
   config.checkpoint_interval = std::chrono::milliseconds::zero();
@@ -133,13 +144,7 @@ TEST_CASE("a run woken by a signal and parked again keeps every record") {
   CallCounter steps;
   const WorkflowRef<int, int> twice{"twice"};
   auto engine = harness.open(parking_config(harness));
-  engine->register_workflow(twice, [&steps](Ctx& ctx, int) -> Task<int> {
-    auto first = co_await ctx.wait_for(kGo);
-    steps.add();
-    auto second = co_await ctx.wait_for(kGo);
-    steps.add();
-    co_return first.value_or(0) * 10 + second.value_or(0);
-  });
+  register_twice(*engine, twice, steps);
   engine->start(twice, "twice", 0);
   park(harness, *engine, 1);
   engine->signal("twice", kGo, 3);
@@ -147,13 +152,7 @@ TEST_CASE("a run woken by a signal and parked again keeps every record") {
   park(harness, *engine, 2);
   engine->shutdown();
   auto reopened = harness.open(parking_config(harness));
-  reopened->register_workflow(twice, [&steps](Ctx& ctx, int) -> Task<int> {
-    auto first = co_await ctx.wait_for(kGo);
-    steps.add();
-    auto second = co_await ctx.wait_for(kGo);
-    steps.add();
-    co_return first.value_or(0) * 10 + second.value_or(0);
-  });
+  register_twice(*reopened, twice, steps);
   reopened->signal("twice", kGo, 4);
   CHECK(reopened->result(twice, "twice") == 34);
 }
