@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/disk_check.hpp"
+#include "cli/inspect.hpp"
 #include "cli/log_demo.hpp"
 #include "cli/order_demo.hpp"
+#include "cli/reshard.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fusee: a durable workflow engine"};
@@ -47,6 +49,42 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 1000000));
   disk_check_command->add_flag("--json", disk_check.json, "One JSON object per write path (docs/cli.md)");
 
+  fusee::cli::InspectOptions inspect;
+  auto* inspect_command = app.add_subcommand(
+      "inspect", "Show a data directory and what opening it would do, without changing a byte (docs/cli.md)");
+  inspect_command->add_option("dir", inspect.dir, "The data directory")->required()->check(CLI::ExistingDirectory);
+  inspect_command->add_flag("--json", inspect.json, "One JSON document instead of tables (schemas in docs/cli.md)");
+  inspect_command->require_subcommand(0, 1);
+  inspect_command->fallthrough();
+  auto* inspect_segments = inspect_command->add_subcommand("segments", "The log's segment files");
+  auto* inspect_batches = inspect_command->add_subcommand("batches", "Every batch of the log's chain");
+  inspect_batches->add_option("--segment", inspect.segment, "Only the batches of this segment");
+  auto* inspect_shards = inspect_command->add_subcommand("shards", "Each shard's LSNs in the log and its checkpoint");
+  auto* inspect_blobs = inspect_command->add_subcommand("blobs", "The blob area's files and what refers to them");
+  auto* inspect_runs = inspect_command->add_subcommand("runs", "Runs, with counts by status");
+  inspect_runs->add_option("--status", inspect.status, "Only runs with this status")
+      ->check(CLI::IsMember({"running", "completed", "failed", "cancelled"}));
+  inspect_runs->add_option("--workflow", inspect.workflow, "Only runs of this workflow");
+  inspect_runs->add_option("--limit", inspect.limit, "At most this many")->capture_default_str()->check(
+      CLI::Range(std::size_t{1}, std::size_t{100000000}));
+  auto* inspect_run = inspect_command->add_subcommand("run", "One run: its summary and its journal, decoded");
+  inspect_run->add_option("id", inspect.run_id, "The run's id")->required();
+  auto* inspect_stream = inspect_command->add_subcommand("stream", "One stream of a run: its chunks");
+  inspect_stream->add_option("id", inspect.run_id, "The run's id")->required();
+  inspect_stream->add_option("name", inspect.stream, "The stream's name")->required();
+  for (auto* view : {inspect_segments, inspect_batches, inspect_shards, inspect_blobs, inspect_runs, inspect_run,
+                     inspect_stream}) {
+    view->fallthrough();
+  }
+
+  fusee::cli::ReshardCommandOptions reshard;
+  auto* reshard_command = app.add_subcommand(
+      "reshard", "Change a data directory's shard count, offline and crash-safely (docs/cli.md)");
+  reshard_command->add_option("dir", reshard.dir, "The data directory")->required()->check(CLI::ExistingDirectory);
+  reshard_command->add_option("--shards", reshard.shards, "The new shard count")->required()->check(
+      CLI::Range(1, 4096));
+  reshard_command->add_flag("--quiet", reshard.quiet, "No progress, only the summary");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
@@ -57,12 +95,25 @@ int main(int argc, char** argv) {
     // Wrong arguments: a short error, the usage of the command that was
     // being parsed, and exit code 2 (as getopt-style tools do).
     const CLI::App* context = &app;
-    for (const auto* sub : app.get_subcommands()) context = sub;
+    for (const auto* sub = &app; !sub->get_subcommands().empty();) context = sub = sub->get_subcommands().back();
     fmt::print(stderr, "fusee: {}\n\n{}", error.what(), context->help());
     return 2;
   }
   if (app.got_subcommand(demo_command)) return fusee::cli::run_order_demo(demo);
   if (app.got_subcommand(disk_check_command)) return fusee::cli::run_disk_check(disk_check);
   if (app.got_subcommand(log_demo_command)) return fusee::cli::run_log_demo(log_demo);
+  if (app.got_subcommand(reshard_command)) return fusee::cli::run_reshard(reshard);
+  if (app.got_subcommand(inspect_command)) {
+    using fusee::cli::InspectView;
+    const std::pair<CLI::App*, InspectView> views[] = {
+        {inspect_segments, InspectView::segments}, {inspect_batches, InspectView::batches},
+        {inspect_shards, InspectView::shards},     {inspect_blobs, InspectView::blobs},
+        {inspect_runs, InspectView::runs},         {inspect_run, InspectView::run},
+        {inspect_stream, InspectView::stream}};
+    for (const auto& [command, view] : views) {
+      if (inspect_command->got_subcommand(command)) inspect.view = view;
+    }
+    return fusee::cli::run_inspect(inspect);
+  }
   return 2;
 }

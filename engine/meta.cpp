@@ -30,6 +30,12 @@ Result<std::optional<Meta>> read_meta(io::FileSystem& fs, const std::string& dir
   Meta meta;
   meta.format = static_cast<std::uint32_t>(format->get_int64());
   meta.shards = static_cast<std::uint32_t>(shards->get_int64());
+  if (auto* layout = object.if_contains("layout")) {
+    if (!layout->is_int64() || layout->get_int64() < 0 || layout->get_int64() > UINT32_MAX) {
+      return make_error_code(wal::errc::corrupt);
+    }
+    meta.layout = static_cast<std::uint32_t>(layout->get_int64());
+  }
   return std::optional<Meta>(meta);
 }
 
@@ -37,6 +43,7 @@ Result<void> write_meta(io::FileSystem& fs, const std::string& dir, const Meta& 
   boost::json::object object;
   object["format"] = meta.format;
   object["shards"] = meta.shards;
+  if (meta.layout != 0) object["layout"] = meta.layout;
   auto text = boost::json::serialize(object) + "\n";
   auto temporary = io::join_path(dir, std::string(kMetaFileName) + ".tmp");
   {
@@ -47,6 +54,46 @@ Result<void> write_meta(io::FileSystem& fs, const std::string& dir, const Meta& 
   }
   FUSEE_TRY_VOID(fs.rename(temporary, io::join_path(dir, kMetaFileName)));
   return fs.sync_dir(dir);
+}
+
+std::string layout_dir_name(std::uint32_t layout) {
+  return layout == 0 ? std::string() : "layout-" + std::to_string(layout);
+}
+
+std::string layout_root(const std::string& dir, std::uint32_t layout) {
+  return layout == 0 ? dir : io::join_path(dir, layout_dir_name(layout));
+}
+
+Result<std::vector<std::string>> leftover_layouts(io::FileSystem& fs, const std::string& dir, const Meta& meta) {
+  std::vector<std::string> leftovers;
+  auto names = FUSEE_TRY(fs.list(dir));
+  for (const auto& name : names) {
+    bool other_layout = name.starts_with("layout-") && name != layout_dir_name(meta.layout);
+    bool layout_zero = meta.layout != 0 && (name == "wal" || name == "runs");
+    if (other_layout || layout_zero) leftovers.push_back(io::join_path(dir, name));
+  }
+  return leftovers;
+}
+
+Result<void> remove_tree(io::FileSystem& fs, const std::string& path) {
+  if (!FUSEE_TRY(fs.exists(path))) return ok();
+  auto names = fs.list(path);
+  if (!names) {
+    // A file, not a directory.
+    FUSEE_TRY_VOID(fs.remove(path));
+    return fs.sync_dir(io::parent_path(path));
+  }
+  for (const auto& name : *names) {
+    auto child = io::join_path(path, name);
+    if (fs.list(child)) {
+      FUSEE_TRY_VOID(remove_tree(fs, child));
+    } else {
+      FUSEE_TRY_VOID(fs.remove(child));
+    }
+  }
+  FUSEE_TRY_VOID(fs.sync_dir(path));
+  FUSEE_TRY_VOID(fs.remove_dir(path));
+  return fs.sync_dir(io::parent_path(path));
 }
 
 }  // namespace fusee::engine

@@ -1,11 +1,20 @@
-// fusee.meta: what a data directory is fixed to (its shard count). Written
-// once, atomically (temporary file, sync, rename, directory sync); read at
-// every open. Pure functions over a FileSystem; not thread-safe.
+// fusee.meta: what a data directory is fixed to (its shard count) and which
+// layout of it is current. Written atomically (temporary file, sync, rename,
+// directory sync) when the directory is made and by `fusee reshard`, whose
+// one atomic step is replacing it; read at every open. Pure functions over a
+// FileSystem; not thread-safe.
+//
+// Layouts: layout 0 keeps the log and the run store in DIR/wal and DIR/runs;
+// layout g > 0 in DIR/layout-g/wal and DIR/layout-g/runs. A reshard writes
+// the next layout beside the current one, then switches fusee.meta to it, so
+// a crash leaves either layout whole. What a crash leaves of the other is a
+// leftover, removed by the next open.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 #include "wal/io/file_system.hpp"
@@ -18,7 +27,21 @@ inline constexpr std::uint32_t kMetaFormat = 1;
 struct Meta {
   std::uint32_t format = kMetaFormat;
   std::uint32_t shards = 0;
+  std::uint32_t layout = 0;
 };
+
+// The directory holding the current layout's wal/ and runs/.
+std::string layout_root(const std::string& dir, std::uint32_t layout);
+std::string layout_dir_name(std::uint32_t layout);  // "layout-g"; "" for 0
+
+// Entries of DIR that belong to no current layout: the other layouts'
+// directories, and DIR/wal and DIR/runs when the current layout is not 0.
+Result<std::vector<std::string>> leftover_layouts(io::FileSystem& fs, const std::string& dir, const Meta& meta);
+
+// Removes a directory tree (the log's and RocksDB's directories only ever
+// hold files and one level of subdirectory), syncing each directory emptied
+// and finally `path`'s parent. Absent: nothing to do.
+Result<void> remove_tree(io::FileSystem& fs, const std::string& path);
 
 // The directory's meta, or nothing if it has none yet. errc::corrupt (wal)
 // when the file does not parse.

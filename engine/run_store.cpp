@@ -222,6 +222,7 @@ struct RunStore::Impl {
   std::shared_ptr<rocksdb::Env> env;  // outlives db
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions durable;
+  bool read_only = false;
   Impl() { durable.sync = true; }
 };
 
@@ -256,7 +257,27 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::st
   return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
 }
 
+Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& dir, io::FileSystem& fs,
+                                                           std::string* error_text) {
+  auto impl = std::make_unique<Impl>();
+  rocksdb::Options options;
+  impl->env = io::make_rocksdb_env(fs);
+  options.env = impl->env.get();
+  // Without a logger of its own RocksDB would create LOG even here.
+  options.info_log = std::make_shared<QuietLogger>();
+  options.create_if_missing = false;
+  options.paranoid_checks = true;
+  options.max_background_jobs = 1;
+  rocksdb::DB* db = nullptr;
+  auto status = rocksdb::DB::OpenForReadOnly(options, dir + "/runs", &db);
+  if (!status.ok()) return to_error(status, error_text);
+  impl->db.reset(db);
+  impl->read_only = true;
+  return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
+}
+
 Result<void> RunStore::write(Batch batch) {
+  if (impl_->read_only) return make_error_code(std::errc::read_only_file_system);
   auto status = impl_->db->Write(impl_->durable, &batch.impl_->batch);
   if (!status.ok()) return to_error(status, nullptr);
   return ok();
@@ -433,6 +454,7 @@ std::uint64_t RunStore::size_bytes() const {
 }
 
 Result<std::size_t> RunStore::expire_finished(std::int64_t before_ms) {
+  if (impl_->read_only) return make_error_code(std::errc::read_only_file_system);
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
   std::string start = time_prefix();
   put_u64(start, time_key(INT64_MIN));

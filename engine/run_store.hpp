@@ -92,6 +92,11 @@ class RunStore {
   // directly.
   static Result<std::unique_ptr<RunStore>> open(const std::string& dir, std::string* error_text = nullptr,
                                                 io::FileSystem* fs = nullptr);
+  // Opens an existing store without changing a byte of it (RocksDB's
+  // read-only mode, its files read through `fs`, which may refuse writes):
+  // for `fusee inspect`. write() then fails with EROFS.
+  static Result<std::unique_ptr<RunStore>> open_read_only(const std::string& dir, io::FileSystem& fs,
+                                                          std::string* error_text = nullptr);
   ~RunStore();
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;

@@ -13,6 +13,7 @@
 
 #include "base/assert.hpp"
 #include "wal/errc.hpp"
+#include "wal/record_reader.hpp"
 #include "wal/segment_file.hpp"
 
 namespace fusee::wal {
@@ -28,20 +29,6 @@ std::uint64_t default_random() {
 Result<void> remove_tree(io::FileSystem& fs, const std::string& dir) {
   for (const auto& name : FUSEE_TRY(fs.list(dir))) FUSEE_TRY_VOID(fs.remove(io::join_path(dir, name)));
   return fs.remove_dir(dir);
-}
-
-// Creates an empty log: segment 1 is made durable inside wal.new, which is
-// then renamed to wal. So wal/ existing proves its first segment is whole,
-// and recovery may treat a damaged first segment as damage, not a torn create.
-Result<void> create_fresh_log(io::FileSystem& fs, const LogOptions& options, const std::string& wal_dir) {
-  auto staging_dir = io::join_path(options.dir, "wal.new");
-  FUSEE_TRY_VOID(fs.create_dir(staging_dir));
-  SegmentHeader header{1, options.random(), 1, options.segment_bytes, 0};
-  bool direct = false;
-  FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, options.direct_io, &direct, /*zero_fill=*/true));
-  FUSEE_TRY_VOID(fs.rename(staging_dir, wal_dir));
-  FUSEE_TRY_VOID(fs.sync_dir(options.dir));
-  return ok();
 }
 
 }  // namespace
@@ -74,7 +61,7 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
 
   auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
   if (plan.fresh) {
-    FUSEE_TRY_VOID(create_fresh_log(fs, options, wal_dir));
+    FUSEE_TRY_VOID(create_empty_log(fs, options.dir, 1, 0, options.segment_bytes, options.direct_io, options.random()));
     plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
   }
   if (plan_out != nullptr) *plan_out = plan;
@@ -648,31 +635,7 @@ Result<void> Log::read(ShardId shard, Lsn first, Lsn last,
     for (; it != index.end() && it->first_lsn <= last; ++it) sections.push_back(*it);
     for (const auto& segment : read_segments_) salts[segment.number] = segment.salt;
   }
-  std::map<std::uint64_t, std::unique_ptr<io::File>> files;
-  std::vector<SectionView> decoded;
-  for (const auto& location : sections) {
-    auto& file = files[location.segment];
-    if (!file) file = FUSEE_TRY(fs_.open(io::join_path(wal_dir_, segment_file_name(location.segment)), {}));
-    auto bytes = FUSEE_TRY(read_batch(*file, salts.at(location.segment), location.batch_offset, location.batch_bytes));
-    auto header = decode_batch_header(bytes);
-    auto body = std::span<const std::byte>(bytes).subspan(kBatchHeaderBytes, header->body_length);
-    if (decode_body(body, header->section_count, decoded)) return make_error_code(errc::corrupt);
-    for (const auto& section : decoded) {
-      if (section.header.shard != shard || section.header.first_lsn != location.first_lsn) continue;
-      for (std::size_t r = 0; r < section.records.size(); ++r) {
-        auto lsn = section.header.first_lsn + r;
-        if (lsn < first || lsn > last) continue;
-        if (!section.blob_refs[r]) {
-          visit(lsn, section.records[r]);
-          continue;
-        }
-        // Everything above the log sees the record's own bytes.
-        auto blob = FUSEE_TRY(read_blob(fs_, blob_dir_of(wal_dir_), decode_blob_ref(section.records[r].data())));
-        visit(lsn, blob);
-      }
-    }
-  }
-  return ok();
+  return read_sections(fs_, wal_dir_, sections, salts, shard, first, last, visit);
 }
 
 }  // namespace fusee::wal

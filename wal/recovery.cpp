@@ -41,8 +41,9 @@ struct Probe {
 
 class Planner {
  public:
-  Planner(io::FileSystem& fs, std::string wal_dir, std::uint32_t shard_count, const RecoveryBase& base)
-      : fs_(fs), shard_count_(shard_count), base_(base) {
+  Planner(io::FileSystem& fs, std::string wal_dir, std::uint32_t shard_count, const RecoveryBase& base,
+          bool list_batches)
+      : fs_(fs), shard_count_(shard_count), base_(base), list_batches_(list_batches) {
     plan_.wal_dir = std::move(wal_dir);
     plan_.shards.resize(shard_count);
   }
@@ -271,6 +272,12 @@ class Planner {
                                 offset, header.total_length, header.sequence});
       plan_.chain_records += section.header.record_count;
     }
+    if (list_batches_) {
+      std::uint64_t records = 0;
+      for (const auto& section : sections) records += section.header.record_count;
+      plan_.batches.push_back({segment.number, offset, header.sequence, header.total_length, header.flags,
+                               header.acked, header.life, header.section_count, records});
+    }
     plan_.last_sequence = header.sequence;
     plan_.last_crc = header.crc;
     plan_.ends_with_close = (header.flags & kBatchFlagClose) != 0;
@@ -428,14 +435,15 @@ class Planner {
   std::size_t end_index_ = 0;
   std::vector<std::string> retired_;
   std::set<std::uint64_t> referenced_blob_files_;
+  bool list_batches_ = false;
 };
 
 }  // namespace
 
 Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir, std::uint32_t shard_count,
-                                   const RecoveryBase& base) {
+                                   const RecoveryBase& base, bool list_batches) {
   if (shard_count == 0 || shard_count > kShardsMax) return make_error_code(errc::invalid_argument);
-  Planner planner(fs, wal_dir, shard_count, base);
+  Planner planner(fs, wal_dir, shard_count, base, list_batches);
   return planner.run();
 }
 

@@ -45,6 +45,19 @@ struct SectionLocation {
   std::uint64_t sequence = 0;  // of the batch holding the section
 };
 
+// One batch of the chain, for `fusee inspect DIR batches`.
+struct BatchSummary {
+  std::uint64_t segment = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t sequence = 0;
+  std::uint32_t total_length = 0;
+  std::uint32_t flags = 0;  // kBatchFlagRoll, kBatchFlagClose
+  std::uint64_t acked = 0;
+  std::uint64_t life = 0;
+  std::uint32_t section_count = 0;
+  std::uint64_t records = 0;
+};
+
 struct ShardRange {
   Lsn first_lsn = 0;  // 0 when the shard has no record in the log
   Lsn last_lsn = 0;
@@ -65,6 +78,7 @@ struct RecoveryPlan {
   bool ends_with_close = false;  // the last batch is a clean close marker
   std::vector<SectionLocation> sections;
   std::vector<ShardRange> shards;  // indexed by shard id
+  std::vector<BatchSummary> batches;  // every batch of the chain, when asked for
 
   // Where the next batch goes: right after the chain's end.
   std::uint64_t write_segment = 0;
@@ -107,9 +121,11 @@ struct RecoveryBase {
 };
 
 // Reads the log in wal_dir and decides; never writes. An I/O error reading is
-// an error result; a damaged log is a plan with refused set.
+// an error result; a damaged log is a plan with refused set. `list_batches`
+// fills plan.batches (an inspection tool's view; recovery does not need it).
 Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir,
-                                   std::uint32_t shard_count, const RecoveryBase& base = {});
+                                   std::uint32_t shard_count, const RecoveryBase& base = {},
+                                   bool list_batches = false);
 
 // Carries out a plan that did not refuse: deletes what it names and syncs the
 // directory. Writes nothing else; reopening afterwards plans the same chain.

@@ -34,6 +34,16 @@ Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::
                                                  const SegmentHeader& header, bool direct,
                                                  bool* direct_out, bool zero_fill);
 
+// Creates an empty log in parent_dir/wal: segment 1 is made durable inside
+// parent_dir/wal.new, which is then renamed to wal. So wal/ existing proves
+// its first segment is whole, and recovery may treat a damaged first segment
+// as damage, not a torn create. Its chain starts at `first_sequence` after
+// `prev_crc`: 1 and 0 for a new data directory; past 1 for a reshard's new
+// layout, which reads as a log whose earlier segments were all retired
+// under checkpoints (engine/reshard.hpp).
+Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir, std::uint64_t first_sequence,
+                              std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt);
+
 // Writes zeros over [0, size_bytes) of file (buffered; the caller syncs).
 Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes);
 

@@ -176,6 +176,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   auto warn = config.warn ? config.warn
                           : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
   std::uint32_t shards = config.shards;
+  std::uint32_t layout = 0;                // fusee.meta's current layout (engine/meta.hpp)
+  std::string root = config.dir;           // ... the directory holding its wal/ and runs/
   std::vector<wal::Lsn> floors;            // local mode: each shard's checkpoint LSN
   std::vector<wal::Lsn> replay_from;       // ... and the first LSN its recovery reads
   std::vector<std::uint64_t> keep_from;    // ... and where its log must start
@@ -217,6 +219,20 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                 config.dir, (*meta)->shards, shards, config.dir, shards, (*meta)->shards));
       }
       shards = (*meta)->shards;
+      layout = (*meta)->layout;
+      // What an interrupted reshard left: the layout it was writing, or the
+      // one it had switched away from.
+      auto leftovers = engine::leftover_layouts(fs, config.dir, **meta);
+      if (!leftovers) {
+        throw Error(errc::storage, fmt::format("cannot list the data directory {}: {}", config.dir,
+                                               leftovers.error().message()));
+      }
+      for (const auto& leftover : *leftovers) {
+        if (auto removed = engine::remove_tree(fs, leftover); !removed) {
+          throw Error(errc::storage, fmt::format("cannot remove {}, left by an interrupted reshard: {}", leftover,
+                                                 removed.error().message()));
+        }
+      }
     } else {
       if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
       if (auto written = engine::write_meta(fs, config.dir, engine::Meta{engine::kMetaFormat, shards}); !written) {
@@ -225,12 +241,13 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       }
     }
     // The run store first: its checkpoints say what the log may have retired.
-    auto runs_dir = io::join_path(config.dir, "runs");
+    root = engine::layout_root(config.dir, layout);
+    auto runs_dir = io::join_path(root, "runs");
     if (auto made = create_dirs(fs, runs_dir); !made) {
       throw Error(errc::storage, fmt::format("cannot create {}: {}", runs_dir, made.error().message()));
     }
     std::string store_error;
-    auto store = engine::RunStore::open(config.dir, &store_error, config.file_system ? impl->fs : nullptr);
+    auto store = engine::RunStore::open(root, &store_error, config.file_system ? impl->fs : nullptr);
     if (!store) {
       throw Error(errc::storage, fmt::format("cannot open the run store in {}: {}", runs_dir,
                                              store_error.empty() ? store.error().message() : store_error));
@@ -255,7 +272,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.base.shard_lsn_floors = floors;
     options.base.shard_replay_from = replay_from;
     options.base.first_sequence_max = *std::min_element(keep_from.begin(), keep_from.end());
-    options.dir = config.dir;
+    options.dir = root;
     options.shard_count = shards;
     options.segment_bytes = config.segment_bytes;
     options.direct_io = config.flush == FlushMethod::direct;
@@ -268,7 +285,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     if (!log) {
       std::string why = log.error().message();
       if (!plan.refusal.empty()) why = plan.refusal;
-      throw Error(errc::storage, fmt::format("cannot open the log in {}/wal: {}", config.dir, why));
+      throw Error(errc::storage, fmt::format("cannot open the log in {}/wal: {}", root, why));
     }
     impl->sink = engine::make_log_sink(std::move(*log));
   }
@@ -285,14 +302,14 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                     std::optional<engine::JournalPlace> stored) {
       auto record = engine::decode_record(bytes);
       if (!record) {
-        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", config.dir,
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", root,
                                                where, shard, lsn));
       }
       if (auto added = impl->shards[shard]->load(*record, lsn, bytes, stored, floors.empty() ? 0 : floors[shard]);
           !added) {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
                                                "journal",
-                                               config.dir, where, shard, lsn, engine::record_kind_name(record->kind),
+                                               root, where, shard, lsn, engine::record_kind_name(record->kind),
                                                record->run_id));
       }
     };
@@ -303,7 +320,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
             return ok();
           });
       if (!stored) {
-        throw Error(errc::storage, fmt::format("{}/runs: cannot read shard {}'s journals: {}", config.dir, shard,
+        throw Error(errc::storage, fmt::format("{}/runs: cannot read shard {}'s journals: {}", root, shard,
                                                stored.error().message()));
       }
     }
@@ -312,7 +329,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       load("wal", lsn, bytes, std::nullopt);
     });
     if (!read) {
-      throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", config.dir, shard,
+      throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", root, shard,
                                              read.error().message()));
     }
     impl->shards[shard]->finish_loading();
