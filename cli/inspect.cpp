@@ -315,7 +315,8 @@ void print_blobs(const Inspection& inspection) {
   fmt::print("blobs          {} records in {} files ({}/wal/blobs)\n", plan.blob_records,
              plan.blob_files_referenced.size() + plan.blob_files_unreferenced.size(), inspection.offline.root);
   Table table({{"file", Table::Align::right}, {"referenced"}, {"newest referring segment", Table::Align::right}});
-  for (const auto& value : blobs_json(inspection).at("files").as_array()) {
+  const auto blobs = blobs_json(inspection);
+  for (const auto& value : blobs.at("files").as_array()) {
     const auto& file = value.as_object();
     table.add({json::serialize(file.at("file")), file.at("referenced").as_bool() ? "yes" : "no: deleted at open",
                file.at("last_segment").is_null() ? "-" : json::serialize(file.at("last_segment"))});
@@ -593,7 +594,7 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
     }
     table.print(stdout, "    ");
   } else {
-    fmt::print("  journal      none: the run store holds its summary; its records were retired\n");
+    fmt::print("  journal      none loaded: the run store holds the finished run (recovery skips its records)\n");
   }
   return 0;
 }
