@@ -936,6 +936,32 @@ void Shard::handle_list(const RunFilter& filter, std::vector<RunInfo>& out) {
   if (!listed) fail_storage(listed.error());
 }
 
+std::optional<RunInfo> Shard::handle_get(const std::string& id, RunInfo (*from_finished)(const FinishedRun&)) {
+  if (auto found = runs_.find(id); found != runs_.end()) return found->second->info();
+  if (store_ == nullptr) return std::nullopt;
+  auto parked = store_->parked(id_, id);
+  if (!parked) {
+    fail_storage(parked.error());
+    return std::nullopt;
+  }
+  if (*parked) {
+    RunInfo info;
+    info.id = id;
+    info.workflow = (*parked)->workflow;
+    info.status = RunStatus::running;
+    info.generation = (*parked)->generation;
+    info.started_at = from_ms((*parked)->started_ms);
+    return info;
+  }
+  auto finished = store_->finished(id);
+  if (!finished) {
+    fail_storage(finished.error());
+    return std::nullopt;
+  }
+  if (*finished) return from_finished(**finished);
+  return std::nullopt;
+}
+
 void Shard::handle_registered(const std::string& workflow) {
   std::vector<std::shared_ptr<Run>> waiting;
   for (auto& [id, run] : runs_) {

@@ -120,6 +120,9 @@ class Shard {
   void handle_read_stream(const std::string& id, const std::string& stream, StreamFrom from,
                           std::shared_ptr<detail::StreamFeed> feed, Reply reply);
   void handle_list(const RunFilter& filter, std::vector<RunInfo>& out);
+  // One run by id, wherever it is (loaded, parked, or finished in the run
+  // store), without loading it. Nothing when there is no such run.
+  std::optional<RunInfo> handle_get(const std::string& id, RunInfo (*from_finished)(const FinishedRun&));
   void handle_registered(const std::string& workflow);
   // Subscribes to a run's end (children): fn runs on this shard's thread.
   void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);

@@ -16,6 +16,7 @@
 #include "engine/engine_core.hpp"
 #include "engine/journal_sink.hpp"
 #include "engine/meta.hpp"
+#include "server/http/http_server.hpp"
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
 #include "engine/shard.hpp"
@@ -69,6 +70,7 @@ struct Engine::Impl final : engine::EngineCore {
   std::mutex random_mu;
   std::function<std::uint64_t()> random_source;
   std::unique_ptr<io::FileSystem::Lock> lock;  // held while open; released after the log closes
+  std::unique_ptr<server::HttpServer> http;    // Config::http_listen; stopped first at shutdown
   std::unique_ptr<engine::JournalSink> sink;
   std::unique_ptr<engine::RunStore> store;  // local mode
   std::vector<std::unique_ptr<engine::Shard>> shards;
@@ -76,6 +78,7 @@ struct Engine::Impl final : engine::EngineCore {
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
   mutable std::shared_mutex registry_mu;
   std::unordered_map<std::string, std::shared_ptr<const WorkflowFn>> registry;
+  std::unordered_map<std::string, InputCheck> input_checks;  // under registry_mu
   std::mutex shutdown_mu;
   std::atomic<bool> shut{false};
 
@@ -365,8 +368,15 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   });
   for (auto& shard : impl->shards) shard->start();
   if (impl->checkpointer) impl->checkpointer->start();
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  if (!config.http_listen.empty()) {
+    engine->impl_->http = std::make_unique<server::HttpServer>(
+        *engine, config.http_listen, server::HttpApiOptions{config.http_token}, config.http_body_bytes_max);
+  }
+  return engine;
 }
+
+std::string Engine::http_endpoint() const { return impl_->http ? impl_->http->endpoint() : std::string(); }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -396,6 +406,8 @@ EngineStats Engine::stats() const {
 void Engine::shutdown() {
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
+  // No new requests, and none left waiting on the shards.
+  if (impl_->http) impl_->http->stop();
   if (impl_->checkpointer) impl_->checkpointer->stop();
   for (auto& shard : impl_->shards) shard->stop();
   (void)impl_->sink->close();
@@ -421,7 +433,7 @@ void Engine::checkpoint() {
   }
 }
 
-void Engine::register_workflow_json(const std::string& name, WorkflowFn fn) {
+void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, InputCheck check) {
   impl_->check_open();
   {
     std::unique_lock lock(impl_->registry_mu);
@@ -429,6 +441,7 @@ void Engine::register_workflow_json(const std::string& name, WorkflowFn fn) {
       throw Error(errc::invalid_argument, fmt::format("a workflow named '{}' is already registered", name));
     }
     impl_->registry.emplace(name, std::make_shared<const WorkflowFn>(std::move(fn)));
+    if (check) impl_->input_checks.emplace(name, std::move(check));
   }
   for (auto& shard : impl_->shards) {
     (void)shard->post([shard = shard.get(), name] { shard->handle_registered(name); }, false);
@@ -438,6 +451,14 @@ void Engine::register_workflow_json(const std::string& name, WorkflowFn fn) {
 std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, const std::string& id,
                                                   boost::json::value input, const StartOptions& options) {
   if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
+  {
+    std::shared_lock lock(impl_->registry_mu);
+    if (auto check = impl_->input_checks.find(workflow); check != impl_->input_checks.end()) {
+      if (auto why = check->second(input); !why.empty()) {
+        throw Error(errc::invalid_argument, fmt::format("the input does not fit workflow '{}': {}", workflow, why));
+      }
+    }
+  }
   if (options.deadline && options.deadline->count() <= 0) {
     throw Error(errc::invalid_argument, fmt::format("run '{}': the deadline must be positive", id));
   }
@@ -542,6 +563,20 @@ bool in_time_range(const RunInfo& run, const RunFilter& filter) {
 }
 
 }  // namespace
+
+std::optional<RunInfo> Engine::get_run(const std::string& id) {
+  return impl_->request_async<std::optional<RunInfo>>(
+                  id,
+                  [id](engine::Shard& shard, const std::shared_ptr<std::promise<std::optional<RunInfo>>>& promise) {
+                    promise->set_value(shard.handle_get(id, &run_info_of));
+                  })
+      .get();
+}
+
+bool Engine::has_workflow(const std::string& name) const {
+  std::shared_lock lock(impl_->registry_mu);
+  return impl_->registry.contains(name);
+}
 
 std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   impl_->check_open();

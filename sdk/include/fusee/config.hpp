@@ -58,6 +58,13 @@ struct Config {
   // How long a finished run (input, result, status, times, streams) stays
   // in the run store for result(), list_runs() and read_stream().
   std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
+  // The HTTP/JSON API (docs/http-api.md), served by this engine on
+  // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
+  // off. With a token, every route but /healthz wants
+  // "Authorization: Bearer <token>"; without one, listen on loopback only.
+  std::string http_listen;
+  std::string http_token;
+  std::size_t http_body_bytes_max = 1u << 20;  // larger request bodies get 413
   // Injected sources; defaults: the system clock, std::random_device, the
   // real file system. The engine reads no other clock or randomness.
   std::shared_ptr<Clock> clock;

@@ -130,6 +130,10 @@ class StreamReader {
 };
 
 using WorkflowFn = std::function<Task<boost::json::value>(Ctx&, boost::json::value)>;
+// Whether an input fits a workflow: empty when it does, else why not. A
+// start whose input does not fit is refused (errc::invalid_argument) before
+// anything is recorded.
+using InputCheck = std::function<std::string(const boost::json::value&)>;
 
 namespace detail {
 template <typename In, typename Out, typename F>
@@ -157,9 +161,15 @@ class Engine {
   // returns Task<Out>. Registering a name twice is an error.
   template <typename In, typename Out, typename F>
   void register_workflow(const WorkflowRef<In, Out>& ref, F fn) {
-    register_workflow_json(ref.name, [fn = std::move(fn)](Ctx& ctx, boost::json::value input) {
-      return detail::adapt_workflow<In, Out>(fn, ctx, std::move(input));
-    });
+    register_workflow_json(
+        ref.name,
+        [fn = std::move(fn)](Ctx& ctx, boost::json::value input) {
+          return detail::adapt_workflow<In, Out>(fn, ctx, std::move(input));
+        },
+        [](const boost::json::value& input) -> std::string {
+          auto converted = boost::json::try_value_to<In>(input);
+          return converted ? std::string() : converted.error().message();
+        });
   }
 
   template <typename In, typename Out>
@@ -212,6 +222,12 @@ class Engine {
 
   StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
 
+  // One run by id, wherever it is; nothing when there is no such run.
+  std::optional<RunInfo> get_run(const std::string& id);
+  bool has_workflow(const std::string& name) const;
+  // Where the HTTP API listens ("host:port"), when Config::http_listen is set.
+  std::string http_endpoint() const;
+
   // Every run that matches, running (loaded or parked) and finished, by id.
   std::vector<RunInfo> list_runs(const RunFilter& filter = {});
   // Finished runs a page at a time (status, if given, must be a finished
@@ -231,7 +247,7 @@ class Engine {
   void shutdown();
 
   // The untyped API underneath (JSON in, JSON out), also used by the server.
-  void register_workflow_json(const std::string& name, WorkflowFn fn);
+  void register_workflow_json(const std::string& name, WorkflowFn fn, InputCheck check = {});
   StartOutcome start_json(const std::string& workflow, const std::string& id, boost::json::value input,
                           const StartOptions& options = {});
   boost::json::value result_json(const std::string& id);
