@@ -34,6 +34,9 @@ class EngineCore {
   // Starts (or attaches to) a child run on its shard; on_end runs on the
   // child's shard when it ends (a start that fails ends it at once).
   virtual void start_child(StartRequest request, std::function<void(const Outcome&)> on_end) = 0;
+  // A shard's journal failed (the log was poisoned or refused a write): the
+  // shard's runs cannot go on until a reopen. Tells the operator once.
+  virtual void storage_failed(std::uint32_t shard, std::error_code error) = 0;
 };
 
 std::int64_t to_ms(TimePoint time);

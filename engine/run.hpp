@@ -131,6 +131,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // for room in the log (their LSN unknown yet).
   wal::Lsn last_lsn = 0;
   std::uint32_t appends_waiting = 0;
+  // Why a record of the run was too large to journal; the shard then fails
+  // the run and journals nothing else of it (Shard::append).
+  std::string refused_record;
   // Step functions waiting for appends_waiting to reach 0.
   std::vector<std::function<void(std::error_code)>> gated;
   wal::Lsn started_lsn = 0;                              // run_started

@@ -1,4 +1,5 @@
 #include "engine/shard.hpp"
+#include "wal/limits.hpp"
 
 #include <fmt/format.h>
 
@@ -160,10 +161,38 @@ void Shard::assigned(Run& run, Lsn lsn, std::span<const std::byte> bytes, std::f
   }
 }
 
+std::string Shard::oversize_message(const JournalRecord& record, std::size_t bytes) const {
+  return fmt::format("run '{}': its {} record ({}{}) would be {} bytes, over the {} MiB a journal record may hold",
+                     record.run_id, record_kind_name(record.kind), record.name.empty() ? "" : "'",
+                     record.name.empty() ? "" : record.name + "'", bytes, wal::kRecordBytesMax >> 20);
+}
+
 void Shard::append(Run& run, const JournalRecord& record, std::function<void()> after_durable) {
   if (storage_error_) return;
+  // After a refused record nothing more of the run is journaled but its
+  // failure (below).
+  if (!run.refused_record.empty()) return;
   scratch_.clear();
   encode_record(record, scratch_);
+  if (scratch_.size() > wal::kRecordBytesMax) {
+    // A step result, stream chunk or run result too large to journal (the
+    // log would refuse it and stop the shard): the run fails, recorded so a
+    // replay does not try again, and the shard and its other runs go on.
+    // Not here: this may be the run's own coroutine, whose frame stop()
+    // destroys; the shard does it once the coroutine has suspended.
+    run.refused_record = oversize_message(record, scratch_.size());
+    (void)post(
+        [this, self = run.shared_from_this()] {
+          if (self->finished()) return;
+          auto message = std::move(self->refused_record);
+          self->refused_record.clear();
+          self->stop();
+          end_run(*self, Outcome{RunStatus::failed, {}, errc::invalid_argument, std::move(message)});
+          self->refused_record = "(failed)";  // nothing after the failure either
+        },
+        false);
+    return;
+  }
   if (waiting_appends_.empty()) {
     auto lsn = sink_.append(id_, scratch_);
     if (lsn) {
@@ -185,6 +214,11 @@ Result<Lsn> Shard::append_external(Run& run, const JournalRecord& record) {
   if (!waiting_appends_.empty()) return make_error_code(errc::busy);
   scratch_.clear();
   encode_record(record, scratch_);
+  if (scratch_.size() > wal::kRecordBytesMax) {
+    // Refused before anything is recorded; the caller says why.
+    oversize_message_ = oversize_message(record, scratch_.size());
+    return make_error_code(errc::invalid_argument);
+  }
   auto lsn = sink_.append(id_, scratch_);
   if (!lsn) {
     if (lsn.error() == make_error_code(wal::errc::queue_full)) return make_error_code(errc::busy);
@@ -238,7 +272,10 @@ void Shard::after_run_durable(Run& run, DurableCallback callback) {
 }
 
 void Shard::fail_storage(std::error_code error) {
-  if (!storage_error_) storage_error_ = error;
+  if (!storage_error_) {
+    storage_error_ = error;
+    core_.storage_failed(id_, error);
+  }
   waiting_appends_.clear();
   fail_waiters(storage_error_);
 }
@@ -680,6 +717,8 @@ void Shard::handle_start(StartRequest request, bool internal,
       reply(lsn.error(),
             lsn.error() == make_error_code(errc::busy)
                 ? fmt::format("shard {} is busy: run '{}' was not started, try again", id_, request.id)
+                : lsn.error() == make_error_code(errc::invalid_argument)
+                ? fmt::format("run '{}' was not started: {}", request.id, oversize_message_)
                 : fmt::format("run '{}' was not started: {}", request.id, lsn.error().message()),
             StartOutcome::started);
       return;
@@ -746,6 +785,8 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
                            ? fmt::format("shard {} is busy: signal '{}' to run '{}' was not recorded", id_, signal, id)
+                       : lsn.error() == make_error_code(errc::invalid_argument)
+                           ? fmt::format("signal '{}' was not recorded: {}", signal, oversize_message_)
                            : lsn.error().message());
     return;
   }

@@ -99,6 +99,7 @@ class Shard {
   // A request's first record: refused with errc::busy when the log or the
   // shard's waiting appends are full, and then nothing is recorded.
   Result<Lsn> append_external(Run& run, const JournalRecord& record);
+  std::string oversize_message(const JournalRecord& record, std::size_t bytes) const;
   void after_durable(Lsn lsn, DurableCallback callback);
   // callback runs once every record `run` appended so far is durable.
   void after_run_durable(Run& run, DurableCallback callback);
@@ -216,6 +217,7 @@ class Shard {
   TimerQueue timers_;
   std::error_code storage_error_;
   std::vector<std::byte> scratch_;
+  std::string oversize_message_;  // why append_external last refused a record as too large
 
   RunStore* store_ = nullptr;
   bool keep_for_checkpoints_ = true;  // false once checkpoints stopped

@@ -71,6 +71,9 @@ struct Engine::Impl final : engine::EngineCore {
   std::function<std::uint64_t()> random_source;
   std::unique_ptr<io::FileSystem::Lock> lock;  // held while open; released after the log closes
   std::unique_ptr<server::HttpServer> http;    // Config::http_listen; stopped first at shutdown
+  std::function<void(const std::string&)> warn;  // Config::warn or stderr
+  std::mutex storage_error_mu;
+  std::string storage_error;  // the first journal failure, for stats()
   std::unique_ptr<engine::JournalSink> sink;
   std::unique_ptr<engine::RunStore> store;  // local mode
   std::vector<std::unique_ptr<engine::Shard>> shards;
@@ -120,6 +123,21 @@ struct Engine::Impl final : engine::EngineCore {
                              });
         },
         false);
+  }
+
+  void storage_failed(std::uint32_t shard, std::error_code error) override {
+    std::string text;
+    {
+      std::lock_guard lock(storage_error_mu);
+      if (!storage_error.empty()) return;
+      storage_error = fmt::format("shard {}: {}", shard, error.message());
+      text = storage_error;
+    }
+    if (warn) {
+      warn(fmt::format("the log failed ({}): the shard's runs cannot go on until the engine is reopened; "
+                       "the next open recovers everything acknowledged",
+                       text));
+    }
   }
 
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }
@@ -178,6 +196,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   }
   auto warn = config.warn ? config.warn
                           : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
+  impl->warn = warn;
   std::uint32_t shards = config.shards;
   std::uint32_t layout = 0;                // fusee.meta's current layout (engine/meta.hpp)
   std::string root = config.dir;           // ... the directory holding its wal/ and runs/
@@ -395,6 +414,10 @@ EngineStats Engine::stats() const {
     stats.segments_retired = checkpoints.segments_retired;
     stats.run_store_bytes = checkpoints.store_bytes;
     stats.checkpoint_error = checkpoints.error;
+  }
+  {
+    std::lock_guard lock(impl_->storage_error_mu);
+    stats.log_error = impl_->storage_error;
   }
   for (const auto& shard : impl_->shards) {
     stats.runs_parked += shard->stats().runs_parked.load();

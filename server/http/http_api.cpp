@@ -417,6 +417,8 @@ HttpResponse HttpApi::metrics() {
   metric("fusee_segments_retired_total", "counter", "Log segments retired.", stats.segments_retired);
   metric("fusee_checkpoint_failed", "gauge", "1 when checkpoints stopped on an error.",
          stats.checkpoint_error.empty() ? 0 : 1);
+  metric("fusee_log_failed", "gauge", "1 when a write or flush failed and the log stopped (reopen to recover).",
+         stats.log_error.empty() ? 0 : 1);
   metric("fusee_run_store_bytes", "gauge", "The run store's size (RocksDB's estimate).", stats.run_store_bytes);
   metric("fusee_runs_parked_total", "counter", "Runs that left memory while waiting.", stats.runs_parked);
   metric("fusee_runs_woken_total", "counter", "Parked runs loaded back.", stats.runs_woken);

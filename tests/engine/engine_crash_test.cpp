@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <fusee/fusee.hpp>
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -332,5 +333,31 @@ TEST_SUITE("crash") {
 
   TEST_CASE("engine: an I/O error during checkpoints and retirement loses nothing acknowledged") {
     error_loops(Workload::checkpoints, "engine I/O error loops with checkpoints and retirement");
+  }
+}
+
+TEST_SUITE("unit") {
+  TEST_CASE("engine: a failed log write is told to the operator once, and shown in stats()") {
+    auto clock = std::make_shared<ManualClock>();
+    FaultFileSystem fs;
+    std::mutex mu;
+    std::vector<std::string> warnings;
+    auto config = config_for(fs, clock);
+    config.warn = [&](const std::string& text) {
+      std::lock_guard lock(mu);
+      warnings.push_back(text);
+    };
+    auto engine = Engine::open(config);
+    Life life;
+    register_order(*engine, life);
+    CHECK(engine->stats().log_error.empty());
+    fs.inject(Fault{OpKind::write, 1, FaultEffect::io_error, true});
+    CHECK_THROWS_AS(engine->start(kOrder, "doomed", 1), Error);
+    CHECK_THROWS_AS(engine->start(kOrder, "doomed-too", 2), Error);
+    CHECK_FALSE(engine->stats().log_error.empty());
+    std::lock_guard lock(mu);
+    auto told = std::count_if(warnings.begin(), warnings.end(),
+                              [](const std::string& text) { return text.find("the log failed") != std::string::npos; });
+    CHECK(told == 1);
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/engine/engine_harness.hpp"
+#include "wal/limits.hpp"
 
 using namespace fusee;
 using namespace fusee::testing;
@@ -633,4 +634,65 @@ TEST_CASE("local mode: now() and random() keep their journaled values when the r
   CHECK(out[1] == executions[0].random);
   CHECK(taken.count() == 1);
 }
+}
+
+constexpr std::size_t kTooBig = wal::kRecordBytesMax + 1;
+
+TEST_CASE_TEMPLATE("a record over the size limit fails its run or is refused, and the shard goes on", M, InMemory,
+                   OnDisk) {
+  CallCounter big_calls;
+  EngineHarness harness(M::mode, 1);  // one shard: the others' runs share it
+  const WorkflowRef<int, std::string> big{"big"};
+  const WorkflowRef<int, int> chunky{"chunky"};
+  const WorkflowRef<std::string, std::string> echo{"echo"};
+  auto register_all = [&](Engine& engine) {
+    engine.register_workflow(big, [&big_calls](Ctx& ctx, int) -> Task<std::string> {
+      co_return co_await ctx.step("fill", [&big_calls] {
+        big_calls.add();
+        return std::string(kTooBig, 'x');
+      });
+    });
+    engine.register_workflow(chunky, [](Ctx& ctx, int) -> Task<int> {
+      co_await ctx.stream("out").write(std::string(kTooBig, 'y'));
+      co_return 1;
+    });
+    engine.register_workflow(echo, [](Ctx& ctx, std::string text) -> Task<std::string> {
+      co_return co_await ctx.step("echo", [text] { return text; });
+    });
+  };
+  {
+    auto engine = harness.open();
+    register_all(*engine);
+    (void)engine->start(big, "big-1", 1);
+    try {
+      (void)engine->result(big, "big-1");
+      FAIL("an over-large step result must fail the run");
+    } catch (const Error& error) {
+      CHECK(error.error() == errc::invalid_argument);
+      CHECK(std::string(error.what()).find("over the 16 MiB") != std::string::npos);
+    }
+    (void)engine->start(chunky, "chunky-1", 1);
+    CHECK_THROWS_AS((void)engine->result(chunky, "chunky-1"), Error);
+    // Refused before anything is recorded.
+    try {
+      (void)engine->start(echo, "echo-big", std::string(kTooBig, 'z'));
+      FAIL("an over-large input must be refused");
+    } catch (const Error& error) {
+      CHECK(error.error() == errc::invalid_argument);
+      CHECK(std::string(error.what()).find("was not started") != std::string::npos);
+    }
+    CHECK_FALSE(engine->get_run("echo-big").has_value());
+    // The shard goes on.
+    (void)engine->start(echo, "echo-1", std::string("still here"));
+    CHECK(result_of(engine, echo, "echo-1") == "still here");
+    engine->shutdown();
+  }
+  if (M::mode == Mode::local) {
+    // The failure was journaled: a reopen does not run the step again.
+    auto engine = harness.open();
+    register_all(*engine);
+    CHECK_THROWS_AS((void)engine->result(big, "big-1"), Error);
+    CHECK(engine->get_run("big-1")->status == RunStatus::failed);
+    CHECK(big_calls.count() == 1);
+  }
 }

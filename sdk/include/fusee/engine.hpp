@@ -103,6 +103,9 @@ struct EngineStats {
   std::string checkpoint_error;        // why checkpoints stopped; empty while they run
   std::uint64_t runs_parked = 0;       // runs that left memory while waiting, since open
   std::uint64_t runs_woken = 0;        // parked runs loaded back, since open
+  // Why the journal failed (a write or flush error poisoned the log, in
+  // every mode but memory); empty while it works. Also sent to Config::warn.
+  std::string log_error;
 };
 
 namespace detail {
