@@ -4,6 +4,7 @@
 #include "fusee/engine.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <random>
@@ -16,6 +17,7 @@
 #include "engine/engine_core.hpp"
 #include "engine/journal_sink.hpp"
 #include "engine/meta.hpp"
+#include "engine/remote_sink.hpp"
 #include "server/http/http_server.hpp"
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
@@ -206,6 +208,19 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   if (config.mode == Mode::memory) {
     if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
     impl->sink = engine::make_memory_sink(shards);
+  } else if (config.mode == Mode::remote) {
+    std::string problem;
+    std::uint32_t server_shards = 0;
+    auto sink = engine::connect_remote_sink(
+        engine::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid())}, &server_shards,
+        &problem);
+    if (!sink) throw Error(errc::storage, fmt::format("remote mode: {}", problem));
+    if (shards != 0 && shards != server_shards) {
+      throw Error(errc::wrong_shard_count,
+                  fmt::format("the server's directory has {} shards, not {}", server_shards, shards));
+    }
+    shards = server_shards;
+    impl->sink = std::move(*sink);
   } else {
     if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");
     if (config.file_system) {

@@ -44,7 +44,7 @@ void register_parent(Engine& engine) {
 }  // namespace
 
 TEST_SUITE("unit") {
-TEST_CASE_TEMPLATE("a child run returns its output to its parent and is a run of its own", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a child run returns its output to its parent and is a run of its own", M, InMemory, OnDisk, Remote) {
   CallCounter child_calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -64,7 +64,7 @@ TEST_CASE_TEMPLATE("a child run returns its output to its parent and is a run of
   CHECK(runs[0].status == RunStatus::completed);
 }
 
-TEST_CASE_TEMPLATE("a failing child surfaces in its parent as errc::failed naming the child", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a failing child surfaces in its parent as errc::failed naming the child", M, InMemory, OnDisk, Remote) {
   CallCounter child_calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -80,7 +80,7 @@ TEST_CASE_TEMPLATE("a failing child surfaces in its parent as errc::failed namin
 }
 
 TEST_CASE_TEMPLATE("a parent that does not catch its child's failure fails with errc::failed naming the child", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   CallCounter child_calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();

@@ -93,7 +93,7 @@ const WorkflowRef<Order, Order> kDoubleOrder{"double-order"};
 
 TEST_SUITE("unit") {
 TEST_CASE_TEMPLATE("execute runs the workflow once and result returns the same output afterwards", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -106,7 +106,7 @@ TEST_CASE_TEMPLATE("execute runs the workflow once and result returns the same o
   CHECK(calls.count() == 1);
 }
 
-TEST_CASE_TEMPLATE("start returns started and result waits until the run finishes", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("start returns started and result waits until the run finishes", M, InMemory, OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -121,7 +121,7 @@ TEST_CASE_TEMPLATE("start returns started and result waits until the run finishe
 }
 
 TEST_CASE_TEMPLATE("starting an id that is running attaches by default and the first input wins", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -135,7 +135,7 @@ TEST_CASE_TEMPLATE("starting an id that is running attaches by default and the f
   CHECK(runs_with_id(*engine, "w-1").size() == 1);
 }
 
-TEST_CASE_TEMPLATE("IfRunning::reject refuses an id that is running with already_exists", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("IfRunning::reject refuses an id that is running with already_exists", M, InMemory, OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -154,7 +154,7 @@ TEST_CASE_TEMPLATE("IfRunning::reject refuses an id that is running with already
 }
 
 TEST_CASE_TEMPLATE("starting a finished id attaches by default without running the workflow again", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -169,7 +169,7 @@ TEST_CASE_TEMPLATE("starting a finished id attaches by default without running t
 }
 
 TEST_CASE_TEMPLATE("IfFinished::reject refuses a finished id with already_exists and keeps its result", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -184,7 +184,7 @@ TEST_CASE_TEMPLATE("IfFinished::reject refuses a finished id with already_exists
   CHECK(calls.count() == 1);
 }
 
-TEST_CASE_TEMPLATE("IfFinished::start_anew runs a finished id again as its next generation", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("IfFinished::start_anew runs a finished id again as its next generation", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -203,7 +203,7 @@ TEST_CASE_TEMPLATE("IfFinished::start_anew runs a finished id again as its next 
 }
 
 TEST_CASE_TEMPLATE("list_runs reports workflow, status, generation, times and errors, and filters", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls, waits, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -265,7 +265,7 @@ TEST_CASE_TEMPLATE("list_runs reports workflow, status, generation, times and er
 }
 
 TEST_CASE_TEMPLATE("cancel stops a waiting run: result throws cancelled with the reason and its code stops", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -282,7 +282,7 @@ TEST_CASE_TEMPLATE("cancel stops a waiting run: result throws cancelled with the
   CHECK(run_info(*engine, "w-1").status == RunStatus::cancelled);
 }
 
-TEST_CASE_TEMPLATE("cancel of a finished run changes nothing", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("cancel of a finished run changes nothing", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -296,7 +296,7 @@ TEST_CASE_TEMPLATE("cancel of a finished run changes nothing", M, InMemory, OnDi
 }
 
 TEST_CASE_TEMPLATE("a workflow that throws fails its run with errc::failed carrying the exception's message", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_throws(*engine);
@@ -308,7 +308,7 @@ TEST_CASE_TEMPLATE("a workflow that throws fails its run with errc::failed carry
 }
 
 TEST_CASE_TEMPLATE("start of an unregistered workflow throws unknown_workflow and records no run", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<std::string, std::string> nobody{"nobody-registered-this"};
@@ -319,7 +319,7 @@ TEST_CASE_TEMPLATE("start of an unregistered workflow throws unknown_workflow an
   CHECK(runs_with_id(*engine, "n-1").empty());
 }
 
-TEST_CASE_TEMPLATE("result and signal of an unknown id throw not_found", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("result and signal of an unknown id throw not_found", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
 
@@ -328,7 +328,7 @@ TEST_CASE_TEMPLATE("result and signal of an unknown id throw not_found", M, InMe
 }
 
 TEST_CASE_TEMPLATE("a start with an empty id or a deadline that is not positive throws invalid_argument", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -342,7 +342,7 @@ TEST_CASE_TEMPLATE("a start with an empty id or a deadline that is not positive 
   CHECK(calls.count() == 0);
 }
 
-TEST_CASE_TEMPLATE("registering a workflow name twice throws", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("registering a workflow name twice throws", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -351,7 +351,7 @@ TEST_CASE_TEMPLATE("registering a workflow name twice throws", M, InMemory, OnDi
 }
 
 TEST_CASE_TEMPLATE("after shutdown every call throws shut_down and shutdown may be called again", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -369,7 +369,7 @@ TEST_CASE_TEMPLATE("after shutdown every call throws shut_down and shutdown may 
   error_message(errc::shut_down, [&] { (void)engine->read_stream("g-1", "s"); });
 }
 
-TEST_CASE_TEMPLATE("a result() waiting when the engine shuts down is released with shut_down", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a result() waiting when the engine shuts down is released with shut_down", M, InMemory, OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -384,7 +384,7 @@ TEST_CASE_TEMPLATE("a result() waiting when the engine shuts down is released wi
 }
 
 TEST_CASE_TEMPLATE("user types travel as JSON through tag_invoke, as input, step value and output", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   engine->register_workflow(kDoubleOrder, [](Ctx& ctx, Order order) -> Task<Order> {
@@ -406,7 +406,7 @@ TEST_CASE_TEMPLATE("user types travel as JSON through tag_invoke, as input, step
   CHECK(json == boost::json::value{{"item", "tea (doubled)"}, {"quantity", 42}});
 }
 
-TEST_CASE_TEMPLATE("the untyped JSON API starts and reads runs of typed workflows", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("the untyped JSON API starts and reads runs of typed workflows", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -418,7 +418,7 @@ TEST_CASE_TEMPLATE("the untyped JSON API starts and reads runs of typed workflow
 }
 
 TEST_CASE_TEMPLATE("many runs started from several threads on every shard finish with their own results", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode, 4);
   auto engine = harness.open();
@@ -443,7 +443,7 @@ TEST_CASE_TEMPLATE("many runs started from several threads on every shard finish
   CHECK(engine->list_runs().size() == kThreads * kRunsPerThread);
 }
 
-TEST_CASE_TEMPLATE("a shard whose request queue is full answers busy and records nothing", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a shard whose request queue is full answers busy and records nothing", M, InMemory, OnDisk, Remote) {
   // A step that blocks its shard's thread (what a step must never do) holds
   // the only shard while two starts arrive for a queue of one.
   std::mutex mu;
@@ -496,7 +496,7 @@ TEST_CASE_TEMPLATE("a shard whose request queue is full answers busy and records
   CHECK(calls.count() == 1);
 }
 
-TEST_CASE_TEMPLATE("shard_count reports the configured count", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("shard_count reports the configured count", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode, 3);
   auto engine = harness.open();
   CHECK(engine->shard_count() == 3);

@@ -1,5 +1,6 @@
-// Shared by the engine API tests: an Engine in memory mode or in local mode
-// on a fresh directory, on a ManualClock and a counting random source, plus
+// Shared by the engine API tests: an Engine in memory mode, in local mode
+// on a fresh directory, or in remote mode against a `fusee server` log
+// service (server/log_service.hpp) the harness runs on a Unix socket, on a ManualClock and a counting random source, plus
 // bounded waits so that an engine that never answers fails a test instead of
 // hanging the suite. Not thread-safe; one harness per test. The harness must
 // outlive every engine it opened (its destructor shuts them down), and state
@@ -23,7 +24,9 @@
 #include <vector>
 
 #include "fusee/fusee.hpp"
+#include "server/log_service.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
 
 namespace fusee::testing {
 
@@ -44,6 +47,9 @@ struct InMemory {
 struct OnDisk {
   static constexpr Mode mode = Mode::local;
 };
+struct Remote {
+  static constexpr Mode mode = Mode::remote;
+};
 
 // The first value of the harness's random source; it counts up from here.
 inline constexpr std::uint64_t kRandomStart = 1'000'000;
@@ -53,6 +59,15 @@ class EngineHarness {
   explicit EngineHarness(Mode mode, std::uint32_t shards = 2)
       : mode_(mode), shards_(shards), clock_(std::make_shared<ManualClock>()) {
     random_next_->store(kRandomStart);
+    if (mode == Mode::remote) {
+      server::LogServiceOptions options;
+      options.dir = dir_.sub("data");
+      options.listen = "unix:" + dir_.sub("server.sock");
+      options.shards = shards;
+      options.direct_io = false;
+      options.log = [](const std::string&) {};
+      server_ = server::LogService::open(server_fs_, options);
+    }
   }
   ~EngineHarness() {
     for (auto& engine : engines_) {
@@ -69,7 +84,9 @@ class EngineHarness {
   // A fresh configuration for this harness: same directory, clock and random
   // source every time, buffered flushes so local mode stays fast.
   Config config() const {
-    Config config = mode_ == Mode::memory ? Config::memory() : Config::local(dir_.sub("data"));
+    Config config = mode_ == Mode::memory   ? Config::memory()
+                    : mode_ == Mode::remote ? Config::remote("unix:" + dir_.sub("server.sock"))
+                                            : Config::local(dir_.sub("data"));
     config.shards = shards_;
     config.flush = FlushMethod::buffered;
     config.clock = clock_;
@@ -95,6 +112,8 @@ class EngineHarness {
   Mode mode_;
   std::uint32_t shards_;
   TempDir dir_;
+  io::PosixFileSystem server_fs_;
+  std::unique_ptr<server::LogService> server_;  // remote mode
   std::shared_ptr<ManualClock> clock_;
   std::shared_ptr<std::atomic<std::uint64_t>> random_next_ = std::make_shared<std::atomic<std::uint64_t>>();
   std::vector<std::shared_ptr<Engine>> engines_;  // last: shut down and released first

@@ -45,7 +45,7 @@ void register_approve_within(Engine& engine) {
 }  // namespace
 
 TEST_SUITE("unit") {
-TEST_CASE_TEMPLATE("wait_for returns the value a signal sent", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("wait_for returns the value a signal sent", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);
@@ -56,7 +56,7 @@ TEST_CASE_TEMPLATE("wait_for returns the value a signal sent", M, InMemory, OnDi
 }
 
 TEST_CASE_TEMPLATE("signals of one name reach successive wait_for calls in the order they were sent", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);
@@ -66,7 +66,7 @@ TEST_CASE_TEMPLATE("signals of one name reach successive wait_for calls in the o
   CHECK(result_of(engine, kCollect, "c-1") == std::vector<std::string>{"one", "two", "three", "four"});
 }
 
-TEST_CASE_TEMPLATE("a signal sent before the run waits for it is kept, and names do not mix", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a signal sent before the run waits for it is kept, and names do not mix", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, std::string> ref{"approve-then-data"};
@@ -83,7 +83,7 @@ TEST_CASE_TEMPLATE("a signal sent before the run waits for it is kept, and names
 }
 
 TEST_CASE_TEMPLATE("wait_for with a timeout returns nothing once the timeout passes on the engine clock", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_approve_within(*engine);
@@ -97,7 +97,7 @@ TEST_CASE_TEMPLATE("wait_for with a timeout returns nothing once the timeout pas
   CHECK(std::stoll(out.substr(std::string("timed out after ").size())) >= 60'000);
 }
 
-TEST_CASE_TEMPLATE("wait_for with a timeout returns the value when the signal comes in time", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("wait_for with a timeout returns the value when the signal comes in time", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_approve_within(*engine);
@@ -107,7 +107,7 @@ TEST_CASE_TEMPLATE("wait_for with a timeout returns the value when the signal co
   CHECK(result_of(engine, kApproveWithin, "a-1") == "approved");
 }
 
-TEST_CASE_TEMPLATE("the timeout of a wait that got its signal never fires into a later wait", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("the timeout of a wait that got its signal never fires into a later wait", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, std::vector<std::string>> ref{"two-waits"};
@@ -126,7 +126,7 @@ TEST_CASE_TEMPLATE("the timeout of a wait that got its signal never fires into a
   CHECK(pending.get() == std::vector<std::string>{"in time", "later"});
 }
 
-TEST_CASE_TEMPLATE("a signal id is delivered once however often it is sent", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a signal id is delivered once however often it is sent", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);
@@ -140,7 +140,7 @@ TEST_CASE_TEMPLATE("a signal id is delivered once however often it is sent", M, 
   CHECK(result_of(engine, kCollect, "c-1") == std::vector<std::string>{"first", "second", "third"});
 }
 
-TEST_CASE_TEMPLATE("a signal id is deduplicated per run, not across runs", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a signal id is deduplicated per run, not across runs", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);
@@ -153,7 +153,7 @@ TEST_CASE_TEMPLATE("a signal id is deduplicated per run, not across runs", M, In
   CHECK(result_of(engine, kCollect, "c-2") == std::vector<std::string>{"to two"});
 }
 
-TEST_CASE_TEMPLATE("signals without an id are all delivered, even with equal values", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("signals without an id are all delivered, even with equal values", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);
@@ -164,7 +164,7 @@ TEST_CASE_TEMPLATE("signals without an id are all delivered, even with equal val
   CHECK(result_of(engine, kCollect, "c-1") == std::vector<std::string>{"same", "same"});
 }
 
-TEST_CASE_TEMPLATE("a signal to an unknown run throws not_found", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a signal to an unknown run throws not_found", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);
@@ -174,7 +174,7 @@ TEST_CASE_TEMPLATE("a signal to an unknown run throws not_found", M, InMemory, O
   CHECK(contains(message, "nobody-17"));
 }
 
-TEST_CASE_TEMPLATE("a signal to a finished run throws not_found", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a signal to a finished run throws not_found", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_collect(*engine);

@@ -92,7 +92,7 @@ class Gate {
 }  // namespace
 
 TEST_SUITE("unit") {
-TEST_CASE_TEMPLATE("a step's value reaches the workflow and its function runs once", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a step's value reaches the workflow and its function runs once", M, InMemory, OnDisk, Remote) {
   CallCounter first_calls, second_calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -115,7 +115,7 @@ TEST_CASE_TEMPLATE("a step's value reaches the workflow and its function runs on
   CHECK(second_calls.count() == 1);
 }
 
-TEST_CASE_TEMPLATE("a step may return nothing, and may take its StepContext or no argument", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a step may return nothing, and may take its StepContext or no argument", M, InMemory, OnDisk, Remote) {
   CallCounter void_calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -135,7 +135,7 @@ TEST_CASE_TEMPLATE("a step may return nothing, and may take its StepContext or n
   CHECK(void_calls.count() == 1);
 }
 
-TEST_CASE_TEMPLATE("a coroutine step runs to completion and its value is journaled", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a coroutine step runs to completion and its value is journaled", M, InMemory, OnDisk, Remote) {
   CallCounter void_calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -158,7 +158,7 @@ TEST_CASE_TEMPLATE("a coroutine step runs to completion and its value is journal
 }
 
 TEST_CASE_TEMPLATE("a coroutine step that is suspended does not hold up the other runs of its shard", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   Gate gate;
   CallCounter entered;
   EngineHarness harness(M::mode, 1);
@@ -188,7 +188,7 @@ TEST_CASE_TEMPLATE("a coroutine step that is suspended does not hold up the othe
 }
 
 TEST_CASE_TEMPLATE("a failing step is retried with exponential backoff capped at maximum_backoff", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   AttemptLog log;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -246,7 +246,7 @@ TEST_CASE_TEMPLATE("a failing step is retried with exponential backoff capped at
 }
 
 TEST_CASE_TEMPLATE("a step that keeps failing stops after `attempts` calls and surfaces as step_failed", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -281,7 +281,7 @@ TEST_CASE_TEMPLATE("a step that keeps failing stops after `attempts` calls and s
   CHECK(contains(outcome, "call-api"));
 }
 
-TEST_CASE_TEMPLATE("a step without a retry policy is tried once", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a step without a retry policy is tried once", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -307,7 +307,7 @@ TEST_CASE_TEMPLATE("a step without a retry policy is tried once", M, InMemory, O
 }
 
 TEST_CASE_TEMPLATE("an uncaught step failure fails the run and its result carries the step's error", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, int> ref{"uncaught"};
@@ -330,7 +330,7 @@ TEST_CASE_TEMPLATE("an uncaught step failure fails the run and its result carrie
   CHECK(runs[0].status == RunStatus::failed);
 }
 
-TEST_CASE_TEMPLATE("TerminalError fails a step at once whatever its retry policy says", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("TerminalError fails a step at once whatever its retry policy says", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -360,7 +360,7 @@ TEST_CASE_TEMPLATE("TerminalError fails a step at once whatever its retry policy
   CHECK(contains(outcome, "card declined"));
 }
 
-TEST_CASE_TEMPLATE("non_retryable ends the retries on a matching error", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("non_retryable ends the retries on a matching error", M, InMemory, OnDisk, Remote) {
   CallCounter calls;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -397,7 +397,7 @@ TEST_CASE_TEMPLATE("non_retryable ends the retries on a matching error", M, InMe
 }
 
 TEST_CASE_TEMPLATE("ctx.key() is the same for every attempt of a step and differs between steps", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   AttemptLog log;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -435,7 +435,7 @@ TEST_CASE_TEMPLATE("ctx.key() is the same for every attempt of a step and differ
 }
 
 TEST_CASE_TEMPLATE("ctx.key() is deterministic: the same run id gets the same keys on another engine", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   const WorkflowRef<int, std::vector<std::string>> ref{"keys"};
   auto keys_of = [&](const std::string& id) {
     EngineHarness harness(M::mode);
@@ -548,7 +548,7 @@ TEST_CASE("local mode: a failed step and a coroutine step's value replay from th
 }
 
 TEST_CASE_TEMPLATE("now() and random() give the engine clock's time and the configured source's values", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   CallCounter first_taken;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -639,7 +639,7 @@ TEST_CASE("local mode: now() and random() keep their journaled values when the r
 constexpr std::size_t kTooBig = wal::kRecordBytesMax + 1;
 
 TEST_CASE_TEMPLATE("a record over the size limit fails its run or is refused, and the shard goes on", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter big_calls;
   EngineHarness harness(M::mode, 1);  // one shard: the others' runs share it
   const WorkflowRef<int, std::string> big{"big"};

@@ -71,7 +71,7 @@ void check_values(const std::vector<StreamChunk>& chunks) {
 
 TEST_SUITE("unit") {
 TEST_CASE_TEMPLATE("write returns consecutive offsets and a reader from earliest gets every chunk, then the end", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_publisher(*engine);
@@ -87,7 +87,7 @@ TEST_CASE_TEMPLATE("write returns consecutive offsets and a reader from earliest
   CHECK_FALSE(reader->try_next().has_value());
 }
 
-TEST_CASE_TEMPLATE("a reader at an exact offset starts there", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a reader at an exact offset starts there", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_publisher(*engine);
@@ -104,7 +104,7 @@ TEST_CASE_TEMPLATE("a reader at an exact offset starts there", M, InMemory, OnDi
   }
 }
 
-TEST_CASE_TEMPLATE("a reader from latest gets only the chunks written after it opened", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a reader from latest gets only the chunks written after it opened", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_publisher(*engine);
@@ -124,7 +124,7 @@ TEST_CASE_TEMPLATE("a reader from latest gets only the chunks written after it o
 }
 
 TEST_CASE_TEMPLATE("readers opened at every offset and every point of the writing get their offsets exactly once", M,
-                   InMemory, OnDisk) {
+                   InMemory, OnDisk, Remote) {
   // A stream of N chunks written one per signal. At each point k (chunks
   // 0..k-1 readable, chunk k not yet written) and again while chunk k is on
   // its way, readers open at every offset 0..N, at earliest and at latest.
@@ -188,7 +188,7 @@ TEST_CASE_TEMPLATE("readers opened at every offset and every point of the writin
 }
 
 TEST_CASE_TEMPLATE("closing a stream ends a reader waiting for the next chunk while the run goes on", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, std::string> ref{"close-then-wait"};
@@ -217,7 +217,7 @@ TEST_CASE_TEMPLATE("closing a stream ends a reader waiting for the next chunk wh
   CHECK(result_of(engine, ref, "c-1") == "done");
 }
 
-TEST_CASE_TEMPLATE("a run that finishes ends the readers of a stream it never closed", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a run that finishes ends the readers of a stream it never closed", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, int> ref{"write-and-return"};
@@ -237,7 +237,7 @@ TEST_CASE_TEMPLATE("a run that finishes ends the readers of a stream it never cl
   CHECK(offsets_of(drain(open_reader(*engine, "w-1", "out", StreamFrom::earliest()))) == offsets_from(0, 1));
 }
 
-TEST_CASE_TEMPLATE("each named stream of a run has its own offsets", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("each named stream of a run has its own offsets", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, std::vector<std::uint64_t>> ref{"two-streams"};
@@ -261,7 +261,7 @@ TEST_CASE_TEMPLATE("each named stream of a run has its own offsets", M, InMemory
   check_values(b);
 }
 
-TEST_CASE_TEMPLATE("a reader waiting when the engine shuts down is released with shut_down", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a reader waiting when the engine shuts down is released with shut_down", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_publisher(*engine);
@@ -274,7 +274,7 @@ TEST_CASE_TEMPLATE("a reader waiting when the engine shuts down is released with
   error_message(errc::shut_down, [&] { (void)waiting.get(); });
 }
 
-TEST_CASE_TEMPLATE("reading a stream of an unknown run throws not_found", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("reading a stream of an unknown run throws not_found", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   // Either read_stream or the first next() may say so.

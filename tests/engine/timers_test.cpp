@@ -42,7 +42,7 @@ constexpr std::int64_t kHour = 60 * kMinute;
 }  // namespace
 
 TEST_SUITE("unit") {
-TEST_CASE_TEMPLATE("sleep resumes the run only once the engine clock has passed its duration", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("sleep resumes the run only once the engine clock has passed its duration", M, InMemory, OnDisk, Remote) {
   CallCounter reached_sleep;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -56,7 +56,7 @@ TEST_CASE_TEMPLATE("sleep resumes the run only once the engine clock has passed 
   CHECK(pending.get() >= kHour);
 }
 
-TEST_CASE_TEMPLATE("a zero-length sleep completes without the clock moving", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a zero-length sleep completes without the clock moving", M, InMemory, OnDisk, Remote) {
   CallCounter reached_sleep;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -66,7 +66,7 @@ TEST_CASE_TEMPLATE("a zero-length sleep completes without the clock moving", M, 
   CHECK(result_of(engine, kNap, "n-0") == 0);
 }
 
-TEST_CASE_TEMPLATE("a short sleep wakes without waiting for a longer one in another run", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a short sleep wakes without waiting for a longer one in another run", M, InMemory, OnDisk, Remote) {
   CallCounter reached_sleep;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
@@ -85,7 +85,7 @@ TEST_CASE_TEMPLATE("a short sleep wakes without waiting for a longer one in anot
 }
 
 TEST_CASE_TEMPLATE("a run cancelled while it sleeps runs none of its code when its timer comes due", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   CallCounter reached_sleep, after_sleep;
   EngineHarness harness(M::mode, 1);
   auto engine = harness.open();
@@ -109,7 +109,7 @@ TEST_CASE_TEMPLATE("a run cancelled while it sleeps runs none of its code when i
   error_message(errc::cancelled, [&] { (void)result_of(engine, nap_then_step, "cancelled"); });
 }
 
-TEST_CASE_TEMPLATE("a deadline fails a run that has not finished with timed_out", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a deadline fails a run that has not finished with timed_out", M, InMemory, OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_await_go(*engine);
@@ -132,7 +132,7 @@ TEST_CASE_TEMPLATE("a deadline fails a run that has not finished with timed_out"
 }
 
 TEST_CASE_TEMPLATE("a run that finishes before its deadline keeps its result after the deadline passes", M, InMemory,
-                   OnDisk) {
+                   OnDisk, Remote) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_await_go(*engine);

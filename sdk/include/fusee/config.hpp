@@ -18,7 +18,10 @@ class FileSystem;  // internal; tests inject a fault-injecting one
 
 namespace fusee {
 
-enum class Mode { memory, local };
+// memory: nothing kept (tests). local: the engine owns <dir> (log and run
+// store). remote: the shards send their records to `fusee server`
+// (docs/server-protocol.md), which holds the log.
+enum class Mode { memory, local, remote };
 
 // How the log makes a write durable.
 enum class FlushMethod {
@@ -58,6 +61,9 @@ struct Config {
   // How long a finished run (input, result, status, times, streams) stays
   // in the run store for result(), list_runs() and read_stream().
   std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
+  // Remote mode: the server's address, and its token (TCP, when it wants one).
+  std::string server;
+  std::string server_token;
   // The HTTP/JSON API (docs/http-api.md), served by this engine on
   // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
   // off. With a token, every route but /healthz wants
@@ -78,6 +84,18 @@ struct Config {
     Config config;
     config.mode = Mode::memory;
     config.dir.clear();
+    return config;
+  }
+  // Remote mode: "unix:PATH" or "HOST:PORT" of a `fusee server`. The engine
+  // takes every shard's lease, waiting while another worker holds one (a
+  // standby takes over when the holder's connection goes). For now without
+  // the run store: finished runs stay in memory, nothing parks, and the
+  // server's log is never retired.
+  static Config remote(std::string address) {
+    Config config;
+    config.mode = Mode::remote;
+    config.dir.clear();
+    config.server = std::move(address);
     return config;
   }
   static Config local(std::string dir) {

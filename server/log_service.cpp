@@ -1,0 +1,559 @@
+#include "server/log_service.hpp"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/meta.hpp"
+#include "fusee/error.hpp"
+#include "server/protocol/frame.hpp"
+#include "server/protocol/messages.hpp"
+#include "wal/errc.hpp"
+#include "wal/log.hpp"
+
+namespace fusee::server {
+namespace {
+
+// What one RECORDS frame carries at most, so a read streams in pieces.
+constexpr std::size_t kRecordsChunkBytes = 1u << 20;
+
+std::string errno_text() { return std::strerror(errno); }
+
+bool write_all(int fd, const std::byte* data, std::size_t size) {
+  while (size > 0) {
+    auto written = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+// A listening socket for "unix:PATH" or "HOST:PORT"; its address in `bound`.
+int listen_on(const std::string& listen, std::string& bound) {
+  if (listen.starts_with("unix:")) {
+    auto path = listen.substr(5);
+    sockaddr_un address{};
+    if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+      throw Error(errc::invalid_argument, fmt::format("listen address '{}': the socket path is empty or too long", listen));
+    }
+    struct stat existing {};
+    if (::stat(path.c_str(), &existing) == 0) {
+      // A socket left by a server that died; anything else is not ours to remove.
+      if (!S_ISSOCK(existing.st_mode)) {
+        throw Error(errc::invalid_argument, fmt::format("listen address '{}': {} exists and is not a socket", listen, path));
+      }
+      ::unlink(path.c_str());
+    }
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.data(), path.size());
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 128) != 0) {
+      auto why = errno_text();
+      if (fd >= 0) ::close(fd);
+      throw Error(errc::storage, fmt::format("cannot listen on {}: {}", listen, why));
+    }
+    bound = listen;
+    return fd;
+  }
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    throw Error(errc::invalid_argument, fmt::format("listen address '{}': expected unix:PATH or HOST:PORT", listen));
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.empty() || host == "localhost") host = "127.0.0.1";
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(listen.substr(colon + 1), &used);
+    if (used != listen.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  if (port < 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    throw Error(errc::invalid_argument,
+                fmt::format("listen address '{}': expected an IPv4 address and a port 0 to 65535", listen));
+  }
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 128) != 0) {
+    auto why = errno_text();
+    if (fd >= 0) ::close(fd);
+    throw Error(errc::storage, fmt::format("cannot listen on {}: {}", listen, why));
+  }
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  bound = fmt::format("{}:{}", host, ntohs(address.sin_port));
+  return fd;
+}
+
+}  // namespace
+
+// One worker's connection: a reading thread (this service's requests) and a
+// writing thread (replies and durable positions, queued).
+struct Connection {
+  int fd = -1;
+  std::uint64_t id = 0;
+  bool tcp = false;
+  std::string worker = "?";
+  bool greeted = false;
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<std::vector<std::byte>> out;
+  bool closing = false;
+  std::thread reader;
+  std::thread writer;
+  std::atomic<bool> finished{false};  // the reader is done: the accept loop reaps it
+
+  void send(MessageType type, std::uint64_t request_id, const std::vector<std::byte>& payload) {
+    std::vector<std::byte> frame;
+    encode_frame(static_cast<std::uint8_t>(type), request_id, payload, frame);
+    std::lock_guard lock(mu);
+    if (closing) return;
+    out.push_back(std::move(frame));
+    wake.notify_one();
+  }
+};
+
+struct LogService::Impl {
+  io::FileSystem* fs = nullptr;
+  LogServiceOptions options;
+  std::unique_ptr<io::FileSystem::Lock> lock;
+  std::unique_ptr<wal::Log> log;
+  std::uint32_t shards = 0;
+  int listen_fd = -1;
+  std::string endpoint;
+  std::thread acceptor;
+  std::atomic<bool> stopping{false};
+
+  std::mutex mu;  // the lease table and the connections
+  struct ShardLease {
+    std::uint64_t epoch = 0;
+    std::shared_ptr<Connection> holder;
+  };
+  std::vector<ShardLease> leases;
+  std::uint64_t next_epoch = 0;
+  struct Waiting {
+    std::shared_ptr<Connection> connection;
+    std::uint32_t wanted = 0;  // shards still to grant
+  };
+  std::list<Waiting> waiting;
+  std::list<std::shared_ptr<Connection>> connections;
+  std::uint64_t next_connection = 1;
+
+  void say(const std::string& line) {
+    if (options.log) options.log(line);
+  }
+
+  void accept_loop() {
+    for (;;) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (stopping) {
+        if (fd >= 0) ::close(fd);
+        return;
+      }
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          continue;
+        }
+        return;
+      }
+      auto connection = std::make_shared<Connection>();
+      connection->fd = fd;
+      connection->tcp = !options.listen.starts_with("unix:");
+      if (connection->tcp) {
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      }
+      {
+        std::lock_guard lock(mu);
+        connection->id = next_connection++;
+        // Reap the connections whose threads are done.
+        for (auto it = connections.begin(); it != connections.end();) {
+          if (!(*it)->finished) {
+            ++it;
+            continue;
+          }
+          (*it)->reader.join();
+          ::close((*it)->fd);
+          it = connections.erase(it);
+        }
+        connections.push_back(connection);
+      }
+      connection->writer = std::thread([connection] { write_loop(*connection); });
+      connection->reader = std::thread([this, connection] { read_loop(connection); });
+    }
+  }
+
+  static void write_loop(Connection& connection) {
+    std::unique_lock lock(connection.mu);
+    for (;;) {
+      connection.wake.wait(lock, [&] { return connection.closing || !connection.out.empty(); });
+      if (connection.out.empty()) return;  // closing, all sent
+      auto frame = std::move(connection.out.front());
+      connection.out.pop_front();
+      lock.unlock();
+      bool sent = write_all(connection.fd, frame.data(), frame.size());
+      lock.lock();
+      if (!sent) {
+        connection.out.clear();
+        return;
+      }
+    }
+  }
+
+  // Refuses and closes: the reason goes to the worker and to the log.
+  void refuse(Connection& connection, std::uint64_t request_id, const std::string& code, const std::string& why) {
+    say(fmt::format("connection {} ({}): {}: {}", connection.id, connection.worker, code, why));
+    connection.send(MessageType::error, request_id, encode(ErrorMessage{code, why}));
+  }
+
+  void read_loop(const std::shared_ptr<Connection>& connection) {
+    FrameDecoder decoder;
+    std::vector<std::byte> buffer(1 << 16);
+    bool open = true;
+    while (open && !stopping) {
+      auto got = ::recv(connection->fd, buffer.data(), buffer.size(), 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      decoder.feed(std::span(buffer.data(), static_cast<std::size_t>(got)));
+      while (auto frame = decoder.next()) {
+        if (!handle(connection, *frame)) {
+          open = false;
+          break;
+        }
+      }
+      if (!decoder.error().empty()) {
+        refuse(*connection, 0, "bad_frame", decoder.error());
+        break;
+      }
+    }
+    drop(connection);
+    connection->finished = true;
+  }
+
+  bool handle(const std::shared_ptr<Connection>& connection, const Frame& frame) {
+    auto type = static_cast<MessageType>(frame.type);
+    if (!connection->greeted && type != MessageType::hello) {
+      refuse(*connection, frame.request_id, "bad_request", "the first message must be hello");
+      return false;
+    }
+    switch (type) {
+      case MessageType::hello: {
+        auto hello = decode_hello(frame.payload);
+        if (!hello) return malformed(*connection, frame);
+        if (connection->tcp && !options.token.empty() && hello->token != options.token) {
+          refuse(*connection, frame.request_id, "unauthorized", "a wrong or missing token");
+          return false;
+        }
+        connection->worker = hello->worker.empty() ? "?" : hello->worker;
+        connection->greeted = true;
+        connection->send(MessageType::welcome, frame.request_id, encode(Welcome{shards}));
+        return true;
+      }
+      case MessageType::acquire: {
+        auto acquire = decode_acquire(frame.payload);
+        if (!acquire) return malformed(*connection, frame);
+        std::vector<Grant> grants;
+        {
+          std::lock_guard lock(mu);
+          std::uint32_t wanted = acquire->shards_max == 0 ? shards : std::min(acquire->shards_max, shards);
+          waiting.push_back(Waiting{connection, wanted});
+          grants = grant_locked();
+        }
+        deliver(grants);
+        return true;
+      }
+      case MessageType::append: {
+        auto append = decode_append(frame.payload);
+        if (!append) return malformed(*connection, frame);
+        if (!holds(connection, append->shard, append->epoch)) {
+          refuse(*connection, frame.request_id, "fenced",
+                 fmt::format("shard {} epoch {} is not leased to this connection", append->shard, append->epoch));
+          return false;
+        }
+        auto expected = log->last_lsn(append->shard) + 1;
+        if (append->lsn != expected) {
+          refuse(*connection, frame.request_id, "fenced",
+                 fmt::format("shard {}: an append at LSN {}, but the log's next is {}", append->shard, append->lsn,
+                             expected));
+          return false;
+        }
+        for (;;) {
+          auto lsn = log->append(append->shard, append->record);
+          if (lsn) break;
+          if (lsn.error() == make_error_code(wal::errc::queue_full)) {
+            // Back-pressure: this connection waits for the log to drain.
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            continue;
+          }
+          refuse(*connection, frame.request_id, "storage", fmt::format("the log failed: {}", lsn.error().message()));
+          return false;
+        }
+        return true;
+      }
+      case MessageType::read: {
+        auto read = decode_read(frame.payload);
+        if (!read) return malformed(*connection, frame);
+        if (!holds(connection, read->shard, read->epoch)) {
+          refuse(*connection, frame.request_id, "fenced",
+                 fmt::format("shard {} epoch {} is not leased to this connection", read->shard, read->epoch));
+          return false;
+        }
+        RecordsChunk chunk{read->shard, {}};
+        std::size_t chunk_bytes = 0;
+        auto read_all = log->read(read->shard, read->first_lsn, UINT64_MAX,
+                                  [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
+                                    chunk.records.emplace_back(lsn, std::vector<std::byte>(bytes.begin(), bytes.end()));
+                                    chunk_bytes += bytes.size() + 16;
+                                    if (chunk_bytes >= kRecordsChunkBytes) {
+                                      connection->send(MessageType::records, frame.request_id, encode(chunk));
+                                      chunk.records.clear();
+                                      chunk_bytes = 0;
+                                    }
+                                  });
+        if (!read_all) {
+          refuse(*connection, frame.request_id, "storage",
+                 fmt::format("cannot read shard {}: {}", read->shard, read_all.error().message()));
+          return false;
+        }
+        if (!chunk.records.empty()) connection->send(MessageType::records, frame.request_id, encode(chunk));
+        connection->send(MessageType::read_end, frame.request_id, encode(ReadEnd{read->shard}));
+        return true;
+      }
+      case MessageType::release: {
+        auto release = decode_release(frame.payload);
+        if (!release) return malformed(*connection, frame);
+        std::vector<Grant> grants;
+        {
+          std::lock_guard lock(mu);
+          if (release->shard < shards && leases[release->shard].holder == connection &&
+              leases[release->shard].epoch == release->epoch) {
+            leases[release->shard].holder.reset();
+            grants = grant_locked();
+          }
+        }
+        deliver(grants);
+        return true;
+      }
+      default:
+        refuse(*connection, frame.request_id, "bad_request",
+               fmt::format("a {} message is not one a worker sends", message_type_name(type)));
+        return false;
+    }
+  }
+
+  bool malformed(Connection& connection, const Frame& frame) {
+    refuse(connection, frame.request_id, "bad_request",
+           fmt::format("a {} message that does not decode", message_type_name(static_cast<MessageType>(frame.type))));
+    return false;
+  }
+
+  bool holds(const std::shared_ptr<Connection>& connection, std::uint32_t shard, std::uint64_t epoch) {
+    std::lock_guard lock(mu);
+    return shard < shards && leases[shard].holder == connection && leases[shard].epoch == epoch;
+  }
+
+  struct Grant {
+    std::shared_ptr<Connection> connection;
+    std::uint32_t shard = 0;
+    std::uint64_t epoch = 0;
+  };
+
+  // Hands free shards to waiting connections, oldest request first. The
+  // leases are sent by deliver(), outside the lock (the log's durable hook
+  // takes it while holding the log's hook lock).
+  std::vector<Grant> grant_locked() {
+    std::vector<Grant> grants;
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      for (std::uint32_t shard = 0; shard < shards && it->wanted > 0; ++shard) {
+        auto& lease = leases[shard];
+        if (lease.holder) continue;
+        lease.holder = it->connection;
+        lease.epoch = ++next_epoch;
+        it->wanted--;
+        grants.push_back({it->connection, shard, lease.epoch});
+      }
+      it = it->wanted == 0 ? waiting.erase(it) : std::next(it);
+    }
+    return grants;
+  }
+
+  // Sends the leases. A shard's records appended by its previous holder are
+  // made durable first, so the new holder's read sees all of them.
+  void deliver(const std::vector<Grant>& grants) {
+    for (const auto& grant : grants) {
+      auto last = log->last_lsn(grant.shard);
+      if (auto durable = log->wait_durable(grant.shard, last); !durable) {
+        refuse(*grant.connection, 0, "storage", fmt::format("the log failed: {}", durable.error().message()));
+        continue;
+      }
+      say(fmt::format("connection {} ({}): shard {} leased, epoch {}", grant.connection->id, grant.connection->worker,
+                      grant.shard, grant.epoch));
+      grant.connection->send(MessageType::lease, 0, encode(Lease{grant.shard, grant.epoch, last}));
+    }
+  }
+
+  // The connection is gone: its leases go to whoever waits.
+  void drop(const std::shared_ptr<Connection>& connection) {
+    std::vector<Grant> grants;
+    {
+      std::lock_guard lock(mu);
+      for (auto& lease : leases) {
+        if (lease.holder == connection) lease.holder.reset();
+      }
+      waiting.remove_if([&](const Waiting& w) { return w.connection == connection; });
+      if (!stopping) grants = grant_locked();
+    }
+    deliver(grants);
+    {
+      std::lock_guard lock(connection->mu);
+      connection->closing = true;
+      connection->wake.notify_one();
+    }
+    if (connection->writer.joinable()) connection->writer.join();
+    ::shutdown(connection->fd, SHUT_RDWR);
+    say(fmt::format("connection {} ({}) closed", connection->id, connection->worker));
+  }
+
+  void on_durable(wal::ShardId shard, wal::Lsn lsn) {
+    std::shared_ptr<Connection> holder;
+    {
+      std::lock_guard lock(mu);
+      if (shard < leases.size()) holder = leases[shard].holder;
+    }
+    if (holder) holder->send(MessageType::durable, 0, encode(Durable{shard, lsn}));
+  }
+};
+
+std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->fs = &fs;
+  if (!options.log) options.log = [](const std::string& line) { fmt::print(stderr, "fusee server: {}\n", line); };
+  impl->options = options;
+  const auto& dir = options.dir;
+  auto exists = fs.exists(dir);
+  if (exists && !*exists) {
+    if (auto made = fs.create_dir(dir); !made) {
+      throw Error(errc::storage, fmt::format("cannot create {}: {}", dir, made.error().message()));
+    }
+    (void)fs.sync_dir(io::parent_path(dir));
+  }
+  auto lock = fs.lock_exclusive(io::join_path(dir, "fusee.lock"));
+  if (!lock) {
+    throw Error(errc::storage, lock.error() == std::errc::operation_would_block
+                                   ? fmt::format("{} is in use by another engine or server (it holds {}/fusee.lock)",
+                                                 dir, dir)
+                                   : fmt::format("cannot lock {}: {}", dir, lock.error().message()));
+  }
+  impl->lock = std::move(*lock);
+  auto meta = engine::read_meta(fs, dir);
+  if (!meta) throw Error(errc::storage, fmt::format("cannot read {}/fusee.meta: {}", dir, meta.error().message()));
+  engine::Meta current;
+  if (*meta) {
+    current = **meta;
+  } else {
+    current.shards = options.shards != 0 ? options.shards : std::max(1u, std::thread::hardware_concurrency());
+    if (auto written = engine::write_meta(fs, dir, current); !written) {
+      throw Error(errc::storage, fmt::format("cannot write {}/fusee.meta: {}", dir, written.error().message()));
+    }
+  }
+  if (options.shards != 0 && options.shards != current.shards) {
+    throw Error(errc::wrong_shard_count, fmt::format("{} has {} shards, not {} (see `fusee reshard`)", dir,
+                                                     current.shards, options.shards));
+  }
+  auto root = engine::layout_root(dir, current.layout);
+  auto store = fs.exists(io::join_path(io::join_path(root, "runs"), "CURRENT"));
+  if (store && *store) {
+    // Checkpoints of local mode let the log retire what only the run store
+    // holds; a remote worker reads runs back from the log alone.
+    throw Error(errc::invalid_argument,
+                fmt::format("{} has a run store: it was used by a local-mode engine, and remote mode (for now) needs "
+                            "a directory of its own",
+                            dir));
+  }
+  impl->shards = current.shards;
+  wal::LogOptions log_options;
+  log_options.dir = root;
+  log_options.shard_count = current.shards;
+  log_options.segment_bytes = options.segment_bytes;
+  log_options.direct_io = options.direct_io;
+  log_options.warn = options.log;
+  wal::RecoveryPlan plan;
+  auto log = wal::Log::open(fs, log_options, &plan);
+  if (!log) {
+    throw Error(errc::storage, fmt::format("cannot open the log in {}/wal: {}", root,
+                                           plan.refusal.empty() ? log.error().message() : plan.refusal));
+  }
+  impl->log = std::move(*log);
+  impl->leases.resize(current.shards);
+  // Epochs grow across restarts too: a lease of an earlier server life never
+  // matches one of this life.
+  impl->next_epoch = static_cast<std::uint64_t>(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count())
+                     << 10;
+  impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
+  impl->listen_fd = listen_on(options.listen, impl->endpoint);
+  impl->acceptor = std::thread([raw = impl.get()] { raw->accept_loop(); });
+  return std::unique_ptr<LogService>(new LogService(std::move(impl)));
+}
+
+LogService::LogService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+LogService::~LogService() { stop(); }
+
+std::string LogService::endpoint() const { return impl_->endpoint; }
+std::uint32_t LogService::shard_count() const { return impl_->shards; }
+
+void LogService::stop() {
+  auto& impl = *impl_;
+  if (impl.stopping.exchange(true)) return;
+  ::shutdown(impl.listen_fd, SHUT_RDWR);
+  if (impl.acceptor.joinable()) impl.acceptor.join();
+  ::close(impl.listen_fd);
+  if (impl.options.listen.starts_with("unix:")) ::unlink(impl.options.listen.substr(5).c_str());
+  std::list<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard lock(impl.mu);
+    connections = impl.connections;
+  }
+  for (auto& connection : connections) ::shutdown(connection->fd, SHUT_RDWR);
+  for (auto& connection : connections) {
+    if (connection->reader.joinable()) connection->reader.join();
+    ::close(connection->fd);
+  }
+  {
+    std::lock_guard lock(impl.mu);
+    impl.connections.clear();
+    for (auto& lease : impl.leases) lease.holder.reset();
+  }
+  if (impl.log) (void)impl.log->close();
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,63 @@
+// The log service of `fusee server`: it holds a data directory's shared log
+// and leases its shards to workers (remote engines, engine/remote_sink.hpp)
+// over the protocol of docs/server-protocol.md, on a Unix socket or TCP.
+//
+// - A worker says hello (with the token, on TCP when one is set), asks for
+//   shards, and gets a lease per shard: an epoch and the shard's durable end.
+//   A shard held by another connection is granted when that connection goes
+//   (it closed, or its process died), with a higher epoch.
+// - An append must name the lease its connection holds (shard and epoch) and
+//   the LSN the log would give it; anything else is refused ("fenced") and
+//   the connection closed, so a deposed worker can never append again.
+// - Durable positions go back as the log publishes them: one flush covers
+//   the records of every connection.
+// - A malformed, oversized or unexpected frame closes that one connection,
+//   with the reason logged; the service and its other connections go on.
+//
+// Threads: one accepting; per connection one reading and one writing (the
+// log's durable hook only queues). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "wal/io/file_system.hpp"
+
+namespace fusee::server {
+
+struct LogServiceOptions {
+  std::string dir;
+  std::string listen = "127.0.0.1:7470";  // "unix:PATH" or "HOST:PORT" (port 0: a free one)
+  std::string token;                       // required on TCP when set
+  std::uint32_t shards = 0;                // a new directory's shard count (0: CPUs)
+  bool direct_io = true;
+  std::uint64_t segment_bytes = 64u << 20;
+  std::function<void(const std::string&)> log;  // one line per event worth telling; default stderr
+};
+
+class LogService {
+ public:
+  // Opens the directory (taking its lock) and its log, and listens. Throws
+  // fusee::Error with what went wrong.
+  static std::unique_ptr<LogService> open(io::FileSystem& fs, LogServiceOptions options);
+  ~LogService();
+  LogService(const LogService&) = delete;
+  LogService& operator=(const LogService&) = delete;
+
+  // Where it listens: "unix:PATH" or "HOST:PORT".
+  std::string endpoint() const;
+  std::uint32_t shard_count() const;
+  // Stops accepting, closes every connection, then closes the log cleanly
+  // (everything appended becomes durable first). Idempotent.
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit LogService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusee::server

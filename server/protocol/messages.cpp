@@ -1,0 +1,157 @@
+#include "server/protocol/messages.hpp"
+
+#include <cstring>
+
+namespace fusee::server {
+namespace {
+
+class Writer {
+ public:
+  Writer& u32(std::uint32_t value) { return put(value, 4); }
+  Writer& u64(std::uint64_t value) { return put(value, 8); }
+  Writer& bytes(std::span<const std::byte> data) {
+    u32(static_cast<std::uint32_t>(data.size()));
+    out_.insert(out_.end(), data.begin(), data.end());
+    return *this;
+  }
+  Writer& text(const std::string& value) { return bytes(std::as_bytes(std::span(value))); }
+  std::vector<std::byte> take() { return std::move(out_); }
+
+ private:
+  Writer& put(std::uint64_t value, int width) {
+    for (int i = 0; i < width; ++i) out_.push_back(static_cast<std::byte>(value >> (8 * i)));
+    return *this;
+  }
+  std::vector<std::byte> out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  bool u32(std::uint32_t& value) {
+    std::uint64_t wide = 0;
+    if (!get(wide, 4)) return false;
+    value = static_cast<std::uint32_t>(wide);
+    return true;
+  }
+  bool u64(std::uint64_t& value) { return get(value, 8); }
+  bool bytes(std::vector<std::byte>& value) {
+    std::uint32_t length = 0;
+    if (!u32(length) || in_.size() - at_ < length) return false;
+    value.assign(in_.begin() + static_cast<std::ptrdiff_t>(at_),
+                 in_.begin() + static_cast<std::ptrdiff_t>(at_ + length));
+    at_ += length;
+    return true;
+  }
+  bool text(std::string& value) {
+    std::vector<std::byte> raw;
+    if (!bytes(raw)) return false;
+    value.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
+    return true;
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  bool get(std::uint64_t& value, std::size_t width) {
+    if (in_.size() - at_ < width) return false;
+    value = 0;
+    for (std::size_t i = 0; i < width; ++i) value |= std::uint64_t(std::to_integer<std::uint8_t>(in_[at_ + i])) << (8 * i);
+    at_ += width;
+    return true;
+  }
+  std::span<const std::byte> in_;
+  std::size_t at_ = 0;
+};
+
+template <typename T, typename F>
+std::optional<T> decode_with(std::span<const std::byte> payload, F fields) {
+  Reader reader(payload);
+  T message;
+  if (!fields(reader, message) || !reader.done()) return std::nullopt;
+  return message;
+}
+
+}  // namespace
+
+const char* message_type_name(MessageType type) {
+  switch (type) {
+    case MessageType::hello: return "hello";
+    case MessageType::welcome: return "welcome";
+    case MessageType::acquire: return "acquire";
+    case MessageType::lease: return "lease";
+    case MessageType::append: return "append";
+    case MessageType::durable: return "durable";
+    case MessageType::read: return "read";
+    case MessageType::records: return "records";
+    case MessageType::read_end: return "read_end";
+    case MessageType::error: return "error";
+    case MessageType::release: return "release";
+  }
+  return "unknown";
+}
+
+std::vector<std::byte> encode(const Hello& m) { return Writer().text(m.token).text(m.worker).take(); }
+std::vector<std::byte> encode(const Welcome& m) { return Writer().u32(m.shard_count).take(); }
+std::vector<std::byte> encode(const Acquire& m) { return Writer().u32(m.shards_max).take(); }
+std::vector<std::byte> encode(const Lease& m) { return Writer().u32(m.shard).u64(m.epoch).u64(m.durable_lsn).take(); }
+std::vector<std::byte> encode(const Append& m) {
+  return Writer().u32(m.shard).u64(m.epoch).u64(m.lsn).bytes(m.record).take();
+}
+std::vector<std::byte> encode(const Durable& m) { return Writer().u32(m.shard).u64(m.lsn).take(); }
+std::vector<std::byte> encode(const Read& m) { return Writer().u32(m.shard).u64(m.epoch).u64(m.first_lsn).take(); }
+std::vector<std::byte> encode(const RecordsChunk& m) {
+  Writer writer;
+  writer.u32(m.shard).u32(static_cast<std::uint32_t>(m.records.size()));
+  for (const auto& [lsn, bytes] : m.records) writer.u64(lsn).bytes(bytes);
+  return writer.take();
+}
+std::vector<std::byte> encode(const ReadEnd& m) { return Writer().u32(m.shard).take(); }
+std::vector<std::byte> encode(const ErrorMessage& m) { return Writer().text(m.code).text(m.message).take(); }
+std::vector<std::byte> encode(const Release& m) { return Writer().u32(m.shard).u64(m.epoch).take(); }
+
+std::optional<Hello> decode_hello(std::span<const std::byte> p) {
+  return decode_with<Hello>(p, [](Reader& r, Hello& m) { return r.text(m.token) && r.text(m.worker); });
+}
+std::optional<Welcome> decode_welcome(std::span<const std::byte> p) {
+  return decode_with<Welcome>(p, [](Reader& r, Welcome& m) { return r.u32(m.shard_count); });
+}
+std::optional<Acquire> decode_acquire(std::span<const std::byte> p) {
+  return decode_with<Acquire>(p, [](Reader& r, Acquire& m) { return r.u32(m.shards_max); });
+}
+std::optional<Lease> decode_lease(std::span<const std::byte> p) {
+  return decode_with<Lease>(p, [](Reader& r, Lease& m) { return r.u32(m.shard) && r.u64(m.epoch) && r.u64(m.durable_lsn); });
+}
+std::optional<Append> decode_append(std::span<const std::byte> p) {
+  return decode_with<Append>(
+      p, [](Reader& r, Append& m) { return r.u32(m.shard) && r.u64(m.epoch) && r.u64(m.lsn) && r.bytes(m.record); });
+}
+std::optional<Durable> decode_durable(std::span<const std::byte> p) {
+  return decode_with<Durable>(p, [](Reader& r, Durable& m) { return r.u32(m.shard) && r.u64(m.lsn); });
+}
+std::optional<Read> decode_read(std::span<const std::byte> p) {
+  return decode_with<Read>(p, [](Reader& r, Read& m) { return r.u32(m.shard) && r.u64(m.epoch) && r.u64(m.first_lsn); });
+}
+std::optional<RecordsChunk> decode_records(std::span<const std::byte> p) {
+  return decode_with<RecordsChunk>(p, [](Reader& r, RecordsChunk& m) {
+    std::uint32_t count = 0;
+    if (!r.u32(m.shard) || !r.u32(count)) return false;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      std::uint64_t lsn = 0;
+      std::vector<std::byte> bytes;
+      if (!r.u64(lsn) || !r.bytes(bytes)) return false;
+      m.records.emplace_back(lsn, std::move(bytes));
+    }
+    return true;
+  });
+}
+std::optional<ReadEnd> decode_read_end(std::span<const std::byte> p) {
+  return decode_with<ReadEnd>(p, [](Reader& r, ReadEnd& m) { return r.u32(m.shard); });
+}
+std::optional<ErrorMessage> decode_error(std::span<const std::byte> p) {
+  return decode_with<ErrorMessage>(p, [](Reader& r, ErrorMessage& m) { return r.text(m.code) && r.text(m.message); });
+}
+std::optional<Release> decode_release(std::span<const std::byte> p) {
+  return decode_with<Release>(p, [](Reader& r, Release& m) { return r.u32(m.shard) && r.u64(m.epoch); });
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,102 @@
+// The messages of the server protocol (docs/server-protocol.md), each the
+// payload of one frame (server/protocol/frame.hpp) of its type. Encoding:
+// little-endian integers, strings and byte strings as a u32 length then the
+// bytes. decode_* refuses (nothing) a payload that is short, has bytes left
+// over, or names a length past its end. Pure; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fusee::server {
+
+enum class MessageType : std::uint8_t {
+  hello = 1,     // worker -> server: protocol check and token
+  welcome = 2,   // server -> worker: the directory's shard count
+  acquire = 3,   // worker -> server: lease shards (all, or at most N), waiting for them if held
+  lease = 4,     // server -> worker: one shard leased, with its epoch and durable end
+  append = 5,    // worker -> server: one record of a leased shard, at the LSN it expects
+  durable = 6,   // server -> worker: a shard's records are durable up to an LSN
+  read = 7,      // worker -> server: a shard's records from an LSN (recovery)
+  records = 8,   // server -> worker: some of them
+  read_end = 9,  // server -> worker: no more for that read
+  error = 10,    // server -> worker: a refusal; the server closes the connection after it
+  release = 11,  // worker -> server: give a lease back (clean shutdown)
+};
+
+const char* message_type_name(MessageType type);
+
+struct Hello {
+  std::string token;   // empty on a Unix socket
+  std::string worker;  // a name for logs
+};
+struct Welcome {
+  std::uint32_t shard_count = 0;
+};
+struct Acquire {
+  std::uint32_t shards_max = 0;  // 0: all of them
+};
+struct Lease {
+  std::uint32_t shard = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t durable_lsn = 0;  // the shard's last durable LSN: the next append is this + 1
+};
+struct Append {
+  std::uint32_t shard = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t lsn = 0;
+  std::vector<std::byte> record;
+};
+struct Durable {
+  std::uint32_t shard = 0;
+  std::uint64_t lsn = 0;
+};
+struct Read {
+  std::uint32_t shard = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t first_lsn = 0;
+};
+struct RecordsChunk {
+  std::uint32_t shard = 0;
+  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> records;  // (lsn, bytes)
+};
+struct ReadEnd {
+  std::uint32_t shard = 0;
+};
+struct ErrorMessage {
+  std::string code;  // "fenced", "unauthorized", "bad_request", "storage", ...
+  std::string message;
+};
+struct Release {
+  std::uint32_t shard = 0;
+  std::uint64_t epoch = 0;
+};
+
+std::vector<std::byte> encode(const Hello& m);
+std::vector<std::byte> encode(const Welcome& m);
+std::vector<std::byte> encode(const Acquire& m);
+std::vector<std::byte> encode(const Lease& m);
+std::vector<std::byte> encode(const Append& m);
+std::vector<std::byte> encode(const Durable& m);
+std::vector<std::byte> encode(const Read& m);
+std::vector<std::byte> encode(const RecordsChunk& m);
+std::vector<std::byte> encode(const ReadEnd& m);
+std::vector<std::byte> encode(const ErrorMessage& m);
+std::vector<std::byte> encode(const Release& m);
+
+std::optional<Hello> decode_hello(std::span<const std::byte> payload);
+std::optional<Welcome> decode_welcome(std::span<const std::byte> payload);
+std::optional<Acquire> decode_acquire(std::span<const std::byte> payload);
+std::optional<Lease> decode_lease(std::span<const std::byte> payload);
+std::optional<Append> decode_append(std::span<const std::byte> payload);
+std::optional<Durable> decode_durable(std::span<const std::byte> payload);
+std::optional<Read> decode_read(std::span<const std::byte> payload);
+std::optional<RecordsChunk> decode_records(std::span<const std::byte> payload);
+std::optional<ReadEnd> decode_read_end(std::span<const std::byte> payload);
+std::optional<ErrorMessage> decode_error(std::span<const std::byte> payload);
+std::optional<Release> decode_release(std::span<const std::byte> payload);
+
+}  // namespace fusee::server
