@@ -1,0 +1,243 @@
+// The server's log service over real sockets, spoken to frame by frame:
+// leases and their epochs, fencing of a deposed holder, pipelined appends
+// and durable positions, reads, the token on TCP, and bad input closing only
+// the connection that sent it.
+#include <doctest/doctest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "server/log_service.hpp"
+#include "server/protocol/frame.hpp"
+#include "server/protocol/messages.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+using namespace fusee;
+using namespace fusee::server;
+
+namespace {
+
+class Client {
+ public:
+  explicit Client(const std::string& endpoint) {
+    if (endpoint.starts_with("unix:")) {
+      sockaddr_un where{};
+      where.sun_family = AF_UNIX;
+      auto path = endpoint.substr(5);
+      std::memcpy(where.sun_path, path.data(), path.size());
+      fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&where), sizeof where) == 0);
+    } else {
+      auto colon = endpoint.rfind(':');
+      sockaddr_in where{};
+      where.sin_family = AF_INET;
+      where.sin_port = htons(static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+      ::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &where.sin_addr);
+      fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+      REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&where), sizeof where) == 0);
+    }
+  }
+  ~Client() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(MessageType type, const std::vector<std::byte>& payload, std::uint64_t request = 0) {
+    std::vector<std::byte> frame;
+    encode_frame(static_cast<std::uint8_t>(type), request, payload, frame);
+    send_raw(frame);
+  }
+  void send_raw(std::span<const std::byte> bytes) { (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  // The next frame within 5 s; nothing when the server closed the connection.
+  std::optional<Frame> next() {
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::vector<std::byte> buffer(65536);
+    for (;;) {
+      if (auto frame = decoder_.next()) return frame;
+      pollfd wait{fd_, POLLIN, 0};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || ::poll(&wait, 1, static_cast<int>(left.count())) <= 0) {
+        FAIL("no frame within 5 s");
+        return std::nullopt;
+      }
+      auto got = ::recv(fd_, buffer.data(), buffer.size(), 0);
+      if (got <= 0) return std::nullopt;
+      decoder_.feed(std::span(buffer.data(), static_cast<std::size_t>(got)));
+    }
+  }
+  // The next frame of `type`, skipping durable positions.
+  Frame expect(MessageType type) {
+    for (;;) {
+      auto frame = next();
+      REQUIRE(frame.has_value());
+      if (static_cast<MessageType>(frame->type) == MessageType::durable && type != MessageType::durable) continue;
+      REQUIRE_MESSAGE(static_cast<MessageType>(frame->type) == type,
+                      "got " << message_type_name(static_cast<MessageType>(frame->type)));
+      return *frame;
+    }
+  }
+  ErrorMessage expect_error() {
+    auto frame = expect(MessageType::error);
+    auto error = decode_error(frame.payload);
+    REQUIRE(error.has_value());
+    CHECK_FALSE(next().has_value());  // and the connection is closed
+    return *error;
+  }
+  std::vector<Lease> hello_and_acquire(std::uint32_t shards) {
+    send(MessageType::hello, encode(Hello{"", "test"}));
+    CHECK(decode_welcome(expect(MessageType::welcome).payload)->shard_count == shards);
+    send(MessageType::acquire, encode(Acquire{0}));
+    std::vector<Lease> leases;
+    for (std::uint32_t i = 0; i < shards; ++i) leases.push_back(*decode_lease(expect(MessageType::lease).payload));
+    return leases;
+  }
+
+ private:
+  int fd_ = -1;
+  FrameDecoder decoder_;
+};
+
+struct Service {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  std::unique_ptr<LogService> service;
+  explicit Service(std::string listen = {}, std::string token = {}) {
+    LogServiceOptions options;
+    options.dir = dir.sub("data");
+    options.listen = listen.empty() ? "unix:" + dir.sub("sock") : listen;
+    options.token = std::move(token);
+    options.shards = 2;
+    options.direct_io = false;
+    options.log = [](const std::string&) {};
+    service = LogService::open(fs, options);
+  }
+};
+
+std::vector<std::byte> bytes_of(const std::string& text) {
+  auto view = std::as_bytes(std::span(text));
+  return {view.begin(), view.end()};
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+  TEST_CASE("log service: pipelined appends become durable, and a read gives them back") {
+    Service served;
+    Client client(served.service->endpoint());
+    auto leases = client.hello_and_acquire(2);
+    CHECK(leases[0].durable_lsn == 0);
+    for (std::uint64_t lsn = 1; lsn <= 100; ++lsn) {
+      client.send(MessageType::append, encode(Append{0, leases[0].epoch, lsn, bytes_of("r" + std::to_string(lsn))}));
+    }
+    std::uint64_t durable = 0;
+    while (durable < 100) {
+      auto position = decode_durable(client.expect(MessageType::durable).payload);
+      CHECK(position->shard == 0);
+      CHECK(position->lsn > durable);  // positions only grow
+      durable = position->lsn;
+    }
+    client.send(MessageType::read, encode(Read{0, leases[0].epoch, 91}), 7);
+    std::vector<std::uint64_t> lsns;
+    for (;;) {
+      auto frame = client.next();
+      REQUIRE(frame.has_value());
+      auto type = static_cast<MessageType>(frame->type);
+      if (type == MessageType::durable) continue;
+      CHECK(frame->request_id == 7);
+      if (type == MessageType::read_end) break;
+      REQUIRE(type == MessageType::records);
+      auto chunk = decode_records(frame->payload);
+      REQUIRE(chunk.has_value());
+      for (const auto& [lsn, bytes] : chunk->records) {
+        CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) == "r" + std::to_string(lsn));
+        lsns.push_back(lsn);
+      }
+    }
+    CHECK(lsns == std::vector<std::uint64_t>{91, 92, 93, 94, 95, 96, 97, 98, 99, 100});
+  }
+
+  TEST_CASE("log service: a shard goes to the waiting worker when its holder goes, and the old epoch is fenced") {
+    Service served;
+    auto endpoint = served.service->endpoint();
+    auto first = std::make_unique<Client>(endpoint);
+    auto old_leases = first->hello_and_acquire(2);
+    first->send(MessageType::append, encode(Append{1, old_leases[1].epoch, 1, bytes_of("before")}));
+    CHECK(decode_durable(first->expect(MessageType::durable).payload)->lsn == 1);
+
+    Client standby(endpoint);
+    standby.send(MessageType::hello, encode(Hello{"", "standby"}));
+    standby.expect(MessageType::welcome);
+    standby.send(MessageType::acquire, encode(Acquire{0}));
+    first->close();  // the holder dies
+    std::vector<Lease> new_leases;
+    for (int i = 0; i < 2; ++i) new_leases.push_back(*decode_lease(standby.expect(MessageType::lease).payload));
+    for (const auto& lease : new_leases) {
+      CHECK(lease.epoch > old_leases[lease.shard].epoch);
+      if (lease.shard == 1) CHECK(lease.durable_lsn == 1);
+    }
+    // The deposed worker comes back with its old epoch: refused, closed.
+    Client deposed(endpoint);
+    deposed.send(MessageType::hello, encode(Hello{"", "deposed"}));
+    deposed.expect(MessageType::welcome);
+    deposed.send(MessageType::append, encode(Append{1, old_leases[1].epoch, 2, bytes_of("late")}));
+    CHECK(deposed.expect_error().code == "fenced");
+    // The new holder appends at the next LSN; a wrong LSN is fenced too.
+    std::uint64_t epoch1 = new_leases[0].shard == 1 ? new_leases[0].epoch : new_leases[1].epoch;
+    standby.send(MessageType::append, encode(Append{1, epoch1, 2, bytes_of("after")}));
+    CHECK(decode_durable(standby.expect(MessageType::durable).payload)->lsn == 2);
+    standby.send(MessageType::append, encode(Append{1, epoch1, 7, bytes_of("skips")}));
+    CHECK(standby.expect_error().code == "fenced");
+  }
+
+  TEST_CASE("log service: bad input closes only its connection") {
+    Service served;
+    auto endpoint = served.service->endpoint();
+    Client good(endpoint);
+    auto leases = good.hello_and_acquire(2);
+
+    Client garbage(endpoint);
+    std::vector<std::byte> noise(64, std::byte{0x5a});
+    garbage.send_raw(noise);
+    CHECK(garbage.expect_error().code == "bad_frame");
+
+    Client rude(endpoint);
+    rude.send(MessageType::acquire, encode(Acquire{0}));
+    CHECK(rude.expect_error().code == "bad_request");
+
+    Client malformed(endpoint);
+    malformed.send(MessageType::hello, encode(Hello{"", "m"}));
+    malformed.expect(MessageType::welcome);
+    malformed.send(MessageType::append, std::vector<std::byte>(3, std::byte{1}));
+    CHECK(malformed.expect_error().code == "bad_request");
+
+    Client backwards(endpoint);
+    backwards.send(MessageType::hello, encode(Hello{"", "b"}));
+    backwards.expect(MessageType::welcome);
+    backwards.send(MessageType::durable, encode(Durable{0, 1}));
+    CHECK(backwards.expect_error().code == "bad_request");
+
+    // The good connection carries on.
+    good.send(MessageType::append, encode(Append{0, leases[0].epoch, 1, bytes_of("fine")}));
+    CHECK(decode_durable(good.expect(MessageType::durable).payload)->lsn == 1);
+  }
+
+  TEST_CASE("log service: on TCP with a token, a wrong token is refused") {
+    Service served("127.0.0.1:0", "s3cret");
+    auto endpoint = served.service->endpoint();
+    Client wrong(endpoint);
+    wrong.send(MessageType::hello, encode(Hello{"guess", "w"}));
+    CHECK(wrong.expect_error().code == "unauthorized");
+    Client right(endpoint);
+    right.send(MessageType::hello, encode(Hello{"s3cret", "r"}));
+    CHECK(decode_welcome(right.expect(MessageType::welcome).payload)->shard_count == 2);
+  }
+}
