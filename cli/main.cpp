@@ -9,6 +9,7 @@
 #include "cli/log_demo.hpp"
 #include "cli/order_demo.hpp"
 #include "cli/reshard.hpp"
+#include "cli/server_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fusee: a durable workflow engine"};
@@ -22,10 +23,13 @@ int main(int argc, char** argv) {
   demo_command->add_option("--kills", demo.kills, "How many times to SIGKILL the worker")->capture_default_str()->check(CLI::Range(0, 100000));
   demo_command->add_option("--seed", demo.seed, "Seed for the orders and the kill times (0: from the clock)");
   demo_command->add_flag("--quiet", demo.quiet, "Print only the summary");
+  demo_command->add_flag("--remote", demo.remote,
+                         "Remote mode: run a log service, workers as remote engines, a standby taking over each kill");
   // The worker process: the demo starts itself with these.
   demo_command->add_flag("--child", demo.child)->group("");
   demo_command->add_option("--allow", demo.allow)->group("");
   demo_command->add_flag("--final", demo.final)->group("");
+  demo_command->add_option("--server", demo.server)->group("");
 
   fusee::cli::LogDemoOptions log_demo;
   auto* log_demo_command = app.add_subcommand(
@@ -85,6 +89,19 @@ int main(int argc, char** argv) {
       CLI::Range(1, 4096));
   reshard_command->add_flag("--quiet", reshard.quiet, "No progress, only the summary");
 
+  fusee::cli::ServerOptions server;
+  auto* server_command = app.add_subcommand(
+      "server", "Hold a data directory's log and lease its shards to remote engines (docs/server-protocol.md)");
+  server_command->add_option("--dir", server.dir, "The data directory (created if absent)")->capture_default_str();
+  server_command->add_option("--listen", server.listen, "unix:PATH or HOST:PORT")->capture_default_str();
+  server_command->add_option("--token-file", server.token_file,
+                             "A file holding the token workers must present on TCP")
+      ->check(CLI::ExistingFile);
+  server_command->add_option("--shards", server.shards, "A new directory's shard count (0: CPUs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  server_command->add_flag("--buffered", server.buffered, "Buffered writes + fdatasync instead of O_DIRECT");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
@@ -103,6 +120,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(disk_check_command)) return fusee::cli::run_disk_check(disk_check);
   if (app.got_subcommand(log_demo_command)) return fusee::cli::run_log_demo(log_demo);
   if (app.got_subcommand(reshard_command)) return fusee::cli::run_reshard(reshard);
+  if (app.got_subcommand(server_command)) return fusee::cli::run_server(server);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;
     const std::pair<CLI::App*, InspectView> views[] = {

@@ -27,6 +27,8 @@
 #include "cli/order_demo_child.hpp"
 #include "cli/order_ledger.hpp"
 #include "cli/order_workflow.hpp"
+#include "server/log_service.hpp"
+#include "wal/io/posix_file_system.hpp"
 
 extern char** environ;
 
@@ -90,11 +92,26 @@ int high_fd(int fd) {
 struct Child {
   pid_t pid = -1;
   int report_fd = -1;  // the parent's read end of the child's fd 3
+  int state_fd = -1;   // the write end of its stdin, while its state is still to send
 };
 
-// Starts `fusee demo --child ...` with `state` on its stdin.
+// The ledger's view of what earlier lives did: the child reads it once its
+// engine is open.
+void send_state(Child& child, const std::string& state) {
+  for (std::size_t sent = 0; sent < state.size();) {
+    auto wrote = ::write(child.state_fd, state.data() + sent, state.size() - sent);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) break;
+    sent += static_cast<std::size_t>(wrote);
+  }
+  ::close(child.state_fd);
+  child.state_fd = -1;
+}
+
+// Starts `fusee demo --child ...`; send_state() gives it the ledger's state
+// on its stdin.
 std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t seed, std::uint32_t allow, bool final,
-                                 const std::string& state) {
+                                 const std::string& server) {
   int report[2], input[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
   if (::pipe2(input, O_CLOEXEC) != 0) {
@@ -110,6 +127,10 @@ std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t 
                                 std::to_string(seed),               "--allow",
                                 std::to_string(allow)};
   if (final) args.emplace_back("--final");
+  if (!server.empty()) {
+    args.emplace_back("--server");
+    args.push_back(server);
+  }
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -132,14 +153,7 @@ std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t 
   }
   // The child reads all of it before it opens the engine. A child that died
   // first gives EPIPE (SIGPIPE is ignored): nothing to do about it here.
-  for (std::size_t sent = 0; sent < state.size();) {
-    auto wrote = ::write(input[1], state.data() + sent, state.size() - sent);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) break;
-    sent += static_cast<std::size_t>(wrote);
-  }
-  ::close(input[1]);
-  return Child{pid, report[0]};
+  return Child{pid, report[0], input[1]};
 }
 
 // Splits what the child wrote into lines for the ledger.
@@ -156,6 +170,7 @@ class LineReader {
     if (got < 0) return errno == EINTR || errno == EAGAIN;
     if (got == 0) return false;
     partial_.append(buffer, static_cast<std::size_t>(got));
+    heard_ = true;
     auto now = system_ms();
     std::size_t start = 0;
     for (auto end = partial_.find('\n'); end != std::string::npos; end = partial_.find('\n', start)) {
@@ -170,6 +185,7 @@ class LineReader {
   // A line cut short: the child died inside write(2), which a pipe write
   // below PIPE_BUF never does.
   bool has_partial() const { return !partial_.empty(); }
+  bool heard() const { return heard_; }
   std::uint64_t watched_lines() const { return watched_lines_; }
 
  private:
@@ -178,6 +194,7 @@ class LineReader {
   std::string partial_;
   std::string_view watched_;
   std::uint64_t watched_lines_ = 0;
+  bool heard_ = false;  // the child has reported something: its engine is open
 };
 
 std::string describe_status(int status) {
@@ -221,12 +238,16 @@ int run_order_demo(const OrderDemoOptions& options) {
   if (options.child) return run_order_demo_child(options);
   if (!prepare_dir(options.dir)) return 2;
   std::signal(SIGPIPE, SIG_IGN);
+  io::PosixFileSystem service_fs;
   const auto seed = options.seed != 0 ? options.seed : static_cast<std::uint64_t>(system_ms());
   std::mt19937_64 random(seed);
   if (!options.quiet) {
     fmt::print("fusee demo: {} orders through the `order` workflow in {}; the worker process is SIGKILLed {} times "
-               "(seed {})\n",
-               options.orders, options.dir, options.kills, seed);
+               "(seed {}){}\n",
+               options.orders, options.dir, options.kills, seed,
+               options.remote ? "; remote mode: workers lease the shards from a log service, a standby takes over "
+                                "each kill"
+                              : "");
   }
 
   OrderLedger ledger(seed, options.orders, kApprovalTimeout);
@@ -234,16 +255,39 @@ int run_order_demo(const OrderDemoOptions& options) {
   const auto started = Clock::now();
   int kills = 0;
   const auto lives = static_cast<std::uint64_t>(options.kills) + 1;
+  // New orders are spread over the lives, so every life has fresh work.
+  auto allow_for = [&](int life) {
+    return static_cast<std::uint32_t>(
+        (static_cast<std::uint64_t>(options.orders) * (static_cast<std::uint64_t>(life) + 1) + lives - 1) / lives);
+  };
+  // Remote mode: the log service, here in the parent, which no kill touches.
+  std::unique_ptr<server::LogService> service;
+  std::string server_address;
+  if (options.remote) {
+    server::LogServiceOptions service_options;
+    service_options.dir = options.dir + "/log";
+    service_options.listen = "unix:" + options.dir + "/server.sock";
+    service_options.shards = 4;
+    service_options.log = [](const std::string&) {};
+    try {
+      service = server::LogService::open(service_fs, service_options);
+    } catch (const std::exception& error) {
+      fmt::print(stderr, "fusee demo: cannot start the log service: {}\n", error.what());
+      return 2;
+    }
+    server_address = service->endpoint();
+  }
+  std::optional<Child> standby;  // remote mode: the next life's worker, waiting for the leases
   for (int life = 0; life <= options.kills && failures.empty(); ++life) {
     const bool final = life == options.kills;
-    // New orders are spread over the lives, so every life has fresh work.
-    const auto allow = static_cast<std::uint32_t>(
-        (static_cast<std::uint64_t>(options.orders) * (static_cast<std::uint64_t>(life) + 1) + lives - 1) / lives);
-    auto child = spawn_child(options, seed, allow, final, ledger.child_state());
+    const auto allow = allow_for(life);
+    auto child = standby ? standby : spawn_child(options, seed, allow, final, server_address);
+    standby.reset();
     if (!child) {
       fmt::print(stderr, "fusee demo: cannot start the worker process: {}\n", std::strerror(errno));
       return 2;
     }
+    send_state(*child, ledger.child_state());
     const auto life_started = Clock::now();
     const auto kill = final ? KillPlan{kFinalLifeLimit} : pick_kill(random, options.orders / lives);
     const auto deadline = life_started + kill.after;
@@ -254,6 +298,10 @@ int run_order_demo(const OrderDemoOptions& options) {
       if (left <= 0) break;
       pollfd poll_fd{child->report_fd, POLLIN, 0};
       if (::poll(&poll_fd, 1, static_cast<int>(std::min<long long>(left, 100))) > 0) open = reader.read_from(child->report_fd);
+      if (options.remote && !final && !standby && reader.heard()) {
+        // The holder has its leases; the next worker connects and waits for them.
+        standby = spawn_child(options, seed, allow_for(life + 1), life + 1 == options.kills, server_address);
+      }
     }
     const bool ended_by_itself = !open;
     if (!ended_by_itself) {
@@ -300,6 +348,15 @@ int run_order_demo(const OrderDemoOptions& options) {
     }
   }
 
+  if (standby) {
+    ::kill(standby->pid, SIGKILL);
+    ::close(standby->report_fd);
+    if (standby->state_fd >= 0) ::close(standby->state_fd);
+    int status = 0;
+    while (::waitpid(standby->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (service) service->stop();
   auto violations = failures;
   for (auto& violation : ledger.check(ledger.complete())) violations.push_back(std::move(violation));
   for (std::size_t i = 0; i < violations.size() && i < kViolationsShown; ++i)

@@ -27,10 +27,16 @@ struct OrderDemoOptions {
   int kills = 5;
   std::uint64_t seed = 0;  // 0: from the clock
   bool quiet = false;
+  // Remote mode: the demo runs `fusee server`'s log service itself, on
+  // <dir>/server.sock, and its workers are remote engines. A standby worker
+  // waits for the leases while the holder runs, and takes over when the
+  // holder is SIGKILLed.
+  bool remote = false;
   // The child's side (hidden options, set by the parent).
   bool child = false;
   std::uint32_t allow = 0;  // the child starts orders [0, allow)
   bool final = false;       // run everything to its end, then the final check
+  std::string server;       // remote mode: the log service's address
 };
 
 // Returns the process exit code: 0 when every check held, 1 on a violation,

@@ -165,8 +165,8 @@ KnownState read_known_state(int fd) {
   return known;
 }
 
-std::unique_ptr<Engine> open_engine(const std::string& dir, OutsideWorld& world) {
-  auto config = Config::local(dir);
+std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorld& world) {
+  auto config = options.server.empty() ? Config::local(options.dir) : Config::remote(options.server);
   config.segment_bytes = kSegmentBytes;
   auto engine = Engine::open(config);
   engine->register_workflow(kOrderWorkflow, [&world](Ctx& ctx, Order order) {
@@ -292,15 +292,18 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   if (::getppid() == 1) return 5;
 
   Reporter reporter(kReportFd);
-  auto known = read_known_state(STDIN_FILENO);
   OutsideWorld world(reporter);  // outlives the engine
   std::unique_ptr<Engine> engine;
   try {
-    engine = open_engine(options.dir, world);
+    // First the engine, then what the parent knows: a standby (remote mode)
+    // waits here for the leases, and the parent sends the state once the
+    // holder is dead and its last reports are in.
+    engine = open_engine(options, world);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fusee demo child: the engine did not open on %s: %s\n", options.dir.c_str(), error.what());
     return 3;
   }
+  auto known = read_known_state(STDIN_FILENO);
   {
     ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled);
     // What earlier lives started and did not see finish: the engine replays
@@ -343,7 +346,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   try {
     engine->shutdown();
     engine.reset();
-    engine = open_engine(options.dir, world);
+    engine = open_engine(options, world);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fusee demo child: the engine did not reopen after a clean shutdown: %s\n", error.what());
     return 3;

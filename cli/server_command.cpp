@@ -1,0 +1,66 @@
+#include "cli/server_command.hpp"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "fusee/error.hpp"
+#include "server/log_service.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+namespace fusee::cli {
+
+int run_server(const ServerOptions& options) {
+  // Blocked before any thread starts, so only sigwait below takes them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::LogServiceOptions service_options;
+  service_options.dir = options.dir;
+  service_options.listen = options.listen;
+  service_options.shards = options.shards;
+  service_options.direct_io = !options.buffered;
+  if (!options.token_file.empty()) {
+    std::ifstream file(options.token_file);
+    std::stringstream text;
+    text << file.rdbuf();
+    auto token = text.str();
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    if (!file || token.empty()) {
+      fmt::print(stderr, "fusee server: cannot read a token from {}\n", options.token_file);
+      return 1;
+    }
+    service_options.token = token;
+  }
+  bool tcp = !options.listen.starts_with("unix:");
+  bool loopback = options.listen.starts_with("127.") || options.listen.starts_with("localhost:");
+  if (tcp && !loopback && service_options.token.empty()) {
+    fmt::print(stderr, "fusee server: listening on {} (not loopback) needs --token-file\n", options.listen);
+    return 2;
+  }
+  io::PosixFileSystem fs;
+  std::unique_ptr<server::LogService> service;
+  try {
+    service = server::LogService::open(fs, service_options);
+  } catch (const Error& error) {
+    fmt::print(stderr, "fusee server: {}\n", error.what());
+    return 1;
+  }
+  fmt::print("fusee server: {} ({} shards), listening on {}\n", options.dir, service->shard_count(),
+             service->endpoint());
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  fmt::print("fusee server: {}: closing\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  service->stop();
+  fmt::print("fusee server: closed cleanly\n");
+  return 0;
+}
+
+}  // namespace fusee::cli

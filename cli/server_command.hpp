@@ -1,0 +1,23 @@
+// `fusee server --dir D --listen unix:PATH|HOST:PORT [--token-file F]
+// [--shards N]`: holds D's shared log and leases its shards to remote
+// engines (server/log_service.hpp, docs/server-protocol.md). Prints where it
+// listens; SIGTERM or SIGINT closes the connections, makes everything
+// appended durable, closes the log cleanly and exits 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fusee::cli {
+
+struct ServerOptions {
+  std::string dir = "./data";
+  std::string listen = "127.0.0.1:7470";
+  std::string token_file;  // required on a TCP address that is not loopback
+  std::uint32_t shards = 0;
+  bool buffered = false;  // buffered writes + fdatasync instead of O_DIRECT
+};
+
+int run_server(const ServerOptions& options);
+
+}  // namespace fusee::cli
