@@ -16,6 +16,12 @@
 //    start to the last result) and step latency across every step of every
 //    run; aims >= 50,000 steps/s on two cores and p99 <= 3 x p50.
 //  - memory: the same fanout on Config::memory(); aim >= 500,000 steps/s.
+//  - chain_unix, chain_tcp, fanout_unix (server_step_cost): the chain and the
+//    fan-out in remote mode, against a `fusee server` log service run in this
+//    process on a Unix socket or loopback TCP, writing directly into the
+//    case's directory. What the server costs a sequential step is its p50
+//    beside the local chain's in the same run; aim: Unix socket p50 within
+//    local + 40 us.
 //
 // A step's latency is the time between its completion and the previous one's
 // (the first step's: since the workflow body began), read by the workflow
@@ -62,6 +68,7 @@
 #include "bench/raw_flush.hpp"
 #include "bench/scratch_dir.hpp"
 #include "fusee/fusee.hpp"
+#include "server/log_service.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 namespace {
@@ -74,6 +81,12 @@ using RawMethod = fusee::bench::FlushMethod;
 constexpr std::string_view kCaseChain = "chain";
 constexpr std::string_view kCaseFanout = "fanout";
 constexpr std::string_view kCaseMemory = "memory";
+constexpr std::string_view kCaseChainUnix = "chain_unix";
+constexpr std::string_view kCaseChainTcp = "chain_tcp";
+constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
+// server_step_cost: a sequential step over the Unix socket within this much
+// of the local chain's p50.
+constexpr double kServerStepExtraAimMaxUs = 40.0;
 
 // The aims the engine is built for (the engine issue). Reported as figures,
 // not checked.
@@ -84,7 +97,9 @@ constexpr double kMemoryStepsPerSecondAimMin = 500'000;
 
 struct Options {
   std::string dir = ".";
-  std::vector<std::string> cases = {std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory)};
+  std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
+                                    std::string(kCaseMemory),    std::string(kCaseChainUnix),
+                                    std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix)};
   std::uint32_t chain_steps = 1000;
   std::uint32_t runs = 1000;
   std::uint32_t steps = 10;
@@ -201,6 +216,7 @@ struct CaseResult {
   LatencySummary latency;  // per step, across all runs
   RawFloor raw;            // local cases: the disk just before the case
   double records_per_flush = 0;  // local cases, timed window
+  std::string transport;          // remote cases: "unix" or "tcp"
 
   std::uint64_t steps() const { return std::uint64_t(runs) * steps_per_run; }
   double p99_over_p50() const { return ratio(latency.p99_us, latency.p50_us); }
@@ -213,6 +229,10 @@ struct CaseSpec {
   std::uint32_t runs = 0;
   std::uint32_t steps_per_run = 0;
   std::uint32_t starters = 1;
+  // "": in this process (local or memory mode); "unix" or "tcp": remote mode
+  // against a log service in data_dir (local is then true: the raw floor is
+  // measured there too).
+  std::string transport;
 };
 
 // One starting thread's share: runs first, first + stride, ...
@@ -254,6 +274,8 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   fusee::Config config = spec.local ? fusee::Config::local(spec.data_dir) : fusee::Config::memory();
   config.shards = shards;
   if (spec.local) config.flush = fusee::FlushMethod::direct;
+  fusee::io::PosixFileSystem server_fs;
+  std::unique_ptr<fusee::server::LogService> service;
 
   StepTimes times(spec.runs, spec.steps_per_run);
   std::vector<std::string> ids;
@@ -263,6 +285,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   CaseResult result;
   result.name = spec.name;
   result.local = spec.local;
+  result.transport = spec.transport;
   result.runs = spec.runs;
   result.steps_per_run = spec.steps_per_run;
 
@@ -271,6 +294,16 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     auto floor = measure_floor(spec.data_dir, raw_iterations);
     if (!floor) throw std::system_error(floor.error(), "raw flush");
     result.raw = *floor;
+  }
+  if (!spec.transport.empty()) {
+    fusee::server::LogServiceOptions service_options;
+    service_options.dir = spec.data_dir + "/server";
+    service_options.listen = spec.transport == "unix" ? "unix:" + spec.data_dir + "/server.sock" : "127.0.0.1:0";
+    service_options.shards = shards != 0 ? shards : std::max(1u, std::thread::hardware_concurrency());
+    service_options.log = [](const std::string&) {};
+    service = fusee::server::LogService::open(server_fs, service_options);
+    config = fusee::Config::remote(service->endpoint());
+    config.shards = shards;
   }
 
   auto engine = fusee::Engine::open(config);
@@ -315,6 +348,8 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   // A clean shutdown, as a real one would end; outside the timed window.
   engine->shutdown();
   engine.reset();
+  if (service) service->stop();
+  service.reset();
   if (spec.local) {
     std::error_code removed;
     std::filesystem::remove_all(spec.data_dir, removed);
@@ -380,7 +415,7 @@ void print_raw_json(const CaseResult& result, const std::string& dir) {
 void print_case_json(const CaseResult& result) {
   JsonLine line("engine");
   line.field("case", result.name)
-      .field("mode", result.local ? "local" : "memory")
+      .field("mode", !result.transport.empty() ? "remote_" + result.transport : result.local ? "local" : "memory")
       .field("shards", result.shards)
       .field("runs", result.runs)
       .field("steps_per_run", result.steps_per_run)
@@ -433,6 +468,11 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
   if (const CaseResult* memory = find_case(results, kCaseMemory)) {
     aims.push_back({"memory/steps_per_s", memory->steps_per_s, false, kMemoryStepsPerSecondAimMin});
   }
+  const CaseResult* chain = find_case(results, kCaseChain);
+  if (const CaseResult* unix_chain = find_case(results, kCaseChainUnix); unix_chain && chain) {
+    aims.push_back({"chain_unix/p50_extra_us", unix_chain->latency.p50_us - chain->latency.p50_us, true,
+                    kServerStepExtraAimMaxUs});
+  }
   return aims;
 }
 
@@ -460,6 +500,42 @@ void print_aim_json(const AimFigure& aim) {
   line.field("case", aim.name).field("value", round_to_digits(aim.value, 3));
   line.field(aim.at_most ? "aim_max" : "aim_min", aim.bound);
   line.print();
+}
+
+// server_step_cost: each remote case beside its in-process twin, same run.
+// Returns its JSON lines, printed after the tables.
+std::vector<JsonLine> print_server_step_cost(const std::vector<CaseResult>& results) {
+  std::vector<JsonLine> lines;
+  const CaseResult* chain = find_case(results, kCaseChain);
+  const CaseResult* fanout = find_case(results, kCaseFanout);
+  bool header = false;
+  for (const auto& result : results) {
+    if (result.transport.empty()) continue;
+    const CaseResult* twin = result.runs == 1 ? chain : fanout;
+    if (!header) {
+      fmt::print("\nserver_step_cost: remote mode (a log service in this process) beside local mode, same run\n");
+      fmt::print("{:<12} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "case", "p50 us", "local p50", "extra us",
+                 "steps/s", "local steps/s");
+      header = true;
+    }
+    double local_p50 = twin ? twin->latency.p50_us : std::nan("");
+    double local_rate = twin ? twin->steps_per_s : std::nan("");
+    fmt::print("{:<12} {:>10.1f} {:>10.1f} {:>10.1f} {:>12.0f} {:>12.0f}\n", result.name, result.latency.p50_us,
+               local_p50, result.latency.p50_us - local_p50, result.steps_per_s, local_rate);
+    JsonLine line("server_step_cost");
+    line.field("case", result.name)
+        .field("transport", result.transport)
+        .field("runs", result.runs)
+        .field("p50_us", round_to_ns(result.latency.p50_us))
+        .field("p99_us", round_to_ns(result.latency.p99_us))
+        .field("local_p50_us", round_to_ns(local_p50))
+        .field("extra_p50_us", round_to_ns(result.latency.p50_us - local_p50))
+        .field("steps_per_s", round_to_digits(result.steps_per_s, 1))
+        .field("local_steps_per_s", round_to_digits(local_rate, 1))
+        .field("raw_p50_us", round_to_ns(raw_p50_us(result)));
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 int run(const Options& options) {
@@ -493,6 +569,13 @@ int run(const Options& options) {
                      options.starters});
   if (options.wants(kCaseMemory))
     specs.push_back({std::string(kCaseMemory), false, "", options.runs, options.steps, options.starters});
+  if (options.wants(kCaseChainUnix))
+    specs.push_back({std::string(kCaseChainUnix), true, data_dir(kCaseChainUnix), 1, options.chain_steps, 1, "unix"});
+  if (options.wants(kCaseChainTcp))
+    specs.push_back({std::string(kCaseChainTcp), true, data_dir(kCaseChainTcp), 1, options.chain_steps, 1, "tcp"});
+  if (options.wants(kCaseFanoutUnix))
+    specs.push_back({std::string(kCaseFanoutUnix), true, data_dir(kCaseFanoutUnix), options.runs, options.steps,
+                     options.starters, "unix"});
 
   print_table_header();
   std::vector<CaseResult> results;
@@ -510,6 +593,7 @@ int run(const Options& options) {
     if (result.local) fmt::print("{}: {:.1f} records per flush\n", result.name, result.records_per_flush);
   }
 
+  auto server_lines = print_server_step_cost(results);
   auto aims = compute_aims(results);
   print_aims(aims);
   fmt::print("\n");
@@ -519,6 +603,7 @@ int run(const Options& options) {
     if (result.local) print_raw_json(result, options.dir);
     print_case_json(result);
   }
+  for (auto& line : server_lines) line.print();
   for (const auto& aim : aims) print_aim_json(aim);
   return 0;
 }
@@ -532,7 +617,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases, "cases to run, comma-separated: chain, fanout, memory")
       ->delimiter(',')
-      ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory)}))
+      ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
+                             std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)

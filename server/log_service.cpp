@@ -127,11 +127,21 @@ struct Connection {
   std::thread writer;
   std::atomic<bool> finished{false};  // the reader is done: the accept loop reaps it
 
+  bool writing = false;  // the writing thread is sending, outside the lock
+
+  // Sends at once when nothing is queued and the socket takes the whole
+  // frame without blocking (a durable position costs no thread hand-off);
+  // otherwise the writing thread sends it, in order.
   void send(MessageType type, std::uint64_t request_id, const std::vector<std::byte>& payload) {
     std::vector<std::byte> frame;
     encode_frame(static_cast<std::uint8_t>(type), request_id, payload, frame);
     std::lock_guard lock(mu);
     if (closing) return;
+    if (out.empty() && !writing) {
+      auto sent = ::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (sent == static_cast<ssize_t>(frame.size())) return;
+      if (sent > 0) frame.erase(frame.begin(), frame.begin() + sent);
+    }
     out.push_back(std::move(frame));
     wake.notify_one();
   }
@@ -147,6 +157,7 @@ struct LogService::Impl {
   std::string endpoint;
   std::thread acceptor;
   std::atomic<bool> stopping{false};
+  static thread_local bool appended_;  // this reading thread staged records since its last read
 
   std::mutex mu;  // the lease table and the connections
   struct ShardLease {
@@ -216,9 +227,11 @@ struct LogService::Impl {
       if (connection.out.empty()) return;  // closing, all sent
       auto frame = std::move(connection.out.front());
       connection.out.pop_front();
+      connection.writing = true;
       lock.unlock();
       bool sent = write_all(connection.fd, frame.data(), frame.size());
       lock.lock();
+      connection.writing = false;
       if (!sent) {
         connection.out.clear();
         return;
@@ -241,11 +254,22 @@ struct LogService::Impl {
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;
       decoder.feed(std::span(buffer.data(), static_cast<std::size_t>(got)));
+      appended_ = false;
       while (auto frame = decoder.next()) {
         if (!handle(connection, *frame)) {
           open = false;
           break;
         }
+      }
+      // Everything this read brought is staged. When the worker has sent
+      // nothing more yet (a sequential step waits for this very flush), this
+      // thread writes the batch itself, every connection's staged records
+      // with it, rather than waking a log thread, as a local engine's shard
+      // does; while more is coming it goes on reading and the log's own
+      // writer flushes, so a busy connection keeps its pipeline full.
+      if (open && appended_) {
+        char peek = 0;
+        if (::recv(connection->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN) log->write_inline();
       }
       if (!decoder.error().empty()) {
         refuse(*connection, 0, "bad_frame", decoder.error());
@@ -305,7 +329,10 @@ struct LogService::Impl {
         }
         for (;;) {
           auto lsn = log->append(append->shard, append->record);
-          if (lsn) break;
+          if (lsn) {
+            appended_ = true;
+            break;
+          }
           if (lsn.error() == make_error_code(wal::errc::queue_full)) {
             // Back-pressure: this connection waits for the log to drain.
             std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -449,6 +476,8 @@ struct LogService::Impl {
     if (holder) holder->send(MessageType::durable, 0, encode(Durable{shard, lsn}));
   }
 };
+
+thread_local bool LogService::Impl::appended_ = false;
 
 std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptions options) {
   auto impl = std::make_unique<Impl>();
