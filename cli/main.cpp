@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   demo_command->add_flag("--child", demo.child)->group("");
   demo_command->add_option("--allow", demo.allow)->group("");
   demo_command->add_flag("--final", demo.final)->group("");
-  demo_command->add_option("--server", demo.server)->group("");
+  demo_command->add_option("--server", demo.server,
+                           "Remote mode against this `fusee server` (unix:PATH or HOST:PORT) instead of one of its own");
 
   fusee::cli::LogDemoOptions log_demo;
   auto* log_demo_command = app.add_subcommand(

@@ -263,7 +263,9 @@ int run_order_demo(const OrderDemoOptions& options) {
   // Remote mode: the log service, here in the parent, which no kill touches.
   std::unique_ptr<server::LogService> service;
   std::string server_address;
-  if (options.remote) {
+  if (!options.server.empty()) {
+    server_address = options.server;  // a `fusee server` of the caller's
+  } else if (options.remote) {
     server::LogServiceOptions service_options;
     service_options.dir = options.dir + "/log";
     service_options.listen = "unix:" + options.dir + "/server.sock";
@@ -298,7 +300,10 @@ int run_order_demo(const OrderDemoOptions& options) {
       if (left <= 0) break;
       pollfd poll_fd{child->report_fd, POLLIN, 0};
       if (::poll(&poll_fd, 1, static_cast<int>(std::min<long long>(left, 100))) > 0) open = reader.read_from(child->report_fd);
-      if (options.remote && !final && !standby && reader.heard()) {
+      // Only with its own log service: against an outside server that may
+      // restart, a standby could win the leases back from a live holder
+      // and be left stale (it is then deposed, and must reopen).
+      if (service && !final && !standby && reader.heard()) {
         // The holder has its leases; the next worker connects and waits for them.
         standby = spawn_child(options, seed, allow_for(life + 1), life + 1 == options.kills, server_address);
       }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -70,64 +71,138 @@ int connect_to(const std::string& address, std::string& problem) {
   return fd;
 }
 
+// How long a worker keeps trying to reach a server that went away (it
+// restarts, or it was killed and is being restarted) before it gives up and
+// poisons the sink, as a failed flush poisons the local log.
+constexpr auto kReconnectFor = std::chrono::seconds(60);
+constexpr auto kReconnectPause = std::chrono::milliseconds(50);
+
 class RemoteSink final : public JournalSink {
  public:
-  RemoteSink(int fd, std::string address) : fd_(fd), address_(std::move(address)) {}
+  explicit RemoteSink(RemoteOptions options) : options_(std::move(options)) {}
   ~RemoteSink() override {
-    ::shutdown(fd_, SHUT_RDWR);
+    stopping_ = true;
+    {
+      std::lock_guard lock(send_mu_);
+      if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    }
     if (reader_.joinable()) reader_.join();
-    ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
   }
 
-  // Hello, acquire, and wait for every lease.
-  Result<std::uint32_t> handshake(const RemoteOptions& options, std::string& problem) {
-    if (!send(MessageType::hello, 0, server::encode(server::Hello{options.token, options.worker}))) {
+  // Connects, says hello, takes every shard's lease. The first time it
+  // learns the shard count; after a reconnect it checks the server kept
+  // every acknowledged record and sends again what was not yet durable.
+  Result<void> connect(std::string& problem) {
+    int fd = connect_to(options_.address, problem);
+    if (fd < 0) return std::make_error_code(std::errc::io_error);
+    {
+      std::lock_guard lock(send_mu_);
+      fd_ = fd;
+    }
+    decoder_ = server::FrameDecoder();
+    if (!send_now(MessageType::hello, 0, server::encode(server::Hello{options_.token, options_.worker}))) {
       problem = "the server closed the connection";
       return std::make_error_code(std::errc::io_error);
     }
     auto welcome = wait_frame(MessageType::welcome, problem);
     if (!welcome) return std::make_error_code(std::errc::io_error);
     auto decoded = server::decode_welcome(welcome->payload);
-    if (!decoded || decoded->shard_count == 0) {
-      problem = "a malformed welcome from the server";
+    if (!decoded || decoded->shard_count == 0 || (shards_ != 0 && decoded->shard_count != shards_)) {
+      problem = decoded ? fmt::format("the server has {} shards, not {}", decoded->shard_count, shards_)
+                        : "a malformed welcome from the server";
       return make_error_code(wal::errc::corrupt);
     }
-    shards_ = decoded->shard_count;
-    epochs_.assign(shards_, 0);
-    next_lsn_ = std::vector<std::atomic<Lsn>>(shards_);
-    durable_ = std::vector<std::atomic<Lsn>>(shards_);
-    if (!send(MessageType::acquire, 0, server::encode(server::Acquire{0}))) {
+    bool first = shards_ == 0;
+    if (first) {
+      shards_ = decoded->shard_count;
+      epochs_.assign(shards_, 0);
+      next_lsn_ = std::vector<std::atomic<Lsn>>(shards_);
+      durable_ = std::vector<std::atomic<Lsn>>(shards_);
+      unacked_.resize(shards_);
+    }
+    if (!send_now(MessageType::acquire, 0, server::encode(server::Acquire{0}))) {
       problem = "the server closed the connection";
       return std::make_error_code(std::errc::io_error);
     }
+    std::vector<std::optional<server::Lease>> leases(shards_);
     for (std::uint32_t leased = 0; leased < shards_;) {
       auto frame = wait_frame(MessageType::lease, problem);
       if (!frame) return std::make_error_code(std::errc::io_error);
       auto lease = server::decode_lease(frame->payload);
-      if (!lease || lease->shard >= shards_ || epochs_[lease->shard] != 0) {
+      if (!lease || lease->shard >= shards_ || leases[lease->shard]) {
         problem = "a malformed lease from the server";
         return make_error_code(wal::errc::corrupt);
       }
-      epochs_[lease->shard] = lease->epoch;
-      next_lsn_[lease->shard] = lease->durable_lsn;
-      durable_[lease->shard] = lease->durable_lsn;
+      leases[lease->shard] = *lease;
       ++leased;
     }
-    reader_ = std::thread([this] { read_loop(); });
-    return shards_;
+    std::lock_guard lock(send_mu_);
+    for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+      const auto& lease = *leases[shard];
+      epochs_[shard] = lease.epoch;
+      if (first) {
+        next_lsn_[shard] = lease.durable_lsn;
+        durable_[shard] = lease.durable_lsn;
+        continue;
+      }
+      // The server's log must hold everything it acknowledged; what it had
+      // not made durable when it went is sent again, at the same LSNs.
+      if (lease.durable_lsn < durable_[shard].load()) {
+        problem = fmt::format("the server lost acknowledged records: shard {} was durable to LSN {}, it now ends at {}",
+                              shard, durable_[shard].load(), lease.durable_lsn);
+        return make_error_code(wal::errc::corrupt);
+      }
+      if (lease.durable_lsn > next_lsn_[shard].load()) {
+        // Another worker held the shard meanwhile and appended: this
+        // engine's runs are stale. (The server would fence its appends.)
+        problem = fmt::format("shard {}: another worker appended up to LSN {} while this one was away (it had {}): "
+                              "this engine was deposed; reopen it",
+                              shard, lease.durable_lsn, next_lsn_[shard].load());
+        return make_error_code(wal::errc::corrupt);
+      }
+      auto& unacked = unacked_[shard];
+      while (!unacked.empty() && unacked.front().first <= lease.durable_lsn) unacked.pop_front();
+      if (!unacked.empty() && unacked.front().first != lease.durable_lsn + 1) {
+        problem = fmt::format("shard {}: the server ends at LSN {}, past what this worker still holds", shard,
+                              lease.durable_lsn);
+        return make_error_code(wal::errc::corrupt);
+      }
+      if (unacked.empty() && next_lsn_[shard].load() > lease.durable_lsn) {
+        problem = fmt::format("shard {}: the server ends at LSN {}, but this worker appended to {}", shard,
+                              lease.durable_lsn, next_lsn_[shard].load());
+        return make_error_code(wal::errc::corrupt);
+      }
+      raise_durable(shard, lease.durable_lsn);
+      for (const auto& [lsn, record] : unacked) {
+        if (!send_locked(MessageType::append, 0, server::encode(server::Append{shard, epochs_[shard], lsn, record}))) {
+          problem = "the server closed the connection";
+          return std::make_error_code(std::errc::io_error);
+        }
+      }
+    }
+    connected_ = true;
+    return ok();
   }
+
+  void start_reading() { reader_ = std::thread([this] { read_loop(); }); }
+  std::uint32_t shard_count() const { return shards_; }
 
   Result<Lsn> append(ShardId shard, std::span<const std::byte> record) override {
     if (auto poisoned = poison()) return poisoned;
     std::lock_guard lock(send_mu_);
     auto lsn = next_lsn_[shard].load() + 1;
-    server::Append message{shard, epochs_[shard], lsn, {record.begin(), record.end()}};
-    if (!send_locked(MessageType::append, 0, server::encode(message))) {
-      set_poison(std::make_error_code(std::errc::io_error), "the connection to the server broke");
-      return poison();
-    }
+    // Kept until durable: a server that goes away before its flush gets it
+    // again after the reconnect.
+    unacked_[shard].emplace_back(lsn, std::vector<std::byte>(record.begin(), record.end()));
     next_lsn_[shard] = lsn;
     records_sent_++;
+    if (connected_ &&
+        !send_locked(MessageType::append, 0, server::encode(server::Append{shard, epochs_[shard], lsn, {record.begin(), record.end()}}))) {
+      // The reader notices the broken connection and reconnects.
+      connected_ = false;
+      ::shutdown(fd_, SHUT_RDWR);
+    }
     return lsn;
   }
   Lsn durable_lsn(ShardId shard) const override { return durable_[shard].load(); }
@@ -152,41 +227,61 @@ class RemoteSink final : public JournalSink {
       });
       if (poison_) return poison_;
     }
-    for (std::uint32_t shard = 0; shard < shards_; ++shard) {
-      (void)send(MessageType::release, 0, server::encode(server::Release{shard, epochs_[shard]}));
+    stopping_ = true;
+    {
+      std::lock_guard lock(send_mu_);
+      for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+        (void)send_locked(MessageType::release, 0, server::encode(server::Release{shard, epochs_[shard]}));
+      }
+      ::shutdown(fd_, SHUT_WR);
     }
-    ::shutdown(fd_, SHUT_WR);
     if (reader_.joinable()) reader_.join();
     return ok();
   }
+  // A read the connection's loss cuts short goes on after the reconnect
+  // from the record after the last one visited.
   Result<void> read(ShardId shard, Lsn first,
                     const std::function<void(Lsn, std::span<const std::byte>)>& visit) override {
-    if (auto poisoned = poison()) return poisoned;
-    std::uint64_t request = 0;
-    {
-      std::lock_guard lock(state_mu_);
-      request = ++next_request_;
-      reads_[request];
-    }
-    if (!send(MessageType::read, request, server::encode(server::Read{shard, epochs_[shard], first}))) {
-      return std::make_error_code(std::errc::io_error);
-    }
+    Lsn next = first;
     for (;;) {
-      std::vector<server::RecordsChunk> chunks;
-      bool done = false;
+      if (auto poisoned = poison()) return poisoned;
+      std::uint64_t request = 0;
+      std::uint64_t generation = 0;
       {
-        std::unique_lock lock(state_mu_);
-        auto& pending = reads_[request];
-        state_cv_.wait(lock, [&] { return poison_ || pending.done || !pending.chunks.empty(); });
-        if (poison_) return poison_;
-        chunks.swap(pending.chunks);
-        done = pending.done;
-        if (done) reads_.erase(request);
+        std::lock_guard lock(state_mu_);
+        request = ++next_request_;
+        reads_[request];
+        generation = connections_;
       }
-      for (const auto& chunk : chunks) {
-        for (const auto& [lsn, bytes] : chunk.records) visit(lsn, bytes);
+      bool lost = !send(MessageType::read, request, server::encode(server::Read{shard, epochs_[shard], next}));
+      while (!lost) {
+        std::vector<server::RecordsChunk> chunks;
+        bool done = false;
+        {
+          std::unique_lock lock(state_mu_);
+          auto& pending = reads_[request];
+          state_cv_.wait(lock, [&] { return poison_ || pending.done || pending.lost || !pending.chunks.empty(); });
+          if (poison_) return poison_;
+          lost = pending.lost;
+          chunks.swap(pending.chunks);
+          done = pending.done;
+        }
+        for (const auto& chunk : chunks) {
+          for (const auto& [lsn, bytes] : chunk.records) {
+            if (lsn < next) continue;
+            visit(lsn, bytes);
+            next = lsn + 1;
+          }
+        }
+        if (done && !lost) {
+          std::lock_guard lock(state_mu_);
+          reads_.erase(request);
+          return ok();
+        }
       }
-      if (done) return ok();
+      std::unique_lock lock(state_mu_);
+      reads_.erase(request);
+      state_cv_.wait(lock, [&] { return poison_ || connections_ != generation; });
     }
   }
   wal::LogStats stats() const override {
@@ -199,9 +294,14 @@ class RemoteSink final : public JournalSink {
   struct PendingRead {
     std::vector<server::RecordsChunk> chunks;
     bool done = false;
+    bool lost = false;  // the connection went during the read
   };
 
   bool send(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
+    std::lock_guard lock(send_mu_);
+    return connected_ && send_locked(type, request, payload);
+  }
+  bool send_now(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
     std::lock_guard lock(send_mu_);
     return send_locked(type, request, payload);
   }
@@ -222,22 +322,22 @@ class RemoteSink final : public JournalSink {
     return true;
   }
 
-  // Before the reader thread runs: the next frame, which must be `expected`
-  // (an error frame says why not).
+  // While connecting (the reader is not running): the next frame, which
+  // must be `expected` (an error frame says why not).
   std::optional<server::Frame> wait_frame(MessageType expected, std::string& problem) {
     std::vector<std::byte> buffer(1 << 16);
     for (;;) {
       if (auto frame = decoder_.next()) {
-        if (static_cast<MessageType>(frame->type) == expected) return frame;
-        if (static_cast<MessageType>(frame->type) == MessageType::error) {
+        auto type = static_cast<MessageType>(frame->type);
+        if (type == expected) return frame;
+        if (type == MessageType::error) {
           auto error = server::decode_error(frame->payload);
           problem = error ? fmt::format("the server refused: {}: {}", error->code, error->message)
                           : "the server refused";
           return std::nullopt;
         }
-        if (static_cast<MessageType>(frame->type) == MessageType::durable) continue;
-        problem = fmt::format("the server sent {} where {} was due", server::message_type_name(
-                                                                           static_cast<MessageType>(frame->type)),
+        if (type == MessageType::durable) continue;
+        problem = fmt::format("the server sent {} where {} was due", server::message_type_name(type),
                               server::message_type_name(expected));
         return std::nullopt;
       }
@@ -263,24 +363,84 @@ class RemoteSink final : public JournalSink {
         set_poison(make_error_code(wal::errc::corrupt), "a bad frame from the server: " + decoder_.error());
         return;
       }
+      if (poison()) return;
       auto got = ::recv(fd_, buffer.data(), buffer.size(), 0);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
-        set_poison(make_error_code(wal::errc::closed), "the connection to the server closed");
-        return;
+        if (stopping_ || !reconnect()) return;
+        continue;
       }
       decoder_.feed(std::span(buffer.data(), static_cast<std::size_t>(got)));
     }
   }
 
+  // The server went away: try again for a while. Reads in progress fail;
+  // appends are kept and sent after the reconnect.
+  bool reconnect() {
+    {
+      std::lock_guard lock(send_mu_);
+      connected_ = false;
+      ::close(fd_);
+      fd_ = -1;
+    }
+    {
+      std::lock_guard lock(state_mu_);
+      for (auto& [id, pending] : reads_) pending.lost = true;
+      state_cv_.notify_all();
+    }
+    auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
+    std::string problem;
+    while (!stopping_ && std::chrono::steady_clock::now() < give_up) {
+      problem.clear();
+      auto connected = connect(problem);
+      if (connected) {
+        // Positions may have moved on (records the server made durable but
+        // had not told before it went).
+        {
+          std::lock_guard lock(state_mu_);
+          ++connections_;
+          state_cv_.notify_all();
+        }
+        for (std::uint32_t shard = 0; shard < shards_; ++shard) notify(shard);
+        return true;
+      }
+      if (connected.error() == make_error_code(wal::errc::corrupt)) break;  // not worth another try
+      if (problem.starts_with("the server refused")) break;
+      {
+        std::lock_guard lock(send_mu_);
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+      }
+      std::this_thread::sleep_for(kReconnectPause);
+    }
+    auto why = fmt::format("lost the server at {}: {}", options_.address, problem.empty() ? "stopped" : problem);
+    if (options_.warn) options_.warn(why);
+    set_poison(make_error_code(wal::errc::closed), why);
+    return false;
+  }
+
+  void raise_durable(ShardId shard, Lsn lsn) {
+    auto& position = durable_[shard];
+    Lsn current = position.load();
+    while (lsn > current && !position.compare_exchange_weak(current, lsn)) {
+    }
+  }
+
   void handle(const server::Frame& frame) {
+    if (static_cast<MessageType>(frame.type) == MessageType::error && options_.warn) {
+      auto error = server::decode_error(frame.payload);
+      options_.warn(error ? fmt::format("the server refused: {}: {}", error->code, error->message)
+                          : "the server refused");
+    }
     switch (static_cast<MessageType>(frame.type)) {
       case MessageType::durable: {
         auto durable = server::decode_durable(frame.payload);
         if (!durable || durable->shard >= shards_) return;
-        auto& position = durable_[durable->shard];
-        Lsn current = position.load();
-        while (durable->lsn > current && !position.compare_exchange_weak(current, durable->lsn)) {
+        {
+          std::lock_guard lock(send_mu_);
+          raise_durable(durable->shard, durable->lsn);
+          auto& unacked = unacked_[durable->shard];
+          while (!unacked.empty() && unacked.front().first <= durable->lsn) unacked.pop_front();
         }
         {
           std::lock_guard lock(state_mu_);
@@ -332,12 +492,16 @@ class RemoteSink final : public JournalSink {
     if (listener) listener(shard);
   }
 
-  int fd_;
-  std::string address_;
+  RemoteOptions options_;
+  int fd_ = -1;  // under send_mu_ (and read by the reader)
+  std::atomic<bool> stopping_{false};
   std::uint32_t shards_ = 0;
-  std::vector<std::uint64_t> epochs_;
+  std::vector<std::uint64_t> epochs_;       // under send_mu_
   std::vector<std::atomic<Lsn>> next_lsn_;  // the last LSN appended (under send_mu_)
   std::vector<std::atomic<Lsn>> durable_;
+  // Per shard, records appended and not yet durable (under send_mu_).
+  std::vector<std::deque<std::pair<Lsn, std::vector<std::byte>>>> unacked_;
+  bool connected_ = false;  // under send_mu_
   std::atomic<std::uint64_t> records_sent_{0};
   server::FrameDecoder decoder_;
   std::thread reader_;
@@ -348,6 +512,7 @@ class RemoteSink final : public JournalSink {
   std::error_code poison_;
   std::string poison_text_;
   std::uint64_t next_request_ = 0;
+  std::uint64_t connections_ = 0;  // made so far (under state_mu_): a read waits for the next
   std::map<std::uint64_t, PendingRead> reads_;
   std::mutex listener_mu_;
   Listener listener_;
@@ -358,18 +523,22 @@ class RemoteSink final : public JournalSink {
 Result<std::unique_ptr<JournalSink>> connect_remote_sink(const RemoteOptions& options, std::uint32_t* shard_count,
                                                          std::string* problem) {
   std::string why;
-  int fd = connect_to(options.address, why);
-  if (fd < 0) {
-    if (problem) *problem = why;
-    return std::make_error_code(std::errc::io_error);
+  auto sink = std::make_unique<RemoteSink>(options);
+  // A server that is restarting is waited for, as a reconnect would.
+  auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
+  for (;;) {
+    auto connected = sink->connect(why);
+    if (connected) break;
+    if (connected.error() == make_error_code(wal::errc::corrupt) || std::chrono::steady_clock::now() >= give_up ||
+        why.starts_with("the server refused")) {
+      if (problem) *problem = why;
+      return connected.error();
+    }
+    sink = std::make_unique<RemoteSink>(options);
+    std::this_thread::sleep_for(kReconnectPause);
   }
-  auto sink = std::make_unique<RemoteSink>(fd, options.address);
-  auto shards = sink->handshake(options, why);
-  if (!shards) {
-    if (problem) *problem = why;
-    return shards.error();
-  }
-  if (shard_count) *shard_count = *shards;
+  sink->start_reading();
+  if (shard_count) *shard_count = sink->shard_count();
   return std::unique_ptr<JournalSink>(std::move(sink));
 }
 

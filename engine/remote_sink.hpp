@@ -15,6 +15,7 @@
 // thread reads the connection.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,7 @@ struct RemoteOptions {
   std::string address;  // "unix:PATH" or "HOST:PORT"
   std::string token;    // for TCP, when the server wants one
   std::string worker;   // a name for the server's logs
+  std::function<void(const std::string&)> warn;  // the server went away, came back, or was lost for good
 };
 
 // Connects and takes every shard's lease. errc::storage (wal) style errors

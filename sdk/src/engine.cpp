@@ -212,7 +212,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     std::string problem;
     std::uint32_t server_shards = 0;
     auto sink = engine::connect_remote_sink(
-        engine::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid())}, &server_shards,
+        engine::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid()), warn},
+        &server_shards,
         &problem);
     if (!sink) throw Error(errc::storage, fmt::format("remote mode: {}", problem));
     if (shards != 0 && shards != server_shards) {

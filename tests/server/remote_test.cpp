@@ -1,0 +1,121 @@
+// Remote mode against a log service in this process: a worker that lost the
+// server reconnects and carries on; one whose shards another worker held
+// meanwhile finds itself deposed and stops, rather than append over the
+// other's records.
+#include <doctest/doctest.h>
+
+#include <fusee/fusee.hpp>
+#include <future>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/log_service.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+using namespace fusee;
+
+namespace {
+
+const WorkflowRef<int, int> kDouble{"double"};
+const Signal<int> kGo{"go"};
+
+struct Server {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  std::unique_ptr<server::LogService> service;
+  std::string address() const { return "unix:" + dir.sub("sock"); }
+  void start() {
+    server::LogServiceOptions options;
+    options.dir = dir.sub("data");
+    options.listen = address();
+    options.shards = 2;
+    options.direct_io = false;
+    options.log = [](const std::string&) {};
+    service = server::LogService::open(fs, options);
+  }
+  void stop() {
+    service->stop();
+    service.reset();
+  }
+};
+
+struct Warnings {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& line) {
+      std::lock_guard lock(mu);
+      lines.push_back(line);
+    };
+  }
+  bool any(const std::string& text) {
+    std::lock_guard lock(mu);
+    for (const auto& line : lines)
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+std::unique_ptr<Engine> open_worker(const Server& server, Warnings& warnings) {
+  auto config = Config::remote(server.address());
+  config.warn = warnings.sink();
+  auto engine = Engine::open(config);
+  engine->register_workflow(kDouble, [](Ctx& ctx, int input) -> Task<int> {
+    int doubled = co_await ctx.step("double", [input] { return input * 2; });
+    auto go = co_await ctx.wait_for(kGo);
+    co_return doubled + go.value_or(0);
+  });
+  return engine;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+  TEST_CASE("remote: a worker reconnects to a restarted server and its runs carry on") {
+    Server server;
+    server.start();
+    Warnings warnings;
+    auto engine = open_worker(server, warnings);
+    engine->start(kDouble, "d-1", 20);
+    server.stop();
+    server.start();  // the worker reconnects by itself
+    engine->signal("d-1", kGo, 2, "go-1");
+    CHECK(engine->result(kDouble, "d-1") == 42);
+    engine->start(kDouble, "d-2", 1);
+    engine->signal("d-2", kGo, 1, "go-2");
+    CHECK(engine->result(kDouble, "d-2") == 3);
+    engine->shutdown();
+    // Everything is in the server's log: a new worker recovers it.
+    auto again = open_worker(server, warnings);
+    CHECK(again->result(kDouble, "d-1") == 42);
+    CHECK(again->result(kDouble, "d-2") == 3);
+  }
+
+  TEST_CASE("remote: a worker whose shards another worker held meanwhile is deposed, not merged") {
+    Server server;
+    server.start();
+    Warnings first_warnings, second_warnings;
+    auto first = open_worker(server, first_warnings);
+    first->start(kDouble, "d-1", 5);
+    server.stop();
+    server.start();
+    // The second worker gets there first and appends.
+    auto second = open_worker(server, second_warnings);
+    second->start(kDouble, "d-2", 7);
+    second->signal("d-2", kGo, 0, "go-2");
+    CHECK(second->result(kDouble, "d-2") == 14);
+    second->shutdown();  // its leases go to the first, which finds records it never saw
+    for (int i = 0; i < 500 && !first_warnings.any("deposed"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(first_warnings.any("this engine was deposed; reopen it"));
+    CHECK_THROWS_AS(first->start(kDouble, "d-3", 1), Error);
+    first.reset();
+    // A reopened worker sees both.
+    Warnings third_warnings;
+    auto third = open_worker(server, third_warnings);
+    third->signal("d-1", kGo, 1, "go-1");
+    CHECK(third->result(kDouble, "d-1") == 11);
+    CHECK(third->result(kDouble, "d-2") == 14);
+  }
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The server itself is SIGKILLed and restarted under load: `fusee server`
+# runs on a Unix socket, `fusee demo --server` runs its workers against it
+# (one at a time, each SIGKILLed; 10 kills), and meanwhile this script
+# SIGKILLs the server 8 times and starts it again on the same directory. Workers reconnect, check that the server kept every record it
+# acknowledged, send again what it had not made durable, and carry on; the
+# demo's ledger checks that nothing acknowledged was lost.
+set -euo pipefail
+top=${1:?usage: server_restart_test.sh SOURCE_DIR BUILD_DIR}
+build=${2:-$top/build}
+fusee="$build/cli/fusee"
+scratch=$(mktemp -d)
+server=""
+demo=""
+cleanup() {
+  [ -n "$demo" ] && kill -9 "$demo" 2>/dev/null || true
+  [ -n "$server" ] && kill -9 "$server" 2>/dev/null || true
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+socket="$scratch/server.sock"
+start_server() {
+  "$fusee" server --dir "$scratch/log" --listen "unix:$socket" --shards 4 >>"$scratch/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 200); do [ -S "$socket" ] && return; sleep 0.01; done
+  echo "server_restart_test: the server did not start"; cat "$scratch/server.log"; exit 1
+}
+start_server
+"$fusee" demo --server "unix:$socket" --dir "$scratch/demo" --kills 10 --orders 200 --quiet >"$scratch/demo.out" 2>&1 &
+demo=$!
+restarts=0
+while kill -0 "$demo" 2>/dev/null && [ "$restarts" -lt 8 ]; do
+  sleep "0.$(( (RANDOM % 6) + 2 ))"
+  kill -0 "$demo" 2>/dev/null || break
+  kill -9 "$server"
+  wait "$server" 2>/dev/null || true
+  rm -f "$socket"
+  start_server
+  restarts=$((restarts + 1))
+done
+status=0
+wait "$demo" || status=$?
+demo=""
+cat "$scratch/demo.out"
+echo "server_restart_test: the server was SIGKILLed and restarted $restarts times"
+[ "$status" = 0 ] || { echo "server_restart_test: the demo failed ($status)"; tail -20 "$scratch/server.log"; exit 1; }
+[ "$restarts" -ge 3 ] || { echo "server_restart_test: only $restarts server restarts happened during the demo"; exit 1; }
+grep -q " 0 violations" "$scratch/demo.out"
