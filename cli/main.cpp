@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
   server_command->add_option("--shards", server.shards, "A new directory's shard count (0: CPUs)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
+  server_command->add_option("--lease-ttl-ms", server.lease_ttl_ms,
+                             "A worker that sends nothing for this long loses its leases")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3600000));
   server_command->add_flag("--buffered", server.buffered, "Buffered writes + fdatasync instead of O_DIRECT");
 
   try {

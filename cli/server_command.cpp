@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -26,6 +27,7 @@ int run_server(const ServerOptions& options) {
   service_options.listen = options.listen;
   service_options.shards = options.shards;
   service_options.direct_io = !options.buffered;
+  service_options.lease_ttl = std::chrono::milliseconds(options.lease_ttl_ms);
   if (!options.token_file.empty()) {
     std::ifstream file(options.token_file);
     std::stringstream text;

@@ -79,9 +79,16 @@ constexpr auto kReconnectPause = std::chrono::milliseconds(50);
 
 class RemoteSink final : public JournalSink {
  public:
-  explicit RemoteSink(RemoteOptions options) : options_(std::move(options)) {}
+  explicit RemoteSink(RemoteOptions options) : options_(std::move(options)) {
+    heartbeat_ = std::thread([this] { heartbeat_loop(); });
+  }
   ~RemoteSink() override {
     stopping_ = true;
+    {
+      std::lock_guard lock(heartbeat_mu_);
+      heartbeat_cv_.notify_all();
+    }
+    if (heartbeat_.joinable()) heartbeat_.join();
     {
       std::lock_guard lock(send_mu_);
       if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
@@ -99,6 +106,7 @@ class RemoteSink final : public JournalSink {
     {
       std::lock_guard lock(send_mu_);
       fd_ = fd;
+      greeted_ = false;  // no ping before the hello
     }
     decoder_ = server::FrameDecoder();
     if (!send_now(MessageType::hello, 0, server::encode(server::Hello{options_.token, options_.worker}))) {
@@ -112,6 +120,13 @@ class RemoteSink final : public JournalSink {
       problem = decoded ? fmt::format("the server has {} shards, not {}", decoded->shard_count, shards_)
                         : "a malformed welcome from the server";
       return make_error_code(wal::errc::corrupt);
+    }
+    lease_ttl_ms_ = decoded->lease_ttl_ms;
+    greeted_ = true;
+    {
+      // The heartbeat's pace follows the server's TTL from now on.
+      std::lock_guard lock(heartbeat_mu_);
+      heartbeat_cv_.notify_all();
     }
     bool first = shards_ == 0;
     if (first) {
@@ -296,6 +311,22 @@ class RemoteSink final : public JournalSink {
     bool done = false;
     bool lost = false;  // the connection went during the read
   };
+
+  // Pings the server at a quarter of its lease TTL, also while waiting for
+  // leases, so a live worker never lapses; a hung process stops pinging and
+  // its leases go to a standby.
+  void heartbeat_loop() {
+    std::unique_lock lock(heartbeat_mu_);
+    while (!stopping_) {
+      auto ttl = lease_ttl_ms_.load();
+      auto every = std::chrono::milliseconds(ttl == 0 ? 1000 : std::max<std::uint32_t>(ttl / 4, 10));
+      auto known = lease_ttl_ms_.load();
+      heartbeat_cv_.wait_for(lock, every, [&] { return stopping_.load() || lease_ttl_ms_.load() != known; });
+      if (stopping_) return;
+      std::lock_guard send_lock(send_mu_);
+      if (fd_ >= 0 && greeted_) (void)send_locked(MessageType::ping, 0, {});
+    }
+  }
 
   bool send(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
     std::lock_guard lock(send_mu_);
@@ -493,6 +524,11 @@ class RemoteSink final : public JournalSink {
   }
 
   RemoteOptions options_;
+  std::atomic<std::uint32_t> lease_ttl_ms_{0};  // the server's, from its welcome
+  bool greeted_ = false;                         // under send_mu_: the hello is answered
+  std::thread heartbeat_;
+  std::mutex heartbeat_mu_;
+  std::condition_variable heartbeat_cv_;
   int fd_ = -1;  // under send_mu_ (and read by the reader)
   std::atomic<bool> stopping_{false};
   std::uint32_t shards_ = 0;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -250,6 +251,14 @@ struct LogService::Impl {
     std::vector<std::byte> buffer(1 << 16);
     bool open = true;
     while (open && !stopping) {
+      pollfd ready{connection->fd, POLLIN, 0};
+      auto waited = ::poll(&ready, 1, static_cast<int>(options.lease_ttl.count()));
+      if (waited < 0 && errno == EINTR) continue;
+      if (waited == 0) {
+        refuse(*connection, 0, "lease_lapsed",
+               fmt::format("nothing from the worker for {} ms: its leases lapse", options.lease_ttl.count()));
+        break;
+      }
       auto got = ::recv(connection->fd, buffer.data(), buffer.size(), 0);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;
@@ -296,7 +305,8 @@ struct LogService::Impl {
         }
         connection->worker = hello->worker.empty() ? "?" : hello->worker;
         connection->greeted = true;
-        connection->send(MessageType::welcome, frame.request_id, encode(Welcome{shards}));
+        connection->send(MessageType::welcome, frame.request_id,
+                         encode(Welcome{shards, static_cast<std::uint32_t>(options.lease_ttl.count())}));
         return true;
       }
       case MessageType::acquire: {
@@ -372,6 +382,8 @@ struct LogService::Impl {
         connection->send(MessageType::read_end, frame.request_id, encode(ReadEnd{read->shard}));
         return true;
       }
+      case MessageType::ping:
+        return true;  // receiving it was the point
       case MessageType::release: {
         auto release = decode_release(frame.payload);
         if (!release) return malformed(*connection, frame);

@@ -11,6 +11,8 @@
 //   the connection closed, so a deposed worker can never append again.
 // - Durable positions go back as the log publishes them: one flush covers
 //   the records of every connection.
+// - A lease lapses when its connection drops or sends nothing (not even a
+//   ping) for lease_ttl: the connection is closed and the shard granted on.
 // - A malformed, oversized or unexpected frame closes that one connection,
 //   with the reason logged; the service and its other connections go on.
 //
@@ -18,6 +20,7 @@
 // log's durable hook only queues). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +37,10 @@ struct LogServiceOptions {
   std::uint32_t shards = 0;                // a new directory's shard count (0: CPUs)
   bool direct_io = true;
   std::uint64_t segment_bytes = 64u << 20;
+  // A connection that sends nothing for this long (a hung or partitioned
+  // worker) is closed and its leases go to whoever waits. Workers ping at a
+  // quarter of it.
+  std::chrono::milliseconds lease_ttl{10'000};
   std::function<void(const std::string&)> log;  // one line per event worth telling; default stderr
 };
 

@@ -86,12 +86,13 @@ const char* message_type_name(MessageType type) {
     case MessageType::read_end: return "read_end";
     case MessageType::error: return "error";
     case MessageType::release: return "release";
+    case MessageType::ping: return "ping";
   }
   return "unknown";
 }
 
 std::vector<std::byte> encode(const Hello& m) { return Writer().text(m.token).text(m.worker).take(); }
-std::vector<std::byte> encode(const Welcome& m) { return Writer().u32(m.shard_count).take(); }
+std::vector<std::byte> encode(const Welcome& m) { return Writer().u32(m.shard_count).u32(m.lease_ttl_ms).take(); }
 std::vector<std::byte> encode(const Acquire& m) { return Writer().u32(m.shards_max).take(); }
 std::vector<std::byte> encode(const Lease& m) { return Writer().u32(m.shard).u64(m.epoch).u64(m.durable_lsn).take(); }
 std::vector<std::byte> encode(const Append& m) {
@@ -113,7 +114,7 @@ std::optional<Hello> decode_hello(std::span<const std::byte> p) {
   return decode_with<Hello>(p, [](Reader& r, Hello& m) { return r.text(m.token) && r.text(m.worker); });
 }
 std::optional<Welcome> decode_welcome(std::span<const std::byte> p) {
-  return decode_with<Welcome>(p, [](Reader& r, Welcome& m) { return r.u32(m.shard_count); });
+  return decode_with<Welcome>(p, [](Reader& r, Welcome& m) { return r.u32(m.shard_count) && r.u32(m.lease_ttl_ms); });
 }
 std::optional<Acquire> decode_acquire(std::span<const std::byte> p) {
   return decode_with<Acquire>(p, [](Reader& r, Acquire& m) { return r.u32(m.shards_max); });

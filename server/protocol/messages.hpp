@@ -25,6 +25,7 @@ enum class MessageType : std::uint8_t {
   read_end = 9,  // server -> worker: no more for that read
   error = 10,    // server -> worker: a refusal; the server closes the connection after it
   release = 11,  // worker -> server: give a lease back (clean shutdown)
+  ping = 12,     // worker -> server: still here (keeps its leases from lapsing)
 };
 
 const char* message_type_name(MessageType type);
@@ -35,6 +36,9 @@ struct Hello {
 };
 struct Welcome {
   std::uint32_t shard_count = 0;
+  // A worker that sends nothing for this long loses its leases; it pings
+  // well within it.
+  std::uint32_t lease_ttl_ms = 0;
 };
 struct Acquire {
   std::uint32_t shards_max = 0;  // 0: all of them

@@ -10,7 +10,9 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -239,5 +241,46 @@ TEST_SUITE("unit") {
     Client right(endpoint);
     right.send(MessageType::hello, encode(Hello{"s3cret", "r"}));
     CHECK(decode_welcome(right.expect(MessageType::welcome).payload)->shard_count == 2);
+  }
+}
+
+TEST_SUITE("unit") {
+  TEST_CASE("log service: a worker that goes silent loses its leases to the one waiting") {
+    testing::TempDir dir;
+    io::PosixFileSystem fs;
+    LogServiceOptions options;
+    options.dir = dir.sub("data");
+    options.listen = "unix:" + dir.sub("sock");
+    options.shards = 2;
+    options.direct_io = false;
+    options.lease_ttl = std::chrono::milliseconds(500);
+    options.log = [](const std::string&) {};
+    auto service = LogService::open(fs, options);
+    Client silent(service->endpoint());
+    auto old_leases = silent.hello_and_acquire(2);
+    Client standby(service->endpoint());
+    standby.send(MessageType::hello, encode(Hello{"", "standby"}));
+    CHECK(decode_welcome(standby.expect(MessageType::welcome).payload)->lease_ttl_ms == 500);
+    standby.send(MessageType::acquire, encode(Acquire{0}));
+    // The standby pings (from a thread of its own, as a worker does); the
+    // holder does not.
+    std::atomic<bool> done{false};
+    std::thread pinger([&] {
+      while (!done) {
+        standby.send(MessageType::ping, {});
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    std::vector<Lease> leases;
+    while (leases.size() < 2) {
+      auto frame = standby.next();
+      if (!frame) break;
+      if (static_cast<MessageType>(frame->type) == MessageType::lease) leases.push_back(*decode_lease(frame->payload));
+    }
+    done = true;
+    pinger.join();
+    REQUIRE(leases.size() == 2);
+    CHECK(leases[0].epoch > old_leases[1].epoch);
+    CHECK(silent.expect_error().code == "lease_lapsed");
   }
 }

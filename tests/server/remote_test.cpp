@@ -119,3 +119,29 @@ TEST_SUITE("unit") {
     CHECK(third->result(kDouble, "d-2") == 14);
   }
 }
+
+TEST_SUITE("unit") {
+  TEST_CASE("remote: an idle worker keeps its leases (it pings within the server's lease TTL)") {
+    testing::TempDir dir;
+    io::PosixFileSystem fs;
+    server::LogServiceOptions options;
+    options.dir = dir.sub("data");
+    options.listen = "unix:" + dir.sub("sock");
+    options.shards = 2;
+    options.direct_io = false;
+    options.lease_ttl = std::chrono::milliseconds(500);
+    options.log = [](const std::string&) {};
+    auto service = server::LogService::open(fs, options);
+    Warnings warnings;
+    auto config = Config::remote("unix:" + dir.sub("sock"));
+    config.warn = warnings.sink();
+    auto engine = Engine::open(config);
+    engine->register_workflow(kDouble, [](Ctx& ctx, int input) -> Task<int> {
+      co_return co_await ctx.step("double", [input] { return input * 2; });
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // four TTLs of nothing to do
+    CHECK(engine->execute(kDouble, "idle-1", 4) == 8);
+    CHECK(engine->stats().log_error.empty());
+    CHECK_FALSE(warnings.any("lapse"));
+  }
+}
