@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
       "server", "Hold a data directory's log and lease its shards to remote engines (docs/server-protocol.md)");
   server_command->add_option("--dir", server.dir, "The data directory (created if absent)")->capture_default_str();
   server_command->add_option("--listen", server.listen, "unix:PATH or HOST:PORT")->capture_default_str();
+  server_command->add_option("--http", server.http,
+                             "Serve the HTTP API on HOST:PORT, passing each call to the worker holding its shard");
   server_command->add_option("--token-file", server.token_file,
                              "A file holding the token workers must present on TCP")
       ->check(CLI::ExistingFile);

@@ -28,6 +28,7 @@ int run_server(const ServerOptions& options) {
   service_options.shards = options.shards;
   service_options.direct_io = !options.buffered;
   service_options.lease_ttl = std::chrono::milliseconds(options.lease_ttl_ms);
+  service_options.http_listen = options.http;
   if (!options.token_file.empty()) {
     std::ifstream file(options.token_file);
     std::stringstream text;
@@ -42,6 +43,11 @@ int run_server(const ServerOptions& options) {
   }
   bool tcp = !options.listen.starts_with("unix:");
   bool loopback = options.listen.starts_with("127.") || options.listen.starts_with("localhost:");
+  bool http_loopback = options.http.empty() || options.http.starts_with("127.") || options.http.starts_with("localhost:");
+  if (!http_loopback && service_options.token.empty()) {
+    fmt::print(stderr, "fusee server: HTTP on {} (not loopback) needs --token-file\n", options.http);
+    return 2;
+  }
   if (tcp && !loopback && service_options.token.empty()) {
     fmt::print(stderr, "fusee server: listening on {} (not loopback) needs --token-file\n", options.listen);
     return 2;
@@ -54,8 +60,9 @@ int run_server(const ServerOptions& options) {
     fmt::print(stderr, "fusee server: {}\n", error.what());
     return 1;
   }
-  fmt::print("fusee server: {} ({} shards), listening on {}\n", options.dir, service->shard_count(),
-             service->endpoint());
+  fmt::print("fusee server: {} ({} shards), listening on {}{}\n", options.dir, service->shard_count(),
+             service->endpoint(),
+             service->http_endpoint().empty() ? std::string() : ", HTTP on " + service->http_endpoint());
   std::fflush(stdout);
   int received = 0;
   sigwait(&stop_signals, &received);

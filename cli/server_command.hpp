@@ -13,6 +13,7 @@ namespace fusee::cli {
 struct ServerOptions {
   std::string dir = "./data";
   std::string listen = "127.0.0.1:7470";
+  std::string http;        // the HTTP front, "host:port"; empty: none
   std::string token_file;  // required on a TCP address that is not loopback
   std::uint32_t shards = 0;
   std::uint32_t lease_ttl_ms = 10'000;  // a silent worker's leases lapse after this

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <system_error>
 
 #include "base/result.hpp"
@@ -46,6 +47,9 @@ class JournalSink {
   // itself when that is cheaper than two thread hand-offs (Log::write_inline).
   // true: something was written (look at the durable positions again).
   virtual bool write_inline() { return false; }
+  // Remote mode: tells the server where this engine's HTTP API listens, so
+  // the server can pass calls for its shards on (again after a reconnect).
+  virtual void announce_http(const std::string&) {}
 };
 
 // Memory mode: records are counted, not kept; every append is "durable".

@@ -196,11 +196,18 @@ class RemoteSink final : public JournalSink {
         }
       }
     }
+    if (!http_.empty()) (void)send_locked(MessageType::announce, 0, server::encode(server::Announce{http_}));
     connected_ = true;
     return ok();
   }
 
   void start_reading() { reader_ = std::thread([this] { read_loop(); }); }
+
+  void announce_http(const std::string& endpoint) override {
+    std::lock_guard lock(send_mu_);
+    http_ = endpoint;
+    if (connected_) (void)send_locked(MessageType::announce, 0, server::encode(server::Announce{http_}));
+  }
   std::uint32_t shard_count() const { return shards_; }
 
   Result<Lsn> append(ShardId shard, std::span<const std::byte> record) override {
@@ -538,6 +545,7 @@ class RemoteSink final : public JournalSink {
   // Per shard, records appended and not yet durable (under send_mu_).
   std::vector<std::deque<std::pair<Lsn, std::vector<std::byte>>>> unacked_;
   bool connected_ = false;  // under send_mu_
+  std::string http_;        // under send_mu_: this engine's HTTP API, announced at each connect
   std::atomic<std::uint64_t> records_sent_{0};
   server::FrameDecoder decoder_;
   std::thread reader_;

@@ -4,12 +4,15 @@
 // process can then start, signal, cancel and read orders with curl.
 //
 // Usage: http_service DATA_DIR [HOST:PORT] (default 127.0.0.1:8080; port 0
-// picks a free one). Prints "listening on HOST:PORT"; SIGINT or SIGTERM
-// shuts it down cleanly.
+// picks a free one), or http_service --remote ADDR [HOST:PORT] to run as a
+// worker of `fusee server` at ADDR (its --http then passes calls on to this
+// worker). Prints "listening on HOST:PORT"; SIGINT or SIGTERM shuts it down
+// cleanly.
 #include <fusee/fusee.hpp>
 
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 
 using namespace fusee;
 
@@ -17,8 +20,10 @@ const WorkflowRef<int, int> kOrder{"order"};
 const Signal<int> kApproval{"approval"};
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: http_service DATA_DIR [HOST:PORT]\n");
+  const bool remote = argc > 1 && std::string_view(argv[1]) == "--remote";
+  const int first = remote ? 2 : 1;
+  if (argc < first + 1 || argc > first + 2) {
+    std::fprintf(stderr, "usage: http_service DATA_DIR [HOST:PORT]\n       http_service --remote ADDR [HOST:PORT]\n");
     return 2;
   }
   sigset_t stop_signals;
@@ -27,8 +32,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread starts
 
-  auto config = Config::local(argv[1]);
-  config.http_listen = argc > 2 ? argv[2] : "127.0.0.1:8080";
+  auto config = remote ? Config::remote(argv[first]) : Config::local(argv[first]);
+  config.http_listen = argc > first + 1 ? argv[first + 1] : "127.0.0.1:8080";
   auto engine = Engine::open(config);
   engine->register_workflow(kOrder, [](Ctx& ctx, int quantity) -> Task<int> {
     int quote = co_await ctx.step("quote", [quantity] { return quantity * 25; });

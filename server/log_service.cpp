@@ -23,6 +23,8 @@
 
 #include "engine/meta.hpp"
 #include "fusee/error.hpp"
+#include "server/http/http_front.hpp"
+#include "server/http/http_server.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
 #include "wal/errc.hpp"
@@ -119,6 +121,7 @@ struct Connection {
   std::uint64_t id = 0;
   bool tcp = false;
   std::string worker = "?";
+  std::string http;  // its HTTP API, once announced (under the service's mu)
   bool greeted = false;
   std::mutex mu;
   std::condition_variable wake;
@@ -157,6 +160,7 @@ struct LogService::Impl {
   int listen_fd = -1;
   std::string endpoint;
   std::thread acceptor;
+  std::unique_ptr<HttpServer> http;  // --http
   std::atomic<bool> stopping{false};
   static thread_local bool appended_;  // this reading thread staged records since its last read
 
@@ -384,6 +388,13 @@ struct LogService::Impl {
       }
       case MessageType::ping:
         return true;  // receiving it was the point
+      case MessageType::announce: {
+        auto announce = decode_announce(frame.payload);
+        if (!announce) return malformed(*connection, frame);
+        std::lock_guard lock(mu);
+        connection->http = announce->http;
+        return true;
+      }
       case MessageType::release: {
         auto release = decode_release(frame.payload);
         if (!release) return malformed(*connection, frame);
@@ -479,6 +490,31 @@ struct LogService::Impl {
     say(fmt::format("connection {} ({}) closed", connection->id, connection->worker));
   }
 
+  std::string metrics() {
+    auto stats = log->stats();
+    std::string text;
+    auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+      text += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    };
+    metric("fusee_records_written_total", "counter", "Records made durable by the server's log.",
+           stats.records_written);
+    metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
+    metric("fusee_log_failed", "gauge", "1 when the log failed (restart the server).", log->poison() ? 1 : 0);
+    metric("fusee_shards", "gauge", "Shards of the directory.", shards);
+    std::lock_guard lock(mu);
+    std::size_t held = 0;
+    text += "# HELP fusee_shard_lease Shards and their holders (1: leased).\n# TYPE fusee_shard_lease gauge\n";
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      const auto& lease = leases[shard];
+      if (lease.holder) ++held;
+      text += fmt::format("fusee_shard_lease{{shard=\"{}\",worker=\"{}\",epoch=\"{}\"}} {}\n", shard,
+                          lease.holder ? lease.holder->worker : "", lease.epoch, lease.holder ? 1 : 0);
+    }
+    metric("fusee_shards_leased", "gauge", "Shards a worker holds.", held);
+    metric("fusee_workers_waiting", "gauge", "Connections waiting for leases (standbys).", waiting.size());
+    return text;
+  }
+
   void on_durable(wal::ShardId shard, wal::Lsn lsn) {
     std::shared_ptr<Connection> holder;
     {
@@ -561,6 +597,20 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
                      << 10;
   impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
   impl->listen_fd = listen_on(options.listen, impl->endpoint);
+  if (!options.http_listen.empty()) {
+    FrontDirectory directory;
+    directory.shard_count = impl->shards;
+    directory.http_of = [raw = impl.get()](std::uint32_t shard) -> std::optional<std::string> {
+      std::lock_guard lock(raw->mu);
+      if (shard >= raw->leases.size() || !raw->leases[shard].holder || raw->leases[shard].holder->http.empty()) {
+        return std::nullopt;
+      }
+      return raw->leases[shard].holder->http;
+    };
+    directory.metrics = [raw = impl.get()] { return raw->metrics(); };
+    impl->http = std::make_unique<HttpServer>(make_front_router(std::move(directory), options.token),
+                                              options.http_listen, 1u << 20);
+  }
   impl->acceptor = std::thread([raw = impl.get()] { raw->accept_loop(); });
   return std::unique_ptr<LogService>(new LogService(std::move(impl)));
 }
@@ -570,11 +620,13 @@ LogService::LogService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LogService::~LogService() { stop(); }
 
 std::string LogService::endpoint() const { return impl_->endpoint; }
+std::string LogService::http_endpoint() const { return impl_->http ? impl_->http->endpoint() : std::string(); }
 std::uint32_t LogService::shard_count() const { return impl_->shards; }
 
 void LogService::stop() {
   auto& impl = *impl_;
   if (impl.stopping.exchange(true)) return;
+  if (impl.http) impl.http->stop();
   ::shutdown(impl.listen_fd, SHUT_RDWR);
   if (impl.acceptor.joinable()) impl.acceptor.join();
   ::close(impl.listen_fd);

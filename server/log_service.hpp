@@ -41,6 +41,9 @@ struct LogServiceOptions {
   // worker) is closed and its leases go to whoever waits. Workers ping at a
   // quarter of it.
   std::chrono::milliseconds lease_ttl{10'000};
+  // The HTTP front (server/http/http_front.hpp) on "host:port"; empty: none.
+  // It wants `token` too, when one is set.
+  std::string http_listen;
   std::function<void(const std::string&)> log;  // one line per event worth telling; default stderr
 };
 
@@ -55,6 +58,7 @@ class LogService {
 
   // Where it listens: "unix:PATH" or "HOST:PORT".
   std::string endpoint() const;
+  std::string http_endpoint() const;  // empty without --http
   std::uint32_t shard_count() const;
   // Stops accepting, closes every connection, then closes the log cleanly
   // (everything appended becomes durable first). Idempotent.

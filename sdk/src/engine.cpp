@@ -407,6 +407,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   if (!config.http_listen.empty()) {
     engine->impl_->http = std::make_unique<server::HttpServer>(
         *engine, config.http_listen, server::HttpApiOptions{config.http_token}, config.http_body_bytes_max);
+    engine->impl_->sink->announce_http(engine->impl_->http->endpoint());
   }
   return engine;
 }

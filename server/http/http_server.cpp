@@ -58,8 +58,22 @@ struct HttpServer::State {
 };
 
 HttpServer::HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max)
-    : api_(engine, std::move(options)), engine_(engine), body_bytes_max_(body_bytes_max),
+    : api_(std::make_unique<HttpApi>(engine, std::move(options))), engine_(&engine), body_bytes_max_(body_bytes_max),
       state_(std::make_unique<State>()) {
+  router_ = [api = api_.get()](const HttpRequest& request) -> HttpRoute {
+    auto routed = api->route(request);
+    if (auto* response = std::get_if<HttpResponse>(&routed)) return std::move(*response);
+    return std::get<StreamRequest>(routed);
+  };
+  start(listen);
+}
+
+HttpServer::HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max)
+    : router_(std::move(router)), body_bytes_max_(body_bytes_max), state_(std::make_unique<State>()) {
+  start(listen);
+}
+
+void HttpServer::start(const std::string& listen) {
   auto endpoint = parse_listen(listen);
   boost::system::error_code error;
   auto& acceptor = state_->acceptor;
@@ -162,11 +176,19 @@ void HttpServer::serve(int fd) {
         in.headers[name] = std::string(field.value());
       }
       in.body = std::move(request.body());
-      auto routed = api_.route(in);
+      auto routed = router_(in);
       if (auto* response = std::get_if<HttpResponse>(&routed)) {
         send(*response, request.version(), request.keep_alive());
         if (!request.keep_alive()) break;
         continue;
+      }
+      if (auto* to = std::get_if<Relay>(&routed)) {
+        relay(fd, in, request.version(), *to);
+        break;
+      }
+      if (engine_ == nullptr) {
+        send(HttpApi::error(500, "no_engine", "a stream needs an engine"), request.version(), false);
+        break;
       }
       // A stream: chunks as they become durable, until it ends or the client goes.
       const auto& stream = std::get<StreamRequest>(routed);
@@ -178,7 +200,7 @@ void HttpServer::serve(int fd) {
       http::response_serializer<http::empty_body> serializer{head};
       http::write_header(socket, serializer, error);
       try {
-        auto reader = engine_.read_stream(stream.run_id, stream.stream, StreamFrom::at(stream.from));
+        auto reader = engine_->read_stream(stream.run_id, stream.stream, StreamFrom::at(stream.from));
         auto quiet_since = std::chrono::steady_clock::now();
         while (!error && !state_->stopping) {
           if (auto chunk = reader.try_next()) {
@@ -216,6 +238,49 @@ void HttpServer::serve(int fd) {
   state_->connections.erase(fd);
   ::close(fd);
   state_->idle.notify_all();
+}
+
+void HttpServer::relay(int client_fd, const HttpRequest& request, unsigned version, const Relay& to) {
+  net::io_context io;
+  boost::system::error_code error;
+  tcp::socket upstream(io);
+  auto colon = to.endpoint.rfind(':');
+  tcp::endpoint where;
+  if (colon != std::string::npos) {
+    auto address = net::ip::make_address(to.endpoint.substr(0, colon), error);
+    if (!error) where = {address, static_cast<unsigned short>(std::atoi(to.endpoint.c_str() + colon + 1))};
+  }
+  if (colon == std::string::npos || error) error = net::error::invalid_argument;
+  if (!error) upstream.connect(where, error);
+  auto answer = [&](unsigned status, const std::string& code, const std::string& message) {
+    auto response = HttpApi::error(status, code, message);
+    std::string text = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                                   "Content-Length: {}\r\n\r\n{}",
+                                   status, status == 502 ? "Bad Gateway" : "Service Unavailable", response.body.size(),
+                                   response.body);
+    (void)!::send(client_fd, text.data(), text.size(), MSG_NOSIGNAL);
+  };
+  if (error) {
+    answer(502, "bad_gateway", fmt::format("the worker at {} does not answer: {}", to.endpoint, error.message()));
+    return;
+  }
+  // The request as it came, then whatever the worker sends, until it closes.
+  http::request<http::string_body> out{http::string_to_verb(request.method), request.target, version};
+  for (const auto& [name, value] : request.headers) out.set(name, value);
+  out.body() = request.body;
+  out.keep_alive(false);
+  out.prepare_payload();
+  http::write(upstream, out, error);
+  if (error) {
+    answer(502, "bad_gateway", fmt::format("the worker at {} went away: {}", to.endpoint, error.message()));
+    return;
+  }
+  char buffer[16384];
+  while (!state_->stopping) {
+    auto got = upstream.read_some(net::buffer(buffer), error);
+    if (got > 0 && ::send(client_fd, buffer, got, MSG_NOSIGNAL) != static_cast<ssize_t>(got)) break;
+    if (error) break;
+  }
 }
 
 }  // namespace fusee::server

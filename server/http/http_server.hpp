@@ -18,10 +18,23 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <functional>
+#include <variant>
 
 #include "server/http/http_api.hpp"
 
 namespace fusee::server {
+
+// What to do with a request that is not answered here and now: hand it, as
+// it came, to another HTTP server (`fusee server` passing a call to the
+// worker that holds the run's shard) and relay its answer back byte for
+// byte, streams included.
+struct Relay {
+  std::string endpoint;  // "host:port"
+};
+
+using HttpRoute = std::variant<HttpResponse, StreamRequest, Relay>;
+using HttpRouter = std::function<HttpRoute(const HttpRequest&)>;
 
 class HttpServer {
  public:
@@ -29,8 +42,11 @@ class HttpServer {
 
   // Listens on "host:port" (port 0: a free port; see endpoint()). Throws
   // fusee::Error (invalid_argument for a malformed address, storage when it
-  // cannot listen).
+  // cannot listen). Serves the engine's API (HttpApi).
   HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max);
+  // Serves what `router` says; streams need an engine, so a router without
+  // one answers or relays.
+  HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -44,8 +60,12 @@ class HttpServer {
   void accept_loop();
   void serve(int fd);
 
-  HttpApi api_;
-  Engine& engine_;
+  void start(const std::string& listen);
+  void relay(int client_fd, const HttpRequest& request, unsigned version, const Relay& to);
+
+  std::unique_ptr<HttpApi> api_;
+  Engine* engine_ = nullptr;
+  HttpRouter router_;
   std::size_t body_bytes_max_;
   std::string endpoint_;
   std::unique_ptr<State> state_;

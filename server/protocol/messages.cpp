@@ -87,6 +87,7 @@ const char* message_type_name(MessageType type) {
     case MessageType::error: return "error";
     case MessageType::release: return "release";
     case MessageType::ping: return "ping";
+    case MessageType::announce: return "announce";
   }
   return "unknown";
 }
@@ -150,6 +151,10 @@ std::optional<ReadEnd> decode_read_end(std::span<const std::byte> p) {
 }
 std::optional<ErrorMessage> decode_error(std::span<const std::byte> p) {
   return decode_with<ErrorMessage>(p, [](Reader& r, ErrorMessage& m) { return r.text(m.code) && r.text(m.message); });
+}
+std::vector<std::byte> encode(const Announce& m) { return Writer().text(m.http).take(); }
+std::optional<Announce> decode_announce(std::span<const std::byte> p) {
+  return decode_with<Announce>(p, [](Reader& r, Announce& m) { return r.text(m.http); });
 }
 std::optional<Release> decode_release(std::span<const std::byte> p) {
   return decode_with<Release>(p, [](Reader& r, Release& m) { return r.u32(m.shard) && r.u64(m.epoch); });

@@ -26,6 +26,7 @@ enum class MessageType : std::uint8_t {
   error = 10,    // server -> worker: a refusal; the server closes the connection after it
   release = 11,  // worker -> server: give a lease back (clean shutdown)
   ping = 12,     // worker -> server: still here (keeps its leases from lapsing)
+  announce = 13, // worker -> server: where its HTTP API listens, for calls the server passes on
 };
 
 const char* message_type_name(MessageType type);
@@ -74,6 +75,9 @@ struct ErrorMessage {
   std::string code;  // "fenced", "unauthorized", "bad_request", "storage", ...
   std::string message;
 };
+struct Announce {
+  std::string http;  // "host:port"
+};
 struct Release {
   std::uint32_t shard = 0;
   std::uint64_t epoch = 0;
@@ -90,6 +94,7 @@ std::vector<std::byte> encode(const RecordsChunk& m);
 std::vector<std::byte> encode(const ReadEnd& m);
 std::vector<std::byte> encode(const ErrorMessage& m);
 std::vector<std::byte> encode(const Release& m);
+std::vector<std::byte> encode(const Announce& m);
 
 std::optional<Hello> decode_hello(std::span<const std::byte> payload);
 std::optional<Welcome> decode_welcome(std::span<const std::byte> payload);
@@ -102,5 +107,6 @@ std::optional<RecordsChunk> decode_records(std::span<const std::byte> payload);
 std::optional<ReadEnd> decode_read_end(std::span<const std::byte> payload);
 std::optional<ErrorMessage> decode_error(std::span<const std::byte> payload);
 std::optional<Release> decode_release(std::span<const std::byte> payload);
+std::optional<Announce> decode_announce(std::span<const std::byte> payload);
 
 }  // namespace fusee::server
