@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -25,6 +26,7 @@
 #include "fusee/error.hpp"
 #include "server/http/http_front.hpp"
 #include "server/http/http_server.hpp"
+#include "server/http/prometheus.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
 #include "wal/errc.hpp"
@@ -170,6 +172,10 @@ struct LogService::Impl {
     std::shared_ptr<Connection> holder;
   };
   std::vector<ShardLease> leases;
+  // Per shard, appends not yet durable and when they arrived (under mu).
+  std::vector<std::deque<std::pair<wal::Lsn, std::chrono::steady_clock::time_point>>> arrivals;
+  std::array<std::atomic<std::uint64_t>, wal::kFlushLatencyBoundsUs.size() + 1> append_latency_counts{};
+  std::atomic<std::uint64_t> append_latency_sum_us{0};
   std::uint64_t next_epoch = 0;
   struct Waiting {
     std::shared_ptr<Connection> connection;
@@ -345,6 +351,8 @@ struct LogService::Impl {
           auto lsn = log->append(append->shard, append->record);
           if (lsn) {
             appended_ = true;
+            std::lock_guard lock(mu);
+            arrivals[append->shard].emplace_back(*lsn, std::chrono::steady_clock::now());
             break;
           }
           if (lsn.error() == make_error_code(wal::errc::queue_full)) {
@@ -494,13 +502,24 @@ struct LogService::Impl {
     auto stats = log->stats();
     std::string text;
     auto metric = [&](const char* name, const char* type, const char* help, auto value) {
-      text += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+      append_metric(text, name, type, help, value);
     };
     metric("fusee_records_written_total", "counter", "Records made durable by the server's log.",
            stats.records_written);
     metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
     metric("fusee_log_failed", "gauge", "1 when the log failed (restart the server).", log->poison() ? 1 : 0);
     metric("fusee_shards", "gauge", "Shards of the directory.", shards);
+    metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
+           stats.staged_bytes);
+    append_histogram(text, "fusee_flush_latency_us", "Durable writes of the log by how long they took (microseconds).",
+                     wal::kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
+    {
+      std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> counts{};
+      for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = append_latency_counts[i].load();
+      append_histogram(text, "fusee_append_latency_us",
+                       "Appends from their arrival to their durable position going back (microseconds).",
+                       wal::kFlushLatencyBoundsUs, counts, append_latency_sum_us.load());
+    }
     std::lock_guard lock(mu);
     std::size_t held = 0;
     text += "# HELP fusee_shard_lease Shards and their holders (1: leased).\n# TYPE fusee_shard_lease gauge\n";
@@ -520,6 +539,17 @@ struct LogService::Impl {
     {
       std::lock_guard lock(mu);
       if (shard < leases.size()) holder = leases[shard].holder;
+      auto now = std::chrono::steady_clock::now();
+      auto& arrived = arrivals[shard];
+      while (!arrived.empty() && arrived.front().first <= lsn) {
+        auto us = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::microseconds>(now - arrived.front().second).count());
+        std::size_t bucket = 0;
+        while (bucket < wal::kFlushLatencyBoundsUs.size() && us > wal::kFlushLatencyBoundsUs[bucket]) ++bucket;
+        append_latency_counts[bucket].fetch_add(1, std::memory_order_relaxed);
+        append_latency_sum_us.fetch_add(us, std::memory_order_relaxed);
+        arrived.pop_front();
+      }
     }
     if (holder) holder->send(MessageType::durable, 0, encode(Durable{shard, lsn}));
   }
@@ -588,6 +618,7 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
   }
   impl->log = std::move(*log);
   impl->leases.resize(current.shards);
+  impl->arrivals.resize(current.shards);
   // Epochs grow across restarts too: a lease of an earlier server life never
   // matches one of this life.
   impl->next_epoch = static_cast<std::uint64_t>(

@@ -50,7 +50,11 @@ result=$(curl -s "$api/v1/runs/order-1")
 echo "$result" | grep -q '"result":55' || fail "order-1: $result"
 stream=$(curl -s "$api/v1/runs/order-1/streams/progress")
 [ "$stream" = $'{"offset":0,"value":50}\n{"offset":1,"value":55}' ] || fail "stream: $stream"
-curl -s "$api/metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $(curl -s "$api/metrics")"
+metrics=$(curl -s "$api/metrics")
+echo "$metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $metrics"
+appends=$(echo "$metrics" | sed -n 's/^fusee_append_latency_us_count //p')
+[ "${appends:-0}" -gt 0 ] || fail "no append latencies: $metrics"
+echo "$metrics" | grep -q '^fusee_flush_latency_us_bucket{le="+Inf"} [1-9]' || fail "no flush latencies: $metrics"
 
 # The worker dies; another takes over and the server's calls reach it.
 kill -9 "$worker"; wait "$worker" 2>/dev/null || true

@@ -289,6 +289,9 @@ LogStats Log::stats() const {
   std::lock_guard lock(mu_);
   auto stats = stats_;
   stats.last_flush_us = last_flush_us_.load();
+  for (std::size_t i = 0; i < flush_latency_counts_.size(); ++i) stats.flush_latency_counts[i] = flush_latency_counts_[i].load();
+  stats.flush_latency_sum_us = flush_latency_sum_us_.load();
+  stats.staged_bytes = staged_bytes_;
   stats.segments_live = read_segments_.size();
   for (const auto& segment : read_segments_) stats.live_bytes += segment.size_bytes;
   return stats;
@@ -365,6 +368,10 @@ void Log::give_way_to_inline_writer(std::unique_lock<std::mutex>& lock) {
 void Log::note_flush(std::chrono::steady_clock::duration duration, bool through_ring) {
   auto measured_us =
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
+  std::size_t bucket = 0;
+  while (bucket < kFlushLatencyBoundsUs.size() && measured_us > kFlushLatencyBoundsUs[bucket]) ++bucket;
+  flush_latency_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  flush_latency_sum_us_.fetch_add(measured_us, std::memory_order_relaxed);
   // A blocking write measures the disk. A ring write also measures how soon
   // the kernel's worker thread got a CPU: on a busy machine that is a timer
   // tick (4 ms), which is not the disk, and if it counted, it would switch

@@ -19,6 +19,7 @@
 // Lifetime: the FileSystem passed to open() must outlive the Log.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -95,6 +96,12 @@ struct RetireStats {
   std::uint64_t bytes = 0;  // segment and blob file sizes
 };
 
+// Durable-write latency histogram buckets: counts[i] holds writes that took
+// at most kFlushLatencyBoundsUs[i] microseconds (and more than the bound
+// before); the last count, writes slower than every bound.
+inline constexpr std::array<std::uint64_t, 9> kFlushLatencyBoundsUs = {50,   100,  200,   500,  1000,
+                                                                       2000, 5000, 10000, 50000};
+
 struct LogStats {
   std::uint64_t batches_written = 0;
   std::uint64_t records_written = 0;
@@ -111,6 +118,9 @@ struct LogStats {
   std::uint64_t blob_files_retired = 0;
   std::uint64_t segments_live = 0;    // segment files in the chain (retired ones excluded)
   std::uint64_t live_bytes = 0;       // their sizes
+  std::array<std::uint64_t, kFlushLatencyBoundsUs.size() + 1> flush_latency_counts{};  // every durable write
+  std::uint64_t flush_latency_sum_us = 0;
+  std::uint64_t staged_bytes = 0;     // appended, not yet sealed into a batch (not durable)
 };
 
 class Log {
@@ -314,6 +324,8 @@ class Log {
   std::thread owner_thread_;
   bool owner_ = false;
   std::atomic<std::uint64_t> last_flush_us_{0};  // real time: a heuristic, never decides content
+  std::array<std::atomic<std::uint64_t>, kFlushLatencyBoundsUs.size() + 1> flush_latency_counts_{};
+  std::atomic<std::uint64_t> flush_latency_sum_us_{0};
 
   // The blob area: large records are written and synced by blob_thread_
   // while their references wait staged (blocked) in their shard.

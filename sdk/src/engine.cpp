@@ -423,6 +423,10 @@ std::uint32_t Engine::shard_count() const { return impl_->shard_count(); }
 EngineStats Engine::stats() const {
   auto log = impl_->sink->stats();
   EngineStats stats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};
+  static_assert(kFlushLatencyBoundsUs == wal::kFlushLatencyBoundsUs, "one histogram, one set of bounds");
+  stats.flush_latency_counts = log.flush_latency_counts;
+  stats.flush_latency_sum_us = log.flush_latency_sum_us;
+  stats.staged_bytes = log.staged_bytes;
   stats.wal_segments = log.segments_live;
   stats.wal_bytes = log.live_bytes;
   if (impl_->checkpointer) {

@@ -1,4 +1,5 @@
 #include "server/http/http_api.hpp"
+#include "server/http/prometheus.hpp"
 
 #include <fmt/format.h>
 
@@ -402,7 +403,7 @@ HttpResponse HttpApi::metrics() {
   for (const auto& run : engine_.list_runs()) by_status[run_status_name(run.status)]++;
   std::string text;
   auto metric = [&](const char* name, const char* type, const char* help, auto value) {
-    text += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    append_metric(text, name, type, help, value);
   };
   metric("fusee_records_written_total", "counter", "Journal records made durable.", stats.records_written);
   metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
@@ -423,6 +424,10 @@ HttpResponse HttpApi::metrics() {
   metric("fusee_runs_parked_total", "counter", "Runs that left memory while waiting.", stats.runs_parked);
   metric("fusee_runs_woken_total", "counter", "Parked runs loaded back.", stats.runs_woken);
   metric("fusee_shards", "gauge", "Shards of this engine.", engine_.shard_count());
+  metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
+         stats.staged_bytes);
+  append_histogram(text, "fusee_flush_latency_us", "Durable writes of the log by how long they took (microseconds).",
+                   kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
   text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
   for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
   HttpResponse response;

@@ -186,6 +186,9 @@ TEST_SUITE("unit") {
     CHECK(metrics.body.find("fusee_runs{status=\"completed\"} 2") != std::string::npos);
     CHECK(metrics.body.find("fusee_runs{status=\"running\"} 1") != std::string::npos);
     CHECK(metrics.body.find("# TYPE fusee_flushes_total counter") != std::string::npos);
+    CHECK(metrics.body.find("# TYPE fusee_flush_latency_us histogram") != std::string::npos);
+    CHECK(metrics.body.find("fusee_flush_latency_us_bucket{le=\"+Inf\"}") != std::string::npos);
+    CHECK(metrics.body.find("fusee_staged_bytes") != std::string::npos);
   }
 
   TEST_CASE("http: streams as NDJSON and as server-sent events, resumed from an offset") {

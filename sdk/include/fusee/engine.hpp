@@ -11,6 +11,7 @@
 // run as soon as its workflow is registered.
 #pragma once
 
+#include <array>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdint>
@@ -88,6 +89,12 @@ struct StreamChunk {
   boost::json::value value;
 };
 
+// Durable writes by how long they took: flush_latency_counts[i] counts the
+// writes of at most kFlushLatencyBoundsUs[i] microseconds (and more than the
+// bound before); the last count, those slower than every bound.
+inline constexpr std::array<std::uint64_t, 9> kFlushLatencyBoundsUs = {50,   100,  200,   500,  1000,
+                                                                       2000, 5000, 10000, 50000};
+
 // Counters of the journal under the engine (all zero in memory mode).
 struct EngineStats {
   std::uint64_t records_written = 0;  // journal records made durable
@@ -106,6 +113,9 @@ struct EngineStats {
   // Why the journal failed (a write or flush error poisoned the log, in
   // every mode but memory); empty while it works. Also sent to Config::warn.
   std::string log_error;
+  std::array<std::uint64_t, kFlushLatencyBoundsUs.size() + 1> flush_latency_counts{};  // local mode
+  std::uint64_t flush_latency_sum_us = 0;
+  std::uint64_t staged_bytes = 0;  // appended, not yet durable, not yet in a write
 };
 
 namespace detail {
