@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <thread>
 #include <cstring>
@@ -264,12 +266,14 @@ TEST_SUITE("unit") {
     standby.send(MessageType::acquire, encode(Acquire{0}));
     // The standby pings (from a thread of its own, as a worker does); the
     // holder does not.
-    std::atomic<bool> done{false};
+    std::mutex mu;
+    std::condition_variable stop;
+    bool done = false;
     std::thread pinger([&] {
-      while (!done) {
+      std::unique_lock lock(mu);
+      do {
         standby.send(MessageType::ping, {});
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+      } while (!stop.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; }));
     });
     std::vector<Lease> leases;
     while (leases.size() < 2) {
@@ -277,7 +281,11 @@ TEST_SUITE("unit") {
       if (!frame) break;
       if (static_cast<MessageType>(frame->type) == MessageType::lease) leases.push_back(*decode_lease(frame->payload));
     }
-    done = true;
+    {
+      std::lock_guard lock(mu);
+      done = true;
+    }
+    stop.notify_all();
     pinger.join();
     REQUIRE(leases.size() == 2);
     CHECK(leases[0].epoch > old_leases[1].epoch);
