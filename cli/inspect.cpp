@@ -490,15 +490,23 @@ json::object record_json(const engine::OfflineRecord& stored, const engine::Jour
           {"value", record.value}};
 }
 
-int show_run(Inspection& inspection, const InspectOptions& options) {
-  if (!inspection.opens()) return fail_view(inspection, "the run");
-  auto shard = engine::shard_of(options.run_id, inspection.shards());
+// The runs of the shard a run id belongs to; nothing (the reason printed)
+// when they cannot be read.
+std::optional<std::vector<OfflineRun>> runs_of_shard(Inspection& inspection, std::uint32_t shard) {
   std::string problem;
   auto runs = engine::collect_runs(inspection.fs, inspection.offline, shard, &problem);
   if (!runs) {
     fmt::print(stderr, "fusee inspect: cannot read shard {}: {}\n", shard, problem.empty() ? runs.error().message() : problem);
-    return 1;
+    return std::nullopt;
   }
+  return std::move(*runs);
+}
+
+int show_run(Inspection& inspection, const InspectOptions& options) {
+  if (!inspection.opens()) return fail_view(inspection, "the run");
+  auto shard = engine::shard_of(options.run_id, inspection.shards());
+  auto runs = runs_of_shard(inspection, shard);
+  if (!runs) return 1;
   const OfflineRun* loaded = nullptr;
   for (const auto& run : *runs) {
     if (run.id == options.run_id) loaded = &run;
@@ -602,12 +610,8 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
 int show_stream(Inspection& inspection, const InspectOptions& options) {
   if (!inspection.opens()) return fail_view(inspection, "the stream");
   auto shard = engine::shard_of(options.run_id, inspection.shards());
-  std::string problem;
-  auto runs = engine::collect_runs(inspection.fs, inspection.offline, shard, &problem);
-  if (!runs) {
-    fmt::print(stderr, "fusee inspect: cannot read shard {}: {}\n", shard, problem.empty() ? runs.error().message() : problem);
-    return 1;
-  }
+  auto runs = runs_of_shard(inspection, shard);
+  if (!runs) return 1;
   json::array chunks;
   bool closed = false;
   std::string source;
