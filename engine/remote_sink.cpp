@@ -122,7 +122,10 @@ class RemoteSink final : public JournalSink {
       return make_error_code(wal::errc::corrupt);
     }
     lease_ttl_ms_ = decoded->lease_ttl_ms;
-    greeted_ = true;
+    {
+      std::lock_guard lock(send_mu_);
+      greeted_ = true;
+    }
     {
       // The heartbeat's pace follows the server's TTL from now on.
       std::lock_guard lock(heartbeat_mu_);
@@ -275,7 +278,12 @@ class RemoteSink final : public JournalSink {
         reads_[request];
         generation = connections_;
       }
-      bool lost = !send(MessageType::read, request, server::encode(server::Read{shard, epochs_[shard], next}));
+      bool lost = false;
+      {
+        std::lock_guard lock(send_mu_);  // epochs_ change at a reconnect
+        lost = !connected_ ||
+               !send_locked(MessageType::read, request, server::encode(server::Read{shard, epochs_[shard], next}));
+      }
       while (!lost) {
         std::vector<server::RecordsChunk> chunks;
         bool done = false;
