@@ -66,6 +66,16 @@ curl -s "$api/v1/runs/order-1" | grep -q '"result":55' || fail "order-1 after th
 events=$(curl -s -N -H 'Accept: text/event-stream' -H 'Last-Event-ID: 0' "$api/v1/runs/order-2/streams/progress")
 echo "$events" | grep -q 'data: 101' || fail "SSE through the server: $events"
 
-kill -TERM "$worker"; wait "$worker" || fail "the worker did not stop cleanly"
-kill -TERM "$server"; wait "$server" || fail "the server did not stop cleanly"
+# A stream that stays open (order-3 waits for its approval) does not hold
+# up the server's clean stop.
+curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-3","input":1}' >/dev/null
+curl -s -N -H 'Accept: text/event-stream' "$api/v1/runs/order-3/streams/progress" >"$scratch/open-stream" &
+pids+=($!)
+for _ in $(seq 300); do grep -q 'data: 25' "$scratch/open-stream" && break; sleep 0.02; done
+grep -q 'data: 25' "$scratch/open-stream" || fail "the open stream showed nothing"
+kill -TERM "$server"
+for _ in $(seq 500); do kill -0 "$server" 2>/dev/null || break; sleep 0.02; done
+if kill -0 "$server" 2>/dev/null; then fail "the server did not stop within 10 s with a stream open"; fi
+wait "$server" || fail "the server did not stop cleanly"
 grep -q "closed cleanly" "$scratch/server.out" || fail "no clean close: $(cat "$scratch/server.out")"
+kill -9 "$worker"; wait "$worker" 2>/dev/null || true

@@ -1,6 +1,7 @@
 #include "server/http/http_server.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -275,8 +276,14 @@ void HttpServer::relay(int client_fd, const HttpRequest& request, unsigned versi
     answer(502, "bad_gateway", fmt::format("the worker at {} went away: {}", to.endpoint, error.message()));
     return;
   }
+  // Looks up every so often, so that stop() is not held up by a stream
+  // the worker keeps open.
   char buffer[16384];
   while (!state_->stopping) {
+    pollfd ready{upstream.native_handle(), POLLIN, 0};
+    auto waited = ::poll(&ready, 1, 100);
+    if (waited < 0 && errno != EINTR) break;
+    if (waited <= 0) continue;
     auto got = upstream.read_some(net::buffer(buffer), error);
     if (got > 0 && ::send(client_fd, buffer, got, MSG_NOSIGNAL) != static_cast<ssize_t>(got)) break;
     if (error) break;
