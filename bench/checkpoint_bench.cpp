@@ -102,6 +102,7 @@
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
 #include "bench/scratch_dir.hpp"
+#include "bench/timed_steps.hpp"
 #include "fusee/fusee.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -114,6 +115,10 @@ using fusee::bench::LatencySummary;
 using fusee::bench::ratio;
 using fusee::bench::round_to_digits;
 using fusee::bench::round_to_ns;
+using fusee::bench::kWarmupSteps;
+using fusee::bench::make_step_names;
+using fusee::bench::register_timed;
+using fusee::bench::StepTimes;
 using RawMethod = fusee::bench::FlushMethod;
 
 constexpr std::string_view kCaseReopen = "reopen";
@@ -169,7 +174,6 @@ fusee::Config make_config(const Options& options, const std::string& dir, std::c
   return config;
 }
 
-double micros(Clock::duration elapsed) { return std::chrono::duration<double, std::micro>(elapsed).count(); }
 double millis(Clock::duration elapsed) { return std::chrono::duration<double, std::milli>(elapsed).count(); }
 double seconds_of(Clock::duration elapsed) { return std::chrono::duration<double>(elapsed).count(); }
 double mib(std::uint64_t bytes) { return double(bytes) / kMiB; }
@@ -217,12 +221,6 @@ std::uint64_t dir_bytes_or_zero(const std::filesystem::path& path) { return dir_
 // Workflows.
 
 // Names made before any timing, so no formatting in the loop.
-std::vector<std::string> make_step_names(std::uint32_t count) {
-  std::vector<std::string> names;
-  names.reserve(count);
-  for (std::uint32_t step = 0; step < count; ++step) names.push_back(fmt::format("noop-{}", step));
-  return names;
-}
 
 // In: the number of steps. Out: the steps taken. Untimed (reopen, bounded).
 using NoopRef = fusee::WorkflowRef<std::uint32_t, std::uint32_t>;
@@ -237,57 +235,6 @@ fusee::Task<std::uint32_t> noop(fusee::Ctx& ctx, std::uint32_t steps, const std:
 
 void register_noop(fusee::Engine& engine, const std::vector<std::string>* names) {
   engine.register_workflow(noop_ref(), [names](fusee::Ctx& ctx, std::uint32_t steps) { return noop(ctx, steps, names); });
-}
-
-// Steps of the untimed warm-up run before the timed p99 windows: enough for
-// the log's first segment, the writer and the shard threads to be running.
-constexpr std::uint32_t kWarmupSteps = 20;
-
-// Where timed runs write their step latencies, as in engine_bench: run i owns
-// slots [i * steps_per_run, (i + 1) * steps_per_run); index `runs` is the
-// warm-up run. Each run writes only its own slots, from its shard's thread;
-// the main thread reads them after every result has returned.
-struct StepTimes {
-  std::uint32_t runs = 0;
-  std::uint32_t steps_per_run = 0;
-  std::vector<std::string> step_names;
-  std::vector<double> step_us;
-  std::vector<double> warmup_us;
-
-  StepTimes(std::uint32_t runs_in, std::uint32_t steps)
-      : runs(runs_in),
-        steps_per_run(steps),
-        step_names(make_step_names(std::max(steps, kWarmupSteps))),
-        step_us(std::size_t(runs_in) * steps, 0.0),
-        warmup_us(kWarmupSteps) {}
-  std::uint32_t warmup_index() const { return runs; }
-  std::uint32_t steps_of(std::uint32_t run_index) const {
-    return run_index == warmup_index() ? kWarmupSteps : steps_per_run;
-  }
-};
-
-// In: the run's index into StepTimes. Out: the steps it took.
-fusee::Task<std::uint32_t> timed_noop(fusee::Ctx& ctx, std::uint32_t run_index, StepTimes* times) {
-  if (run_index > times->warmup_index())
-    throw fusee::TerminalError(fmt::format("run index {} past the benchmark's {} runs", run_index, times->runs));
-  const std::uint32_t steps = times->steps_of(run_index);
-  double* out = run_index == times->warmup_index()
-                    ? times->warmup_us.data()
-                    : times->step_us.data() + std::size_t(run_index) * times->steps_per_run;
-  auto previous = Clock::now();
-  for (std::uint32_t step = 0; step < steps; ++step) {
-    co_await ctx.step(times->step_names[step], [] {});
-    auto completed = Clock::now();
-    out[step] = micros(completed - previous);
-    previous = completed;
-  }
-  co_return steps;
-}
-
-void register_timed(fusee::Engine& engine, const NoopRef& ref, StepTimes* times) {
-  engine.register_workflow(ref, [times](fusee::Ctx& ctx, std::uint32_t run_index) {
-    return timed_noop(ctx, run_index, times);
-  });
 }
 
 // ---------------------------------------------------------------------------

@@ -67,6 +67,7 @@
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
 #include "bench/scratch_dir.hpp"
+#include "bench/timed_steps.hpp"
 #include "fusee/fusee.hpp"
 #include "server/log_service.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -115,59 +116,15 @@ using fusee::bench::ratio;
 using fusee::bench::round_to_digits;
 using fusee::bench::round_to_ns;
 
-double micros(Clock::duration elapsed) { return std::chrono::duration<double, std::micro>(elapsed).count(); }
 
 // ---------------------------------------------------------------------------
 // The workflow: n no-op steps, each completion timed.
 
-// Steps of the untimed warm-up run each case starts first: enough for the
-// log's first segment, the writer and the shard threads to be up and running
-// before the timed runs, few enough to cost little on a slow disk.
-constexpr std::uint32_t kWarmupSteps = 20;
-
-// Where the workflow runs of one case write their step latencies: run i owns
-// slots [i * steps_per_run, (i + 1) * steps_per_run); run index `runs` is the
-// warm-up run, with its own slots. Each run writes only its own slots, from
-// its shard's thread; the main thread reads them only after every result()
-// has returned, which orders the writes before the reads.
-struct StepTimes {
-  std::uint32_t runs = 0;
-  std::uint32_t steps_per_run = 0;
-  std::vector<std::string> step_names;  // made before timing, so no formatting in the loop
-  std::vector<double> step_us;
-  std::vector<double> warmup_us;
-
-  StepTimes(std::uint32_t runs_in, std::uint32_t steps)
-      : runs(runs_in), steps_per_run(steps), step_us(std::size_t(runs_in) * steps, 0.0), warmup_us(kWarmupSteps) {
-    for (std::uint32_t step = 0; step < std::max(steps, kWarmupSteps); ++step)
-      step_names.push_back(fmt::format("noop-{}", step));
-  }
-  std::uint32_t warmup_index() const { return runs; }
-  std::uint32_t steps_of(std::uint32_t run_index) const {
-    return run_index == warmup_index() ? kWarmupSteps : steps_per_run;
-  }
-};
+using fusee::bench::kWarmupSteps;
+using fusee::bench::StepTimes;
 
 // In: the run's index into StepTimes. Out: the steps it took.
-using NoopStepsRef = fusee::WorkflowRef<std::uint32_t, std::uint32_t>;
-NoopStepsRef noop_steps_ref() { return {"bench.noop_steps"}; }
-
-fusee::Task<std::uint32_t> noop_steps(fusee::Ctx& ctx, std::uint32_t run_index, StepTimes* times) {
-  if (run_index > times->warmup_index())
-    throw fusee::TerminalError(fmt::format("run index {} past the benchmark's {} runs", run_index, times->runs));
-  const std::uint32_t steps = times->steps_of(run_index);
-  double* out = run_index == times->warmup_index()
-                    ? times->warmup_us.data()
-                    : times->step_us.data() + std::size_t(run_index) * times->steps_per_run;
-  auto previous = Clock::now();
-  for (std::uint32_t step = 0; step < steps; ++step) {
-    co_await ctx.step(times->step_names[step], [] {});
-    auto completed = Clock::now();
-    out[step] = micros(completed - previous);
-    previous = completed;
-  }
-  co_return steps;
-}
+fusee::bench::TimedStepsRef noop_steps_ref() { return {"bench.noop_steps"}; }
 
 // ---------------------------------------------------------------------------
 // Raw flush: the floor.
@@ -309,9 +266,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   auto engine = fusee::Engine::open(config);
   result.shards = engine->shard_count();
   StepTimes* times_ptr = &times;
-  engine->register_workflow(noop_steps_ref(), [times_ptr](fusee::Ctx& ctx, std::uint32_t run_index) {
-    return noop_steps(ctx, run_index, times_ptr);
-  });
+  fusee::bench::register_timed(*engine, noop_steps_ref(), times_ptr);
 
   // Untimed: the first appends pay for the log's first segment and for
   // waking every thread, which is not what the figures are about.
