@@ -141,19 +141,6 @@ std::string_view writer_mode_name(LogWriterMode mode) {
   return "unknown";
 }
 
-// Removes a tree the benchmark made, through the FileSystem seam like every
-// other I/O here. The seam has no stat, so an entry whose unlink fails with
-// EISDIR (Linux) or EPERM (what POSIX allows instead) is taken for a directory.
-fusee::Result<void> remove_tree(fusee::io::FileSystem& fs, const std::string& path) {
-  auto removed = fs.remove(path);
-  if (removed) return fusee::ok();
-  if (removed.error() != std::errc::is_a_directory && removed.error() != std::errc::operation_not_permitted)
-    return removed.error();
-  for (const auto& name : FUSEE_TRY(fs.list(path))) {
-    FUSEE_TRY_VOID(remove_tree(fs, fusee::io::join_path(path, name)));
-  }
-  return fs.remove_dir(path);
-}
 
 // Owns the benchmark's scratch directory so that it goes however main ends.
 class ScratchDir {
@@ -162,7 +149,7 @@ class ScratchDir {
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   ~ScratchDir() {
-    if (auto removed = remove_tree(fs_, path_); !removed)
+    if (auto removed = fusee::io::remove_tree(fs_, path_); !removed)
       fmt::print(stderr, "log_bench: could not remove {}: {}\n", path_, removed.error().message());
   }
   const std::string& path() const { return path_; }
@@ -312,7 +299,7 @@ fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& sc
   auto final_stats = log->stats();
   log.reset();
   // Segments and blobs of a finished case would only crowd the disk for the next.
-  (void)remove_tree(fs, options.dir);
+  (void)fusee::io::remove_tree(fs, options.dir);
 
   run.log.records_written = stats_at_end.records_written - stats_at_start.records_written;
   run.log.flushes = stats_at_end.flushes - stats_at_start.flushes;
@@ -673,7 +660,7 @@ int run(const Config& config) {
   // The pid keeps concurrent runs apart; a directory of that name can only be
   // left by a dead run with the same pid, so it is cleared, not reused.
   std::string scratch_path = fusee::io::join_path(config.dir, fmt::format(".fusee-log-bench-{}", ::getpid()));
-  if (auto stale = fs.exists(scratch_path); stale && *stale) (void)remove_tree(fs, scratch_path);
+  if (auto stale = fs.exists(scratch_path); stale && *stale) (void)fusee::io::remove_tree(fs, scratch_path);
   if (auto created = fs.create_dir(scratch_path); !created) {
     fmt::print(stderr, "log_bench: cannot create {}: {}\n", scratch_path, created.error().message());
     return 1;

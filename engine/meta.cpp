@@ -75,25 +75,5 @@ Result<std::vector<std::string>> leftover_layouts(io::FileSystem& fs, const std:
   return leftovers;
 }
 
-Result<void> remove_tree(io::FileSystem& fs, const std::string& path) {
-  if (!FUSEE_TRY(fs.exists(path))) return ok();
-  auto names = fs.list(path);
-  if (!names) {
-    // A file, not a directory.
-    FUSEE_TRY_VOID(fs.remove(path));
-    return fs.sync_dir(io::parent_path(path));
-  }
-  for (const auto& name : *names) {
-    auto child = io::join_path(path, name);
-    if (fs.list(child)) {
-      FUSEE_TRY_VOID(remove_tree(fs, child));
-    } else {
-      FUSEE_TRY_VOID(fs.remove(child));
-    }
-  }
-  FUSEE_TRY_VOID(fs.sync_dir(path));
-  FUSEE_TRY_VOID(fs.remove_dir(path));
-  return fs.sync_dir(io::parent_path(path));
-}
 
 }  // namespace fusee::engine

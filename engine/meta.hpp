@@ -38,10 +38,6 @@ std::string layout_dir_name(std::uint32_t layout);  // "layout-g"; "" for 0
 // directories, and DIR/wal and DIR/runs when the current layout is not 0.
 Result<std::vector<std::string>> leftover_layouts(io::FileSystem& fs, const std::string& dir, const Meta& meta);
 
-// Removes a directory tree (the log's and RocksDB's directories only ever
-// hold files and one level of subdirectory), syncing each directory emptied
-// and finally `path`'s parent. Absent: nothing to do.
-Result<void> remove_tree(io::FileSystem& fs, const std::string& path);
 
 // The directory's meta, or nothing if it has none yet. errc::corrupt (wal)
 // when the file does not parse.

@@ -61,7 +61,7 @@ class Resharder {
     report_.layout_from = meta.layout;
     report_.layout_to = meta.layout;
     for (const auto& leftover : offline_.leftovers) {
-      FUSEE_TRY_VOID(step(remove_tree(fs_, leftover), "removing " + leftover));
+      FUSEE_TRY_VOID(step(io::remove_tree(fs_, leftover), "removing " + leftover));
       ++report_.leftovers_removed;
     }
     if (options_.shards == meta.shards) return report_;
@@ -105,7 +105,7 @@ class Resharder {
     // The old layout is a leftover now; a crash here leaves it to the next open.
     auto leftovers = FUSEE_TRY(step(leftover_layouts(fs_, dir_, switched), "listing " + dir_));
     for (const auto& leftover : leftovers) {
-      FUSEE_TRY_VOID(step(remove_tree(fs_, leftover), "removing the old layout " + leftover));
+      FUSEE_TRY_VOID(step(io::remove_tree(fs_, leftover), "removing the old layout " + leftover));
     }
     return report_;
   }

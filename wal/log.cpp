@@ -26,10 +26,6 @@ std::uint64_t default_random() {
   return (std::uint64_t(device()) << 32) ^ device();
 }
 
-Result<void> remove_tree(io::FileSystem& fs, const std::string& dir) {
-  for (const auto& name : FUSEE_TRY(fs.list(dir))) FUSEE_TRY_VOID(fs.remove(io::join_path(dir, name)));
-  return fs.remove_dir(dir);
-}
 
 }  // namespace
 
@@ -57,7 +53,7 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
   auto wal_dir = io::join_path(options.dir, "wal");
   auto staging_dir = io::join_path(options.dir, "wal.new");
   // A wal.new left by a crash during creation never held an acknowledged record.
-  if (FUSEE_TRY(fs.exists(staging_dir))) FUSEE_TRY_VOID(remove_tree(fs, staging_dir));
+  if (FUSEE_TRY(fs.exists(staging_dir))) FUSEE_TRY_VOID(io::remove_tree(fs, staging_dir));
 
   auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
   if (plan.fresh) {

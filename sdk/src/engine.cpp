@@ -266,7 +266,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                                leftovers.error().message()));
       }
       for (const auto& leftover : *leftovers) {
-        if (auto removed = engine::remove_tree(fs, leftover); !removed) {
+        if (auto removed = io::remove_tree(fs, leftover); !removed) {
           throw Error(errc::storage, fmt::format("cannot remove {}, left by an interrupted reshard: {}", leftover,
                                                  removed.error().message()));
         }

@@ -53,4 +53,25 @@ Result<std::unique_ptr<FileSystem::Lock>> FileSystem::lock_exclusive(const std::
   return std::make_unique<Lock>();
 }
 
+Result<void> remove_tree(FileSystem& fs, const std::string& path) {
+  if (!FUSEE_TRY(fs.exists(path))) return ok();
+  auto names = fs.list(path);
+  if (!names) {
+    // A file, not a directory.
+    FUSEE_TRY_VOID(fs.remove(path));
+    return fs.sync_dir(parent_path(path));
+  }
+  for (const auto& name : *names) {
+    auto child = join_path(path, name);
+    if (fs.list(child)) {
+      FUSEE_TRY_VOID(remove_tree(fs, child));
+    } else {
+      FUSEE_TRY_VOID(fs.remove(child));
+    }
+  }
+  FUSEE_TRY_VOID(fs.sync_dir(path));
+  FUSEE_TRY_VOID(fs.remove_dir(path));
+  return fs.sync_dir(parent_path(path));
+}
+
 }  // namespace fusee::io

@@ -105,6 +105,10 @@ class FileSystem {
   [[nodiscard]] virtual Result<std::unique_ptr<Lock>> lock_exclusive(const std::string& path);
 };
 
+// Removes a directory tree (files and subdirectories), syncing each
+// directory it empties and finally `path`'s parent. Absent: nothing to do.
+Result<void> remove_tree(FileSystem& fs, const std::string& path);
+
 // Joins a directory and a name with one '/'.
 std::string join_path(const std::string& dir, const std::string& name);
 // The directory part of a path ("." when there is none).
