@@ -19,6 +19,8 @@ namespace fusee::engine {
 using wal::Lsn;
 using wal::ShardId;
 
+class StoreChannel;
+
 class JournalSink {
  public:
   using Listener = std::function<void(ShardId shard)>;
@@ -50,6 +52,16 @@ class JournalSink {
   // Remote mode: tells the server where this engine's HTTP API listens, so
   // the server can pass calls for its shards on (again after a reconnect).
   virtual void announce_http(const std::string&) {}
+  // Remote mode: the connection to the server's run store
+  // (engine/remote_run_store.hpp); nothing in the other modes.
+  virtual StoreChannel* store_channel() { return nullptr; }
+  // Remote mode: the server asks for a shard's checkpoint (its log wants to
+  // retire a segment, or it is stopping). Runs on the sink's reading
+  // thread; it must only wake others.
+  virtual void set_checkpoint_hook(std::function<void(ShardId shard)>) {}
+  // Waits until everything appended is durable, keeping the sink open
+  // (remote mode's shutdown checkpoints after this and before close()).
+  [[nodiscard]] virtual Result<void> drain() { return ok(); }
 };
 
 // Memory mode: records are counted, not kept; every append is "durable".

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -77,7 +78,11 @@ int connect_to(const std::string& address, std::string& problem) {
 constexpr auto kReconnectFor = std::chrono::seconds(60);
 constexpr auto kReconnectPause = std::chrono::milliseconds(50);
 
-class RemoteSink final : public JournalSink {
+// A store call's payload goes in frames of at most this (a write's batch
+// can be larger than one frame may be).
+constexpr std::size_t kStorePartBytes = 16u << 20;
+
+class RemoteSink final : public JournalSink, public StoreChannel {
  public:
   explicit RemoteSink(RemoteOptions options) : options_(std::move(options)) {
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
@@ -240,18 +245,20 @@ class RemoteSink final : public JournalSink {
     std::lock_guard lock(state_mu_);
     return poison_;
   }
+  Result<void> drain() override {
+    std::unique_lock lock(state_mu_);
+    state_cv_.wait(lock, [&] {
+      if (poison_) return true;
+      for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+        if (durable_[shard].load() < next_lsn_[shard].load()) return false;
+      }
+      return true;
+    });
+    if (poison_) return poison_;
+    return ok();
+  }
   Result<void> close() override {
-    {
-      std::unique_lock lock(state_mu_);
-      state_cv_.wait(lock, [&] {
-        if (poison_) return true;
-        for (std::uint32_t shard = 0; shard < shards_; ++shard) {
-          if (durable_[shard].load() < next_lsn_[shard].load()) return false;
-        }
-        return true;
-      });
-      if (poison_) return poison_;
-    }
+    FUSEE_TRY_VOID(drain());
     stopping_ = true;
     {
       std::lock_guard lock(send_mu_);
@@ -314,6 +321,71 @@ class RemoteSink final : public JournalSink {
       state_cv_.wait(lock, [&] { return poison_ || connections_ != generation; });
     }
   }
+  StoreChannel* store_channel() override { return this; }
+  void set_checkpoint_hook(std::function<void(ShardId)> hook) override {
+    std::lock_guard lock(listener_mu_);
+    checkpoint_hook_ = std::move(hook);
+  }
+
+  Result<StoreReply> store_call(StoreCall call, std::vector<std::vector<std::byte>>* rows) override {
+    for (;;) {
+      if (auto poisoned = poison()) return poisoned;
+      std::uint64_t request = 0;
+      std::uint64_t generation = 0;
+      {
+        std::lock_guard lock(state_mu_);
+        request = ++next_request_;
+        calls_[request];
+        generation = connections_;
+      }
+      bool lost = false;
+      {
+        std::lock_guard lock(send_mu_);  // epochs_ change at a reconnect
+        if (connected_) {
+          for (auto& [shard, epoch] : call.epochs) epoch = shard < epochs_.size() ? epochs_[shard] : 0;
+          auto payload = encode(call);
+          std::size_t at = 0;
+          while (!lost && payload.size() - at > kStorePartBytes) {
+            lost = !send_locked(MessageType::store_part, request,
+                                std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(at),
+                                                       payload.begin() + static_cast<std::ptrdiff_t>(at + kStorePartBytes)));
+            at += kStorePartBytes;
+          }
+          if (!lost) {
+            lost = !send_locked(MessageType::store_call, request,
+                                at == 0 ? payload
+                                        : std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(at),
+                                                                 payload.end()));
+          }
+        } else {
+          lost = true;
+        }
+      }
+      std::unique_lock lock(state_mu_);
+      if (!lost) {
+        state_cv_.wait(lock, [&] {
+          auto& pending = calls_[request];
+          return poison_ || pending.reply || pending.lost;
+        });
+        auto& pending = calls_[request];
+        if (pending.reply) {
+          auto reply = std::move(*pending.reply);
+          if (rows) {
+            for (auto& row : pending.rows) rows->push_back(std::move(row));
+          }
+          calls_.erase(request);
+          return reply;
+        }
+        if (poison_) {
+          calls_.erase(request);
+          return poison_;
+        }
+      }
+      calls_.erase(request);
+      state_cv_.wait(lock, [&] { return poison_ || connections_ != generation; });
+    }
+  }
+
   wal::LogStats stats() const override {
     wal::LogStats stats;
     stats.records_written = records_sent_.load();
@@ -321,6 +393,11 @@ class RemoteSink final : public JournalSink {
   }
 
  private:
+  struct PendingCall {
+    std::vector<std::vector<std::byte>> rows;
+    std::optional<StoreReply> reply;
+    bool lost = false;  // the connection went during the call
+  };
   struct PendingRead {
     std::vector<server::RecordsChunk> chunks;
     bool done = false;
@@ -382,7 +459,9 @@ class RemoteSink final : public JournalSink {
                           : "the server refused";
           return std::nullopt;
         }
-        if (type == MessageType::durable) continue;
+        // Positions are learnt again from the leases; a checkpoint request
+        // is only an optimisation.
+        if (type == MessageType::durable || type == MessageType::checkpoint_soon) continue;
         problem = fmt::format("the server sent {} where {} was due", server::message_type_name(type),
                               server::message_type_name(expected));
         return std::nullopt;
@@ -432,6 +511,7 @@ class RemoteSink final : public JournalSink {
     {
       std::lock_guard lock(state_mu_);
       for (auto& [id, pending] : reads_) pending.lost = true;
+      for (auto& [id, pending] : calls_) pending.lost = true;
       state_cv_.notify_all();
     }
     auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
@@ -508,6 +588,38 @@ class RemoteSink final : public JournalSink {
         state_cv_.notify_all();
         return;
       }
+      case MessageType::store_rows:
+      case MessageType::store_reply: {
+        std::lock_guard lock(state_mu_);
+        auto pending = calls_.find(frame.request_id);
+        if (pending == calls_.end()) return;
+        if (static_cast<MessageType>(frame.type) == MessageType::store_rows) {
+          if (auto rows = decode_rows(frame.payload)) {
+            for (auto& row : *rows) pending->second.rows.push_back(std::move(row));
+          }
+        } else if (auto reply = decode_store_reply(frame.payload)) {
+          pending->second.reply = std::move(*reply);
+        } else {
+          pending->second.reply = StoreReply{"bad_request", "a malformed store reply from the server", {}};
+        }
+        state_cv_.notify_all();
+        return;
+      }
+      case MessageType::checkpoint_soon: {
+        auto soon = server::decode_checkpoint_soon(frame.payload);
+        if (!soon) return;
+        std::function<void(ShardId)> hook;
+        {
+          std::lock_guard lock(listener_mu_);
+          hook = checkpoint_hook_;
+        }
+        if (hook) {
+          for (auto shard : soon->shards) {
+            if (shard < shards_) hook(shard);
+          }
+        }
+        return;
+      }
       case MessageType::error: {
         auto error = server::decode_error(frame.payload);
         set_poison(make_error_code(wal::errc::closed),
@@ -566,8 +678,10 @@ class RemoteSink final : public JournalSink {
   std::uint64_t next_request_ = 0;
   std::uint64_t connections_ = 0;  // made so far (under state_mu_): a read waits for the next
   std::map<std::uint64_t, PendingRead> reads_;
+  std::map<std::uint64_t, PendingCall> calls_;
   std::mutex listener_mu_;
   Listener listener_;
+  std::function<void(ShardId)> checkpoint_hook_;  // under listener_mu_
 };
 
 }  // namespace

@@ -20,8 +20,21 @@
 #include <string>
 
 #include "engine/journal_sink.hpp"
+#include "engine/store_call.hpp"
 
 namespace fusee::engine {
+
+// Calls on the server's run store, over the sink's connection.
+class StoreChannel {
+ public:
+  virtual ~StoreChannel() = default;
+  // Sends `call` and waits for its reply, adding its rows to `rows`. A
+  // write's `epochs` name its shards; the sink fills in their lease epochs.
+  // A call the connection's loss cut short is sent again after the
+  // reconnect (every call is a read or a whole batch: doing it twice is
+  // harmless); once the sink is poisoned, its poison.
+  [[nodiscard]] virtual Result<StoreReply> store_call(StoreCall call, std::vector<std::vector<std::byte>>* rows) = 0;
+};
 
 struct RemoteOptions {
   std::string address;  // "unix:PATH" or "HOST:PORT"

@@ -18,6 +18,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "wal/errc.hpp"
@@ -93,7 +94,9 @@ RunStatus status_from_name(std::string_view name) {
   return RunStatus::failed;
 }
 
-std::string encode_run(const FinishedRun& run) {
+}  // namespace
+
+std::string encode_finished_run(const FinishedRun& run) {
   boost::json::object object;
   object["id"] = run.id;
   object["generation"] = run.generation;
@@ -111,7 +114,7 @@ std::string encode_run(const FinishedRun& run) {
   return boost::json::serialize(object);
 }
 
-std::optional<FinishedRun> decode_run(std::string_view text) {
+std::optional<FinishedRun> decode_finished_run(std::string_view text) {
   boost::system::error_code error;
   auto value = boost::json::parse(text, error);
   if (error || !value.is_object()) return std::nullopt;
@@ -137,6 +140,8 @@ std::optional<FinishedRun> decode_run(std::string_view text) {
   }
 }
 
+namespace {
+
 // RocksDB's info log would go into the simulated disk too: nothing to read there.
 class QuietLogger final : public rocksdb::Logger {
  public:
@@ -155,6 +160,11 @@ std::error_code to_error(const rocksdb::Status& status, std::string* text) {
 
 struct RunStore::Batch::Impl {
   rocksdb::WriteBatch batch;
+  std::vector<Checkpoint> checkpoints;  // put into `batch` at the write
+  std::vector<std::uint32_t> shards;    // named by a change, in order (repeats kept out)
+  void touch(std::uint32_t shard) {
+    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+  }
 };
 
 RunStore::Batch::Batch() : impl_(std::make_unique<Impl>()) {}
@@ -164,7 +174,7 @@ RunStore::Batch& RunStore::Batch::operator=(Batch&&) noexcept = default;
 
 void RunStore::Batch::put_finished(const FinishedRun& run) {
   auto& batch = impl_->batch;
-  (void)batch.Put(finished_key(run.id), encode_run(run));
+  (void)batch.Put(finished_key(run.id), encode_finished_run(run));
   (void)batch.Put(index_key(time_prefix(), run.finished_ms, run.id), "");
   (void)batch.Put(index_key(workflow_prefix(run.workflow), run.finished_ms, run.id), "");
   (void)batch.Put(index_key(status_prefix(run.status), run.finished_ms, run.id), "");
@@ -180,15 +190,109 @@ void RunStore::Batch::erase_finished(const FinishedRun& run) {
 }
 
 void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
-  std::string value;
-  put_u64(value, checkpoint.lsn);
-  put_u64(value, checkpoint.keep_from_sequence);
-  put_u64(value, checkpoint.replay_from);
-  value += checkpoint.state;
-  (void)impl_->batch.Put(checkpoint_key(checkpoint.shard), value);
+  impl_->checkpoints.push_back(checkpoint);
+  impl_->touch(checkpoint.shard);
+}
+
+std::vector<Checkpoint>& RunStore::Batch::checkpoints() { return impl_->checkpoints; }
+
+std::vector<std::uint32_t> RunStore::Batch::shards() const { return impl_->shards; }
+
+// [u32 checkpoints][each: u32 shard, u64 lsn, u64 keep_from, u64 replay_from,
+// u32 length, state][RocksDB's WriteBatch bytes]
+std::vector<std::byte> RunStore::Batch::encode() const {
+  std::string out;
+  put_u32(out, static_cast<std::uint32_t>(impl_->checkpoints.size()));
+  for (const auto& checkpoint : impl_->checkpoints) {
+    put_u32(out, checkpoint.shard);
+    put_u64(out, checkpoint.lsn);
+    put_u64(out, checkpoint.keep_from_sequence);
+    put_u64(out, checkpoint.replay_from);
+    put_u32(out, static_cast<std::uint32_t>(checkpoint.state.size()));
+    out += checkpoint.state;
+  }
+  out += impl_->batch.Data();
+  auto bytes = std::as_bytes(std::span(out));
+  return {bytes.begin(), bytes.end()};
+}
+
+namespace {
+
+// Checks a WriteBatch that came as bytes: only puts, deletes and range
+// deletes of this store's kinds of keys, in the default column family; it
+// learns the shards the keys name (rather than trusting a list beside them).
+class BatchChecker final : public rocksdb::WriteBatch::Handler {
+ public:
+  std::vector<std::uint32_t> shards;
+  rocksdb::Status PutCF(std::uint32_t family, const rocksdb::Slice& key, const rocksdb::Slice&) override {
+    return check(family, key);
+  }
+  rocksdb::Status DeleteCF(std::uint32_t family, const rocksdb::Slice& key) override { return check(family, key); }
+  rocksdb::Status DeleteRangeCF(std::uint32_t family, const rocksdb::Slice& begin, const rocksdb::Slice& end) override {
+    auto checked = check(family, begin);
+    if (!checked.ok()) return checked;
+    // A range stays within one kind and shard (one run's journal).
+    if (end.size() < 5 || begin.size() < 5 || std::memcmp(begin.data(), end.data(), 5) != 0) {
+      return rocksdb::Status::InvalidArgument("a range across runs");
+    }
+    return checked;
+  }
+
+ private:
+  rocksdb::Status check(std::uint32_t family, const rocksdb::Slice& key) {
+    if (family != 0 || key.empty()) return rocksdb::Status::InvalidArgument("not a run store key");
+    switch (key[0]) {
+      case 'f': case 't': case 'w': case 's': case 'S':
+        return rocksdb::Status::OK();
+      case 'c': case 'j': case 'k': case 'P': case 'W': {
+        if (key.size() < 5) return rocksdb::Status::InvalidArgument("a short key");
+        auto shard = get_u32(std::string_view(key.data() + 1, 4));
+        if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+        return rocksdb::Status::OK();
+      }
+      default:
+        return rocksdb::Status::InvalidArgument("not a run store key");
+    }
+  }
+};
+
+}  // namespace
+
+std::optional<RunStore::Batch> RunStore::Batch::decode(std::span<const std::byte> bytes) {
+  std::string_view in(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  auto take = [&](std::size_t n) -> std::optional<std::string_view> {
+    if (in.size() < n) return std::nullopt;
+    auto part = in.substr(0, n);
+    in.remove_prefix(n);
+    return part;
+  };
+  Batch batch;
+  auto count = take(4);
+  if (!count) return std::nullopt;
+  for (std::uint32_t i = 0, n = get_u32(*count); i < n; ++i) {
+    auto fixed = take(4 + 8 + 8 + 8 + 4);
+    if (!fixed) return std::nullopt;
+    Checkpoint checkpoint;
+    checkpoint.shard = get_u32(*fixed);
+    checkpoint.lsn = get_u64(fixed->substr(4));
+    checkpoint.keep_from_sequence = get_u64(fixed->substr(12));
+    checkpoint.replay_from = get_u64(fixed->substr(20));
+    auto state = take(get_u32(fixed->substr(28)));
+    if (!state) return std::nullopt;
+    checkpoint.state = std::string(*state);
+    batch.put_checkpoint(checkpoint);
+  }
+  // RocksDB's own header: an 8-byte sequence and a 4-byte count.
+  if (in.size() < 12) return std::nullopt;
+  batch.impl_->batch = rocksdb::WriteBatch(std::string(in));
+  BatchChecker checker;
+  if (!batch.impl_->batch.Iterate(&checker).ok()) return std::nullopt;
+  for (auto shard : checker.shards) batch.impl_->touch(shard);
+  return batch;
 }
 
 void RunStore::Batch::put_parked(std::uint32_t shard, const ParkedRun& run) {
+  impl_->touch(shard);
   boost::json::object object{{"workflow", run.workflow},
                              {"generation", run.generation},
                              {"started_ms", run.started_ms},
@@ -198,18 +302,21 @@ void RunStore::Batch::put_parked(std::uint32_t shard, const ParkedRun& run) {
 }
 
 void RunStore::Batch::erase_parked(std::uint32_t shard, const ParkedRun& run) {
+  impl_->touch(shard);
   (void)impl_->batch.Delete(parked_key(shard, run.id));
   if (run.wake_ms) (void)impl_->batch.Delete(wake_key(shard, *run.wake_ms, run.id));
 }
 
 void RunStore::Batch::put_journal_record(JournalPlace place, std::uint32_t shard, const std::string& id,
                                          std::uint64_t lsn, std::span<const std::byte> record) {
+  impl_->touch(shard);
   auto key = journal_run_prefix(place, shard, id);
   put_u64(key, lsn);
   (void)impl_->batch.Put(key, rocksdb::Slice(reinterpret_cast<const char*>(record.data()), record.size()));
 }
 
 void RunStore::Batch::erase_journal(JournalPlace place, std::uint32_t shard, const std::string& id) {
+  impl_->touch(shard);
   auto prefix = journal_run_prefix(place, shard, id);
   (void)impl_->batch.DeleteRange(prefix, prefix_end(prefix));
 }
@@ -218,20 +325,34 @@ void RunStore::Batch::put_streams(const std::string& id, const std::string& stre
   (void)impl_->batch.Put(streams_key(id), streams);
 }
 
-struct RunStore::Impl {
+// The store on RocksDB (the only one with a disk of its own).
+class RocksRunStore final : public RunStore {
+ public:
   std::shared_ptr<rocksdb::Env> env;  // outlives db
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions durable;
   bool read_only = false;
-  Impl() { durable.sync = true; }
-};
+  RocksRunStore() { durable.sync = true; }
 
-RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-RunStore::~RunStore() = default;
+  Result<void> write(Batch batch) override;
+  Result<std::optional<FinishedRun>> finished(const std::string& id) override;
+  Result<RunPage> list(const RunQuery& query) override;
+  Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard) override;
+  Result<std::optional<std::string>> streams(const std::string& id) override;
+  Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit) override;
+  Result<void> read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
+                            const JournalVisitor& visit) override;
+  Result<std::optional<ParkedRun>> parked(std::uint32_t shard, const std::string& id) override;
+  Result<void> parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+                              const std::function<bool(const ParkedRun&)>& visit) override;
+  Result<void> all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) override;
+  std::uint64_t size_bytes() const override;
+  Result<std::size_t> expire_finished(std::int64_t before_ms) override;
+};
 
 Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text,
                                                  io::FileSystem* fs) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<RocksRunStore>();
   rocksdb::Options options;
   if (fs != nullptr) {
     impl->env = io::make_rocksdb_env(*fs);
@@ -254,12 +375,12 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::st
   auto status = rocksdb::DB::Open(options, dir + "/runs", &db);
   if (!status.ok()) return to_error(status, error_text);
   impl->db.reset(db);
-  return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
+  return std::unique_ptr<RunStore>(std::move(impl));
 }
 
 Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& dir, io::FileSystem& fs,
                                                            std::string* error_text) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<RocksRunStore>();
   rocksdb::Options options;
   impl->env = io::make_rocksdb_env(fs);
   options.env = impl->env.get();
@@ -273,33 +394,43 @@ Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& di
   if (!status.ok()) return to_error(status, error_text);
   impl->db.reset(db);
   impl->read_only = true;
-  return std::unique_ptr<RunStore>(new RunStore(std::move(impl)));
+  return std::unique_ptr<RunStore>(std::move(impl));
 }
 
-Result<void> RunStore::write(Batch batch) {
-  if (impl_->read_only) return make_error_code(std::errc::read_only_file_system);
-  auto status = impl_->db->Write(impl_->durable, &batch.impl_->batch);
+Result<void> RocksRunStore::write(Batch batch) {
+  if (read_only) return make_error_code(std::errc::read_only_file_system);
+  auto& changes = batch.impl_->batch;
+  // Checkpoints last: a batch's checkpoint covers its other changes.
+  for (const auto& checkpoint : batch.impl_->checkpoints) {
+    std::string value;
+    put_u64(value, checkpoint.lsn);
+    put_u64(value, checkpoint.keep_from_sequence);
+    put_u64(value, checkpoint.replay_from);
+    value += checkpoint.state;
+    (void)changes.Put(checkpoint_key(checkpoint.shard), value);
+  }
+  auto status = db->Write(durable, &changes);
   if (!status.ok()) return to_error(status, nullptr);
   return ok();
 }
 
-Result<std::optional<FinishedRun>> RunStore::finished(const std::string& id) {
+Result<std::optional<FinishedRun>> RocksRunStore::finished(const std::string& id) {
   std::string value;
-  auto status = impl_->db->Get(rocksdb::ReadOptions(), finished_key(id), &value);
+  auto status = db->Get(rocksdb::ReadOptions(), finished_key(id), &value);
   if (status.IsNotFound()) return std::optional<FinishedRun>();
   if (!status.ok()) return to_error(status, nullptr);
-  auto run = decode_run(value);
+  auto run = decode_finished_run(value);
   if (!run) return make_error_code(wal::errc::corrupt);
   return run;
 }
 
-Result<RunPage> RunStore::list(const RunQuery& query) {
+Result<RunPage> RocksRunStore::list(const RunQuery& query) {
   std::string prefix = query.workflow ? workflow_prefix(*query.workflow)
                        : query.status ? status_prefix(*query.status)
                                       : time_prefix();
   std::string end = prefix;
   put_u64(end, time_key(query.finished_to_ms));
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   if (query.cursor.empty()) {
     std::string start = prefix;
     put_u64(start, time_key(query.finished_from_ms));
@@ -329,9 +460,9 @@ Result<RunPage> RunStore::list(const RunQuery& query) {
   return page;
 }
 
-Result<std::optional<Checkpoint>> RunStore::checkpoint(std::uint32_t shard) {
+Result<std::optional<Checkpoint>> RocksRunStore::checkpoint(std::uint32_t shard) {
   std::string value;
-  auto status = impl_->db->Get(rocksdb::ReadOptions(), checkpoint_key(shard), &value);
+  auto status = db->Get(rocksdb::ReadOptions(), checkpoint_key(shard), &value);
   if (status.IsNotFound()) return std::optional<Checkpoint>();
   if (!status.ok()) return to_error(status, nullptr);
   if (value.size() < 24) return make_error_code(wal::errc::corrupt);
@@ -344,9 +475,9 @@ Result<std::optional<Checkpoint>> RunStore::checkpoint(std::uint32_t shard) {
   return std::optional<Checkpoint>(std::move(checkpoint));
 }
 
-Result<std::optional<std::string>> RunStore::streams(const std::string& id) {
+Result<std::optional<std::string>> RocksRunStore::streams(const std::string& id) {
   std::string value;
-  auto status = impl_->db->Get(rocksdb::ReadOptions(), streams_key(id), &value);
+  auto status = db->Get(rocksdb::ReadOptions(), streams_key(id), &value);
   if (status.IsNotFound()) return std::optional<std::string>();
   if (!status.ok()) return to_error(status, nullptr);
   return std::optional<std::string>(std::move(value));
@@ -393,19 +524,19 @@ std::optional<ParkedRun> decode_parked(std::string id, std::string_view text) {
 
 }  // namespace
 
-Result<void> RunStore::load_journals(std::uint32_t shard, const JournalVisitor& visit) {
+Result<void> RocksRunStore::load_journals(std::uint32_t shard, const JournalVisitor& visit) {
   auto prefix = shard_prefix(static_cast<char>(JournalPlace::live), shard);
-  return visit_journal(*impl_->db, prefix, prefix.size(), visit);
+  return visit_journal(*db, prefix, prefix.size(), visit);
 }
 
-Result<void> RunStore::read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
+Result<void> RocksRunStore::read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
                                     const JournalVisitor& visit) {
-  return visit_journal(*impl_->db, journal_run_prefix(place, shard, id), 5, visit);
+  return visit_journal(*db, journal_run_prefix(place, shard, id), 5, visit);
 }
 
-Result<std::optional<ParkedRun>> RunStore::parked(std::uint32_t shard, const std::string& id) {
+Result<std::optional<ParkedRun>> RocksRunStore::parked(std::uint32_t shard, const std::string& id) {
   std::string value;
-  auto status = impl_->db->Get(rocksdb::ReadOptions(), parked_key(shard, id), &value);
+  auto status = db->Get(rocksdb::ReadOptions(), parked_key(shard, id), &value);
   if (status.IsNotFound()) return std::optional<ParkedRun>();
   if (!status.ok()) return to_error(status, nullptr);
   auto run = decode_parked(id, value);
@@ -413,13 +544,13 @@ Result<std::optional<ParkedRun>> RunStore::parked(std::uint32_t shard, const std
   return run;
 }
 
-Result<void> RunStore::parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+Result<void> RocksRunStore::parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
                                       const std::function<bool(const ParkedRun&)>& visit) {
   auto prefix = shard_prefix('W', shard);
   auto end = prefix_end(prefix);
   auto start = prefix;
   put_u64(start, time_key(from_ms));
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(start); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
     auto key = it->key().ToStringView();
     if (key.size() < prefix.size() + 8) return make_error_code(wal::errc::corrupt);
@@ -432,10 +563,10 @@ Result<void> RunStore::parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
   return ok();
 }
 
-Result<void> RunStore::all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) {
+Result<void> RocksRunStore::all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) {
   auto prefix = shard_prefix('P', shard);
   auto end = prefix_end(prefix);
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(prefix); it->Valid() && it->key().ToStringView() < std::string_view(end); it->Next()) {
     auto run = decode_parked(std::string(it->key().ToStringView().substr(prefix.size())), it->value().ToStringView());
     if (!run) return make_error_code(wal::errc::corrupt);
@@ -445,17 +576,17 @@ Result<void> RunStore::all_parked(std::uint32_t shard, const std::function<void(
   return ok();
 }
 
-std::uint64_t RunStore::size_bytes() const {
+std::uint64_t RocksRunStore::size_bytes() const {
   std::uint64_t sst = 0;
   std::uint64_t memtables = 0;
-  impl_->db->GetIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &sst);
-  impl_->db->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &memtables);
+  db->GetIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &sst);
+  db->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &memtables);
   return sst + memtables;
 }
 
-Result<std::size_t> RunStore::expire_finished(std::int64_t before_ms) {
-  if (impl_->read_only) return make_error_code(std::errc::read_only_file_system);
-  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
+Result<std::size_t> RocksRunStore::expire_finished(std::int64_t before_ms) {
+  if (read_only) return make_error_code(std::errc::read_only_file_system);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   std::string start = time_prefix();
   put_u64(start, time_key(INT64_MIN));
   std::string end = time_prefix();

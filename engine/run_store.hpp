@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.hpp"
@@ -83,6 +84,15 @@ struct RunPage {
   std::string next_cursor;        // empty: no more
 };
 
+// A finished run as the store keeps it (JSON text), and back (nothing: not one).
+std::string encode_finished_run(const FinishedRun& run);
+std::optional<FinishedRun> decode_finished_run(std::string_view text);
+
+class RocksRunStore;
+
+// The run store's interface: RocksDB on the local disk (open, below), or
+// the server's store reached through remote mode's connection
+// (engine/remote_run_store.hpp).
 class RunStore {
  public:
   // Opens (creating) the store in dir/runs. errc corrupt (wal) or an I/O
@@ -97,7 +107,8 @@ class RunStore {
   // for `fusee inspect`. write() then fails with EROFS.
   static Result<std::unique_ptr<RunStore>> open_read_only(const std::string& dir, io::FileSystem& fs,
                                                           std::string* error_text = nullptr);
-  ~RunStore();
+  RunStore() = default;
+  virtual ~RunStore() = default;
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
 
@@ -110,6 +121,8 @@ class RunStore {
     Batch& operator=(Batch&&) noexcept;
     void put_finished(const FinishedRun& run);
     void erase_finished(const FinishedRun& run);
+    // A checkpoint with keep_from_sequence 0 has it filled in by whoever
+    // holds the log when the batch is written (remote mode: the server).
     void put_checkpoint(const Checkpoint& checkpoint);
     // One record of an unfinished run's journal, as the log held it: among
     // the journals loaded at open (live), or among parked runs' journals,
@@ -125,42 +138,48 @@ class RunStore {
     // A finished run's streams (opaque here), read back by streams().
     void put_streams(const std::string& id, const std::string& streams);
 
+    // The checkpoints put, in order (they are written last).
+    std::vector<Checkpoint>& checkpoints();
+    // Every shard a change names (checkpoints, journals, parked runs):
+    // remote mode's server fences the write on their leases.
+    std::vector<std::uint32_t> shards() const;
+    // The batch as bytes, and back (remote mode sends it to the server);
+    // decode refuses (nothing) bytes that are not one.
+    std::vector<std::byte> encode() const;
+    static std::optional<Batch> decode(std::span<const std::byte> bytes);
+
    private:
-    friend class RunStore;
+    friend class RocksRunStore;
     struct Impl;
     std::unique_ptr<Impl> impl_;
   };
-  [[nodiscard]] Result<void> write(Batch batch);
+  [[nodiscard]] virtual Result<void> write(Batch batch) = 0;
 
-  [[nodiscard]] Result<std::optional<FinishedRun>> finished(const std::string& id);
-  [[nodiscard]] Result<RunPage> list(const RunQuery& query);
-  [[nodiscard]] Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard);
-  [[nodiscard]] Result<std::optional<std::string>> streams(const std::string& id);
+  [[nodiscard]] virtual Result<std::optional<FinishedRun>> finished(const std::string& id) = 0;
+  [[nodiscard]] virtual Result<RunPage> list(const RunQuery& query) = 0;
+  [[nodiscard]] virtual Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard) = 0;
+  [[nodiscard]] virtual Result<std::optional<std::string>> streams(const std::string& id) = 0;
   using JournalVisitor =
       std::function<Result<void>(const std::string& id, std::uint64_t lsn, std::span<const std::byte>)>;
   // Visits the live journal records of every run stored for `shard`: run by
   // run (in key order), each run's records in LSN order.
-  [[nodiscard]] Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit);
+  [[nodiscard]] virtual Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit) = 0;
   // Visits one run's journal records in `place`, in LSN order.
-  [[nodiscard]] Result<void> read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
-                                          const JournalVisitor& visit);
-  [[nodiscard]] Result<std::optional<ParkedRun>> parked(std::uint32_t shard, const std::string& id);
-  // Parked runs of `shard` with a timer, earliest first, from `from_ms` on;
-  // visit returns false to stop.
-  [[nodiscard]] Result<void> parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
-                                            const std::function<bool(const ParkedRun&)>& visit);
+  [[nodiscard]] virtual Result<void> read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
+                                                  const JournalVisitor& visit) = 0;
+  [[nodiscard]] virtual Result<std::optional<ParkedRun>> parked(std::uint32_t shard, const std::string& id) = 0;
+  // Parked runs of `shard` with a timer, earliest first (then by id), from
+  // `from_ms` on; visit returns false to stop.
+  [[nodiscard]] virtual Result<void> parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+                                                    const std::function<bool(const ParkedRun&)>& visit) = 0;
   // Every parked run of `shard`, in id order.
-  [[nodiscard]] Result<void> all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit);
+  [[nodiscard]] virtual Result<void> all_parked(std::uint32_t shard,
+                                                const std::function<void(const ParkedRun&)>& visit) = 0;
   // Bytes RocksDB reports for the live data (an estimate), for benchmarks.
-  std::uint64_t size_bytes() const;
+  virtual std::uint64_t size_bytes() const = 0;
   // Deletes finished runs that finished before `before_ms` (retention);
   // returns how many went.
-  [[nodiscard]] Result<std::size_t> expire_finished(std::int64_t before_ms);
-
- private:
-  struct Impl;
-  explicit RunStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  [[nodiscard]] virtual Result<std::size_t> expire_finished(std::int64_t before_ms) = 0;
 };
 
 }  // namespace fusee::engine

@@ -18,17 +18,21 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "engine/meta.hpp"
+#include "engine/data_dir.hpp"
+#include "engine/run_store.hpp"
+#include "engine/store_call.hpp"
 #include "fusee/error.hpp"
 #include "server/http/http_front.hpp"
 #include "server/http/http_server.hpp"
 #include "server/http/prometheus.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
+#include "server/store_service.hpp"
 #include "wal/errc.hpp"
 #include "wal/log.hpp"
 
@@ -37,6 +41,8 @@ namespace {
 
 // What one RECORDS frame carries at most, so a read streams in pieces.
 constexpr std::size_t kRecordsChunkBytes = 1u << 20;
+// What a connection may send in store_part frames ahead of their call.
+constexpr std::size_t kStorePartsBytesMax = 1u << 30;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -134,6 +140,9 @@ struct Connection {
   std::atomic<bool> finished{false};  // the reader is done: the accept loop reaps it
 
   bool writing = false;  // the writing thread is sending, outside the lock
+  // Leading pieces of store calls not yet whole (the reading thread's).
+  std::map<std::uint64_t, std::vector<std::byte>> store_parts;
+  std::size_t store_parts_bytes = 0;
 
   // Sends at once when nothing is queued and the socket takes the whole
   // frame without blocking (a durable position costs no thread hand-off);
@@ -157,13 +166,28 @@ struct LogService::Impl {
   io::FileSystem* fs = nullptr;
   LogServiceOptions options;
   std::unique_ptr<io::FileSystem::Lock> lock;
+  std::unique_ptr<engine::RunStore> store;  // after the log, so it closes after it
   std::unique_ptr<wal::Log> log;
+  std::unique_ptr<StoreService> store_service;
   std::uint32_t shards = 0;
+  // Store calls, done in order on one thread so that a slow one (a
+  // checkpoint's synced write) holds up no connection's appends.
+  struct StoreJob {
+    std::shared_ptr<Connection> connection;
+    std::uint64_t request_id = 0;
+    engine::StoreCall call;
+  };
+  std::mutex store_mu;
+  std::condition_variable store_cv;
+  std::deque<StoreJob> store_jobs;
+  bool store_stopping = false;
+  std::thread store_thread;
   int listen_fd = -1;
   std::string endpoint;
   std::thread acceptor;
   std::unique_ptr<HttpServer> http;  // --http
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> stop_begun{false};
+  std::atomic<bool> stopping{false};  // connections are closing
   static thread_local bool appended_;  // this reading thread staged records since its last read
 
   std::mutex mu;  // the lease table and the connections
@@ -394,6 +418,36 @@ struct LogService::Impl {
         connection->send(MessageType::read_end, frame.request_id, encode(ReadEnd{read->shard}));
         return true;
       }
+      case MessageType::store_part: {
+        auto& part = connection->store_parts[frame.request_id];
+        connection->store_parts_bytes += frame.payload.size();
+        if (connection->store_parts_bytes > kStorePartsBytesMax) {
+          refuse(*connection, frame.request_id, "bad_request",
+                 fmt::format("more than {} bytes of store calls in pieces", kStorePartsBytesMax));
+          return false;
+        }
+        part.insert(part.end(), frame.payload.begin(), frame.payload.end());
+        return true;
+      }
+      case MessageType::store_call: {
+        std::optional<engine::StoreCall> call;
+        if (auto parts = connection->store_parts.find(frame.request_id); parts != connection->store_parts.end()) {
+          auto whole = std::move(parts->second);
+          connection->store_parts_bytes -= whole.size();
+          connection->store_parts.erase(parts);
+          whole.insert(whole.end(), frame.payload.begin(), frame.payload.end());
+          call = engine::decode_store_call(whole);
+        } else {
+          call = engine::decode_store_call(frame.payload);
+        }
+        if (!call) return malformed(*connection, frame);
+        {
+          std::lock_guard lock(store_mu);
+          store_jobs.push_back(StoreJob{connection, frame.request_id, std::move(*call)});
+        }
+        store_cv.notify_one();
+        return true;
+      }
       case MessageType::ping:
         return true;  // receiving it was the point
       case MessageType::announce: {
@@ -464,6 +518,11 @@ struct LogService::Impl {
   // Sends the leases. A shard's records appended by its previous holder are
   // made durable first, so the new holder's read sees all of them.
   void deliver(const std::vector<Grant>& grants) {
+    if (!grants.empty()) {
+      // A store write of the previous holder that passed its fence check
+      // ends before its successor hears of the lease (and reads the store).
+      std::lock_guard fence(store_service->fence_mu());
+    }
     for (const auto& grant : grants) {
       auto last = log->last_lsn(grant.shard);
       if (auto durable = log->wait_durable(grant.shard, last); !durable) {
@@ -511,6 +570,15 @@ struct LogService::Impl {
     metric("fusee_shards", "gauge", "Shards of the directory.", shards);
     metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
            stats.staged_bytes);
+    metric("fusee_wal_segments", "gauge", "Live log segments.", stats.segments_live);
+    {
+      auto store_stats = store_service->stats();
+      metric("fusee_checkpoints_total", "counter", "Checkpoints workers wrote to the run store.",
+             store_stats.checkpoints);
+      metric("fusee_segments_retired_total", "counter", "Log segments retired after checkpoints.",
+             store_stats.segments_retired);
+      metric("fusee_run_store_bytes", "gauge", "The run store's size (RocksDB's estimate).", store->size_bytes());
+    }
     append_histogram(text, "fusee_flush_latency_us", "Durable writes of the log by how long they took (microseconds).",
                      wal::kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
     {
@@ -532,6 +600,75 @@ struct LogService::Impl {
     metric("fusee_shards_leased", "gauge", "Shards a worker holds.", held);
     metric("fusee_workers_waiting", "gauge", "Connections waiting for leases (standbys).", waiting.size());
     return text;
+  }
+
+  void store_loop() {
+    std::unique_lock lock(store_mu);
+    for (;;) {
+      store_cv.wait(lock, [&] { return store_stopping || !store_jobs.empty(); });
+      if (store_jobs.empty()) return;
+      auto job = std::move(store_jobs.front());
+      store_jobs.pop_front();
+      lock.unlock();
+      auto& connection = job.connection;
+      auto reply = store_service->serve(
+          job.call, [&](std::uint32_t shard, std::uint64_t epoch) { return holds(connection, shard, epoch); },
+          [&](const std::vector<std::vector<std::byte>>& rows) {
+            connection->send(MessageType::store_rows, job.request_id, engine::encode_rows(rows));
+          });
+      if (!reply.error.empty()) {
+        say(fmt::format("connection {} ({}): store {}: {}: {}", connection->id, connection->worker,
+                        engine::store_op_name(job.call.op), reply.error, reply.message));
+      }
+      connection->send(MessageType::store_reply, job.request_id, engine::encode(reply));
+      lock.lock();
+    }
+  }
+
+  // Asks each holder of `shards` to checkpoint them; the holders asked, by
+  // shard.
+  std::vector<std::shared_ptr<Connection>> ask_checkpoints(const std::vector<std::uint32_t>& wanted) {
+    std::vector<std::shared_ptr<Connection>> holders(shards);
+    std::map<std::shared_ptr<Connection>, CheckpointSoon> asks;
+    {
+      std::lock_guard lock(mu);
+      for (auto shard : wanted) {
+        if (shard >= shards || !leases[shard].holder) continue;
+        holders[shard] = leases[shard].holder;
+        asks[holders[shard]].shards.push_back(shard);
+      }
+    }
+    for (const auto& [connection, ask] : asks) connection->send(MessageType::checkpoint_soon, 0, encode(ask));
+    return holders;
+  }
+
+  // The log rolled to a new segment: the shards keeping the oldest one
+  // checkpoint, so it can retire.
+  void on_roll(std::uint64_t retires_at) {
+    if (retires_at != 0) (void)ask_checkpoints(store_service->lagging(retires_at));
+  }
+
+  // At stop: every held shard checkpoints once more, so the next start (or
+  // the next worker) reads little of the log. Waits at most `wait`.
+  void checkpoint_before_stop(std::chrono::milliseconds wait) {
+    std::vector<std::uint32_t> all(shards);
+    std::vector<std::uint64_t> before(shards);
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      all[shard] = shard;
+      before[shard] = store_service->checkpoints_of(shard);
+    }
+    auto holders = ask_checkpoints(all);
+    auto give_up = std::chrono::steady_clock::now() + wait;
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      if (!holders[shard]) continue;
+      while (store_service->checkpoints_of(shard) == before[shard] && !holders[shard]->finished &&
+             std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (store_service->checkpoints_of(shard) == before[shard]) {
+        say(fmt::format("shard {}: no checkpoint from its worker before the stop; the next start reads its log", shard));
+      }
+    }
   }
 
   void on_durable(wal::ShardId shard, wal::Lsn lsn) {
@@ -562,63 +699,19 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
   impl->fs = &fs;
   if (!options.log) options.log = [](const std::string& line) { fmt::print(stderr, "fusee server: {}\n", line); };
   impl->options = options;
-  const auto& dir = options.dir;
-  auto exists = fs.exists(dir);
-  if (exists && !*exists) {
-    if (auto made = fs.create_dir(dir); !made) {
-      throw Error(errc::storage, fmt::format("cannot create {}: {}", dir, made.error().message()));
-    }
-    (void)fs.sync_dir(io::parent_path(dir));
-  }
-  auto lock = fs.lock_exclusive(io::join_path(dir, "fusee.lock"));
-  if (!lock) {
-    throw Error(errc::storage, lock.error() == std::errc::operation_would_block
-                                   ? fmt::format("{} is in use by another engine or server (it holds {}/fusee.lock)",
-                                                 dir, dir)
-                                   : fmt::format("cannot lock {}: {}", dir, lock.error().message()));
-  }
-  impl->lock = std::move(*lock);
-  auto meta = engine::read_meta(fs, dir);
-  if (!meta) throw Error(errc::storage, fmt::format("cannot read {}/fusee.meta: {}", dir, meta.error().message()));
-  engine::Meta current;
-  if (*meta) {
-    current = **meta;
-  } else {
-    current.shards = options.shards != 0 ? options.shards : std::max(1u, std::thread::hardware_concurrency());
-    if (auto written = engine::write_meta(fs, dir, current); !written) {
-      throw Error(errc::storage, fmt::format("cannot write {}/fusee.meta: {}", dir, written.error().message()));
-    }
-  }
-  if (options.shards != 0 && options.shards != current.shards) {
-    throw Error(errc::wrong_shard_count, fmt::format("{} has {} shards, not {} (see `fusee reshard`)", dir,
-                                                     current.shards, options.shards));
-  }
-  auto root = engine::layout_root(dir, current.layout);
-  auto store = fs.exists(io::join_path(io::join_path(root, "runs"), "CURRENT"));
-  if (store && *store) {
-    // Checkpoints of local mode let the log retire what only the run store
-    // holds; a remote worker reads runs back from the log alone.
-    throw Error(errc::invalid_argument,
-                fmt::format("{} has a run store: it was used by a local-mode engine, and remote mode (for now) needs "
-                            "a directory of its own",
-                            dir));
-  }
-  impl->shards = current.shards;
   wal::LogOptions log_options;
-  log_options.dir = root;
-  log_options.shard_count = current.shards;
   log_options.segment_bytes = options.segment_bytes;
   log_options.direct_io = options.direct_io;
   log_options.warn = options.log;
-  wal::RecoveryPlan plan;
-  auto log = wal::Log::open(fs, log_options, &plan);
-  if (!log) {
-    throw Error(errc::storage, fmt::format("cannot open the log in {}/wal: {}", root,
-                                           plan.refusal.empty() ? log.error().message() : plan.refusal));
-  }
-  impl->log = std::move(*log);
-  impl->leases.resize(current.shards);
-  impl->arrivals.resize(current.shards);
+  auto opened = engine::open_data_dir(fs, options.dir, options.shards, std::move(log_options), false);
+  impl->lock = std::move(opened.lock);
+  impl->shards = opened.shards;
+  impl->store = std::move(opened.store);
+  impl->log = std::move(opened.log);
+  impl->store_service =
+      std::make_unique<StoreService>(*impl->store, *impl->log, opened.bases.keep_from, options.log);
+  impl->leases.resize(impl->shards);
+  impl->arrivals.resize(impl->shards);
   // Epochs grow across restarts too: a lease of an earlier server life never
   // matches one of this life.
   impl->next_epoch = static_cast<std::uint64_t>(
@@ -627,6 +720,8 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
                              .count())
                      << 10;
   impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
+  impl->log->set_roll_hook([raw = impl.get()](std::uint64_t retires_at) { raw->on_roll(retires_at); });
+  impl->store_thread = std::thread([raw = impl.get()] { raw->store_loop(); });
   impl->listen_fd = listen_on(options.listen, impl->endpoint);
   if (!options.http_listen.empty()) {
     FrontDirectory directory;
@@ -654,12 +749,21 @@ std::string LogService::endpoint() const { return impl_->endpoint; }
 std::string LogService::http_endpoint() const { return impl_->http ? impl_->http->endpoint() : std::string(); }
 std::uint32_t LogService::shard_count() const { return impl_->shards; }
 
+LogServiceStats LogService::stats() const {
+  auto store = impl_->store_service->stats();
+  return LogServiceStats{store.checkpoints, store.segments_retired, impl_->log->stats().segments_live};
+}
+
 void LogService::stop() {
   auto& impl = *impl_;
-  if (impl.stopping.exchange(true)) return;
+  if (impl.stop_begun.exchange(true)) return;
   if (impl.http) impl.http->stop();
   ::shutdown(impl.listen_fd, SHUT_RDWR);
   if (impl.acceptor.joinable()) impl.acceptor.join();
+  // The workers checkpoint while they still hold their leases; then the
+  // connections close.
+  impl.checkpoint_before_stop(impl.options.stop_checkpoint_wait);
+  impl.stopping = true;
   ::close(impl.listen_fd);
   if (impl.options.listen.starts_with("unix:")) ::unlink(impl.options.listen.substr(5).c_str());
   std::list<std::shared_ptr<Connection>> connections;
@@ -677,6 +781,12 @@ void LogService::stop() {
     impl.connections.clear();
     for (auto& lease : impl.leases) lease.holder.reset();
   }
+  {
+    std::lock_guard lock(impl.store_mu);
+    impl.store_stopping = true;
+  }
+  impl.store_cv.notify_all();
+  if (impl.store_thread.joinable()) impl.store_thread.join();
   if (impl.log) (void)impl.log->close();
 }
 

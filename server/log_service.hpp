@@ -1,6 +1,7 @@
 // The log service of `fusee server`: it holds a data directory's shared log
-// and leases its shards to workers (remote engines, engine/remote_sink.hpp)
-// over the protocol of docs/server-protocol.md, on a Unix socket or TCP.
+// and run store, and leases its shards to workers (remote engines,
+// engine/remote_sink.hpp) over the protocol of docs/server-protocol.md, on a
+// Unix socket or TCP.
 //
 // - A worker says hello (with the token, on TCP when one is set), asks for
 //   shards, and gets a lease per shard: an epoch and the shard's durable end.
@@ -13,6 +14,10 @@
 //   the records of every connection.
 // - A lease lapses when its connection drops or sends nothing (not even a
 //   ping) for lease_ttl: the connection is closed and the shard granted on.
+// - Workers checkpoint into the run store through it (store calls,
+//   server/store_service.hpp), fenced by their leases; the log retires what
+//   the checkpoints cover, and asks the holders of lagging shards for a
+//   checkpoint when it rolls to a new segment, and every holder at stop.
 // - A malformed, oversized or unexpected frame closes that one connection,
 //   with the reason logged; the service and its other connections go on.
 //
@@ -44,7 +49,15 @@ struct LogServiceOptions {
   // The HTTP front (server/http/http_front.hpp) on "host:port"; empty: none.
   // It wants `token` too, when one is set.
   std::string http_listen;
+  // At stop, how long the workers get to checkpoint their shards first.
+  std::chrono::milliseconds stop_checkpoint_wait{5'000};
   std::function<void(const std::string&)> log;  // one line per event worth telling; default stderr
+};
+
+struct LogServiceStats {
+  std::uint64_t checkpoints = 0;       // workers wrote to the run store
+  std::uint64_t segments_retired = 0;  // after them
+  std::uint64_t segments_live = 0;
 };
 
 class LogService {
@@ -60,8 +73,10 @@ class LogService {
   std::string endpoint() const;
   std::string http_endpoint() const;  // empty without --http
   std::uint32_t shard_count() const;
-  // Stops accepting, closes every connection, then closes the log cleanly
-  // (everything appended becomes durable first). Idempotent.
+  LogServiceStats stats() const;
+  // Stops accepting, asks the workers to checkpoint (waiting at most
+  // stop_checkpoint_wait), closes every connection, then closes the log
+  // cleanly (everything appended becomes durable first). Idempotent.
   void stop();
 
   struct Impl;

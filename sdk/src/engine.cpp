@@ -16,7 +16,9 @@
 #include "engine/checkpointer.hpp"
 #include "engine/engine_core.hpp"
 #include "engine/journal_sink.hpp"
+#include "engine/data_dir.hpp"
 #include "engine/meta.hpp"
+#include "engine/remote_run_store.hpp"
 #include "engine/remote_sink.hpp"
 #include "server/http/http_server.hpp"
 #include "engine/run_hash.hpp"
@@ -33,19 +35,6 @@ namespace {
   auto text = message.empty() ? error.message() : message;
   if (error.category() == error_category()) throw Error(static_cast<errc>(error.value()), text);
   throw Error(errc::storage, text);
-}
-
-// Creates dir and its missing parents.
-Result<void> create_dirs(io::FileSystem& fs, const std::string& dir) {
-  if (dir.empty() || dir == "/" || dir == ".") return ok();
-  auto exists = FUSEE_TRY(fs.exists(dir));
-  if (exists) return ok();
-  auto parent = io::parent_path(dir);
-  if (!parent.empty() && parent != dir) FUSEE_TRY_VOID(create_dirs(fs, parent));
-  FUSEE_TRY_VOID(fs.create_dir(dir));
-  // Until its parent is synced, a new directory (and all it will hold) can
-  // vanish in a power loss.
-  return fs.sync_dir(parent.empty() ? "." : parent);
 }
 
 // Lets a clock's listener outlive the engine safely.
@@ -77,9 +66,9 @@ struct Engine::Impl final : engine::EngineCore {
   std::mutex storage_error_mu;
   std::string storage_error;  // the first journal failure, for stats()
   std::unique_ptr<engine::JournalSink> sink;
-  std::unique_ptr<engine::RunStore> store;  // local mode
+  std::unique_ptr<engine::RunStore> store;  // local and remote mode
   std::vector<std::unique_ptr<engine::Shard>> shards;
-  std::unique_ptr<engine::Checkpointer> checkpointer;  // local mode
+  std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
   mutable std::shared_mutex registry_mu;
   std::unordered_map<std::string, std::shared_ptr<const WorkflowFn>> registry;
@@ -200,11 +189,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                           : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
   impl->warn = warn;
   std::uint32_t shards = config.shards;
-  std::uint32_t layout = 0;                // fusee.meta's current layout (engine/meta.hpp)
-  std::string root = config.dir;           // ... the directory holding its wal/ and runs/
-  std::vector<wal::Lsn> floors;            // local mode: each shard's checkpoint LSN
-  std::vector<wal::Lsn> replay_from;       // ... and the first LSN its recovery reads
-  std::vector<std::uint64_t> keep_from;    // ... and where its log must start
+  std::string root = config.dir;  // where the store and the log are (for messages)
+  engine::ShardBases bases;       // local and remote mode: where each shard's recovery starts
   if (config.mode == Mode::memory) {
     if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
     impl->sink = engine::make_memory_sink(shards);
@@ -222,6 +208,11 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     }
     shards = server_shards;
     impl->sink = std::move(*sink);
+    // The server's run store: checkpoints, parked runs and finished runs
+    // live there, so a standby taking a shard over finds them.
+    root = fmt::format("the server at {}", config.server);
+    impl->store = std::make_unique<engine::RemoteRunStore>(*impl->sink->store_channel());
+    bases = engine::read_checkpoints(*impl->store, shards, root);
   } else {
     if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");
     if (config.file_system) {
@@ -230,102 +221,20 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       impl->own_fs = std::make_unique<io::PosixFileSystem>();
       impl->fs = impl->own_fs.get();
     }
-    auto& fs = *impl->fs;
-    if (auto made = create_dirs(fs, config.dir); !made) {
-      throw Error(errc::storage, fmt::format("cannot create the data directory {}: {}", config.dir,
-                                             made.error().message()));
-    }
-    auto lock = fs.lock_exclusive(io::join_path(config.dir, "fusee.lock"));
-    if (!lock) {
-      throw Error(errc::storage,
-                  lock.error() == std::errc::operation_would_block
-                      ? fmt::format("the data directory {} is in use by another engine (it holds {}/fusee.lock)",
-                                    config.dir, config.dir)
-                      : fmt::format("cannot lock the data directory {}: {}", config.dir, lock.error().message()));
-    }
-    impl->lock = std::move(*lock);
-    auto meta = engine::read_meta(fs, config.dir);
-    if (!meta) {
-      throw Error(errc::storage, fmt::format("cannot read {}/{}: {}", config.dir, engine::kMetaFileName,
-                                             meta.error().message()));
-    }
-    if (*meta) {
-      if (shards != 0 && shards != (*meta)->shards) {
-        throw Error(errc::wrong_shard_count,
-                    fmt::format("the data directory {} has {} shards, not {}: change it offline with `fusee reshard "
-                                "{} --shards {}`, or open it with shards = 0 to use {}",
-                                config.dir, (*meta)->shards, shards, config.dir, shards, (*meta)->shards));
-      }
-      shards = (*meta)->shards;
-      layout = (*meta)->layout;
-      // What an interrupted reshard left: the layout it was writing, or the
-      // one it had switched away from.
-      auto leftovers = engine::leftover_layouts(fs, config.dir, **meta);
-      if (!leftovers) {
-        throw Error(errc::storage, fmt::format("cannot list the data directory {}: {}", config.dir,
-                                               leftovers.error().message()));
-      }
-      for (const auto& leftover : *leftovers) {
-        if (auto removed = io::remove_tree(fs, leftover); !removed) {
-          throw Error(errc::storage, fmt::format("cannot remove {}, left by an interrupted reshard: {}", leftover,
-                                                 removed.error().message()));
-        }
-      }
-    } else {
-      if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
-      if (auto written = engine::write_meta(fs, config.dir, engine::Meta{engine::kMetaFormat, shards}); !written) {
-        throw Error(errc::storage, fmt::format("cannot write {}/{}: {}", config.dir, engine::kMetaFileName,
-                                               written.error().message()));
-      }
-    }
-    // The run store first: its checkpoints say what the log may have retired.
-    root = engine::layout_root(config.dir, layout);
-    auto runs_dir = io::join_path(root, "runs");
-    if (auto made = create_dirs(fs, runs_dir); !made) {
-      throw Error(errc::storage, fmt::format("cannot create {}: {}", runs_dir, made.error().message()));
-    }
-    std::string store_error;
-    auto store = engine::RunStore::open(root, &store_error, config.file_system ? impl->fs : nullptr);
-    if (!store) {
-      throw Error(errc::storage, fmt::format("cannot open the run store in {}: {}", runs_dir,
-                                             store_error.empty() ? store.error().message() : store_error));
-    }
-    impl->store = std::move(*store);
-    floors.assign(shards, 0);
-    replay_from.assign(shards, 1);
-    keep_from.assign(shards, 1);
-    for (std::uint32_t shard = 0; shard < shards; ++shard) {
-      auto checkpoint = impl->store->checkpoint(shard);
-      if (!checkpoint) {
-        throw Error(errc::storage, fmt::format("cannot read shard {}'s checkpoint from {}: {}", shard, runs_dir,
-                                               checkpoint.error().message()));
-      }
-      if (*checkpoint) {
-        floors[shard] = (*checkpoint)->lsn;
-        keep_from[shard] = (*checkpoint)->keep_from_sequence;
-        replay_from[shard] = (*checkpoint)->replay_from > 0 ? (*checkpoint)->replay_from : floors[shard] + 1;
-      }
-    }
     wal::LogOptions options;
-    options.base.shard_lsn_floors = floors;
-    options.base.shard_replay_from = replay_from;
-    options.base.first_sequence_max = *std::min_element(keep_from.begin(), keep_from.end());
-    options.dir = root;
-    options.shard_count = shards;
     options.segment_bytes = config.segment_bytes;
     options.direct_io = config.flush == FlushMethod::direct;
     options.staged_bytes_max = config.log_staged_bytes_max;
     options.payload_offload_bytes = config.payload_offload_bytes;
     options.random = [impl = impl.get()] { return impl->random(); };
     options.warn = warn;
-    wal::RecoveryPlan plan;
-    auto log = wal::Log::open(fs, options, &plan);
-    if (!log) {
-      std::string why = log.error().message();
-      if (!plan.refusal.empty()) why = plan.refusal;
-      throw Error(errc::storage, fmt::format("cannot open the log in {}/wal: {}", root, why));
-    }
-    impl->sink = engine::make_log_sink(std::move(*log));
+    auto opened = engine::open_data_dir(*impl->fs, config.dir, shards, std::move(options), config.file_system != nullptr);
+    impl->lock = std::move(opened.lock);
+    shards = opened.shards;
+    root = opened.root;
+    impl->store = std::move(opened.store);
+    bases = std::move(opened.bases);
+    impl->sink = engine::make_log_sink(std::move(opened.log));
   }
   impl->config = config;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
@@ -343,7 +252,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", root,
                                                where, shard, lsn));
       }
-      if (auto added = impl->shards[shard]->load(*record, lsn, bytes, stored, floors.empty() ? 0 : floors[shard]);
+      if (auto added =
+              impl->shards[shard]->load(*record, lsn, bytes, stored, bases.floors.empty() ? 0 : bases.floors[shard]);
           !added) {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
                                                "journal",
@@ -362,7 +272,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                                stored.error().message()));
       }
     }
-    wal::Lsn first = replay_from.empty() ? 1 : replay_from[shard];
+    wal::Lsn first = bases.replay_from.empty() ? 1 : bases.replay_from[shard];
     auto read = impl->sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
       load("wal", lsn, bytes, std::nullopt);
     });
@@ -381,10 +291,12 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
     options.warn = warn;
     impl->checkpointer = std::make_unique<engine::Checkpointer>(std::move(shard_ptrs), *impl->sink, *impl->store,
-                                                                std::move(options), keep_from);
+                                                                std::move(options), bases.keep_from);
     impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {
       checkpointer->request_lagging(retires_at);
     });
+    impl->sink->set_checkpoint_hook(
+        [checkpointer = impl->checkpointer.get()](wal::ShardId shard) { checkpointer->request(shard); });
     for (std::uint32_t shard = 0; shard < shards; ++shard) {
       impl->shards[shard]->set_parking(config.park_after, config.run_memory_budget_bytes / shards,
                                        [checkpointer = impl->checkpointer.get(), shard] {
@@ -454,6 +366,10 @@ void Engine::shutdown() {
   if (impl_->http) impl_->http->stop();
   if (impl_->checkpointer) impl_->checkpointer->stop();
   for (auto& shard : impl_->shards) shard->stop();
+  // Remote mode checkpoints while it still holds the leases (close gives
+  // them back); the server's log has everything appended by then.
+  bool remote = impl_->config.mode == Mode::remote;
+  if (remote && impl_->checkpointer && impl_->sink->drain()) (void)impl_->checkpointer->final_checkpoint();
   (void)impl_->sink->close();
   {
     std::lock_guard waker_lock(impl_->waker->mu);
@@ -461,7 +377,7 @@ void Engine::shutdown() {
   }
   for (auto& shard : impl_->shards) shard->fail_waiters(make_error_code(errc::shut_down));
   // One last checkpoint, so the next open reads little of the log.
-  if (impl_->checkpointer) (void)impl_->checkpointer->final_checkpoint();
+  if (impl_->checkpointer && !remote) (void)impl_->checkpointer->final_checkpoint();
   impl_->checkpointer.reset();
   impl_->store.reset();
   impl_->lock.reset();  // the directory is free for the next engine

@@ -2,66 +2,10 @@
 
 #include <cstring>
 
+#include "server/protocol/wire.hpp"
+
 namespace fusee::server {
 namespace {
-
-class Writer {
- public:
-  Writer& u32(std::uint32_t value) { return put(value, 4); }
-  Writer& u64(std::uint64_t value) { return put(value, 8); }
-  Writer& bytes(std::span<const std::byte> data) {
-    u32(static_cast<std::uint32_t>(data.size()));
-    out_.insert(out_.end(), data.begin(), data.end());
-    return *this;
-  }
-  Writer& text(const std::string& value) { return bytes(std::as_bytes(std::span(value))); }
-  std::vector<std::byte> take() { return std::move(out_); }
-
- private:
-  Writer& put(std::uint64_t value, int width) {
-    for (int i = 0; i < width; ++i) out_.push_back(static_cast<std::byte>(value >> (8 * i)));
-    return *this;
-  }
-  std::vector<std::byte> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  bool u32(std::uint32_t& value) {
-    std::uint64_t wide = 0;
-    if (!get(wide, 4)) return false;
-    value = static_cast<std::uint32_t>(wide);
-    return true;
-  }
-  bool u64(std::uint64_t& value) { return get(value, 8); }
-  bool bytes(std::vector<std::byte>& value) {
-    std::uint32_t length = 0;
-    if (!u32(length) || in_.size() - at_ < length) return false;
-    value.assign(in_.begin() + static_cast<std::ptrdiff_t>(at_),
-                 in_.begin() + static_cast<std::ptrdiff_t>(at_ + length));
-    at_ += length;
-    return true;
-  }
-  bool text(std::string& value) {
-    std::vector<std::byte> raw;
-    if (!bytes(raw)) return false;
-    value.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
-    return true;
-  }
-  bool done() const { return at_ == in_.size(); }
-
- private:
-  bool get(std::uint64_t& value, std::size_t width) {
-    if (in_.size() - at_ < width) return false;
-    value = 0;
-    for (std::size_t i = 0; i < width; ++i) value |= std::uint64_t(std::to_integer<std::uint8_t>(in_[at_ + i])) << (8 * i);
-    at_ += width;
-    return true;
-  }
-  std::span<const std::byte> in_;
-  std::size_t at_ = 0;
-};
 
 template <typename T, typename F>
 std::optional<T> decode_with(std::span<const std::byte> payload, F fields) {
@@ -88,6 +32,11 @@ const char* message_type_name(MessageType type) {
     case MessageType::release: return "release";
     case MessageType::ping: return "ping";
     case MessageType::announce: return "announce";
+    case MessageType::store_call: return "store_call";
+    case MessageType::store_part: return "store_part";
+    case MessageType::store_rows: return "store_rows";
+    case MessageType::store_reply: return "store_reply";
+    case MessageType::checkpoint_soon: return "checkpoint_soon";
   }
   return "unknown";
 }
@@ -158,6 +107,24 @@ std::optional<Announce> decode_announce(std::span<const std::byte> p) {
 }
 std::optional<Release> decode_release(std::span<const std::byte> p) {
   return decode_with<Release>(p, [](Reader& r, Release& m) { return r.u32(m.shard) && r.u64(m.epoch); });
+}
+std::vector<std::byte> encode(const CheckpointSoon& m) {
+  Writer writer;
+  writer.u32(static_cast<std::uint32_t>(m.shards.size()));
+  for (auto shard : m.shards) writer.u32(shard);
+  return writer.take();
+}
+std::optional<CheckpointSoon> decode_checkpoint_soon(std::span<const std::byte> p) {
+  return decode_with<CheckpointSoon>(p, [](Reader& r, CheckpointSoon& m) {
+    std::uint32_t count = 0;
+    if (!r.u32(count)) return false;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      std::uint32_t shard = 0;
+      if (!r.u32(shard)) return false;
+      m.shards.push_back(shard);
+    }
+    return true;
+  });
 }
 
 }  // namespace fusee::server

@@ -27,6 +27,12 @@ enum class MessageType : std::uint8_t {
   release = 11,  // worker -> server: give a lease back (clean shutdown)
   ping = 12,     // worker -> server: still here (keeps its leases from lapsing)
   announce = 13, // worker -> server: where its HTTP API listens, for calls the server passes on
+  // The run store (engine/store_call.hpp has their payloads):
+  store_call = 14,       // worker -> server: one call on the server's run store
+  store_part = 15,       // worker -> server: a leading piece of the next store_call's payload (a large write)
+  store_rows = 16,       // server -> worker: some of a call's rows
+  store_reply = 17,      // server -> worker: the call's end: its value, or why it failed
+  checkpoint_soon = 18,  // server -> worker: checkpoint these shards (the log wants to retire, or the server stops)
 };
 
 const char* message_type_name(MessageType type);
@@ -78,6 +84,9 @@ struct ErrorMessage {
 struct Announce {
   std::string http;  // "host:port"
 };
+struct CheckpointSoon {
+  std::vector<std::uint32_t> shards;
+};
 struct Release {
   std::uint32_t shard = 0;
   std::uint64_t epoch = 0;
@@ -95,6 +104,7 @@ std::vector<std::byte> encode(const ReadEnd& m);
 std::vector<std::byte> encode(const ErrorMessage& m);
 std::vector<std::byte> encode(const Release& m);
 std::vector<std::byte> encode(const Announce& m);
+std::vector<std::byte> encode(const CheckpointSoon& m);
 
 std::optional<Hello> decode_hello(std::span<const std::byte> payload);
 std::optional<Welcome> decode_welcome(std::span<const std::byte> payload);
@@ -108,5 +118,6 @@ std::optional<ReadEnd> decode_read_end(std::span<const std::byte> payload);
 std::optional<ErrorMessage> decode_error(std::span<const std::byte> payload);
 std::optional<Release> decode_release(std::span<const std::byte> payload);
 std::optional<Announce> decode_announce(std::span<const std::byte> payload);
+std::optional<CheckpointSoon> decode_checkpoint_soon(std::span<const std::byte> payload);
 
 }  // namespace fusee::server

@@ -1,5 +1,6 @@
-// Checkpoints, the run store and retirement through the Engine API (local
-// mode): finished runs leave memory and are still answered from the run
+// Checkpoints, the run store and retirement through the Engine API, in local
+// mode and in remote mode (where the store and the log are the server's and
+// the server retires): finished runs leave memory and are still answered from the run
 // store; the log retires what checkpoints cover and stays bounded; a reopen
 // replays only past the checkpoints and unfinished runs carry on.
 #include <doctest/doctest.h>
@@ -75,8 +76,8 @@ Config small_segments(EngineHarness& harness) {
 }  // namespace
 
 TEST_SUITE("unit") {
-TEST_CASE("finished runs leave memory at a checkpoint and are answered from the run store") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("finished runs leave memory at a checkpoint and are answered from the run store", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode, 2, 64 * 1024);
   CallCounter steps;
   {
     auto engine = harness.open(small_segments(harness));
@@ -130,8 +131,8 @@ TEST_CASE("finished runs leave memory at a checkpoint and are answered from the 
   CHECK(steps.count() == before);
 }
 
-TEST_CASE("a signal repeated under its id is acknowledged after the run left memory") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("a signal repeated under its id is acknowledged after the run left memory", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode, 2, 64 * 1024);
   CallCounter steps;
   auto engine = harness.open(small_segments(harness));
   register_gated(*engine, steps);
@@ -143,10 +144,10 @@ TEST_CASE("a signal repeated under its id is acknowledged after the run left mem
   error_message(errc::not_found, [&] { engine->signal("gated", kGo, 99, "go-2"); });
 }
 
-TEST_CASE("segments retire as checkpoints cover them, and unfinished runs resume from the checkpoint") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("segments retire as checkpoints cover them, and unfinished runs resume from the checkpoint", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode, 2, 64 * 1024);
   CallCounter steps;
-  auto wal_dir = harness.data_dir() + "/wal";
+  auto wal_dir = harness.wal_dir();
   {
     auto engine = harness.open(small_segments(harness));
     register_gated(*engine, steps);
@@ -157,10 +158,9 @@ TEST_CASE("segments retire as checkpoints cover them, and unfinished runs resume
       CHECK(engine->execute(kCount, "count-" + std::to_string(run), 30) == count_sum(30));
     }
     engine->checkpoint();
-    auto stats = engine->stats();
-    CHECK(stats.segments_retired > 0);
-    CHECK(stats.wal_segments <= 2);
-    CHECK(files_in(wal_dir, ".seg") == stats.wal_segments);
+    CHECK(harness.segments_retired(*engine) > 0);
+    CHECK(harness.segments_live(*engine) <= 2);
+    CHECK(files_in(wal_dir, ".seg") == harness.segments_live(*engine));
     // Half the waiting runs go on now, the rest after the reopen.
     for (int run = 0; run < 5; ++run) engine->signal("gated-" + std::to_string(run), kGo, 100);
     for (int run = 0; run < 5; ++run) CHECK(engine->result(kGated, "gated-" + std::to_string(run)) == 100 + 2 * run);
@@ -177,21 +177,21 @@ TEST_CASE("segments retire as checkpoints cover them, and unfinished runs resume
   CHECK(engine->list_runs().size() == 70);
 }
 
-TEST_CASE("segment rolls ask lagging shards for checkpoints, so the log stays bounded without an interval") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("segment rolls ask lagging shards for checkpoints, so the log stays bounded without an interval", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode, 2, 64 * 1024);
   CallCounter steps;
   auto engine = harness.open(small_segments(harness));
   register_count(*engine, steps);
   std::uint64_t peak_segments = 0;
   for (int run = 0; run < 200; ++run) {
     CHECK(engine->execute(kCount, "run-" + std::to_string(run), 20) == count_sum(20));
-    peak_segments = std::max(peak_segments, engine->stats().wal_segments);
+    peak_segments = std::max(peak_segments, harness.segments_live(*engine));
   }
-  auto stats = engine->stats();
-  MESSAGE("200 runs of 20 steps: " << stats.checkpoints << " checkpoints, " << stats.segments_retired
+  auto retired = harness.segments_retired(*engine);
+  MESSAGE("200 runs of 20 steps: " << engine->stats().checkpoints << " checkpoints, " << retired
                                    << " segments retired, at most " << peak_segments << " live");
-  CHECK(stats.segments_retired > 10);
-  CHECK(peak_segments < stats.segments_retired);
+  CHECK(retired > 10);
+  CHECK(peak_segments < retired);
 }
 
 TEST_CASE("a data directory whose run store was removed after a retirement refuses to open, saying why") {
@@ -259,8 +259,8 @@ TEST_CASE_TEMPLATE("finished runs page by finish time, filtered by workflow, sta
 }
 
 TEST_SUITE("unit") {
-TEST_CASE("shards checkpoint on their interval without being asked") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("shards checkpoint on their interval without being asked", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode, 2, 64 * 1024);
   CallCounter steps;
   auto config = harness.config();
   config.checkpoint_interval = std::chrono::milliseconds(20);
@@ -277,8 +277,8 @@ TEST_CASE("shards checkpoint on their interval without being asked") {
   CHECK(engine->list_finished_runs(RunFilter{}, 10).runs.size() == 1);
 }
 
-TEST_CASE("finished runs past their retention are expired from the run store") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("finished runs past their retention are expired from the run store", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode, 2, 64 * 1024);
   CallCounter steps;
   auto config = small_segments(harness);
   config.finished_retention = std::chrono::hours(1);

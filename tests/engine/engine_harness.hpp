@@ -56,7 +56,9 @@ inline constexpr std::uint64_t kRandomStart = 1'000'000;
 
 class EngineHarness {
  public:
-  explicit EngineHarness(Mode mode, std::uint32_t shards = 2)
+  // server_segment_bytes: remote mode's log segments (local mode's are the
+  // engine's Config::segment_bytes).
+  explicit EngineHarness(Mode mode, std::uint32_t shards = 2, std::uint64_t server_segment_bytes = 64u << 20)
       : mode_(mode), shards_(shards), clock_(std::make_shared<ManualClock>()) {
     random_next_->store(kRandomStart);
     if (mode == Mode::remote) {
@@ -65,6 +67,7 @@ class EngineHarness {
       options.listen = "unix:" + dir_.sub("server.sock");
       options.shards = shards;
       options.direct_io = false;
+      options.segment_bytes = server_segment_bytes;
       options.log = [](const std::string&) {};
       server_ = server::LogService::open(server_fs_, options);
     }
@@ -103,6 +106,18 @@ class EngineHarness {
   }
 
   Mode mode() const { return mode_; }
+  // Remote mode's server (nothing in the other modes).
+  server::LogService* server() { return server_.get(); }
+  // Where the log's segments are: the server's directory in remote mode.
+  std::string wal_dir() const { return dir_.sub("data") + "/wal"; }
+  // Segments retired and live: the server's in remote mode, where the
+  // server retires them.
+  std::uint64_t segments_retired(Engine& engine) const {
+    return server_ ? server_->stats().segments_retired : engine.stats().segments_retired;
+  }
+  std::uint64_t segments_live(Engine& engine) const {
+    return server_ ? server_->stats().segments_live : engine.stats().wal_segments;
+  }
   ManualClock& clock() { return *clock_; }
   std::string data_dir() const { return dir_.sub("data"); }
   // Where the next value of the random source starts.

@@ -1,4 +1,4 @@
-// Parking (local mode): runs waiting at a sleep or a wait_for leave memory at
+// Parking (local and remote mode): runs waiting at a sleep or a wait_for leave memory at
 // a checkpoint and come back by replay when their timer, a signal or a
 // request wakes them, also after a reopen; a memory budget parks early.
 #include <doctest/doctest.h>
@@ -91,8 +91,8 @@ void park(EngineHarness& harness, Engine& engine, std::uint64_t count) {
 }  // namespace
 
 TEST_SUITE("unit") {
-TEST_CASE("sleeping runs leave memory after park_after and their timers wake them") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("sleeping runs leave memory after park_after and their timers wake them", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
   CallCounter steps;
   auto engine = harness.open(parking_config(harness));
   register_nap(*engine, steps);
@@ -111,8 +111,8 @@ TEST_CASE("sleeping runs leave memory after park_after and their timers wake the
   CHECK(steps.count() == 2 * kRuns);  // replay ran no step again
 }
 
-TEST_CASE("a signal, result, cancel or stream read wakes a parked run, also after a reopen") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("a signal, result, cancel or stream read wakes a parked run, also after a reopen", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
   CallCounter steps;
   {
     auto engine = harness.open(parking_config(harness));
@@ -139,8 +139,8 @@ TEST_CASE("a signal, result, cancel or stream read wakes a parked run, also afte
   CHECK(steps.count() == 4 + 3);  // each "after" once (await-1 was cancelled)
 }
 
-TEST_CASE("a run woken by a signal and parked again keeps every record") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("a run woken by a signal and parked again keeps every record", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
   CallCounter steps;
   const WorkflowRef<int, int> twice{"twice"};
   auto engine = harness.open(parking_config(harness));
@@ -157,8 +157,8 @@ TEST_CASE("a run woken by a signal and parked again keeps every record") {
   CHECK(reopened->result(twice, "twice") == 34);
 }
 
-TEST_CASE("past the memory budget the longest-waiting runs are parked early") {
-  EngineHarness harness(Mode::local);
+TEST_CASE_TEMPLATE("past the memory budget the longest-waiting runs are parked early", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
   CallCounter steps;
   auto config = parking_config(harness);
   config.park_after = std::chrono::hours(24);  // only the budget parks

@@ -1,0 +1,179 @@
+#include "engine/remote_run_store.hpp"
+
+#include "wal/errc.hpp"
+
+namespace fusee::engine {
+namespace {
+
+// Rows per parked_by_wake call: the shard usually wants only the first few.
+constexpr std::uint32_t kWakeRowsPerCall = 256;
+
+std::error_code malformed() { return make_error_code(wal::errc::corrupt); }
+
+}  // namespace
+
+Result<std::vector<std::byte>> RemoteRunStore::call(StoreCall call, std::vector<std::vector<std::byte>>* rows) {
+  auto reply = FUSEE_TRY(channel_.store_call(std::move(call), rows));
+  if (auto error = store_reply_error(reply)) return error;
+  return std::move(reply.value);
+}
+
+Result<void> RemoteRunStore::write(Batch batch) {
+  StoreCall request;
+  request.op = StoreOp::write;
+  for (auto shard : batch.shards()) request.epochs.emplace_back(shard, 0);
+  request.batch = batch.encode();
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto size = decode_u64(value);
+  if (!size) return malformed();
+  size_bytes_ = *size;
+  return ok();
+}
+
+Result<std::optional<FinishedRun>> RemoteRunStore::finished(const std::string& id) {
+  StoreCall request;
+  request.op = StoreOp::finished;
+  request.id = id;
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto present = decode_optional(value);
+  if (!present) return malformed();
+  if (!*present) return std::optional<FinishedRun>();
+  auto run = decode_finished(**present);
+  if (!run) return malformed();
+  return std::optional<FinishedRun>(std::move(*run));
+}
+
+Result<RunPage> RemoteRunStore::list(const RunQuery& query) {
+  StoreCall request;
+  request.op = StoreOp::list;
+  request.query = query;
+  std::vector<std::vector<std::byte>> rows;
+  auto value = FUSEE_TRY(call(std::move(request), &rows));
+  RunPage page;
+  page.next_cursor.assign(reinterpret_cast<const char*>(value.data()), value.size());
+  for (const auto& row : rows) {
+    auto run = decode_finished(row);
+    if (!run) return malformed();
+    page.runs.push_back(std::move(*run));
+  }
+  return page;
+}
+
+Result<std::optional<Checkpoint>> RemoteRunStore::checkpoint(std::uint32_t shard) {
+  StoreCall request;
+  request.op = StoreOp::checkpoint;
+  request.shard = shard;
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto present = decode_optional(value);
+  if (!present) return malformed();
+  if (!*present) return std::optional<Checkpoint>();
+  auto checkpoint = decode_checkpoint(**present);
+  if (!checkpoint) return malformed();
+  return std::optional<Checkpoint>(std::move(*checkpoint));
+}
+
+Result<std::optional<std::string>> RemoteRunStore::streams(const std::string& id) {
+  StoreCall request;
+  request.op = StoreOp::streams;
+  request.id = id;
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto present = decode_optional(value);
+  if (!present) return malformed();
+  if (!*present) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(reinterpret_cast<const char*>((*present)->data()), (*present)->size()));
+}
+
+Result<void> RemoteRunStore::visit_journal_rows(StoreCall request, const JournalVisitor& visit) {
+  // The rows arrive whole before any is visited: a call cut short by a
+  // reconnect is made again, and must not visit a record twice.
+  std::vector<std::vector<std::byte>> rows;
+  FUSEE_TRY_VOID(call(std::move(request), &rows));
+  for (const auto& bytes : rows) {
+    auto row = decode_journal_row(bytes);
+    if (!row) return malformed();
+    FUSEE_TRY_VOID(visit(row->id, row->lsn, row->record));
+  }
+  return ok();
+}
+
+Result<void> RemoteRunStore::load_journals(std::uint32_t shard, const JournalVisitor& visit) {
+  StoreCall request;
+  request.op = StoreOp::load_journals;
+  request.shard = shard;
+  return visit_journal_rows(std::move(request), visit);
+}
+
+Result<void> RemoteRunStore::read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
+                                          const JournalVisitor& visit) {
+  StoreCall request;
+  request.op = StoreOp::read_journal;
+  request.place = place;
+  request.shard = shard;
+  request.id = id;
+  return visit_journal_rows(std::move(request), visit);
+}
+
+Result<std::optional<ParkedRun>> RemoteRunStore::parked(std::uint32_t shard, const std::string& id) {
+  StoreCall request;
+  request.op = StoreOp::parked;
+  request.shard = shard;
+  request.id = id;
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto present = decode_optional(value);
+  if (!present) return malformed();
+  if (!*present) return std::optional<ParkedRun>();
+  auto run = decode_parked(**present);
+  if (!run) return malformed();
+  return std::optional<ParkedRun>(std::move(*run));
+}
+
+Result<void> RemoteRunStore::parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+                                            const std::function<bool(const ParkedRun&)>& visit) {
+  // Page by page: each call starts after the last run seen (its wake time
+  // and id, the order of the store's index).
+  std::string after_id;
+  for (;;) {
+    StoreCall request;
+    request.op = StoreOp::parked_by_wake;
+    request.shard = shard;
+    request.ms = from_ms;
+    request.id = after_id;
+    request.limit = kWakeRowsPerCall;
+    std::vector<std::vector<std::byte>> rows;
+    FUSEE_TRY_VOID(call(std::move(request), &rows));
+    for (const auto& row : rows) {
+      auto run = decode_parked(row);
+      if (!run || !run->wake_ms) return malformed();
+      if (!visit(*run)) return ok();
+      from_ms = *run->wake_ms;
+      after_id = run->id;
+    }
+    if (rows.size() < kWakeRowsPerCall) return ok();
+  }
+}
+
+Result<void> RemoteRunStore::all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) {
+  StoreCall request;
+  request.op = StoreOp::all_parked;
+  request.shard = shard;
+  std::vector<std::vector<std::byte>> rows;
+  FUSEE_TRY_VOID(call(std::move(request), &rows));
+  for (const auto& row : rows) {
+    auto run = decode_parked(row);
+    if (!run) return malformed();
+    visit(*run);
+  }
+  return ok();
+}
+
+Result<std::size_t> RemoteRunStore::expire_finished(std::int64_t before_ms) {
+  StoreCall request;
+  request.op = StoreOp::expire_finished;
+  request.ms = before_ms;
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto expired = decode_u64(value);
+  if (!expired) return malformed();
+  return static_cast<std::size_t>(*expired);
+}
+
+}  // namespace fusee::engine
