@@ -270,6 +270,7 @@ int run_order_demo(const OrderDemoOptions& options) {
     service_options.dir = options.dir + "/log";
     service_options.listen = "unix:" + options.dir + "/server.sock";
     service_options.shards = 4;
+    service_options.segment_bytes = 1u << 20;  // as a local engine's in the demo: rolls ask for checkpoints
     service_options.log = [](const std::string&) {};
     try {
       service = server::LogService::open(service_fs, service_options);

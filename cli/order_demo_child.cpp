@@ -39,6 +39,10 @@ constexpr int kReportFd = 3;
 // Small log segments, so that the demo's runs cross segment rolls (and a
 // kill lands in one now and then).
 constexpr std::uint64_t kSegmentBytes = 1u << 20;
+// Frequent checkpoints, so that kills land around them too, finished orders
+// are answered from the run store, and a standby (remote mode) recovers from
+// checkpoints and the log's tail.
+constexpr auto kCheckpointInterval = 100ms;
 // The payment service and the warehouse answer after a few milliseconds,
 // which leaves room for a kill between a step's call and its durable result.
 constexpr int kServiceLatencyMinMs = 2;
@@ -168,6 +172,7 @@ KnownState read_known_state(int fd) {
 std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorld& world) {
   auto config = options.server.empty() ? Config::local(options.dir) : Config::remote(options.server);
   config.segment_bytes = kSegmentBytes;
+  config.checkpoint_interval = kCheckpointInterval;
   auto engine = Engine::open(config);
   engine->register_workflow(kOrderWorkflow, [&world](Ctx& ctx, Order order) {
     return order_workflow(ctx, std::move(order), world);

@@ -202,6 +202,43 @@ TEST_SUITE("unit") {
     CHECK(seen == std::vector<std::string>{"ab@2=ab2"});  // "a" went, "ab" (a longer id) did not
   }
 
+  TEST_CASE("a batch sent as bytes (remote mode) writes what the original would, and damaged bytes are refused") {
+    testing::TempDir dir;
+    auto record = std::vector<std::byte>{std::byte{1}, std::byte{2}, std::byte{3}};
+    RunStore::Batch batch;
+    batch.put_finished(make_run(4));
+    batch.put_journal_record(JournalPlace::live, 2, "a", 7, record);
+    batch.put_parked(5, ParkedRun{"p", "order", 1, 10, 99});
+    batch.erase_journal(JournalPlace::parked, 5, "p");
+    batch.put_checkpoint(Checkpoint{2, 7, 0, "state", 3});
+    CHECK(batch.shards() == std::vector<std::uint32_t>{2, 5});
+    auto bytes = batch.encode();
+    auto decoded = RunStore::Batch::decode(bytes);
+    REQUIRE(decoded.has_value());
+    // The shards come from the keys themselves, not from a list beside them.
+    CHECK(decoded->shards() == std::vector<std::uint32_t>{2, 5});
+    REQUIRE(decoded->checkpoints().size() == 1);
+    decoded->checkpoints()[0].keep_from_sequence = 11;  // the server fills it in
+    auto store = open_store(dir.path());
+    REQUIRE(store->write(std::move(*decoded)).has_value());
+    CHECK(**store->finished("run-4") == make_run(4));
+    CHECK(**store->checkpoint(2) == Checkpoint{2, 7, 11, "state", 3});
+    CHECK(**store->parked(5, "p") == ParkedRun{"p", "order", 1, 10, 99});
+    std::size_t records = 0;
+    REQUIRE(store->load_journals(2, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> got) -> Result<void> {
+      CHECK(lsn == 7);
+      CHECK(std::vector<std::byte>(got.begin(), got.end()) == record);
+      ++records;
+      return ok();
+    }).has_value());
+    CHECK(records == 1);
+    // Every shorter prefix is refused.
+    for (std::size_t size = 0; size < bytes.size(); ++size) {
+      CAPTURE(size);
+      CHECK_FALSE(RunStore::Batch::decode(std::span(bytes.data(), size)).has_value());
+    }
+  }
+
   TEST_CASE("retention removes runs that finished before the cutoff and their index entries") {
     testing::TempDir dir;
     auto store = open_store(dir.path());

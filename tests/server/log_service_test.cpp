@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/run_store.hpp"
+#include "engine/store_call.hpp"
 #include "server/log_service.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
@@ -200,6 +202,94 @@ TEST_SUITE("unit") {
     CHECK(decode_durable(standby.expect(MessageType::durable).payload)->lsn == 2);
     standby.send(MessageType::append, encode(Append{1, epoch1, 7, bytes_of("skips")}));
     CHECK(standby.expect_error().code == "fenced");
+  }
+
+  TEST_CASE("log service: store calls read and write the run store, and writes are fenced by the shards' leases") {
+    Service served;
+    auto endpoint = served.service->endpoint();
+    Client holder(endpoint);
+    auto leases = holder.hello_and_acquire(2);
+    auto epoch_of = [&](std::uint32_t shard) {
+      for (const auto& lease : leases) {
+        if (lease.shard == shard) return lease.epoch;
+      }
+      FAIL("no lease for shard " << shard);
+      return std::uint64_t{0};
+    };
+    holder.send(MessageType::append, encode(Append{0, epoch_of(0), 1, bytes_of("step")}));
+    CHECK(decode_durable(holder.expect(MessageType::durable).payload)->lsn == 1);
+    std::uint64_t next_request = 100;
+    // One call: its rows and its reply.
+    auto call = [&](Client& client, const engine::StoreCall& store_call, std::vector<std::vector<std::byte>>* rows = nullptr) {
+      auto request = ++next_request;
+      client.send(MessageType::store_call, engine::encode(store_call), request);
+      for (;;) {
+        auto frame = client.next();
+        REQUIRE(frame.has_value());
+        auto type = static_cast<MessageType>(frame->type);
+        if (type == MessageType::durable || type == MessageType::checkpoint_soon) continue;
+        CHECK(frame->request_id == request);
+        if (type == MessageType::store_rows) {
+          auto got = engine::decode_rows(frame->payload);
+          REQUIRE(got.has_value());
+          if (rows) rows->insert(rows->end(), got->begin(), got->end());
+          continue;
+        }
+        REQUIRE(type == MessageType::store_reply);
+        auto reply = engine::decode_store_reply(frame->payload);
+        REQUIRE(reply.has_value());
+        return *reply;
+      }
+    };
+    auto write_call = [&](engine::RunStore::Batch batch, std::vector<std::pair<std::uint32_t, std::uint64_t>> epochs) {
+      engine::StoreCall write;
+      write.op = engine::StoreOp::write;
+      write.epochs = std::move(epochs);
+      write.batch = batch.encode();
+      return write;
+    };
+    auto checkpoint_batch = [&](std::uint32_t shard) {
+      engine::RunStore::Batch batch;
+      batch.put_journal_record(engine::JournalPlace::live, shard, "run-a", 1, bytes_of("step"));
+      batch.put_checkpoint(engine::Checkpoint{shard, 1, 0, {}, 1});
+      return batch;
+    };
+
+    auto written = call(holder, write_call(checkpoint_batch(0), {{0, epoch_of(0)}}));
+    CHECK(written.error == "");
+    engine::StoreCall read;
+    read.op = engine::StoreOp::checkpoint;
+    read.shard = 0;
+    auto answer = call(holder, read);
+    auto present = engine::decode_optional(answer.value);
+    REQUIRE(present.has_value());
+    REQUIRE(present->has_value());
+    auto checkpoint = engine::decode_checkpoint(**present);
+    REQUIRE(checkpoint.has_value());
+    CHECK(checkpoint->lsn == 1);
+    CHECK(checkpoint->keep_from_sequence > 0);  // the server's log filled it in
+    std::vector<std::vector<std::byte>> rows;
+    read.op = engine::StoreOp::load_journals;
+    CHECK(call(holder, read, &rows).error == "");
+    REQUIRE(rows.size() == 1);
+    CHECK(engine::decode_journal_row(rows[0])->id == "run-a");
+
+    // A wrong epoch, a shard the call does not name, a connection without
+    // the lease: each write is refused as fenced and changes nothing.
+    CHECK(call(holder, write_call(checkpoint_batch(1), {{1, epoch_of(1) + 1}})).error == "fenced");
+    CHECK(call(holder, write_call(checkpoint_batch(1), {{0, epoch_of(0)}})).error == "fenced");
+    Client other(endpoint);
+    other.send(MessageType::hello, encode(Hello{"", "other"}));
+    other.expect(MessageType::welcome);
+    CHECK(call(other, write_call(checkpoint_batch(1), {{1, epoch_of(1)}})).error == "fenced");
+    read.shard = 1;
+    read.op = engine::StoreOp::checkpoint;
+    CHECK(*engine::decode_optional(call(other, read).value) == std::nullopt);  // reads need no lease
+    // A batch that is not one is a bad request; the connection goes on.
+    auto garbage = write_call(engine::RunStore::Batch(), {});
+    garbage.batch = std::vector<std::byte>(40, std::byte{0x7f});
+    CHECK(call(holder, garbage).error == "bad_request");
+    CHECK(call(holder, write_call(checkpoint_batch(1), {{1, epoch_of(1)}})).error == "");
   }
 
   TEST_CASE("log service: bad input closes only its connection") {

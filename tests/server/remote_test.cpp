@@ -132,6 +132,33 @@ TEST_SUITE("unit") {
 }
 
 TEST_SUITE("unit") {
+  TEST_CASE("remote: a stopping server has its workers checkpoint first, and the next worker starts from there") {
+    Server server;
+    server.start();
+    Warnings warnings;
+    auto engine = open_worker(server, warnings);
+    for (int run = 0; run < 6; ++run) engine->start(kDouble, "d-" + std::to_string(run), run);
+    for (int run = 0; run < 3; ++run) engine->signal("d-" + std::to_string(run), kGo, 100);
+    for (int run = 0; run < 3; ++run) CHECK(engine->result(kDouble, "d-" + std::to_string(run)) == 100 + 2 * run);
+    auto before = server.service->stats().checkpoints;
+    CHECK(engine->stats().checkpoints == 0);  // the interval (5 s) has not come
+    server.service->stop();
+    // One checkpoint per shard, asked for by the stop and written before it
+    // closed the connection.
+    CHECK(server.service->stats().checkpoints == before + 2);
+    CHECK(engine->stats().checkpoints == 2);
+    server.service.reset();
+    server.start();
+    engine->shutdown();
+    // The finished runs are in the server's run store, the waiting ones'
+    // records too: a new worker answers and resumes them.
+    auto next = open_worker(server, warnings);
+    for (int run = 0; run < 3; ++run) CHECK(next->result(kDouble, "d-" + std::to_string(run)) == 100 + 2 * run);
+    for (int run = 3; run < 6; ++run) next->signal("d-" + std::to_string(run), kGo, 1);
+    for (int run = 3; run < 6; ++run) CHECK(next->result(kDouble, "d-" + std::to_string(run)) == 1 + 2 * run);
+    CHECK(next->list_finished_runs(RunFilter{}, 10).runs.size() == 3);  // the store holds the first three
+  }
+
   TEST_CASE("remote: an idle worker keeps its leases (it pings within the server's lease TTL)") {
     testing::TempDir dir;
     io::PosixFileSystem fs;
