@@ -139,6 +139,9 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
 StoreReply StoreService::write(const StoreCall& call, const std::function<bool(std::uint32_t, std::uint64_t)>& holds) {
   auto batch = engine::RunStore::Batch::decode(call.batch);
   if (!batch) return StoreReply{"bad_request", "a store write whose batch does not decode", {}};
+  // Every write a worker makes is a shard's checkpoint: one that names no
+  // shard would pass no fence.
+  if (batch->shards().empty()) return StoreReply{"bad_request", "a store write that names no shard", {}};
   std::lock_guard fence(fence_mu_);
   for (auto shard : batch->shards()) {
     auto named = std::find_if(call.epochs.begin(), call.epochs.end(), [&](const auto& e) { return e.first == shard; });

@@ -289,6 +289,9 @@ TEST_SUITE("unit") {
     auto garbage = write_call(engine::RunStore::Batch(), {});
     garbage.batch = std::vector<std::byte>(40, std::byte{0x7f});
     CHECK(call(holder, garbage).error == "bad_request");
+    engine::RunStore::Batch no_shard;
+    no_shard.put_streams("run-a", "{}");
+    CHECK(call(holder, write_call(std::move(no_shard), {})).error == "bad_request");
     CHECK(call(holder, write_call(checkpoint_batch(1), {{1, epoch_of(1)}})).error == "");
   }
 
