@@ -170,8 +170,9 @@ struct LogService::Impl {
   std::unique_ptr<wal::Log> log;
   std::unique_ptr<StoreService> store_service;
   std::uint32_t shards = 0;
-  // Store calls, done in order on one thread so that a slow one (a
-  // checkpoint's synced write) holds up no connection's appends.
+  // Store writes (and expiries), done in order on one thread so that a
+  // checkpoint's synced write holds up no connection's appends; reads are
+  // answered on the connection's own thread.
   struct StoreJob {
     std::shared_ptr<Connection> connection;
     std::uint64_t request_id = 0;
@@ -441,6 +442,13 @@ struct LogService::Impl {
           call = engine::decode_store_call(frame.payload);
         }
         if (!call) return malformed(*connection, frame);
+        if (call->op != engine::StoreOp::write && call->op != engine::StoreOp::expire_finished) {
+          // A read is a RocksDB lookup: answered here at once, not queued
+          // behind a checkpoint's synced write. (A worker reads only what
+          // writes it saw answered put there, so order is kept.)
+          serve_store(connection, frame.request_id, *call);
+          return true;
+        }
         {
           std::lock_guard lock(store_mu);
           store_jobs.push_back(StoreJob{connection, frame.request_id, std::move(*call)});
@@ -610,19 +618,23 @@ struct LogService::Impl {
       auto job = std::move(store_jobs.front());
       store_jobs.pop_front();
       lock.unlock();
-      auto& connection = job.connection;
-      auto reply = store_service->serve(
-          job.call, [&](std::uint32_t shard, std::uint64_t epoch) { return holds(connection, shard, epoch); },
-          [&](const std::vector<std::vector<std::byte>>& rows) {
-            connection->send(MessageType::store_rows, job.request_id, engine::encode_rows(rows));
-          });
-      if (!reply.error.empty()) {
-        say(fmt::format("connection {} ({}): store {}: {}: {}", connection->id, connection->worker,
-                        engine::store_op_name(job.call.op), reply.error, reply.message));
-      }
-      connection->send(MessageType::store_reply, job.request_id, engine::encode(reply));
+      serve_store(job.connection, job.request_id, job.call);
       lock.lock();
     }
+  }
+
+  void serve_store(const std::shared_ptr<Connection>& connection, std::uint64_t request_id,
+                   const engine::StoreCall& call) {
+    auto reply = store_service->serve(
+        call, [&](std::uint32_t shard, std::uint64_t epoch) { return holds(connection, shard, epoch); },
+        [&](const std::vector<std::vector<std::byte>>& rows) {
+          connection->send(MessageType::store_rows, request_id, engine::encode_rows(rows));
+        });
+    if (!reply.error.empty()) {
+      say(fmt::format("connection {} ({}): store {}: {}: {}", connection->id, connection->worker,
+                      engine::store_op_name(call.op), reply.error, reply.message));
+    }
+    connection->send(MessageType::store_reply, request_id, engine::encode(reply));
   }
 
   // Asks each holder of `shards` to checkpoint them; the holders asked, by
