@@ -1,5 +1,6 @@
 #include "engine/remote_run_store.hpp"
 
+#include "engine/run_hash.hpp"
 #include "wal/errc.hpp"
 
 namespace fusee::engine {
@@ -18,7 +19,48 @@ Result<std::vector<std::byte>> RemoteRunStore::call(StoreCall call, std::vector<
   return std::move(reply.value);
 }
 
+bool RemoteRunStore::may_hold(std::string_view id) {
+  std::lock_guard lock(filters_mu_);
+  if (filters_.empty() || filters_[shard_of(id, static_cast<std::uint32_t>(filters_.size()))].may_contain(id)) {
+    return true;
+  }
+  ++lookups_saved_;
+  return false;
+}
+
+Result<void> RemoteRunStore::load_id_filters(std::uint32_t shard_count) {
+  StoreCall request;
+  request.op = StoreOp::id_filters;
+  request.limit = shard_count;
+  std::vector<std::vector<std::byte>> rows;
+  FUSEE_TRY_VOID(call(std::move(request), &rows));
+  if (rows.size() != shard_count) return malformed();
+  std::vector<IdFilter> filters;
+  for (const auto& row : rows) {
+    auto filter = IdFilter::decode(row);
+    if (!filter) return malformed();
+    filters.push_back(std::move(*filter));
+  }
+  std::lock_guard lock(filters_mu_);
+  filters_ = std::move(filters);
+  return ok();
+}
+
+Result<void> RemoteRunStore::stored_ids(const std::function<void(std::string_view)>&) {
+  return std::make_error_code(std::errc::operation_not_supported);
+}
+
 Result<void> RemoteRunStore::write(Batch batch) {
+  {
+    // Before the write goes out: once it is in the store, a lookup of these
+    // ids must ask.
+    std::lock_guard lock(filters_mu_);
+    if (!filters_.empty()) {
+      for (const auto& id : batch.stored_ids()) {
+        filters_[shard_of(id, static_cast<std::uint32_t>(filters_.size()))].add(id);
+      }
+    }
+  }
   StoreCall request;
   request.op = StoreOp::write;
   for (auto shard : batch.shards()) request.epochs.emplace_back(shard, 0);
@@ -31,6 +73,7 @@ Result<void> RemoteRunStore::write(Batch batch) {
 }
 
 Result<std::optional<FinishedRun>> RemoteRunStore::finished(const std::string& id) {
+  if (!may_hold(id)) return std::optional<FinishedRun>();
   StoreCall request;
   request.op = StoreOp::finished;
   request.id = id;
@@ -114,6 +157,8 @@ Result<void> RemoteRunStore::read_journal(JournalPlace place, std::uint32_t shar
 }
 
 Result<std::optional<ParkedRun>> RemoteRunStore::parked(std::uint32_t shard, const std::string& id) {
+  // A parked run sits under the shard its id hashes to.
+  if (!may_hold(id)) return std::optional<ParkedRun>();
   StoreCall request;
   request.op = StoreOp::parked;
   request.shard = shard;

@@ -11,12 +11,24 @@
 //   lease of every shard the batch names, so a deposed worker cannot write
 //   a checkpoint over its successor's.
 //
+// Id filters: asking the server whether a new run's id finished or parked
+// earlier would cost every start two round trips on its shard's thread. So
+// the store keeps, per shard, a Bloom filter (engine/id_filter.hpp) of the
+// ids the server's store holds, loaded once at open (load_id_filters) and
+// told of every finished and parked id this worker writes, before the write
+// goes out. The store only changes through the shard's lease holder, so an
+// id the filter has never seen is certainly not stored, and finished() and
+// parked() answer "none" for it at once.
+//
 // Thread-safe, as the channel is.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <vector>
 
+#include "engine/id_filter.hpp"
 #include "engine/remote_sink.hpp"
 #include "engine/run_store.hpp"
 
@@ -41,14 +53,26 @@ class RemoteRunStore final : public RunStore {
   // The size the server gave with its last write's reply.
   std::uint64_t size_bytes() const override { return size_bytes_.load(); }
   Result<std::size_t> expire_finished(std::int64_t before_ms) override;
+  Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) override;
+
+  // Loads the filters of every shard from the server (at open, once the
+  // leases are held and before anything is written).
+  [[nodiscard]] Result<void> load_id_filters(std::uint32_t shard_count);
+  // Lookups the filters answered without asking the server.
+  std::uint64_t lookups_saved() const { return lookups_saved_.load(); }
 
  private:
+  // Whether the store may hold a run `id`: false only when certainly not.
+  bool may_hold(std::string_view id);
   // One call; its value, or the reply's error.
   Result<std::vector<std::byte>> call(StoreCall call, std::vector<std::vector<std::byte>>* rows = nullptr);
   Result<void> visit_journal_rows(StoreCall call, const JournalVisitor& visit);
 
   StoreChannel& channel_;
   std::atomic<std::uint64_t> size_bytes_{0};
+  std::mutex filters_mu_;
+  std::vector<IdFilter> filters_;  // per shard; empty: not loaded (every lookup asks)
+  std::atomic<std::uint64_t> lookups_saved_{0};
 };
 
 }  // namespace fusee::engine

@@ -162,6 +162,7 @@ struct RunStore::Batch::Impl {
   rocksdb::WriteBatch batch;
   std::vector<Checkpoint> checkpoints;  // put into `batch` at the write
   std::vector<std::uint32_t> shards;    // named by a change, in order (repeats kept out)
+  std::vector<std::string> stored_ids;  // of put_finished and put_parked
   void touch(std::uint32_t shard) {
     if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
   }
@@ -173,6 +174,7 @@ RunStore::Batch::Batch(Batch&&) noexcept = default;
 RunStore::Batch& RunStore::Batch::operator=(Batch&&) noexcept = default;
 
 void RunStore::Batch::put_finished(const FinishedRun& run) {
+  impl_->stored_ids.push_back(run.id);
   auto& batch = impl_->batch;
   (void)batch.Put(finished_key(run.id), encode_finished_run(run));
   (void)batch.Put(index_key(time_prefix(), run.finished_ms, run.id), "");
@@ -195,6 +197,8 @@ void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
 }
 
 std::vector<Checkpoint>& RunStore::Batch::checkpoints() { return impl_->checkpoints; }
+
+const std::vector<std::string>& RunStore::Batch::stored_ids() const { return impl_->stored_ids; }
 
 std::vector<std::uint32_t> RunStore::Batch::shards() const { return impl_->shards; }
 
@@ -293,6 +297,7 @@ std::optional<RunStore::Batch> RunStore::Batch::decode(std::span<const std::byte
 
 void RunStore::Batch::put_parked(std::uint32_t shard, const ParkedRun& run) {
   impl_->touch(shard);
+  impl_->stored_ids.push_back(run.id);
   boost::json::object object{{"workflow", run.workflow},
                              {"generation", run.generation},
                              {"started_ms", run.started_ms},
@@ -348,6 +353,7 @@ class RocksRunStore final : public RunStore {
   Result<void> all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) override;
   std::uint64_t size_bytes() const override;
   Result<std::size_t> expire_finished(std::int64_t before_ms) override;
+  Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) override;
 };
 
 Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text,
@@ -603,6 +609,20 @@ Result<std::size_t> RocksRunStore::expire_finished(std::int64_t before_ms) {
   if (!it->status().ok()) return to_error(it->status(), nullptr);
   if (expired > 0) FUSEE_TRY_VOID(write(std::move(batch)));
   return expired;
+}
+
+Result<void> RocksRunStore::stored_ids(const std::function<void(std::string_view id)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek("f"); it->Valid() && it->key().starts_with("f"); it->Next()) visit(it->key().ToStringView().substr(1));
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  // Parked runs: 'P', u32 shard, id.
+  for (it->Seek("P"); it->Valid() && it->key().starts_with("P"); it->Next()) {
+    auto key = it->key().ToStringView();
+    if (key.size() < 5) return make_error_code(wal::errc::corrupt);
+    visit(key.substr(5));
+  }
+  if (!it->status().ok()) return to_error(it->status(), nullptr);
+  return ok();
 }
 
 }  // namespace fusee::engine

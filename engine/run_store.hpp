@@ -138,6 +138,9 @@ class RunStore {
     // A finished run's streams (opaque here), read back by streams().
     void put_streams(const std::string& id, const std::string& streams);
 
+    // The ids of the finished and parked runs put (remote mode's id filters
+    // learn them).
+    const std::vector<std::string>& stored_ids() const;
     // The checkpoints put, in order (they are written last).
     std::vector<Checkpoint>& checkpoints();
     // Every shard a change names (checkpoints, journals, parked runs):
@@ -180,6 +183,10 @@ class RunStore {
   // Deletes finished runs that finished before `before_ms` (retention);
   // returns how many went.
   [[nodiscard]] virtual Result<std::size_t> expire_finished(std::int64_t before_ms) = 0;
+  // Visits the id of every finished run and every parked run: what the
+  // server builds remote mode's id filters (engine/id_filter.hpp) from. A
+  // remote store does not offer it (errc operation_not_supported).
+  [[nodiscard]] virtual Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) = 0;
 };
 
 }  // namespace fusee::engine

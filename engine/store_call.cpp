@@ -32,6 +32,7 @@ const char* store_op_name(StoreOp op) {
     case StoreOp::parked_by_wake: return "parked_by_wake";
     case StoreOp::all_parked: return "all_parked";
     case StoreOp::expire_finished: return "expire_finished";
+    case StoreOp::id_filters: return "id_filters";
   }
   return "unknown";
 }
@@ -68,7 +69,7 @@ std::optional<StoreCall> decode_store_call(std::span<const std::byte> payload) {
         !r.text(call.query.cursor) || !r.u32(epochs)) {
       return false;
     }
-    if (op < 1 || op > static_cast<std::uint8_t>(StoreOp::expire_finished)) return false;
+    if (op < 1 || op > static_cast<std::uint8_t>(StoreOp::id_filters)) return false;
     call.op = static_cast<StoreOp>(op);
     if (place != static_cast<std::uint8_t>(JournalPlace::live) && place != static_cast<std::uint8_t>(JournalPlace::parked)) {
       return false;

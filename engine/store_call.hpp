@@ -31,6 +31,7 @@ enum class StoreOp : std::uint8_t {
   parked_by_wake = 9,
   all_parked = 10,
   expire_finished = 11,
+  id_filters = 12,  // limit: the shard count; a row per shard (IdFilter::encode)
 };
 
 const char* store_op_name(StoreOp op);

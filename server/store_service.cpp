@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "engine/id_filter.hpp"
+#include "engine/run_hash.hpp"
+
 namespace fusee::server {
 namespace {
 
@@ -13,6 +16,9 @@ using engine::StoreReply;
 
 // What one store_rows frame carries at most.
 constexpr std::size_t kRowsChunkBytes = 1u << 20;
+// An id filter's size stops here (about 6 MiB): past it, false positives
+// grow and cost round trips, never answers.
+constexpr std::size_t kFilterIdsMax = 5'000'000;
 
 StoreReply failed(std::error_code error, const std::string& what) {
   return StoreReply{engine::store_error_name(error), fmt::format("{}: {}", what, error.message()), {}};
@@ -122,6 +128,21 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
     case StoreOp::all_parked: {
       auto listed = store_.all_parked(call.shard, [&](const engine::ParkedRun& run) { rows.add(engine::encode_parked(run)); });
       if (!listed) return failed(listed.error(), fmt::format("reading shard {}'s parked runs", call.shard));
+      rows.flush();
+      return StoreReply{};
+    }
+    case StoreOp::id_filters: {
+      // Two passes over the ids: count per shard, then fill filters sized
+      // for twice that (room for what the worker stores next).
+      if (call.limit == 0 || call.limit > 1u << 16) return StoreReply{"bad_request", "id_filters: a shard count", {}};
+      std::vector<std::size_t> counts(call.limit, 0);
+      auto counted = store_.stored_ids([&](std::string_view id) { ++counts[engine::shard_of(id, call.limit)]; });
+      if (!counted) return failed(counted.error(), "reading the stored run ids");
+      std::vector<engine::IdFilter> filters;
+      for (auto count : counts) filters.emplace_back(std::min<std::size_t>(2 * count, kFilterIdsMax));
+      auto filled = store_.stored_ids([&](std::string_view id) { filters[engine::shard_of(id, call.limit)].add(id); });
+      if (!filled) return failed(filled.error(), "reading the stored run ids");
+      for (const auto& filter : filters) rows.add(filter.encode());
       rows.flush();
       return StoreReply{};
     }

@@ -211,7 +211,12 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     // The server's run store: checkpoints, parked runs and finished runs
     // live there, so a standby taking a shard over finds them.
     root = fmt::format("the server at {}", config.server);
-    impl->store = std::make_unique<engine::RemoteRunStore>(*impl->sink->store_channel());
+    auto store = std::make_unique<engine::RemoteRunStore>(*impl->sink->store_channel());
+    if (auto loaded = store->load_id_filters(shards); !loaded) {
+      throw Error(errc::storage, fmt::format("remote mode: cannot load the run store's id filters: {}",
+                                             loaded.error().message()));
+    }
+    impl->store = std::move(store);
     bases = engine::read_checkpoints(*impl->store, shards, root);
   } else {
     if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");

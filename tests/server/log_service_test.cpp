@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/id_filter.hpp"
+#include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
 #include "engine/store_call.hpp"
 #include "server/log_service.hpp"
@@ -293,6 +295,25 @@ TEST_SUITE("unit") {
     no_shard.put_streams("run-a", "{}");
     CHECK(call(holder, write_call(std::move(no_shard), {})).error == "bad_request");
     CHECK(call(holder, write_call(checkpoint_batch(1), {{1, epoch_of(1)}})).error == "");
+
+    // The id filters: one per shard, holding the ids of the runs stored.
+    engine::RunStore::Batch finished = checkpoint_batch(0);
+    engine::FinishedRun done;
+    done.id = "run-done";
+    done.workflow = "w";
+    finished.put_finished(done);
+    CHECK(call(holder, write_call(std::move(finished), {{0, epoch_of(0)}})).error == "");
+    engine::StoreCall filters;
+    filters.op = engine::StoreOp::id_filters;
+    filters.limit = 2;
+    rows.clear();
+    CHECK(call(holder, filters, &rows).error == "");
+    REQUIRE(rows.size() == 2);
+    auto filter = engine::IdFilter::decode(rows[engine::shard_of("run-done", 2)]);
+    REQUIRE(filter.has_value());
+    CHECK(filter->may_contain("run-done"));
+    filters.limit = 0;
+    CHECK(call(holder, filters).error == "bad_request");
   }
 
   TEST_CASE("log service: bad input closes only its connection") {
