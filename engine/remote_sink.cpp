@@ -277,14 +277,9 @@ class RemoteSink final : public JournalSink, public StoreChannel {
     Lsn next = first;
     for (;;) {
       if (auto poisoned = poison()) return poisoned;
-      std::uint64_t request = 0;
-      std::uint64_t generation = 0;
-      {
-        std::lock_guard lock(state_mu_);
-        request = ++next_request_;
-        reads_[request];
-        generation = connections_;
-      }
+      const auto opened = open_request(reads_);
+      const std::uint64_t request = opened.first;  // (lambdas below cannot capture a structured binding)
+      const std::uint64_t generation = opened.second;
       bool lost = false;
       {
         std::lock_guard lock(send_mu_);  // epochs_ change at a reconnect
@@ -316,9 +311,7 @@ class RemoteSink final : public JournalSink, public StoreChannel {
           return ok();
         }
       }
-      std::unique_lock lock(state_mu_);
-      reads_.erase(request);
-      state_cv_.wait(lock, [&] { return poison_ || connections_ != generation; });
+      await_reconnect(reads_, request, generation);
     }
   }
   StoreChannel* store_channel() override { return this; }
@@ -330,39 +323,26 @@ class RemoteSink final : public JournalSink, public StoreChannel {
   Result<StoreReply> store_call(StoreCall call, std::vector<std::vector<std::byte>>* rows) override {
     for (;;) {
       if (auto poisoned = poison()) return poisoned;
-      std::uint64_t request = 0;
-      std::uint64_t generation = 0;
-      {
-        std::lock_guard lock(state_mu_);
-        request = ++next_request_;
-        calls_[request];
-        generation = connections_;
-      }
+      const auto opened = open_request(calls_);
+      const std::uint64_t request = opened.first;
+      const std::uint64_t generation = opened.second;
       bool lost = false;
       {
         std::lock_guard lock(send_mu_);  // epochs_ change at a reconnect
         if (connected_) {
           for (auto& [shard, epoch] : call.epochs) epoch = shard < epochs_.size() ? epochs_[shard] : 0;
           auto payload = encode(call);
-          std::size_t at = 0;
-          while (!lost && payload.size() - at > kStorePartBytes) {
-            lost = !send_locked(MessageType::store_part, request,
-                                std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(at),
-                                                       payload.begin() + static_cast<std::ptrdiff_t>(at + kStorePartBytes)));
-            at += kStorePartBytes;
+          std::span<const std::byte> left(payload);
+          for (; !lost && left.size() > kStorePartBytes; left = left.subspan(kStorePartBytes)) {
+            lost = !send_locked(MessageType::store_part, request, left.first(kStorePartBytes));
           }
-          if (!lost) {
-            lost = !send_locked(MessageType::store_call, request,
-                                at == 0 ? payload
-                                        : std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(at),
-                                                                 payload.end()));
-          }
+          lost = lost || !send_locked(MessageType::store_call, request, left);
         } else {
           lost = true;
         }
       }
-      std::unique_lock lock(state_mu_);
       if (!lost) {
+        std::unique_lock lock(state_mu_);
         state_cv_.wait(lock, [&] {
           auto& pending = calls_[request];
           return poison_ || pending.reply || pending.lost;
@@ -381,8 +361,7 @@ class RemoteSink final : public JournalSink, public StoreChannel {
           return poison_;
         }
       }
-      calls_.erase(request);
-      state_cv_.wait(lock, [&] { return poison_ || connections_ != generation; });
+      await_reconnect(calls_, request, generation);
     }
   }
 
@@ -420,15 +399,29 @@ class RemoteSink final : public JournalSink, public StoreChannel {
     }
   }
 
-  bool send(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
-    std::lock_guard lock(send_mu_);
-    return connected_ && send_locked(type, request, payload);
-  }
   bool send_now(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
     std::lock_guard lock(send_mu_);
     return send_locked(type, request, payload);
   }
-  bool send_locked(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
+  // A new request, registered in `pending` (reads_ or calls_), and the
+  // connection it goes out on.
+  template <typename Pending>
+  std::pair<std::uint64_t, std::uint64_t> open_request(std::map<std::uint64_t, Pending>& pending) {
+    std::lock_guard lock(state_mu_);
+    auto request = ++next_request_;
+    pending[request];
+    return {request, connections_};
+  }
+  // The request's connection went (or it was never sent): forgets it and
+  // waits for the next connection, or the poison.
+  template <typename Pending>
+  void await_reconnect(std::map<std::uint64_t, Pending>& pending, std::uint64_t request, std::uint64_t generation) {
+    std::unique_lock lock(state_mu_);
+    pending.erase(request);
+    state_cv_.wait(lock, [&] { return poison_ || connections_ != generation; });
+  }
+
+  bool send_locked(MessageType type, std::uint64_t request, std::span<const std::byte> payload) {
     frame_.clear();
     server::encode_frame(static_cast<std::uint8_t>(type), request, payload, frame_);
     const std::byte* data = frame_.data();
