@@ -574,6 +574,10 @@ struct LogService::Impl {
     metric("fusee_records_written_total", "counter", "Records made durable by the server's log.",
            stats.records_written);
     metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
+    metric("fusee_records_per_flush", "gauge", "Records per durable write, on average since the server started.",
+           stats.batches_written == 0 ? 0.0
+                                      : static_cast<double>(stats.records_written) /
+                                            static_cast<double>(stats.batches_written));
     metric("fusee_log_failed", "gauge", "1 when the log failed (restart the server).", log->poison() ? 1 : 0);
     metric("fusee_shards", "gauge", "Shards of the directory.", shards);
     metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",

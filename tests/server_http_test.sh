@@ -52,6 +52,10 @@ stream=$(curl -s "$api/v1/runs/order-1/streams/progress")
 [ "$stream" = $'{"offset":0,"value":50}\n{"offset":1,"value":55}' ] || fail "stream: $stream"
 metrics=$(curl -s "$api/metrics")
 echo "$metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $metrics"
+for name in fusee_records_per_flush fusee_checkpoints_total fusee_segments_retired_total fusee_wal_segments \
+  fusee_run_store_bytes; do
+  echo "$metrics" | grep -q "^$name " || fail "no $name in the server's metrics"
+done
 appends=$(echo "$metrics" | sed -n 's/^fusee_append_latency_us_count //p')
 [ "${appends:-0}" -gt 0 ] || fail "no append latencies: $metrics"
 echo "$metrics" | grep -q '^fusee_flush_latency_us_bucket{le="+Inf"} [1-9]' || fail "no flush latencies: $metrics"

@@ -2,9 +2,13 @@
 # The server itself is SIGKILLed and restarted under load: `fusee server`
 # runs on a Unix socket, `fusee demo --server` runs its workers against it
 # (one at a time, each SIGKILLed; 10 kills), and meanwhile this script
-# SIGKILLs the server 8 times and starts it again on the same directory. Workers reconnect, check that the server kept every record it
-# acknowledged, send again what it had not made durable, and carry on; the
-# demo's ledger checks that nothing acknowledged was lost.
+# SIGKILLs the server 8 times and starts it again on the same directory.
+# Workers reconnect, check that the server kept every record it
+# acknowledged, send again what it had not made durable, and carry on (the
+# run store's calls too: the workers checkpoint every 100 ms); the demo's
+# ledger checks that nothing acknowledged was lost. Then a SIGTERM stops the
+# server cleanly and `fusee inspect` finds every run finished in its
+# directory.
 set -euo pipefail
 top=${1:?usage: server_restart_test.sh SOURCE_DIR BUILD_DIR}
 build=${2:-$top/build}
@@ -46,3 +50,19 @@ echo "server_restart_test: the server was SIGKILLed and restarted $restarts time
 [ "$status" = 0 ] || { echo "server_restart_test: the demo failed ($status)"; tail -20 "$scratch/server.log"; exit 1; }
 [ "$restarts" -ge 3 ] || { echo "server_restart_test: only $restarts server restarts happened during the demo"; exit 1; }
 grep -q " 0 violations" "$scratch/demo.out"
+# SIGTERM: the server closes cleanly, and its directory (a local engine's
+# layout) is what `fusee inspect` reads: every order finished, in the run
+# store its workers checkpointed into.
+kill -TERM "$server"
+wait "$server" || { echo "server_restart_test: the server's SIGTERM exit was not 0"; exit 1; }
+server=""
+tail -1 "$scratch/server.log" | grep -q "closed cleanly" || { echo "server_restart_test: no clean close"; exit 1; }
+"$fusee" inspect "$scratch/log" runs --json --limit 1 >"$scratch/runs.json"
+python3 - "$scratch/runs.json" <<'PY'
+import json, sys
+counts = json.load(open(sys.argv[1]))["counts"]
+finished = sum(counts.get(status, 0) for status in ("completed", "failed", "cancelled"))
+assert counts.get("running", 0) == 0 and finished == 200, f"server_restart_test: inspect counted {counts}"
+PY
+echo "server_restart_test: the stopped server's directory has every run finished (fusee inspect)"
+
