@@ -17,7 +17,6 @@
 #include "engine/engine_core.hpp"
 #include "engine/journal_sink.hpp"
 #include "engine/data_dir.hpp"
-#include "engine/meta.hpp"
 #include "engine/remote_run_store.hpp"
 #include "engine/remote_sink.hpp"
 #include "server/http/http_server.hpp"
