@@ -9,6 +9,7 @@
 
 #include "fusee/error.hpp"
 #include "server/log_service.hpp"
+#include "server/protocol/address.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 namespace fusee::cli {
@@ -41,9 +42,18 @@ int run_server(const ServerOptions& options) {
     }
     service_options.token = token;
   }
-  bool tcp = !options.listen.starts_with("unix:");
-  bool loopback = options.listen.starts_with("127.") || options.listen.starts_with("localhost:");
-  bool http_loopback = options.http.empty() || options.http.starts_with("127.") || options.http.starts_with("localhost:");
+  server::Address listen;
+  server::Address http;
+  try {
+    listen = server::parse_address(options.listen, "listen address");
+    if (!options.http.empty()) http = server::parse_address(options.http, "--http address", /*unix_allowed=*/false);
+  } catch (const Error& error) {
+    fmt::print(stderr, "fusee server: {}\n", error.what());
+    return 2;
+  }
+  bool tcp = !listen.unix_socket;
+  bool loopback = tcp && listen.tcp.address().is_loopback();
+  bool http_loopback = options.http.empty() || http.tcp.address().is_loopback();
   if (!http_loopback && service_options.token.empty()) {
     fmt::print(stderr, "fusee server: HTTP on {} (not loopback) needs --token-file\n", options.http);
     return 2;

@@ -1,11 +1,8 @@
 #include "engine/remote_sink.hpp"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/protocol/address.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
 #include "wal/errc.hpp"
@@ -27,50 +25,6 @@ namespace fusee::engine {
 namespace {
 
 using server::MessageType;
-
-int connect_to(const std::string& address, std::string& problem) {
-  if (address.starts_with("unix:")) {
-    auto path = address.substr(5);
-    sockaddr_un where{};
-    if (path.empty() || path.size() >= sizeof(where.sun_path)) {
-      problem = fmt::format("'{}': the socket path is empty or too long", address);
-      return -1;
-    }
-    where.sun_family = AF_UNIX;
-    std::memcpy(where.sun_path, path.data(), path.size());
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0) {
-      problem = fmt::format("cannot connect to {}: {}", address, std::strerror(errno));
-      if (fd >= 0) ::close(fd);
-      return -1;
-    }
-    return fd;
-  }
-  auto colon = address.rfind(':');
-  sockaddr_in where{};
-  where.sin_family = AF_INET;
-  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  if (host.empty() || host == "localhost") host = "127.0.0.1";
-  int port = -1;
-  try {
-    if (colon != std::string::npos) port = std::stoi(address.substr(colon + 1));
-  } catch (const std::exception&) {
-  }
-  if (port <= 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &where.sin_addr) != 1) {
-    problem = fmt::format("'{}': expected unix:PATH or IPv4-HOST:PORT", address);
-    return -1;
-  }
-  where.sin_port = htons(static_cast<std::uint16_t>(port));
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0) {
-    problem = fmt::format("cannot connect to {}: {}", address, std::strerror(errno));
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
 
 // How long a worker keeps trying to reach a server that went away (it
 // restarts, or it was killed and is being restarted) before it gives up and
@@ -88,7 +42,9 @@ constexpr int kInlineSkips = 64;
 
 class RemoteSink final : public JournalSink, public StoreChannel {
  public:
-  explicit RemoteSink(RemoteOptions options) : options_(std::move(options)) {
+  // Throws fusee::Error (invalid_argument) for an address that is not one.
+  explicit RemoteSink(RemoteOptions options)
+      : options_(std::move(options)), address_(server::parse_address(options_.address, "server address")) {
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
   }
   ~RemoteSink() override {
@@ -110,7 +66,7 @@ class RemoteSink final : public JournalSink, public StoreChannel {
   // learns the shard count; after a reconnect it checks the server kept
   // every acknowledged record and sends again what was not yet durable.
   Result<void> connect(std::string& problem) {
-    int fd = connect_to(options_.address, problem);
+    int fd = server::connect_to(address_, options_.address, problem);
     if (fd < 0) return std::make_error_code(std::errc::io_error);
     {
       std::lock_guard lock(send_mu_);
@@ -671,6 +627,7 @@ class RemoteSink final : public JournalSink, public StoreChannel {
   }
 
   RemoteOptions options_;
+  server::Address address_;  // options_.address, parsed
   std::atomic<std::uint32_t> lease_ttl_ms_{0};  // the server's, from its welcome
   bool greeted_ = false;                         // under send_mu_: the hello is answered
   std::thread heartbeat_;

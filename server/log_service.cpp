@@ -1,13 +1,9 @@
 #include "server/log_service.hpp"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +26,7 @@
 #include "server/http/http_front.hpp"
 #include "server/http/http_server.hpp"
 #include "server/http/prometheus.hpp"
+#include "server/protocol/address.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
 #include "server/store_service.hpp"
@@ -44,7 +41,6 @@ constexpr std::size_t kRecordsChunkBytes = 1u << 20;
 // What a connection may send in store_part frames ahead of their call.
 constexpr std::size_t kStorePartsBytesMax = 1u << 30;
 
-std::string errno_text() { return std::strerror(errno); }
 
 bool write_all(int fd, const std::byte* data, std::size_t size) {
   while (size > 0) {
@@ -57,67 +53,6 @@ bool write_all(int fd, const std::byte* data, std::size_t size) {
     size -= static_cast<std::size_t>(written);
   }
   return true;
-}
-
-// A listening socket for "unix:PATH" or "HOST:PORT"; its address in `bound`.
-int listen_on(const std::string& listen, std::string& bound) {
-  if (listen.starts_with("unix:")) {
-    auto path = listen.substr(5);
-    sockaddr_un address{};
-    if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-      throw Error(errc::invalid_argument, fmt::format("listen address '{}': the socket path is empty or too long", listen));
-    }
-    struct stat existing {};
-    if (::stat(path.c_str(), &existing) == 0) {
-      // A socket left by a server that died; anything else is not ours to remove.
-      if (!S_ISSOCK(existing.st_mode)) {
-        throw Error(errc::invalid_argument, fmt::format("listen address '{}': {} exists and is not a socket", listen, path));
-      }
-      ::unlink(path.c_str());
-    }
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, path.data(), path.size());
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 128) != 0) {
-      auto why = errno_text();
-      if (fd >= 0) ::close(fd);
-      throw Error(errc::storage, fmt::format("cannot listen on {}: {}", listen, why));
-    }
-    bound = listen;
-    return fd;
-  }
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) {
-    throw Error(errc::invalid_argument, fmt::format("listen address '{}': expected unix:PATH or HOST:PORT", listen));
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.empty() || host == "localhost") host = "127.0.0.1";
-  int port = -1;
-  try {
-    std::size_t used = 0;
-    port = std::stoi(listen.substr(colon + 1), &used);
-    if (used != listen.size() - colon - 1) port = -1;
-  } catch (const std::exception&) {
-  }
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  if (port < 0 || port > 65535 || ::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
-    throw Error(errc::invalid_argument,
-                fmt::format("listen address '{}': expected an IPv4 address and a port 0 to 65535", listen));
-  }
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 128) != 0) {
-    auto why = errno_text();
-    if (fd >= 0) ::close(fd);
-    throw Error(errc::storage, fmt::format("cannot listen on {}: {}", listen, why));
-  }
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  bound = fmt::format("{}:{}", host, ntohs(address.sin_port));
-  return fd;
 }
 
 }  // namespace
@@ -738,7 +673,7 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
   impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
   impl->log->set_roll_hook([raw = impl.get()](std::uint64_t retires_at) { raw->on_roll(retires_at); });
   impl->store_thread = std::thread([raw = impl.get()] { raw->store_loop(); });
-  impl->listen_fd = listen_on(options.listen, impl->endpoint);
+  impl->listen_fd = listen_on(parse_address(options.listen, "listen address"), options.listen, impl->endpoint);
   if (!options.http_listen.empty()) {
     FrontDirectory directory;
     directory.shard_count = impl->shards;

@@ -16,6 +16,18 @@ wait_for() {  # FILE PATTERN
   for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return; sleep 0.02; done
   fail "no '$2' in $1: $(cat "$1")"
 }
+# Addresses: one that is not one, and TCP off loopback without a token, are
+# refused before anything starts.
+set +e
+"$build/cli/fusee" server --dir "$scratch/bad" --listen 127.0.0.1:99999 >"$scratch/bad.out" 2>&1
+code=$?
+"$build/cli/fusee" server --dir "$scratch/bad" --listen 0.0.0.0:0 >>"$scratch/bad.out" 2>&1
+code2=$?
+set -e
+[ "$code" = 2 ] && [ "$code2" = 2 ] || fail "bad addresses: exit codes $code and $code2: $(cat "$scratch/bad.out")"
+grep -q "the port must be 0 to 65535" "$scratch/bad.out" || fail "no port refusal: $(cat "$scratch/bad.out")"
+grep -q "(not loopback) needs --token-file" "$scratch/bad.out" || fail "no token refusal: $(cat "$scratch/bad.out")"
+
 "$build/cli/fusee" server --dir "$scratch/log" --listen "unix:$scratch/s.sock" --shards 2 --http 127.0.0.1:0 \
   >"$scratch/server.out" 2>&1 &
 server=$!

@@ -11,6 +11,8 @@
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "server/protocol/address.hpp"
+
 namespace fusee::server {
 namespace {
 
@@ -24,28 +26,6 @@ constexpr std::uint32_t kHeaderBytesMax = 16 * 1024;
 // silent before an SSE comment checks that the client is still there.
 constexpr auto kStreamPoll = std::chrono::milliseconds(5);
 constexpr auto kStreamKeepAlive = std::chrono::seconds(15);
-
-tcp::endpoint parse_listen(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon + 1 == listen.size()) {
-    throw Error(errc::invalid_argument, fmt::format("http listen address '{}': expected HOST:PORT", listen));
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty() || host == "localhost") host = "127.0.0.1";
-  boost::system::error_code error;
-  auto address = net::ip::make_address(host, error);
-  if (error) throw Error(errc::invalid_argument, fmt::format("http listen address '{}': {}", listen, error.message()));
-  unsigned long port = 0;
-  try {
-    std::size_t used = 0;
-    port = std::stoul(listen.substr(colon + 1), &used);
-    if (used != listen.size() - colon - 1 || port > 65535) throw std::out_of_range("port");
-  } catch (const std::exception&) {
-    throw Error(errc::invalid_argument, fmt::format("http listen address '{}': the port must be 0 to 65535", listen));
-  }
-  return {address, static_cast<unsigned short>(port)};
-}
 
 }  // namespace
 
@@ -75,7 +55,7 @@ HttpServer::HttpServer(HttpRouter router, const std::string& listen, std::size_t
 }
 
 void HttpServer::start(const std::string& listen) {
-  auto endpoint = parse_listen(listen);
+  auto endpoint = parse_address(listen, "http listen address", /*unix_allowed=*/false).tcp;
   boost::system::error_code error;
   auto& acceptor = state_->acceptor;
   acceptor.open(endpoint.protocol(), error);
@@ -245,13 +225,12 @@ void HttpServer::relay(int client_fd, const HttpRequest& request, unsigned versi
   net::io_context io;
   boost::system::error_code error;
   tcp::socket upstream(io);
-  auto colon = to.endpoint.rfind(':');
   tcp::endpoint where;
-  if (colon != std::string::npos) {
-    auto address = net::ip::make_address(to.endpoint.substr(0, colon), error);
-    if (!error) where = {address, static_cast<unsigned short>(std::atoi(to.endpoint.c_str() + colon + 1))};
+  try {
+    where = parse_address(to.endpoint, "worker's HTTP address", /*unix_allowed=*/false).tcp;
+  } catch (const Error&) {
+    error = net::error::invalid_argument;  // a worker announced nonsense
   }
-  if (colon == std::string::npos || error) error = net::error::invalid_argument;
   if (!error) upstream.connect(where, error);
   auto answer = [&](unsigned status, const std::string& code, const std::string& message) {
     auto response = HttpApi::error(status, code, message);
