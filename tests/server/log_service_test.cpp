@@ -316,6 +316,80 @@ TEST_SUITE("unit") {
     CHECK(call(holder, filters).error == "bad_request");
   }
 
+  TEST_CASE("log service: mangled store calls get a refusal, and the store and the other connections are unharmed") {
+    Service served;
+    auto endpoint = served.service->endpoint();
+    Client holder(endpoint);
+    auto leases = holder.hello_and_acquire(2);
+    // A valid write to mangle: a checkpoint of shard 0 with a journal record.
+    engine::RunStore::Batch batch;
+    batch.put_journal_record(engine::JournalPlace::live, 0, "run-a", 1, bytes_of("step"));
+    batch.put_checkpoint(engine::Checkpoint{0, 0, 0, {}, 1});
+    engine::StoreCall write;
+    write.op = engine::StoreOp::write;
+    write.epochs = {{0, leases[0].shard == 0 ? leases[0].epoch : leases[1].epoch}};
+    write.batch = batch.encode();
+    auto valid = engine::encode(write);
+    std::uint64_t state = 0x9e3779b97f4a7c15ull;
+    auto random = [&] {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      return state;
+    };
+    int replies = 0;
+    int closed = 0;
+    for (int attempt = 0; attempt < 300; ++attempt) {
+      auto mangled = valid;
+      // A few bytes flipped, or the payload cut short, or noise.
+      switch (attempt % 3) {
+        case 0:
+          for (int flips = 0; flips < 3; ++flips) mangled[random() % mangled.size()] ^= std::byte(1 + random() % 255);
+          break;
+        case 1:
+          mangled.resize(random() % mangled.size());
+          break;
+        default:
+          mangled.assign(random() % 200, std::byte{0});
+          for (auto& byte : mangled) byte = std::byte(random() & 0xff);
+      }
+      Client client(endpoint);
+      client.send(MessageType::hello, encode(Hello{"", "fuzz"}));
+      client.expect(MessageType::welcome);
+      client.send(MessageType::store_call, mangled, 7);
+      auto frame = client.next();
+      if (!frame) {
+        ++closed;
+        continue;
+      }
+      auto type = static_cast<MessageType>(frame->type);
+      if (type == MessageType::store_rows) continue;  // a mangled read that still reads
+      if (type == MessageType::error) {
+        CHECK(decode_error(frame->payload)->code == "bad_request");
+        ++closed;
+        continue;
+      }
+      REQUIRE(type == MessageType::store_reply);
+      auto reply = engine::decode_store_reply(frame->payload);
+      REQUIRE(reply.has_value());
+      // This connection holds no lease: a write that decodes is fenced.
+      if (reply->error == "") CHECK(engine::decode_store_call(mangled)->op != engine::StoreOp::write);
+      ++replies;
+    }
+    MESSAGE(replies << " mangled calls answered, " << closed << " refused with the connection closed");
+    // The holder's connection and the store are as they were.
+    holder.send(MessageType::store_call, valid, 8);
+    auto answer = holder.expect(MessageType::store_reply);
+    CHECK(engine::decode_store_reply(answer.payload)->error == "");
+    engine::StoreCall read;
+    read.op = engine::StoreOp::load_journals;
+    read.shard = 0;
+    holder.send(MessageType::store_call, engine::encode(read), 9);
+    auto rows = holder.expect(MessageType::store_rows);
+    CHECK(engine::decode_rows(rows.payload)->size() == 1);
+    CHECK(engine::decode_store_reply(holder.expect(MessageType::store_reply).payload)->error == "");
+  }
+
   TEST_CASE("log service: bad input closes only its connection") {
     Service served;
     auto endpoint = served.service->endpoint();
