@@ -268,6 +268,15 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     if (impl->store) {
       auto stored = impl->store->load_journals(
           shard, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) -> Result<void> {
+            // A checkpoint covers every journal record the store holds: one
+            // past it would wait forever for a durable position the log
+            // never reaches.
+            if (lsn > bases.floors[shard]) {
+              throw Error(errc::storage,
+                          fmt::format("{}/runs: shard {}'s run store holds record {}, past its checkpoint (LSN {}): "
+                                      "the run store and the log do not belong together",
+                                      root, shard, lsn, bases.floors[shard]));
+            }
             load("runs", lsn, bytes, engine::JournalPlace::live);
             return ok();
           });

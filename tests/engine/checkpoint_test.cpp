@@ -11,6 +11,9 @@
 #include <string>
 #include <thread>
 
+#include "engine/journal_record.hpp"
+#include "engine/run_hash.hpp"
+#include "engine/run_store.hpp"
 #include "tests/engine/engine_harness.hpp"
 
 using namespace fusee;
@@ -213,6 +216,43 @@ TEST_CASE("a data directory whose run store was removed after a retirement refus
     CHECK(error.code() == errc::storage);
     INFO(error.what());
     CHECK(contains(error.what(), "no segment holds sequences 1 to"));
+  }
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("a run store holding records past its shard's checkpoint refuses to open, saying why") {
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  {
+    auto engine = harness.open(small_segments(harness));
+    register_gated(*engine, steps);
+    engine->start(kGated, "waiting", 1);
+    engine->shutdown();  // a last checkpoint: the waiting run's records are in the store
+  }
+  {
+    // What a damaged or mismatched directory could hold: a record past the checkpoint.
+    std::string why;
+    auto store = engine::RunStore::open(harness.data_dir(), &why);
+    REQUIRE_MESSAGE(store.has_value(), why);
+    auto checkpoint = (*store)->checkpoint(engine::shard_of("stray", 2));
+    REQUIRE(checkpoint.has_value());
+    auto lsn = *checkpoint ? (*checkpoint)->lsn : 0;
+    engine::JournalRecord record;
+    record.run_id = "stray";
+    record.name = "gated";
+    engine::RunStore::Batch batch;
+    batch.put_journal_record(engine::JournalPlace::live, engine::shard_of("stray", 2), "stray", lsn + 5,
+                             engine::encode_record(record));
+    REQUIRE((*store)->write(std::move(batch)).has_value());
+  }
+  try {
+    Engine::open(small_segments(harness));
+    FAIL("opened a store whose records the log does not reach");
+  } catch (const Error& error) {
+    CHECK(error.code() == errc::storage);
+    INFO(error.what());
+    CHECK(contains(error.what(), "past its checkpoint"));
   }
 }
 }
