@@ -72,18 +72,23 @@ Result<void> RemoteRunStore::write(Batch batch) {
   return ok();
 }
 
+template <typename T, typename Decode>
+Result<std::optional<T>> RemoteRunStore::call_optional(StoreCall request, Decode decode) {
+  auto value = FUSEE_TRY(call(std::move(request)));
+  auto present = decode_optional(value);
+  if (!present) return malformed();
+  if (!*present) return std::optional<T>();
+  std::optional<T> decoded = decode(std::span<const std::byte>(**present));
+  if (!decoded) return malformed();
+  return decoded;
+}
+
 Result<std::optional<FinishedRun>> RemoteRunStore::finished(const std::string& id) {
   if (!may_hold(id)) return std::optional<FinishedRun>();
   StoreCall request;
   request.op = StoreOp::finished;
   request.id = id;
-  auto value = FUSEE_TRY(call(std::move(request)));
-  auto present = decode_optional(value);
-  if (!present) return malformed();
-  if (!*present) return std::optional<FinishedRun>();
-  auto run = decode_finished(**present);
-  if (!run) return malformed();
-  return std::optional<FinishedRun>(std::move(*run));
+  return call_optional<FinishedRun>(std::move(request), decode_finished);
 }
 
 Result<RunPage> RemoteRunStore::list(const RunQuery& query) {
@@ -106,24 +111,16 @@ Result<std::optional<Checkpoint>> RemoteRunStore::checkpoint(std::uint32_t shard
   StoreCall request;
   request.op = StoreOp::checkpoint;
   request.shard = shard;
-  auto value = FUSEE_TRY(call(std::move(request)));
-  auto present = decode_optional(value);
-  if (!present) return malformed();
-  if (!*present) return std::optional<Checkpoint>();
-  auto checkpoint = decode_checkpoint(**present);
-  if (!checkpoint) return malformed();
-  return std::optional<Checkpoint>(std::move(*checkpoint));
+  return call_optional<Checkpoint>(std::move(request), decode_checkpoint);
 }
 
 Result<std::optional<std::string>> RemoteRunStore::streams(const std::string& id) {
   StoreCall request;
   request.op = StoreOp::streams;
   request.id = id;
-  auto value = FUSEE_TRY(call(std::move(request)));
-  auto present = decode_optional(value);
-  if (!present) return malformed();
-  if (!*present) return std::optional<std::string>();
-  return std::optional<std::string>(std::string(reinterpret_cast<const char*>((*present)->data()), (*present)->size()));
+  return call_optional<std::string>(std::move(request), [](std::span<const std::byte> bytes) {
+    return std::optional<std::string>(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  });
 }
 
 Result<void> RemoteRunStore::visit_journal_rows(StoreCall request, const JournalVisitor& visit) {
@@ -163,13 +160,7 @@ Result<std::optional<ParkedRun>> RemoteRunStore::parked(std::uint32_t shard, con
   request.op = StoreOp::parked;
   request.shard = shard;
   request.id = id;
-  auto value = FUSEE_TRY(call(std::move(request)));
-  auto present = decode_optional(value);
-  if (!present) return malformed();
-  if (!*present) return std::optional<ParkedRun>();
-  auto run = decode_parked(**present);
-  if (!run) return malformed();
-  return std::optional<ParkedRun>(std::move(*run));
+  return call_optional<ParkedRun>(std::move(request), decode_parked);
 }
 
 Result<void> RemoteRunStore::parked_by_wake(std::uint32_t shard, std::int64_t from_ms,

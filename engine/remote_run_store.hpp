@@ -67,6 +67,10 @@ class RemoteRunStore final : public RunStore {
   // One call; its value, or the reply's error.
   Result<std::vector<std::byte>> call(StoreCall call, std::vector<std::vector<std::byte>>* rows = nullptr);
   Result<void> visit_journal_rows(StoreCall call, const JournalVisitor& visit);
+  // A call whose value may be absent (finished, checkpoint, streams, parked),
+  // the value decoded by `decode` (nothing: malformed).
+  template <typename T, typename Decode>
+  Result<std::optional<T>> call_optional(StoreCall call, Decode decode);
 
   StoreChannel& channel_;
   std::atomic<std::uint64_t> size_bytes_{0};
