@@ -8,14 +8,7 @@ namespace {
 
 using server::Reader;
 using server::Writer;
-
-template <typename T, typename F>
-std::optional<T> decode_all(std::span<const std::byte> payload, F fields) {
-  Reader reader(payload);
-  T value;
-  if (!fields(reader, value) || !reader.done()) return std::nullopt;
-  return value;
-}
+using server::decode_with;
 
 }  // namespace
 
@@ -55,7 +48,7 @@ std::vector<std::byte> encode(const StoreCall& call) {
 }
 
 std::optional<StoreCall> decode_store_call(std::span<const std::byte> payload) {
-  return decode_all<StoreCall>(payload, [](Reader& r, StoreCall& call) {
+  return decode_with<StoreCall>(payload, [](Reader& r, StoreCall& call) {
     std::uint8_t op = 0;
     std::uint8_t place = 0;
     std::uint8_t has_workflow = 0;
@@ -93,7 +86,7 @@ std::vector<std::byte> encode(const StoreReply& reply) {
   return Writer().text(reply.error).text(reply.message).bytes(reply.value).take();
 }
 std::optional<StoreReply> decode_store_reply(std::span<const std::byte> payload) {
-  return decode_all<StoreReply>(payload, [](Reader& r, StoreReply& reply) {
+  return decode_with<StoreReply>(payload, [](Reader& r, StoreReply& reply) {
     return r.text(reply.error) && r.text(reply.message) && r.bytes(reply.value);
   });
 }
@@ -105,7 +98,7 @@ std::vector<std::byte> encode_rows(const std::vector<std::vector<std::byte>>& ro
   return writer.take();
 }
 std::optional<std::vector<std::vector<std::byte>>> decode_rows(std::span<const std::byte> payload) {
-  return decode_all<std::vector<std::vector<std::byte>>>(payload, [](Reader& r, auto& rows) {
+  return decode_with<std::vector<std::vector<std::byte>>>(payload, [](Reader& r, auto& rows) {
     std::uint32_t count = 0;
     if (!r.u32(count)) return false;
     for (std::uint32_t i = 0; i < count; ++i) {
@@ -119,7 +112,7 @@ std::vector<std::byte> encode_journal_row(const std::string& id, std::uint64_t l
   return Writer().text(id).u64(lsn).bytes(record).take();
 }
 std::optional<JournalRow> decode_journal_row(std::span<const std::byte> row) {
-  return decode_all<JournalRow>(row, [](Reader& r, JournalRow& m) { return r.text(m.id) && r.u64(m.lsn) && r.bytes(m.record); });
+  return decode_with<JournalRow>(row, [](Reader& r, JournalRow& m) { return r.text(m.id) && r.u64(m.lsn) && r.bytes(m.record); });
 }
 
 std::vector<std::byte> encode_parked(const ParkedRun& run) {
@@ -133,7 +126,7 @@ std::vector<std::byte> encode_parked(const ParkedRun& run) {
       .take();
 }
 std::optional<ParkedRun> decode_parked(std::span<const std::byte> row) {
-  return decode_all<ParkedRun>(row, [](Reader& r, ParkedRun& m) {
+  return decode_with<ParkedRun>(row, [](Reader& r, ParkedRun& m) {
     std::uint8_t has_wake = 0;
     std::int64_t wake_ms = 0;
     if (!r.text(m.id) || !r.text(m.workflow) || !r.u32(m.generation) || !r.i64(m.started_ms) || !r.u8(has_wake) ||
@@ -147,7 +140,7 @@ std::optional<ParkedRun> decode_parked(std::span<const std::byte> row) {
 
 std::vector<std::byte> encode_finished(const FinishedRun& run) { return Writer().text(encode_finished_run(run)).take(); }
 std::optional<FinishedRun> decode_finished(std::span<const std::byte> row) {
-  auto text = decode_all<std::string>(row, [](Reader& r, std::string& m) { return r.text(m); });
+  auto text = decode_with<std::string>(row, [](Reader& r, std::string& m) { return r.text(m); });
   if (!text) return std::nullopt;
   return decode_finished_run(*text);
 }
@@ -156,7 +149,7 @@ std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {
   return Writer().u32(c.shard).u64(c.lsn).u64(c.keep_from_sequence).u64(c.replay_from).text(c.state).take();
 }
 std::optional<Checkpoint> decode_checkpoint(std::span<const std::byte> value) {
-  return decode_all<Checkpoint>(value, [](Reader& r, Checkpoint& c) {
+  return decode_with<Checkpoint>(value, [](Reader& r, Checkpoint& c) {
     return r.u32(c.shard) && r.u64(c.lsn) && r.u64(c.keep_from_sequence) && r.u64(c.replay_from) && r.text(c.state);
   });
 }
@@ -181,7 +174,7 @@ std::optional<std::optional<std::vector<std::byte>>> decode_optional(std::span<c
 
 std::vector<std::byte> encode_u64(std::uint64_t value) { return Writer().u64(value).take(); }
 std::optional<std::uint64_t> decode_u64(std::span<const std::byte> value) {
-  return decode_all<std::uint64_t>(value, [](Reader& r, std::uint64_t& m) { return r.u64(m); });
+  return decode_with<std::uint64_t>(value, [](Reader& r, std::uint64_t& m) { return r.u64(m); });
 }
 
 std::error_code store_reply_error(const StoreReply& reply) {

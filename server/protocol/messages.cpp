@@ -5,18 +5,6 @@
 #include "server/protocol/wire.hpp"
 
 namespace fusee::server {
-namespace {
-
-template <typename T, typename F>
-std::optional<T> decode_with(std::span<const std::byte> payload, F fields) {
-  Reader reader(payload);
-  T message;
-  if (!fields(reader, message) || !reader.done()) return std::nullopt;
-  return message;
-}
-
-}  // namespace
-
 const char* message_type_name(MessageType type) {
   switch (type) {
     case MessageType::hello: return "hello";

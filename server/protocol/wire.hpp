@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -82,5 +83,15 @@ class Reader {
   std::span<const std::byte> in_;
   std::size_t at_ = 0;
 };
+
+// Decodes a whole payload: `fields` reads every field of a T; nothing when
+// one is short or bytes are left over.
+template <typename T, typename F>
+std::optional<T> decode_with(std::span<const std::byte> payload, F fields) {
+  Reader reader(payload);
+  T value;
+  if (!fields(reader, value) || !reader.done()) return std::nullopt;
+  return value;
+}
 
 }  // namespace fusee::server
