@@ -41,6 +41,10 @@ constexpr std::size_t kRecordsChunkBytes = 1u << 20;
 // What a connection may send in store_part frames ahead of their call.
 constexpr std::size_t kStorePartsBytesMax = 1u << 30;
 
+std::vector<std::byte> as_bytes(const std::string& text) {
+  auto bytes = std::as_bytes(std::span(text));
+  return {bytes.begin(), bytes.end()};
+}
 
 bool write_all(int fd, const std::byte* data, std::size_t size) {
   while (size > 0) {
@@ -78,6 +82,13 @@ struct Connection {
   // Leading pieces of store calls not yet whole (the reading thread's).
   std::map<std::uint64_t, std::vector<std::byte>> store_parts;
   std::size_t store_parts_bytes = 0;
+  // Calls other workers forwarded to this holder, by the relay id it
+  // answers with (under the service's mu): who asked, and their call id.
+  struct Relay {
+    std::weak_ptr<Connection> caller;
+    std::uint64_t call_id = 0;
+  };
+  std::map<std::uint64_t, Relay> relayed;
 
   // Sends at once when nothing is queued and the socket takes the whole
   // frame without blocking (a durable position costs no thread hand-off);
@@ -139,8 +150,10 @@ struct LogService::Impl {
   std::uint64_t next_epoch = 0;
   struct Waiting {
     std::shared_ptr<Connection> connection;
-    std::uint32_t wanted = 0;  // shards still to grant
+    std::uint32_t wanted = 0;              // shards still to grant
+    std::vector<std::uint32_t> specific;  // named ones still to grant, before any other
   };
+  std::uint64_t next_relay = 0;  // under mu
   std::list<Waiting> waiting;
   std::list<std::shared_ptr<Connection>> connections;
   std::uint64_t next_connection = 1;
@@ -286,10 +299,63 @@ struct LogService::Impl {
         {
           std::lock_guard lock(mu);
           std::uint32_t wanted = acquire->shards_max == 0 ? shards : std::min(acquire->shards_max, shards);
-          waiting.push_back(Waiting{connection, wanted});
+          std::vector<std::uint32_t> specific;
+          for (auto shard : acquire->shards) {
+            if (shard >= shards || std::find(specific.begin(), specific.end(), shard) != specific.end()) {
+              continue;
+            }
+            specific.push_back(shard);
+          }
+          wanted = std::max<std::uint32_t>(wanted, static_cast<std::uint32_t>(specific.size()));
+          waiting.push_back(Waiting{connection, wanted, std::move(specific)});
           grants = grant_locked();
         }
         deliver(grants);
+        std::uint32_t granted = 0;
+        for (const auto& grant : grants) granted += grant.connection == connection ? 1 : 0;
+        // The worker knows what it has now, and stands by for the rest.
+        connection->send(MessageType::acquired, frame.request_id, encode(Acquired{granted}));
+        return true;
+      }
+      case MessageType::forward: {
+        auto forward = decode_forward(frame.payload);
+        if (!forward) return malformed(*connection, frame);
+        std::shared_ptr<Connection> holder;
+        std::uint64_t relay = 0;
+        {
+          std::lock_guard lock(mu);
+          if (forward->shard < shards) holder = leases[forward->shard].holder;
+          if (holder) {
+            relay = ++next_relay;
+            holder->relayed[relay] = Connection::Relay{connection, frame.request_id};
+          }
+        }
+        if (!holder) {
+          auto why = forward->shard < shards ? fmt::format("no worker holds shard {} now", forward->shard)
+                                             : fmt::format("there is no shard {}", forward->shard);
+          connection->send(MessageType::forward_reply, frame.request_id,
+                           encode(ForwardReply{ReplyPart::no_holder, as_bytes(why)}));
+          return true;
+        }
+        holder->send(MessageType::forwarded, relay, encode(Forward{forward->shard, std::move(forward->body)}));
+        return true;
+      }
+      case MessageType::forward_reply: {
+        auto reply = decode_forward_reply(frame.payload);
+        if (!reply || (reply->part != ReplyPart::more && reply->part != ReplyPart::last)) {
+          return malformed(*connection, frame);
+        }
+        std::shared_ptr<Connection> caller;
+        std::uint64_t call_id = 0;
+        {
+          std::lock_guard lock(mu);
+          auto found = connection->relayed.find(frame.request_id);
+          if (found == connection->relayed.end()) return true;  // its caller went, or a late answer
+          caller = found->second.caller.lock();
+          call_id = found->second.call_id;
+          if (reply->part == ReplyPart::last || !caller) connection->relayed.erase(found);
+        }
+        if (caller) caller->send(MessageType::forward_reply, call_id, encode(*reply));
         return true;
       }
       case MessageType::append: {
@@ -444,16 +510,24 @@ struct LogService::Impl {
   // takes it while holding the log's hook lock).
   std::vector<Grant> grant_locked() {
     std::vector<Grant> grants;
+    auto grant = [&](Waiting& waiter, std::uint32_t shard) {
+      auto& lease = leases[shard];
+      lease.holder = waiter.connection;
+      lease.epoch = ++next_epoch;
+      waiter.wanted--;
+      grants.push_back({waiter.connection, shard, lease.epoch});
+    };
     for (auto it = waiting.begin(); it != waiting.end();) {
-      for (std::uint32_t shard = 0; shard < shards && it->wanted > 0; ++shard) {
-        auto& lease = leases[shard];
-        if (lease.holder) continue;
-        lease.holder = it->connection;
-        lease.epoch = ++next_epoch;
-        it->wanted--;
-        grants.push_back({it->connection, shard, lease.epoch});
+      // The shards it names first; others only once it has all of those.
+      std::erase_if(it->specific, [&](std::uint32_t shard) {
+        if (leases[shard].holder) return false;
+        grant(*it, shard);
+        return true;
+      });
+      for (std::uint32_t shard = 0; shard < shards && it->wanted > 0 && it->specific.empty(); ++shard) {
+        if (!leases[shard].holder) grant(*it, shard);
       }
-      it = it->wanted == 0 ? waiting.erase(it) : std::next(it);
+      it = it->wanted == 0 && it->specific.empty() ? waiting.erase(it) : std::next(it);
     }
     return grants;
   }
@@ -481,8 +555,10 @@ struct LogService::Impl {
   // The connection is gone: its leases go to whoever waits.
   void drop(const std::shared_ptr<Connection>& connection) {
     std::vector<Grant> grants;
+    std::map<std::uint64_t, Connection::Relay> relayed;
     {
       std::lock_guard lock(mu);
+      relayed.swap(connection->relayed);
       for (auto& lease : leases) {
         if (lease.holder == connection) lease.holder.reset();
       }
@@ -490,6 +566,17 @@ struct LogService::Impl {
       if (!stopping) grants = grant_locked();
     }
     deliver(grants);
+    // Calls passed on to it will get no answer from it: their callers hear
+    // so, and ask its successor.
+    for (const auto& [relay, call] : relayed) {
+      if (auto caller = call.caller.lock()) {
+        caller->send(MessageType::forward_reply, call.call_id,
+                     encode(ForwardReply{ReplyPart::lost,
+                                         as_bytes(fmt::format("the worker holding the shard ({}) went before it "
+                                                              "answered",
+                                                              connection->worker))}));
+      }
+    }
     {
       std::lock_guard lock(connection->mu);
       connection->closing = true;

@@ -32,7 +32,7 @@
 
 namespace fusee::server {
 
-inline constexpr std::uint8_t kProtocolVersion = 1;
+inline constexpr std::uint8_t kProtocolVersion = 2;  // 2: acquire names shards; forwarded calls
 inline constexpr std::size_t kFramePrefixBytes = 8;   // length + crc
 inline constexpr std::size_t kFrameHeaderBytes = 20;  // prefix + version, type, flags, request id
 // The largest frame a peer may send: a log batch's worth of records (64 MiB)

@@ -25,13 +25,39 @@ const char* message_type_name(MessageType type) {
     case MessageType::store_rows: return "store_rows";
     case MessageType::store_reply: return "store_reply";
     case MessageType::checkpoint_soon: return "checkpoint_soon";
+    case MessageType::forward: return "forward";
+    case MessageType::forwarded: return "forwarded";
+    case MessageType::forward_reply: return "forward_reply";
+    case MessageType::acquired: return "acquired";
   }
   return "unknown";
 }
 
 std::vector<std::byte> encode(const Hello& m) { return Writer().text(m.token).text(m.worker).take(); }
 std::vector<std::byte> encode(const Welcome& m) { return Writer().u32(m.shard_count).u32(m.lease_ttl_ms).take(); }
-std::vector<std::byte> encode(const Acquire& m) { return Writer().u32(m.shards_max).take(); }
+namespace {
+void put_shards(Writer& writer, const std::vector<std::uint32_t>& shards) {
+  writer.u32(static_cast<std::uint32_t>(shards.size()));
+  for (auto shard : shards) writer.u32(shard);
+}
+bool get_shards(Reader& reader, std::vector<std::uint32_t>& shards) {
+  std::uint32_t count = 0;
+  if (!reader.u32(count)) return false;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint32_t shard = 0;
+    if (!reader.u32(shard)) return false;
+    shards.push_back(shard);
+  }
+  return true;
+}
+}  // namespace
+
+std::vector<std::byte> encode(const Acquire& m) {
+  Writer writer;
+  writer.u32(m.shards_max);
+  put_shards(writer, m.shards);
+  return writer.take();
+}
 std::vector<std::byte> encode(const Lease& m) { return Writer().u32(m.shard).u64(m.epoch).u64(m.durable_lsn).take(); }
 std::vector<std::byte> encode(const Append& m) {
   return Writer().u32(m.shard).u64(m.epoch).u64(m.lsn).bytes(m.record).take();
@@ -55,7 +81,7 @@ std::optional<Welcome> decode_welcome(std::span<const std::byte> p) {
   return decode_with<Welcome>(p, [](Reader& r, Welcome& m) { return r.u32(m.shard_count) && r.u32(m.lease_ttl_ms); });
 }
 std::optional<Acquire> decode_acquire(std::span<const std::byte> p) {
-  return decode_with<Acquire>(p, [](Reader& r, Acquire& m) { return r.u32(m.shards_max); });
+  return decode_with<Acquire>(p, [](Reader& r, Acquire& m) { return r.u32(m.shards_max) && get_shards(r, m.shards); });
 }
 std::optional<Lease> decode_lease(std::span<const std::byte> p) {
   return decode_with<Lease>(p, [](Reader& r, Lease& m) { return r.u32(m.shard) && r.u64(m.epoch) && r.u64(m.durable_lsn); });
@@ -98,20 +124,29 @@ std::optional<Release> decode_release(std::span<const std::byte> p) {
 }
 std::vector<std::byte> encode(const CheckpointSoon& m) {
   Writer writer;
-  writer.u32(static_cast<std::uint32_t>(m.shards.size()));
-  for (auto shard : m.shards) writer.u32(shard);
+  put_shards(writer, m.shards);
   return writer.take();
 }
 std::optional<CheckpointSoon> decode_checkpoint_soon(std::span<const std::byte> p) {
-  return decode_with<CheckpointSoon>(p, [](Reader& r, CheckpointSoon& m) {
-    std::uint32_t count = 0;
-    if (!r.u32(count)) return false;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      std::uint32_t shard = 0;
-      if (!r.u32(shard)) return false;
-      m.shards.push_back(shard);
-    }
-    return true;
+  return decode_with<CheckpointSoon>(p, [](Reader& r, CheckpointSoon& m) { return get_shards(r, m.shards); });
+}
+std::vector<std::byte> encode(const Acquired& m) { return Writer().u32(m.granted).take(); }
+std::optional<Acquired> decode_acquired(std::span<const std::byte> p) {
+  return decode_with<Acquired>(p, [](Reader& r, Acquired& m) { return r.u32(m.granted); });
+}
+std::vector<std::byte> encode(const Forward& m) { return Writer().u32(m.shard).bytes(m.body).take(); }
+std::optional<Forward> decode_forward(std::span<const std::byte> p) {
+  return decode_with<Forward>(p, [](Reader& r, Forward& m) { return r.u32(m.shard) && r.bytes(m.body); });
+}
+std::vector<std::byte> encode(const ForwardReply& m) {
+  return Writer().u8(static_cast<std::uint8_t>(m.part)).bytes(m.body).take();
+}
+std::optional<ForwardReply> decode_forward_reply(std::span<const std::byte> p) {
+  return decode_with<ForwardReply>(p, [](Reader& r, ForwardReply& m) {
+    std::uint8_t part = 0;
+    if (!r.u8(part) || part > static_cast<std::uint8_t>(ReplyPart::lost)) return false;
+    m.part = static_cast<ReplyPart>(part);
+    return r.bytes(m.body);
   });
 }
 

@@ -33,6 +33,11 @@ enum class MessageType : std::uint8_t {
   store_rows = 16,       // server -> worker: some of a call's rows
   store_reply = 17,      // server -> worker: the call's end: its value, or why it failed
   checkpoint_soon = 18,  // server -> worker: checkpoint these shards (the log wants to retire, or the server stops)
+  // Calls for a shard another worker holds (an API call, a child run):
+  forward = 19,        // worker -> server: a call for a shard, passed on to its holder
+  forwarded = 20,      // server -> holder: that call
+  forward_reply = 21,  // holder -> server -> caller: part of the answer, its end, or "no holder"
+  acquired = 22,       // server -> worker: an acquire's leases granted now were all sent
 };
 
 const char* message_type_name(MessageType type);
@@ -49,6 +54,29 @@ struct Welcome {
 };
 struct Acquire {
   std::uint32_t shards_max = 0;  // 0: all of them
+  // These shards first (a worker taking back what it held before the
+  // server restarted), waiting for any of them another holds; then free
+  // ones up to shards_max in all.
+  std::vector<std::uint32_t> shards;
+};
+struct Acquired {
+  std::uint32_t granted = 0;  // leases sent for this acquire so far
+};
+// A call on a shard's runs, for whichever worker holds the shard. The body
+// is the engine's (sdk/src/forwarded_call.hpp); the server only routes it.
+struct Forward {
+  std::uint32_t shard = 0;
+  std::vector<std::byte> body;
+};
+enum class ReplyPart : std::uint8_t {
+  more = 0,       // part of the answer (a stream's chunk); more follow
+  last = 1,       // the answer, or its end
+  no_holder = 2,  // server: nobody holds the shard now; the call went nowhere
+  lost = 3,       // server: the holder went before its answer; the call may or may not have happened
+};
+struct ForwardReply {
+  ReplyPart part = ReplyPart::last;
+  std::vector<std::byte> body;  // the engine's; a reason for no_holder and lost
 };
 struct Lease {
   std::uint32_t shard = 0;
@@ -105,6 +133,9 @@ std::vector<std::byte> encode(const ErrorMessage& m);
 std::vector<std::byte> encode(const Release& m);
 std::vector<std::byte> encode(const Announce& m);
 std::vector<std::byte> encode(const CheckpointSoon& m);
+std::vector<std::byte> encode(const Acquired& m);
+std::vector<std::byte> encode(const Forward& m);
+std::vector<std::byte> encode(const ForwardReply& m);
 
 std::optional<Hello> decode_hello(std::span<const std::byte> payload);
 std::optional<Welcome> decode_welcome(std::span<const std::byte> payload);
@@ -119,5 +150,8 @@ std::optional<ErrorMessage> decode_error(std::span<const std::byte> payload);
 std::optional<Release> decode_release(std::span<const std::byte> payload);
 std::optional<Announce> decode_announce(std::span<const std::byte> payload);
 std::optional<CheckpointSoon> decode_checkpoint_soon(std::span<const std::byte> payload);
+std::optional<Acquired> decode_acquired(std::span<const std::byte> payload);
+std::optional<Forward> decode_forward(std::span<const std::byte> payload);
+std::optional<ForwardReply> decode_forward_reply(std::span<const std::byte> payload);
 
 }  // namespace fusee::server

@@ -88,6 +88,7 @@ class Client {
       auto frame = next();
       REQUIRE(frame.has_value());
       if (static_cast<MessageType>(frame->type) == MessageType::durable && type != MessageType::durable) continue;
+      if (static_cast<MessageType>(frame->type) == MessageType::acquired && type != MessageType::acquired) continue;
       REQUIRE_MESSAGE(static_cast<MessageType>(frame->type) == type,
                       "got " << message_type_name(static_cast<MessageType>(frame->type)));
       return *frame;
@@ -204,6 +205,78 @@ TEST_SUITE("unit") {
     CHECK(decode_durable(standby.expect(MessageType::durable).payload)->lsn == 2);
     standby.send(MessageType::append, encode(Append{1, epoch1, 7, bytes_of("skips")}));
     CHECK(standby.expect_error().code == "fenced");
+  }
+
+  TEST_CASE("log service: workers split the shards, and a call for a shard goes to its holder and back") {
+    Service service;
+    Client first(service.service->endpoint());
+    Client second(service.service->endpoint());
+    Client standby(service.service->endpoint());
+    auto take = [](Client& client, std::uint32_t most, std::vector<std::uint32_t> shards = {}) {
+      client.send(MessageType::hello, encode(Hello{"", "test"}));
+      client.expect(MessageType::welcome);
+      client.send(MessageType::acquire, encode(Acquire{most, std::move(shards)}));
+    };
+    take(first, 1);
+    auto first_lease = *decode_lease(first.expect(MessageType::lease).payload);
+    CHECK(decode_acquired(first.expect(MessageType::acquired).payload)->granted == 1);
+    take(second, 1);
+    auto second_lease = *decode_lease(second.expect(MessageType::lease).payload);
+    CHECK(decode_acquired(second.expect(MessageType::acquired).payload)->granted == 1);
+    CHECK(first_lease.shard != second_lease.shard);
+    // The standby names the second's shard: it waits for that one.
+    take(standby, 1, {second_lease.shard});
+    CHECK(decode_acquired(standby.expect(MessageType::acquired).payload)->granted == 0);
+
+    // A call for the second's shard, through the server: parts, then the end.
+    first.send(MessageType::forward, encode(Forward{second_lease.shard, bytes_of("ping")}), 41);
+    auto passed = second.expect(MessageType::forwarded);
+    auto call = decode_forward(passed.payload);
+    REQUIRE(call.has_value());
+    CHECK(call->shard == second_lease.shard);
+    CHECK(call->body == bytes_of("ping"));
+    second.send(MessageType::forward_reply, encode(ForwardReply{ReplyPart::more, bytes_of("part")}), passed.request_id);
+    second.send(MessageType::forward_reply, encode(ForwardReply{ReplyPart::last, bytes_of("pong")}), passed.request_id);
+    auto part = first.expect(MessageType::forward_reply);
+    CHECK(part.request_id == 41);
+    CHECK(decode_forward_reply(part.payload)->part == ReplyPart::more);
+    auto end = first.expect(MessageType::forward_reply);
+    CHECK(end.request_id == 41);
+    CHECK(decode_forward_reply(end.payload)->part == ReplyPart::last);
+    CHECK(decode_forward_reply(end.payload)->body == bytes_of("pong"));
+    // A late answer to a finished call goes nowhere.
+    second.send(MessageType::forward_reply, encode(ForwardReply{ReplyPart::last, bytes_of("late")}), passed.request_id);
+
+    // The holder goes before it answers: the caller hears the call was lost,
+    // and the standby takes the shard it named.
+    first.send(MessageType::forward, encode(Forward{second_lease.shard, bytes_of("again")}), 42);
+    second.expect(MessageType::forwarded);
+    second.close();
+    auto lost = first.expect(MessageType::forward_reply);
+    CHECK(lost.request_id == 42);
+    CHECK(decode_forward_reply(lost.payload)->part == ReplyPart::lost);
+    auto taken = *decode_lease(standby.expect(MessageType::lease).payload);
+    CHECK(taken.shard == second_lease.shard);
+    CHECK(taken.epoch > second_lease.epoch);
+
+    // A shard nobody holds: the call went nowhere.
+    standby.close();
+    // (Until the server has seen the standby go, a call may still reach it
+    // and be lost.)
+    std::optional<ForwardReply> nobody;
+    for (std::uint64_t call_id = 43; call_id < 143; ++call_id) {
+      first.send(MessageType::forward, encode(Forward{second_lease.shard, bytes_of("anyone?")}), call_id);
+      auto reply = first.expect(MessageType::forward_reply);
+      CHECK(reply.request_id == call_id);
+      nobody = decode_forward_reply(reply.payload);
+      REQUIRE(nobody.has_value());
+      if (nobody->part != ReplyPart::lost) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(nobody->part == ReplyPart::no_holder);
+    // A reply part a worker may not send closes its connection.
+    first.send(MessageType::forward_reply, encode(ForwardReply{ReplyPart::no_holder, {}}), 7);
+    CHECK(first.expect_error().code == "bad_request");
   }
 
   TEST_CASE("log service: store calls read and write the run store, and writes are fenced by the shards' leases") {
