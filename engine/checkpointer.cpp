@@ -9,12 +9,13 @@
 namespace fusee::engine {
 
 Checkpointer::Checkpointer(std::vector<Shard*> shards, JournalSink& sink, RunStore& store,
-                           CheckpointerOptions options, std::vector<std::uint64_t> keep_from)
+                           CheckpointerOptions options, std::vector<std::uint64_t> keep_from, std::vector<bool> held)
     : shards_(std::move(shards)),
       sink_(sink),
       store_(store),
       options_(std::move(options)),
       keep_from_(std::move(keep_from)),
+      held_(held.empty() ? std::vector<bool>(shards_.size(), true) : std::move(held)),
       requested_(shards_.size(), false),
       asked_(shards_.size(), false),
       written_(shards_.size(), 0),
@@ -66,6 +67,10 @@ void Checkpointer::loop() {
     }
     auto now = std::chrono::steady_clock::now();
     for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+      if (!held_[shard]) {
+        next_due_[shard] = now + options_.interval;  // another worker's, for now
+        continue;
+      }
       bool due = options_.interval.count() > 0 && now >= next_due_[shard];
       if (asked_[shard] || !(requested_[shard] || due)) continue;
       ask(shard);
@@ -94,7 +99,7 @@ void Checkpointer::loop() {
     auto ready = [&] {
       if (stopping_ || !works_.empty()) return true;
       for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
-        if (requested_[shard] && !asked_[shard]) return true;
+        if (held_[shard] && requested_[shard] && !asked_[shard]) return true;
       }
       return false;
     };
@@ -227,6 +232,7 @@ Result<void> Checkpointer::checkpoint_all() {
     std::unique_lock lock(mu_);
     std::vector<std::uint64_t> target(shards_.size());
     for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+      if (!held_[shard]) continue;
       // A work already on its way was taken before this call.
       target[shard] = written_[shard] + (asked_[shard] ? 2 : 1);
       requested_[shard] = true;
@@ -257,8 +263,16 @@ Result<void> Checkpointer::final_checkpoint() {
   for (auto& work : left) {
     if (!write(std::move(work), false)) return std::make_error_code(std::errc::io_error);
   }
-  for (auto* shard : shards_) {
-    if (!write(shard->take_checkpoint(/*defer=*/false), false)) return std::make_error_code(std::errc::io_error);
+  std::vector<bool> held;
+  {
+    std::lock_guard lock(mu_);
+    held = held_;
+  }
+  for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+    if (!held[shard]) continue;
+    if (!write(shards_[shard]->take_checkpoint(/*defer=*/false), false)) {
+      return std::make_error_code(std::errc::io_error);
+    }
   }
   return ok();
 }
@@ -270,6 +284,16 @@ void Checkpointer::request_lagging(std::uint64_t retires_at) {
     for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
       if (keep_from_[shard] < retires_at) requested_[shard] = true;
     }
+  }
+  cv_.notify_all();
+}
+
+void Checkpointer::adopt(std::uint32_t shard, std::uint64_t keep_from) {
+  {
+    std::lock_guard lock(mu_);
+    held_[shard] = true;
+    keep_from_[shard] = keep_from;
+    next_due_[shard] = std::chrono::steady_clock::now() + options_.interval;
   }
   cv_.notify_all();
 }

@@ -57,8 +57,10 @@ class Checkpointer {
  public:
   // keep_from: each shard's keep_from_sequence from its checkpoint in the
   // store at open (1 for a shard without one).
+  // held: the shards this engine runs (remote mode with the shards split
+  // among workers; empty: all); the others are left alone until adopt().
   Checkpointer(std::vector<Shard*> shards, JournalSink& sink, RunStore& store, CheckpointerOptions options,
-               std::vector<std::uint64_t> keep_from);
+               std::vector<std::uint64_t> keep_from, std::vector<bool> held = {});
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -76,6 +78,8 @@ class Checkpointer {
   void request_lagging(std::uint64_t retires_at);
   // A shard over its memory budget asks for a checkpoint (which parks).
   void request(std::uint32_t shard);
+  // A shard this engine took over (remote mode): checkpointed from now on.
+  void adopt(std::uint32_t shard, std::uint64_t keep_from);
   CheckpointerStats stats() const;
 
  private:
@@ -100,6 +104,7 @@ class Checkpointer {
   std::condition_variable cv_;       // requests, works to write, stop
   std::condition_variable done_cv_;  // a checkpoint written (checkpoint_all waits)
   std::vector<std::uint64_t> keep_from_;  // per shard, from its latest checkpoint
+  std::vector<bool> held_;                // the shards checkpointed here
   std::vector<bool> requested_;
   std::vector<bool> asked_;               // a work is on its way from the shard
   std::vector<std::uint64_t> written_;    // checkpoints written, per shard

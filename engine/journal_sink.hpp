@@ -20,6 +20,7 @@ using wal::Lsn;
 using wal::ShardId;
 
 class StoreChannel;
+class ShardRouter;
 
 class JournalSink {
  public:
@@ -55,6 +56,10 @@ class JournalSink {
   // Remote mode: the connection to the server's run store
   // (engine/remote_run_store.hpp); nothing in the other modes.
   virtual StoreChannel* store_channel() { return nullptr; }
+  // Remote mode: which shards this worker holds, and calls for the others
+  // (engine/shard_router.hpp); nothing in the other modes, where every
+  // shard is this engine's.
+  virtual ShardRouter* router() { return nullptr; }
   // Remote mode: the server asks for a shard's checkpoint (its log wants to
   // retire a segment, or it is stopping). Runs on the sink's reading
   // thread; it must only wake others.

@@ -46,6 +46,21 @@ Result<void> RemoteRunStore::load_id_filters(std::uint32_t shard_count) {
   return ok();
 }
 
+Result<void> RemoteRunStore::reload_id_filter(std::uint32_t shard_count, std::uint32_t shard) {
+  StoreCall request;
+  request.op = StoreOp::id_filters;
+  request.limit = shard_count;
+  std::vector<std::vector<std::byte>> rows;
+  FUSEE_TRY_VOID(call(std::move(request), &rows));
+  if (rows.size() != shard_count || shard >= shard_count) return malformed();
+  auto filter = IdFilter::decode(rows[shard]);
+  if (!filter) return malformed();
+  std::lock_guard lock(filters_mu_);
+  if (filters_.size() != shard_count) return malformed();
+  filters_[shard] = std::move(*filter);
+  return ok();
+}
+
 Result<void> RemoteRunStore::stored_ids(const std::function<void(std::string_view)>&) {
   return std::make_error_code(std::errc::operation_not_supported);
 }

@@ -58,6 +58,9 @@ class RemoteRunStore final : public RunStore {
   // Loads the filters of every shard from the server (at open, once the
   // leases are held and before anything is written).
   [[nodiscard]] Result<void> load_id_filters(std::uint32_t shard_count);
+  // Loads one shard's filter again (a shard taken over from another worker,
+  // which added ids since open); the others keep theirs.
+  [[nodiscard]] Result<void> reload_id_filter(std::uint32_t shard_count, std::uint32_t shard);
   // Lookups the filters answered without asking the server.
   std::uint64_t lookups_saved() const { return lookups_saved_.load(); }
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/shard_router.hpp"
 #include "server/protocol/address.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
@@ -40,7 +42,7 @@ constexpr std::size_t kStorePartBytes = 16u << 20;
 constexpr auto kInlineWait = std::chrono::microseconds(250);
 constexpr int kInlineSkips = 64;
 
-class RemoteSink final : public JournalSink, public StoreChannel {
+class RemoteSink final : public JournalSink, public StoreChannel, public ShardRouter {
  public:
   // Throws fusee::Error (invalid_argument) for an address that is not one.
   explicit RemoteSink(RemoteOptions options)
@@ -48,6 +50,11 @@ class RemoteSink final : public JournalSink, public StoreChannel {
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
   }
   ~RemoteSink() override {
+    {
+      // Answers to forwarded calls that come later go nowhere.
+      std::lock_guard lock(gate_->mu);
+      gate_->sink = nullptr;
+    }
     stopping_ = true;
     {
       std::lock_guard lock(heartbeat_mu_);
@@ -72,13 +79,14 @@ class RemoteSink final : public JournalSink, public StoreChannel {
       std::lock_guard lock(send_mu_);
       fd_ = fd;
       greeted_ = false;  // no ping before the hello
+      ++link_;           // answers to calls forwarded over the last connection go nowhere
     }
     decoder_ = server::FrameDecoder();
     if (!send_now(MessageType::hello, 0, server::encode(server::Hello{options_.token, options_.worker}))) {
       problem = "the server closed the connection";
       return std::make_error_code(std::errc::io_error);
     }
-    auto welcome = wait_frame(MessageType::welcome, problem);
+    auto welcome = wait_frame({MessageType::welcome}, problem);
     if (!welcome) return std::make_error_code(std::errc::io_error);
     auto decoded = server::decode_welcome(welcome->payload);
     if (!decoded || decoded->shard_count == 0 || (shards_ != 0 && decoded->shard_count != shards_)) {
@@ -103,15 +111,38 @@ class RemoteSink final : public JournalSink, public StoreChannel {
       next_lsn_ = std::vector<std::atomic<Lsn>>(shards_);
       durable_ = std::vector<std::atomic<Lsn>>(shards_);
       unacked_.resize(shards_);
+      held_ = std::vector<std::atomic<bool>>(shards_);
     }
-    if (!send_now(MessageType::acquire, 0, server::encode(server::Acquire{0}))) {
+    // Every shard; or at most N, the ones it held before first (after a
+    // reconnect: the server restarted and every lease is free).
+    server::Acquire acquire{options_.shards_max, {}};
+    if (!first && options_.shards_max != 0) {
+      for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+        if (held_[shard]) acquire.shards.push_back(shard);
+      }
+    }
+    if (!send_now(MessageType::acquire, 0, server::encode(acquire))) {
       problem = "the server closed the connection";
       return std::make_error_code(std::errc::io_error);
     }
     std::vector<std::optional<server::Lease>> leases(shards_);
-    for (std::uint32_t leased = 0; leased < shards_;) {
-      auto frame = wait_frame(MessageType::lease, problem);
+    std::uint32_t leased = 0;
+    bool acquired = false;
+    auto have_all = [&] {
+      if (options_.shards_max == 0) return leased == shards_;
+      if (!acquired) return false;
+      for (auto shard : acquire.shards) {
+        if (!leases[shard]) return false;
+      }
+      return true;
+    };
+    while (!have_all()) {
+      auto frame = wait_frame({MessageType::lease, MessageType::acquired}, problem);
       if (!frame) return std::make_error_code(std::errc::io_error);
+      if (static_cast<MessageType>(frame->type) == MessageType::acquired) {
+        acquired = true;
+        continue;
+      }
       auto lease = server::decode_lease(frame->payload);
       if (!lease || lease->shard >= shards_ || leases[lease->shard]) {
         problem = "a malformed lease from the server";
@@ -120,13 +151,18 @@ class RemoteSink final : public JournalSink, public StoreChannel {
       leases[lease->shard] = *lease;
       ++leased;
     }
+    std::vector<ShardId> taken;  // leased now and not held before: the engine adopts them
     std::lock_guard lock(send_mu_);
     for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+      if (!leases[shard]) continue;
       const auto& lease = *leases[shard];
       epochs_[shard] = lease.epoch;
-      if (first) {
+      if (first || !held_[shard]) {
         next_lsn_[shard] = lease.durable_lsn;
         durable_[shard] = lease.durable_lsn;
+        unacked_[shard].clear();
+        held_[shard] = true;
+        if (!first) taken.push_back(shard);
         continue;
       }
       // The server's log must hold everything it acknowledged; what it had
@@ -166,10 +202,66 @@ class RemoteSink final : public JournalSink, public StoreChannel {
     }
     if (!http_.empty()) (void)send_locked(MessageType::announce, 0, server::encode(server::Announce{http_}));
     connected_ = true;
+    for (auto shard : taken) lease_taken(shard);
     return ok();
   }
 
+  // --- ShardRouter ---
+  ShardRouter* router() override { return this; }
+  bool holds(ShardId shard) const override { return shard < held_.size() && held_[shard].load(); }
+  void forward(ShardId shard, std::vector<std::byte> body, OnReply on_reply) override {
+    std::uint64_t id = 0;
+    {
+      std::lock_guard lock(state_mu_);
+      if (poison_) {
+        auto why = poison_text_;
+        on_reply(Part::failed, as_bytes(why));
+        return;
+      }
+      id = ++next_request_;
+      forwards_[id] = on_reply;
+    }
+    bool sent = false;
+    {
+      std::lock_guard lock(send_mu_);
+      sent = connected_ && send_locked(MessageType::forward, id, server::encode(server::Forward{shard, std::move(body)}));
+    }
+    if (!sent) {
+      // A frame not sent whole is one the server never acted on.
+      if (auto taken = take_forward(id)) (*taken)(Part::no_holder, as_bytes("not connected to the server now"));
+    }
+  }
+  void set_handlers(std::function<void(Call)> on_call, std::function<void(ShardId)> on_lease) override {
+    std::vector<Call> calls;
+    std::vector<ShardId> leases;
+    bool cleared = !on_call || !on_lease;
+    {
+      std::lock_guard lock(listener_mu_);
+      on_call_ = std::move(on_call);
+      on_lease_ = std::move(on_lease);
+      calls.swap(early_calls_);
+      leases.swap(early_leases_);
+    }
+    if (cleared) return;  // nothing more is handed over
+    for (auto shard : leases) on_lease_(shard);
+    for (auto& call : calls) on_call_(std::move(call));
+  }
+
   void start_reading() { reader_ = std::thread([this] { read_loop(); }); }
+
+  // A shard leased after open: the engine recovers and runs it.
+  void lease_taken(ShardId shard) {
+    std::function<void(ShardId)> hook;
+    {
+      std::lock_guard lock(listener_mu_);
+      if (!on_lease_) {
+        early_leases_.push_back(shard);
+        return;
+      }
+      hook = on_lease_;
+    }
+    hook(shard);
+  }
 
   void announce_http(const std::string& endpoint) override {
     std::lock_guard lock(send_mu_);
@@ -223,11 +315,19 @@ class RemoteSink final : public JournalSink, public StoreChannel {
     {
       std::lock_guard lock(send_mu_);
       for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+        if (!held_[shard]) continue;
         (void)send_locked(MessageType::release, 0, server::encode(server::Release{shard, epochs_[shard]}));
       }
       ::shutdown(fd_, SHUT_WR);
     }
     if (reader_.joinable()) reader_.join();
+    // Calls forwarded to other workers get no answer now.
+    std::map<std::uint64_t, OnReply> forwards;
+    {
+      std::lock_guard lock(state_mu_);
+      forwards.swap(forwards_);
+    }
+    for (auto& [id, on_reply] : forwards) on_reply(Part::failed, as_bytes("the engine shut down"));
     return ok();
   }
   // A read the connection's loss cuts short goes on after the reconnect
@@ -422,12 +522,12 @@ class RemoteSink final : public JournalSink, public StoreChannel {
 
   // While connecting (the reader is not running): the next frame, which
   // must be `expected` (an error frame says why not).
-  std::optional<server::Frame> wait_frame(MessageType expected, std::string& problem) {
+  std::optional<server::Frame> wait_frame(std::initializer_list<MessageType> expected, std::string& problem) {
     std::vector<std::byte> buffer(1 << 16);
     for (;;) {
       if (auto frame = decoder_.next()) {
         auto type = static_cast<MessageType>(frame->type);
-        if (type == expected) return frame;
+        if (std::find(expected.begin(), expected.end(), type) != expected.end()) return frame;
         if (type == MessageType::error) {
           auto error = server::decode_error(frame->payload);
           problem = error ? fmt::format("the server refused: {}: {}", error->code, error->message)
@@ -437,8 +537,13 @@ class RemoteSink final : public JournalSink, public StoreChannel {
         // Positions are learnt again from the leases; a checkpoint request
         // is only an optimisation.
         if (type == MessageType::durable || type == MessageType::checkpoint_soon) continue;
+        // Calls for the shards leased so far are served at once.
+        if (type == MessageType::forwarded || type == MessageType::forward_reply) {
+          handle(*frame);
+          continue;
+        }
         problem = fmt::format("the server sent {} where {} was due", server::message_type_name(type),
-                              server::message_type_name(expected));
+                              server::message_type_name(*expected.begin()));
         return std::nullopt;
       }
       if (!decoder_.error().empty()) {
@@ -483,12 +588,15 @@ class RemoteSink final : public JournalSink, public StoreChannel {
       ::close(fd_);
       fd_ = -1;
     }
+    std::map<std::uint64_t, OnReply> forwards;
     {
       std::lock_guard lock(state_mu_);
       for (auto& [id, pending] : reads_) pending.lost = true;
       for (auto& [id, pending] : calls_) pending.lost = true;
+      forwards.swap(forwards_);
       state_cv_.notify_all();
     }
+    for (auto& [id, on_reply] : forwards) on_reply(Part::lost, as_bytes("the connection to the server went"));
     auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
     std::string problem;
     while (!stopping_ && std::chrono::steady_clock::now() < give_up) {
@@ -596,6 +704,63 @@ class RemoteSink final : public JournalSink, public StoreChannel {
         }
         return;
       }
+      case MessageType::lease: {
+        // A shard freed up (its holder went) and this standby takes it.
+        auto lease = server::decode_lease(frame.payload);
+        if (!lease || lease->shard >= shards_) return;
+        {
+          std::lock_guard lock(send_mu_);
+          if (held_[lease->shard]) return;
+          epochs_[lease->shard] = lease->epoch;
+          next_lsn_[lease->shard] = lease->durable_lsn;
+          durable_[lease->shard] = lease->durable_lsn;
+          unacked_[lease->shard].clear();
+          held_[lease->shard] = true;
+        }
+        lease_taken(lease->shard);
+        return;
+      }
+      case MessageType::forwarded: {
+        auto forward = server::decode_forward(frame.payload);
+        if (!forward) return;
+        Call call;
+        call.shard = forward->shard;
+        call.body = std::move(forward->body);
+        call.reply = [gate = gate_, link = current_link(), relay = frame.request_id](bool last,
+                                                                                       std::vector<std::byte> body) {
+          std::lock_guard lock(gate->mu);
+          if (gate->sink) gate->sink->send_reply(link, relay, last, body);
+        };
+        std::function<void(Call)> hook;
+        {
+          std::lock_guard lock(listener_mu_);
+          if (!on_call_) {
+            early_calls_.push_back(std::move(call));
+            return;
+          }
+          hook = on_call_;
+        }
+        hook(std::move(call));
+        return;
+      }
+      case MessageType::forward_reply: {
+        auto reply = server::decode_forward_reply(frame.payload);
+        if (!reply) return;
+        OnReply on_reply;
+        if (reply->part == server::ReplyPart::more) {
+          std::lock_guard lock(state_mu_);
+          auto found = forwards_.find(frame.request_id);
+          if (found == forwards_.end()) return;
+          on_reply = found->second;
+        } else if (auto taken = take_forward(frame.request_id)) {
+          on_reply = std::move(*taken);
+        } else {
+          return;
+        }
+        static constexpr Part kParts[] = {Part::more, Part::last, Part::no_holder, Part::lost};
+        on_reply(kParts[static_cast<int>(reply->part)], std::move(reply->body));
+        return;
+      }
       case MessageType::error: {
         auto error = server::decode_error(frame.payload);
         set_poison(make_error_code(wal::errc::closed),
@@ -607,14 +772,40 @@ class RemoteSink final : public JournalSink, public StoreChannel {
     }
   }
 
+  std::optional<OnReply> take_forward(std::uint64_t id) {
+    std::lock_guard lock(state_mu_);
+    auto found = forwards_.find(id);
+    if (found == forwards_.end()) return std::nullopt;
+    auto on_reply = std::move(found->second);
+    forwards_.erase(found);
+    return on_reply;
+  }
+  std::uint64_t current_link() {
+    std::lock_guard lock(send_mu_);
+    return link_;
+  }
+  void send_reply(std::uint64_t link, std::uint64_t relay, bool last, const std::vector<std::byte>& body) {
+    std::lock_guard lock(send_mu_);
+    if (link != link_ || fd_ < 0) return;
+    auto part = last ? server::ReplyPart::last : server::ReplyPart::more;
+    (void)send_locked(MessageType::forward_reply, relay, server::encode(server::ForwardReply{part, body}));
+  }
+  static std::vector<std::byte> as_bytes(const std::string& text) {
+    auto bytes = std::as_bytes(std::span(text));
+    return {bytes.begin(), bytes.end()};
+  }
+
   void set_poison(std::error_code error, std::string why) {
+    std::map<std::uint64_t, OnReply> forwards;
     {
       std::lock_guard lock(state_mu_);
       if (poison_) return;
       poison_ = error;
       poison_text_ = std::move(why);
+      forwards.swap(forwards_);
       state_cv_.notify_all();
     }
+    for (auto& [id, on_reply] : forwards) on_reply(Part::failed, as_bytes(poison_text_));
     for (std::uint32_t shard = 0; shard < shards_; ++shard) notify(shard);
   }
   void notify(ShardId shard) {
@@ -658,8 +849,21 @@ class RemoteSink final : public JournalSink, public StoreChannel {
   std::uint64_t connections_ = 0;  // made so far (under state_mu_): a read waits for the next
   std::map<std::uint64_t, PendingRead> reads_;
   std::map<std::uint64_t, PendingCall> calls_;
+  std::map<std::uint64_t, OnReply> forwards_;  // calls forwarded, awaiting their answer (under state_mu_)
   std::mutex listener_mu_;
   Listener listener_;
+  std::function<void(Call)> on_call_;         // under listener_mu_
+  std::function<void(ShardId)> on_lease_;     // under listener_mu_
+  std::vector<Call> early_calls_;             // before the handlers were set (under listener_mu_)
+  std::vector<ShardId> early_leases_;         // before the handlers were set (under listener_mu_)
+  std::vector<std::atomic<bool>> held_;       // leased to this worker (changed under send_mu_)
+  std::uint64_t link_ = 0;                    // connections made (under send_mu_): a reply names its own
+  struct ReplyGate {
+    explicit ReplyGate(RemoteSink* owner) : sink(owner) {}
+    std::mutex mu;
+    RemoteSink* sink = nullptr;  // null once the sink is gone
+  };
+  std::shared_ptr<ReplyGate> gate_ = std::make_shared<ReplyGate>(this);
   std::function<void(ShardId)> checkpoint_hook_;  // under listener_mu_
 };
 

@@ -4,9 +4,11 @@
 // returns the LSN at once, and durable positions arrive as the server's log
 // publishes them, one flush covering every connection's records.
 //
-// At open the sink says hello, asks for every shard and waits until each is
-// leased to it (a shard another worker holds is granted when that worker's
-// connection goes: this is how a standby worker takes over). Each append
+// At open the sink says hello and asks for every shard, waiting until each
+// is leased to it (a shard another worker holds is granted when that
+// worker's connection goes: this is how a standby worker takes over); or,
+// with shards_max N, takes at most N free ones now and more as they free
+// up, up to N (ShardRouter::set_handlers hears of each). Each append
 // carries the shard's lease epoch; a refusal (fenced, storage) or a lost
 // connection poisons the sink, as a failed flush poisons the local log, and
 // the engine is reopened to go on.
@@ -40,6 +42,10 @@ struct RemoteOptions {
   std::string address;  // "unix:PATH" or "HOST:PORT"
   std::string token;    // for TCP, when the server wants one
   std::string worker;   // a name for the server's logs
+  // 0: take every shard, waiting for those another worker holds. N: take
+  // at most N of the free ones and stand by for more (engine/shard_router.hpp
+  // passes calls for the rest on).
+  std::uint32_t shards_max = 0;
   std::function<void(const std::string&)> warn;  // the server went away, came back, or was lost for good
 };
 

@@ -92,7 +92,7 @@ std::string text_of(const boost::json::value& value) {
 }  // namespace
 
 errc errc_from_name(const std::string& name) {
-  for (int code = 1; code <= static_cast<int>(errc::wrong_shard_count); ++code) {
+  for (int code = 1; code <= static_cast<int>(errc::unavailable); ++code) {
     if (name == errc_name(static_cast<errc>(code))) return static_cast<errc>(code);
   }
   return errc::failed;

@@ -23,12 +23,17 @@
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
 #include "engine/shard.hpp"
+#include "engine/shard_router.hpp"
+#include "sdk/src/forwarded_call.hpp"
+#include "sdk/src/remote_calls.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
 #include "wal/log.hpp"
 
 namespace fusee {
 namespace {
+
+RunInfo run_info_of(const engine::FinishedRun& finished);
 
 [[noreturn]] void throw_error(std::error_code error, const std::string& message) {
   auto text = message.empty() ? error.message() : message;
@@ -74,6 +79,24 @@ struct Engine::Impl final : engine::EngineCore {
   std::unordered_map<std::string, InputCheck> input_checks;  // under registry_mu
   std::mutex shutdown_mu;
   std::atomic<bool> shut{false};
+  // Remote mode with the shards split among workers (Config::server_shards_max):
+  // which shards this engine holds, and calls for the others.
+  engine::ShardRouter* router = nullptr;
+  engine::RemoteRunStore* remote_store = nullptr;
+  std::unique_ptr<remote::RemoteCalls> remote_calls;
+  std::string root;  // where the store and the log are (for messages)
+  // Shards leased after open, recovered and started one at a time.
+  std::mutex adopt_mu;
+  std::condition_variable adopt_cv;
+  std::deque<std::uint32_t> to_adopt;
+  std::vector<bool> adopted;  // recovered here (at open or since), under adopt_mu
+  bool adopt_stopping = false;
+  std::thread adopter;
+
+  // Whether this engine runs shard `shard` (always, but in remote mode with
+  // the shards split).
+  bool here(std::uint32_t shard) const { return !router || router->holds(shard); }
+  std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
 
   // --- EngineCore ---
   std::shared_ptr<const WorkflowFn> workflow(const std::string& name) const override {
@@ -94,6 +117,23 @@ struct Engine::Impl final : engine::EngineCore {
     (void)shards[shard]->post(std::move(fn), false);
   }
   void start_child(engine::StartRequest request, std::function<void(const engine::Outcome&)> on_end) override {
+    if (auto shard = shard_of(request.id); !here(shard)) {
+      // The parent asks as long as it takes; starting is idempotent
+      // (attach), so asking again after its holder went is safe. A call
+      // that fails (shutdown, a failed connection) leaves the parent
+      // waiting: it asks again when it is replayed.
+      json_call(shard, forwarded::start_call(request), remote::Repeat::yes, std::chrono::steady_clock::duration::max(),
+                [on_end = std::move(on_end)](remote::RemoteCalls::Answer answer) {
+                  auto* value = std::get_if<boost::json::object>(&answer);
+                  if (!value || !value->contains("outcome")) return;
+                  try {
+                    on_end(forwarded::outcome_of(value->at("outcome")));
+                  } catch (const Error&) {
+                  }
+                },
+                "child");
+      return;
+    }
     auto& shard = shard_for(request.id);
     (void)shard.post(
         [&shard, request = std::move(request), on_end = std::move(on_end)]() mutable {
@@ -131,6 +171,120 @@ struct Engine::Impl final : engine::EngineCore {
   }
 
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }
+
+  // A call for a shard another worker holds; `op` replaces the call's op
+  // (a child's start is a start_call with op "child").
+  void json_call(std::uint32_t shard, boost::json::object call, remote::Repeat repeat,
+                 std::chrono::steady_clock::duration patience, std::function<void(remote::RemoteCalls::Answer)> done,
+                 const char* op = nullptr) {
+    if (op) call["op"] = op;
+    remote_calls->call(shard, std::move(call), repeat, patience, nullptr, std::move(done));
+  }
+  // The same as a future of T: convert(answer), or the answer's Error.
+  template <typename T, typename Convert>
+  std::future<T> forward_as(std::uint32_t shard, boost::json::object call, remote::Repeat repeat,
+                            std::chrono::steady_clock::duration patience, Convert convert) {
+    check_open();
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    remote_calls->call(shard, std::move(call), repeat, patience, nullptr,
+                       [promise, convert = std::move(convert)](remote::RemoteCalls::Answer answer) {
+                         try {
+                           if (auto* error = std::get_if<Error>(&answer)) throw *error;
+                           if constexpr (std::is_void_v<T>) {
+                             convert(std::get<boost::json::object>(answer));
+                             promise->set_value();
+                           } else {
+                             promise->set_value(convert(std::get<boost::json::object>(answer)));
+                           }
+                         } catch (...) {
+                           promise->set_exception(std::current_exception());
+                         }
+                       });
+    return future;
+  }
+
+  // Recovers one shard: its checkpoint's journals from the run store, then
+  // the log past it. Before the shard starts.
+  void recover(std::uint32_t shard, const engine::ShardBases& bases) {
+    auto load = [&](const char* where, wal::Lsn lsn, std::span<const std::byte> bytes,
+                    std::optional<engine::JournalPlace> stored) {
+      auto record = engine::decode_record(bytes);
+      if (!record) {
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", root,
+                                               where, shard, lsn));
+      }
+      if (auto added =
+              shards[shard]->load(*record, lsn, bytes, stored, bases.floors.empty() ? 0 : bases.floors[shard]);
+          !added) {
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
+                                               "journal",
+                                               root, where, shard, lsn, engine::record_kind_name(record->kind),
+                                               record->run_id));
+      }
+    };
+    if (store) {
+      auto stored = store->load_journals(
+          shard, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) -> Result<void> {
+            // A checkpoint covers every journal record the store holds: one
+            // past it would wait forever for a durable position the log
+            // never reaches.
+            if (lsn > bases.floors[shard]) {
+              throw Error(errc::storage,
+                          fmt::format("{}/runs: shard {}'s run store holds record {}, past its checkpoint (LSN {}): "
+                                      "the run store and the log do not belong together",
+                                      root, shard, lsn, bases.floors[shard]));
+            }
+            load("runs", lsn, bytes, engine::JournalPlace::live);
+            return ok();
+          });
+      if (!stored) {
+        throw Error(errc::storage, fmt::format("{}/runs: cannot read shard {}'s journals: {}", root, shard,
+                                               stored.error().message()));
+      }
+    }
+    wal::Lsn first = bases.replay_from.empty() ? 1 : bases.replay_from[shard];
+    auto read = sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
+      load("wal", lsn, bytes, std::nullopt);
+    });
+    if (!read) {
+      throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", root, shard,
+                                             read.error().message()));
+    }
+    shards[shard]->finish_loading();
+  }
+
+  // A standby's takeover: a shard leased after open is recovered from the
+  // server (its id filter, checkpoint, journals and log) and started; its
+  // runs resume under the workflows registered by then.
+  void adopt_loop() {
+    std::unique_lock lock(adopt_mu);
+    for (;;) {
+      adopt_cv.wait(lock, [&] { return adopt_stopping || !to_adopt.empty(); });
+      if (adopt_stopping) return;
+      auto shard = to_adopt.front();
+      to_adopt.pop_front();
+      if (adopted[shard]) continue;
+      adopted[shard] = true;
+      lock.unlock();
+      try {
+        if (auto loaded = remote_store->reload_id_filter(shard_count(), shard); !loaded) {
+          throw Error(errc::storage, fmt::format("cannot load shard {}'s id filter: {}", shard,
+                                                 loaded.error().message()));
+        }
+        auto bases = engine::read_checkpoints(*store, shard_count(), root);
+        recover(shard, bases);
+        checkpointer->adopt(shard, bases.keep_from[shard]);
+        shards[shard]->start();
+      } catch (const Error& error) {
+        // Its runs stay where they are, in the server's log and store, for
+        // the next engine that takes the shard.
+        storage_failed(shard, make_error_code(error.error()));
+        if (warn) warn(fmt::format("cannot take over shard {}: {}", shard, error.what()));
+      }
+      lock.lock();
+    }
+  }
 
   void check_open() const {
     if (shut.load()) throw Error(errc::shut_down, "the engine is shut down");
@@ -197,7 +351,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     std::string problem;
     std::uint32_t server_shards = 0;
     auto sink = engine::connect_remote_sink(
-        engine::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid()), warn},
+        engine::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid()),
+                              config.server_shards_max, warn},
         &server_shards,
         &problem);
     if (!sink) throw Error(errc::storage, fmt::format("remote mode: {}", problem));
@@ -210,7 +365,9 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     // The server's run store: checkpoints, parked runs and finished runs
     // live there, so a standby taking a shard over finds them.
     root = fmt::format("the server at {}", config.server);
+    impl->router = impl->sink->router();
     auto store = std::make_unique<engine::RemoteRunStore>(*impl->sink->store_channel());
+    impl->remote_store = store.get();
     if (auto loaded = store->load_id_filters(shards); !loaded) {
       throw Error(errc::storage, fmt::format("remote mode: cannot load the run store's id filters: {}",
                                              loaded.error().message()));
@@ -246,54 +403,16 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         std::make_unique<engine::Shard>(*impl, shard, *impl->sink, std::max<std::size_t>(1, config.shard_queue_max)));
     impl->shards.back()->set_store(impl->store.get());
   }
+  impl->root = root;
   // Recovery: each shard's runs from its checkpoint (the run store's
-  // journals), then the log past it, then the timers.
+  // journals), then the log past it, then the timers. In remote mode with
+  // the shards split, only the shards this engine holds now; a lease that
+  // comes later is adopted.
+  std::vector<bool> mine(shards);
+  for (std::uint32_t shard = 0; shard < shards; ++shard) mine[shard] = impl->here(shard);
+  impl->adopted = mine;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    auto load = [&](const char* where, wal::Lsn lsn, std::span<const std::byte> bytes,
-                    std::optional<engine::JournalPlace> stored) {
-      auto record = engine::decode_record(bytes);
-      if (!record) {
-        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", root,
-                                               where, shard, lsn));
-      }
-      if (auto added =
-              impl->shards[shard]->load(*record, lsn, bytes, stored, bases.floors.empty() ? 0 : bases.floors[shard]);
-          !added) {
-        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
-                                               "journal",
-                                               root, where, shard, lsn, engine::record_kind_name(record->kind),
-                                               record->run_id));
-      }
-    };
-    if (impl->store) {
-      auto stored = impl->store->load_journals(
-          shard, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) -> Result<void> {
-            // A checkpoint covers every journal record the store holds: one
-            // past it would wait forever for a durable position the log
-            // never reaches.
-            if (lsn > bases.floors[shard]) {
-              throw Error(errc::storage,
-                          fmt::format("{}/runs: shard {}'s run store holds record {}, past its checkpoint (LSN {}): "
-                                      "the run store and the log do not belong together",
-                                      root, shard, lsn, bases.floors[shard]));
-            }
-            load("runs", lsn, bytes, engine::JournalPlace::live);
-            return ok();
-          });
-      if (!stored) {
-        throw Error(errc::storage, fmt::format("{}/runs: cannot read shard {}'s journals: {}", root, shard,
-                                               stored.error().message()));
-      }
-    }
-    wal::Lsn first = bases.replay_from.empty() ? 1 : bases.replay_from[shard];
-    auto read = impl->sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
-      load("wal", lsn, bytes, std::nullopt);
-    });
-    if (!read) {
-      throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", root, shard,
-                                             read.error().message()));
-    }
-    impl->shards[shard]->finish_loading();
+    if (mine[shard]) impl->recover(shard, bases);
   }
   if (impl->store) {
     std::vector<engine::Shard*> shard_ptrs;
@@ -304,7 +423,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
     options.warn = warn;
     impl->checkpointer = std::make_unique<engine::Checkpointer>(std::move(shard_ptrs), *impl->sink, *impl->store,
-                                                                std::move(options), bases.keep_from);
+                                                                std::move(options), bases.keep_from, mine);
     impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {
       checkpointer->request_lagging(retires_at);
     });
@@ -326,8 +445,24 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   impl->clock->on_advance([waker = std::weak_ptr<Waker>(impl->waker)] {
     if (auto alive = waker.lock()) alive->wake();
   });
-  for (auto& shard : impl->shards) shard->start();
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    if (mine[shard]) impl->shards[shard]->start();
+  }
   if (impl->checkpointer) impl->checkpointer->start();
+  if (impl->router) {
+    impl->remote_calls = std::make_unique<remote::RemoteCalls>(*impl->router, impl->shards, &run_info_of);
+    impl->adopter = std::thread([impl = impl.get()] { impl->adopt_loop(); });
+    impl->router->set_handlers([calls = impl->remote_calls.get()](engine::ShardRouter::Call call) {
+                                 calls->serve(std::move(call));
+                               },
+                               [impl = impl.get()](wal::ShardId shard) {
+                                 {
+                                   std::lock_guard lock(impl->adopt_mu);
+                                   impl->to_adopt.push_back(shard);
+                                 }
+                                 impl->adopt_cv.notify_all();
+                               });
+  }
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
   if (!config.http_listen.empty()) {
     engine->impl_->http = std::make_unique<server::HttpServer>(
@@ -377,6 +512,14 @@ void Engine::shutdown() {
   if (impl_->shut.exchange(true)) return;
   // No new requests, and none left waiting on the shards.
   if (impl_->http) impl_->http->stop();
+  if (impl_->adopter.joinable()) {
+    {
+      std::lock_guard adopt_lock(impl_->adopt_mu);
+      impl_->adopt_stopping = true;
+    }
+    impl_->adopt_cv.notify_all();
+    impl_->adopter.join();
+  }
   if (impl_->checkpointer) impl_->checkpointer->stop();
   for (auto& shard : impl_->shards) shard->stop();
   // Remote mode checkpoints while it still holds the leases (close gives
@@ -384,6 +527,11 @@ void Engine::shutdown() {
   bool remote = impl_->config.mode == Mode::remote;
   if (remote && impl_->checkpointer && impl_->sink->drain()) (void)impl_->checkpointer->final_checkpoint();
   (void)impl_->sink->close();
+  if (impl_->router) {
+    // The sink answered every call still out (shut_down) as it closed.
+    impl_->router->set_handlers(nullptr, nullptr);
+    impl_->remote_calls->stop();
+  }
   {
     std::lock_guard waker_lock(impl_->waker->mu);
     impl_->waker->shards.clear();
@@ -435,6 +583,17 @@ std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, 
   if (options.deadline && options.deadline->count() <= 0) {
     throw Error(errc::invalid_argument, fmt::format("run '{}': the deadline must be positive", id));
   }
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // Starting again is harmless only when it attaches.
+    auto repeat = options.if_running == IfRunning::attach && options.if_finished == IfFinished::attach
+                      ? remote::Repeat::yes
+                      : remote::Repeat::never;
+    return impl_->forward_as<StartOutcome>(
+        shard, forwarded::start_call(engine::StartRequest{workflow, id, std::move(input), options}), repeat,
+        remote::kHolderPatience, [](const boost::json::object& answer) {
+          return forwarded::text(answer, "outcome") == "started" ? StartOutcome::started : StartOutcome::attached;
+        });
+  }
   return impl_->request_async<StartOutcome>(
       id, [workflow, id, input = std::move(input), options](
               engine::Shard& shard, const std::shared_ptr<std::promise<StartOutcome>>& promise) mutable {
@@ -459,6 +618,15 @@ StartOutcome Engine::start_json(const std::string& workflow, const std::string& 
 }
 
 std::future<boost::json::value> Engine::result_json_async(const std::string& id) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // A result waits as long as the run takes, across takeovers.
+    return impl_->forward_as<boost::json::value>(
+        shard, boost::json::object{{"op", "result"}, {"id", id}}, remote::Repeat::yes,
+        std::chrono::steady_clock::duration::max(), [](const boost::json::object& answer) {
+          if (!answer.contains("outcome")) throw Error(errc::storage, "a forwarded result without its outcome");
+          return forwarded::outcome_of(answer.at("outcome")).value_or_throw();
+        });
+  }
   return impl_->request_async<boost::json::value>(
       id, [id](engine::Shard& shard, const std::shared_ptr<std::promise<boost::json::value>>& promise) {
         shard.handle_result(id, [promise](const engine::Outcome& outcome) {
@@ -485,6 +653,18 @@ std::function<void(std::error_code, std::string)> reply_to(const std::shared_ptr
 
 void Engine::signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                          const std::string& signal_id) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // A signal with an id is dropped when delivered twice; one without may
+    // not be sent again.
+    impl_->forward_as<void>(shard,
+                            boost::json::object{
+                                {"op", "signal"}, {"id", id}, {"signal", signal}, {"value", std::move(value)},
+                                {"signal_id", signal_id}},
+                            signal_id.empty() ? remote::Repeat::never : remote::Repeat::yes, remote::kHolderPatience,
+                            [](const boost::json::object&) {})
+        .get();
+    return;
+  }
   auto reply = impl_->request_async<Reply>(id, [id, signal, value = std::move(value), signal_id](
                                                    engine::Shard& shard,
                                                    const std::shared_ptr<std::promise<Reply>>& promise) mutable {
@@ -494,6 +674,12 @@ void Engine::signal_json(const std::string& id, const std::string& signal, boost
 }
 
 void Engine::cancel(const std::string& id, const std::string& reason) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    impl_->forward_as<void>(shard, boost::json::object{{"op", "cancel"}, {"id", id}, {"reason", reason}},
+                            remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object&) {})
+        .get();
+    return;
+  }
   auto reply = impl_->request_async<Reply>(
                         id, [id, reason](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
                           shard.handle_cancel(id, reason, reply_to(promise));
@@ -504,6 +690,48 @@ void Engine::cancel(const std::string& id, const std::string& reason) {
 
 StreamReader Engine::read_stream(const std::string& id, const std::string& stream, StreamFrom from) {
   auto feed = std::make_shared<detail::StreamFeed>();
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // Chunks come as parts of the call's answer. When the holder goes, the
+    // read is sent again to the next one from the chunk after the last
+    // received, so the reader sees no gap and no duplicate.
+    impl_->check_open();
+    auto opened = std::make_shared<std::promise<void>>();
+    auto state = std::make_shared<std::pair<bool, std::uint64_t>>(false, 0);  // opened; the next offset
+    impl_->remote_calls->call(
+        shard,
+        boost::json::object{{"op", "stream"}, {"id", id}, {"stream", stream}, {"from", forwarded::from_json(from)}},
+        remote::Repeat::yes, std::chrono::steady_clock::duration::max(),
+        [feed, opened, state](const boost::json::object& part, boost::json::object& call) {
+          if (!state->first) {
+            state->first = true;
+            opened->set_value();
+          }
+          auto chunk = part.find("chunk");
+          if (chunk == part.end() || !chunk->value().is_object()) return;
+          const auto& object = chunk->value().as_object();
+          auto offset = object.contains("offset") && object.at("offset").is_number()
+                            ? object.at("offset").to_number<std::uint64_t>()
+                            : 0;
+          if (offset < state->second && state->second != 0) return;  // sent again after a takeover
+          state->second = offset + 1;
+          call["from"] = forwarded::from_json(StreamFrom::at(offset + 1));
+          feed->push(StreamChunk{offset, object.contains("value") ? object.at("value") : boost::json::value()});
+        },
+        [feed, opened, state](remote::RemoteCalls::Answer answer) {
+          auto* error = std::get_if<Error>(&answer);
+          if (!state->first) {
+            state->first = true;
+            if (error) {
+              opened->set_exception(std::make_exception_ptr(*error));
+              return;
+            }
+            opened->set_value();
+          }
+          feed->end(error ? error->code() : std::error_code());
+        });
+    opened->get_future().get();
+    return StreamReader(feed);
+  }
   auto reply = impl_->request_async<Reply>(id, [id, stream, from, feed](
                                                    engine::Shard& shard,
                                                    const std::shared_ptr<std::promise<Reply>>& promise) {
@@ -538,6 +766,17 @@ bool in_time_range(const RunInfo& run, const RunFilter& filter) {
 }  // namespace
 
 std::optional<RunInfo> Engine::get_run(const std::string& id) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    return impl_->forward_as<std::optional<RunInfo>>(shard, boost::json::object{{"op", "get"}, {"id", id}},
+                                                     remote::Repeat::yes, remote::kHolderPatience,
+                                                     [](const boost::json::object& answer) -> std::optional<RunInfo> {
+                                                       if (!answer.contains("run") || answer.at("run").is_null()) {
+                                                         return std::nullopt;
+                                                       }
+                                                       return forwarded::run_info_of(answer.at("run"));
+                                                     })
+        .get();
+  }
   return impl_->request_async<std::optional<RunInfo>>(
                   id,
                   [id](engine::Shard& shard, const std::shared_ptr<std::promise<std::optional<RunInfo>>>& promise) {
@@ -555,6 +794,20 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   impl_->check_open();
   std::vector<std::future<std::vector<RunInfo>>> parts;
   for (auto& shard : impl_->shards) {
+    if (!impl_->here(shard->id())) {
+      // Another worker's shard: its runs in memory, from it.
+      parts.push_back(impl_->forward_as<std::vector<RunInfo>>(
+          shard->id(), boost::json::object{{"op", "list"}, {"filter", forwarded::filter_json(filter)}},
+          remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object& answer) {
+            std::vector<RunInfo> runs;
+            if (!answer.contains("runs") || !answer.at("runs").is_array()) {
+              throw Error(errc::storage, "a forwarded list without its runs");
+            }
+            for (const auto& run : answer.at("runs").as_array()) runs.push_back(forwarded::run_info_of(run));
+            return runs;
+          }));
+      continue;
+    }
     auto promise = std::make_shared<std::promise<std::vector<RunInfo>>>();
     parts.push_back(promise->get_future());
     bool posted = shard->post(

@@ -33,6 +33,7 @@ const char* errc_name(errc code) noexcept {
     case errc::invalid_argument: return "invalid_argument";
     case errc::shut_down: return "shut_down";
     case errc::wrong_shard_count: return "wrong_shard_count";
+    case errc::unavailable: return "unavailable";
   }
   return "unknown";
 }

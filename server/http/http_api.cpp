@@ -30,6 +30,7 @@ unsigned status_of(errc code) {
     case errc::wrong_shard_count: return 400;
     case errc::busy: return 503;
     case errc::shut_down: return 503;
+    case errc::unavailable: return 503;
     case errc::timed_out: return 504;
     case errc::storage: return 500;
     default: return 500;

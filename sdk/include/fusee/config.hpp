@@ -64,6 +64,11 @@ struct Config {
   // Remote mode: the server's address, and its token (TCP, when it wants one).
   std::string server;
   std::string server_token;
+  // Remote mode: 0, every shard (open waits for all). N: at most N of the
+  // free shards at open (none, when others hold them all), more as they
+  // free up while under N; calls for the runs of the other shards go to
+  // their holders through the server (docs/server-protocol.md).
+  std::uint32_t server_shards_max = 0;
   // The HTTP/JSON API (docs/http-api.md), served by this engine on
   // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
   // off. With a token, every route but /healthz wants
@@ -88,9 +93,9 @@ struct Config {
   }
   // Remote mode: "unix:PATH" or "HOST:PORT" of a `fusee server`. The engine
   // takes every shard's lease, waiting while another worker holds one (a
-  // standby takes over when the holder's connection goes). For now without
-  // the run store: finished runs stay in memory, nothing parks, and the
-  // server's log is never retired.
+  // standby takes over when the holder's connection goes); with
+  // server_shards_max N it takes at most N free ones and stands by for more.
+  // Checkpoints, parked and finished runs live in the server's run store.
   static Config remote(std::string address) {
     Config config;
     config.mode = Mode::remote;

@@ -22,6 +22,7 @@ enum class errc {
   invalid_argument,  // a bad argument or configuration
   shut_down,         // the engine is shut down
   wrong_shard_count, // the data directory has another shard count (see `fusee reshard`)
+  unavailable,       // remote mode: no worker holds the run's shard now, or its holder went mid-call; try again
 };
 
 const std::error_category& error_category() noexcept;
