@@ -500,6 +500,7 @@ EngineStats Engine::stats() const {
     std::lock_guard lock(impl_->storage_error_mu);
     stats.log_error = impl_->storage_error;
   }
+  for (std::uint32_t shard = 0; shard < impl_->shard_count(); ++shard) stats.shards_held += impl_->here(shard) ? 1 : 0;
   for (const auto& shard : impl_->shards) {
     stats.runs_parked += shard->stats().runs_parked.load();
     stats.runs_woken += shard->stats().runs_woken.load();

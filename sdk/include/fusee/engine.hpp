@@ -116,6 +116,9 @@ struct EngineStats {
   std::array<std::uint64_t, kFlushLatencyBoundsUs.size() + 1> flush_latency_counts{};  // local mode
   std::uint64_t flush_latency_sum_us = 0;
   std::uint64_t staged_bytes = 0;  // appended, not yet durable, not yet in a write
+  // The shards this engine runs: all of them, but in remote mode with
+  // Config::server_shards_max (the others' runs are other workers').
+  std::uint32_t shards_held = 0;
 };
 
 namespace detail {

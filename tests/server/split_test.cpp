@@ -1,0 +1,209 @@
+// Remote mode with the shards split among workers (Config::server_shards_max)
+// against a log service in this process: each worker runs its own shards
+// and passes calls for the others' runs on through the server, child runs
+// cross workers, and a standby takes over the shards of a worker that goes,
+// resuming their runs.
+#include <doctest/doctest.h>
+
+#include <fusee/fusee.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/run_hash.hpp"
+#include "server/log_service.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+using namespace fusee;
+
+namespace {
+
+constexpr std::uint32_t kShards = 4;
+const WorkflowRef<int, int> kWait{"wait"};        // doubles, then waits for "go" and adds it
+const WorkflowRef<int, int> kFan{"fan"};          // starts `input` wait children and sums them
+const WorkflowRef<int, int> kCount{"count"};      // writes 0..input-1 to stream "out"
+const Signal<int> kGo{"go"};
+
+struct Server {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  std::unique_ptr<server::LogService> service;
+  std::string address() const { return "unix:" + dir.sub("sock"); }
+  Server() {
+    server::LogServiceOptions options;
+    options.dir = dir.sub("data");
+    options.listen = address();
+    options.shards = kShards;
+    options.direct_io = false;
+    options.log = [](const std::string&) {};
+    service = server::LogService::open(fs, options);
+  }
+};
+
+std::unique_ptr<Engine> open_worker(const Server& server, std::uint32_t shards_max) {
+  auto config = Config::remote(server.address());
+  config.server_shards_max = shards_max;
+  config.warn = [](const std::string&) {};
+  auto engine = Engine::open(config);
+  engine->register_workflow(kWait, [](Ctx& ctx, int input) -> Task<int> {
+    int doubled = co_await ctx.step("double", [input] { return input * 2; });
+    auto go = co_await ctx.wait_for(kGo);
+    co_return doubled + go.value_or(0);
+  });
+  engine->register_workflow(kFan, [](Ctx& ctx, int children) -> Task<int> {
+    int sum = 0;
+    for (int child = 0; child < children; ++child) {
+      sum += co_await ctx.child(kWait, ctx.run_id() + "-" + std::to_string(child), child);
+    }
+    co_return sum;
+  });
+  engine->register_workflow(kCount, [](Ctx& ctx, int chunks) -> Task<int> {
+    for (int chunk = 0; chunk < chunks; ++chunk) co_await ctx.stream("out").write(chunk);
+    co_await ctx.stream("out").close();
+    co_return chunks;
+  });
+  return engine;
+}
+
+std::uint32_t shard_of(const std::string& id) { return engine::shard_of(id, kShards); }
+
+// Waits (at most 10 s) for the engine to hold `shards` shards.
+bool holds_within(Engine& engine, std::uint32_t shards) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (engine.stats().shards_held != shards) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Signals run `id` once it exists (a parent starts its children one after
+// another); at most 10 s.
+void signal_when_started(Engine& engine, const std::string& id, int value) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!engine.get_run(id)) {
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  engine.signal(id, kGo, value, "go");
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+  TEST_CASE("remote split: two workers share the shards, and each answers for the other's runs") {
+    Server server;
+    auto first = open_worker(server, 2);
+    auto second = open_worker(server, 2);
+    CHECK(first->stats().shards_held == 2);
+    CHECK(second->stats().shards_held == 2);
+
+    // Runs on every shard, all started through the first worker.
+    std::vector<std::string> ids;
+    for (int run = 0; run < 24; ++run) ids.push_back("w-" + std::to_string(run));
+    std::vector<bool> seen(kShards);
+    for (const auto& id : ids) seen[shard_of(id)] = true;
+    REQUIRE(std::count(seen.begin(), seen.end(), true) == kShards);
+    for (std::size_t run = 0; run < ids.size(); ++run) {
+      CHECK(first->start(kWait, ids[run], static_cast<int>(run)) == StartOutcome::started);
+      CHECK(second->start(kWait, ids[run], static_cast<int>(run)) == StartOutcome::attached);
+    }
+    StartOptions reject;
+    reject.if_running = IfRunning::reject;
+    for (const auto& id : ids) CHECK_THROWS_AS(second->start(kWait, id, 0, reject), Error);
+    // Both see every run, wherever it runs.
+    CHECK(first->list_runs().size() == ids.size());
+    CHECK(second->list_runs(RunFilter{std::string("wait"), RunStatus::running, {}, {}}).size() == ids.size());
+    for (const auto& id : ids) {
+      auto info = second->get_run(id);
+      REQUIRE(info.has_value());
+      CHECK(info->status == RunStatus::running);
+    }
+    CHECK_FALSE(first->get_run("no-such-run").has_value());
+    CHECK_FALSE(second->get_run("no-such-run").has_value());
+
+    // Signals and a cancel through the other worker; results through either.
+    for (std::size_t run = 0; run + 1 < ids.size(); ++run) second->signal(ids[run], kGo, 1000, "go-" + ids[run]);
+    first->cancel(ids.back(), "enough");
+    for (std::size_t run = 0; run + 1 < ids.size(); ++run) {
+      CHECK(first->result(kWait, ids[run]) == 1000 + 2 * static_cast<int>(run));
+      CHECK(second->result(kWait, ids[run]) == 1000 + 2 * static_cast<int>(run));
+    }
+    try {
+      (void)second->result(kWait, ids.back());
+      FAIL("a cancelled run has no result");
+    } catch (const Error& error) {
+      CHECK(error.error() == errc::cancelled);
+    }
+    // Errors cross workers as they are.
+    for (const auto& id : {std::string("nobody-0"), std::string("nobody-1"), std::string("nobody-2")}) {
+      try {
+        first->signal(id, kGo, 1);
+        second->signal(id, kGo, 1);
+        FAIL("a signal to no run");
+      } catch (const Error& error) {
+        CHECK(error.error() == errc::not_found);
+      }
+    }
+
+    // A parent's children on both workers' shards.
+    for (int parent = 0; parent < 4; ++parent) {
+      auto id = "fan-" + std::to_string(parent);
+      first->start(kFan, id, 6);
+      for (int child = 0; child < 6; ++child) signal_when_started(*second, id + "-" + std::to_string(child), 0);
+    }
+    for (int parent = 0; parent < 4; ++parent) {
+      CHECK(second->result(kFan, "fan-" + std::to_string(parent)) == 2 * (0 + 1 + 2 + 3 + 4 + 5));
+    }
+
+    // Streams read through the worker that does not hold them.
+    for (int run = 0; run < 8; ++run) {
+      auto id = "count-" + std::to_string(run);
+      auto& reader_engine = run % 2 == 0 ? *first : *second;
+      CHECK(reader_engine.execute(kCount, id, 5) == 5);
+      auto reader = reader_engine.read_stream(id, "out", StreamFrom::at(1));
+      std::vector<int> chunks;
+      while (auto chunk = reader.next()) chunks.push_back(static_cast<int>(chunk->value.as_int64()));
+      CHECK(chunks == std::vector<int>{1, 2, 3, 4});
+    }
+  }
+
+  TEST_CASE("remote split: a standby takes over the shards of a worker that goes, and their runs resume") {
+    Server server;
+    auto first = open_worker(server, 2);
+    auto second = open_worker(server, 2);
+    auto standby = open_worker(server, 2);
+    CHECK(standby->stats().shards_held == 0);  // nothing free: it stands by
+    std::vector<std::string> ids;
+    for (int run = 0; run < 16; ++run) ids.push_back("s-" + std::to_string(run));
+    // Started through the standby: every one goes to a holder.
+    for (std::size_t run = 0; run < ids.size(); ++run) standby->start(kWait, ids[run], static_cast<int>(run));
+    // A parent waits for children on every shard.
+    std::string parent = "parent";
+    standby->start(kFan, parent, 4);
+    for (const auto& id : ids) CHECK(first->get_run(id)->status == RunStatus::running);
+
+    // The first worker goes: the standby takes its two shards.
+    first->shutdown();
+    REQUIRE(holds_within(*standby, 2));
+    for (std::size_t run = 0; run < ids.size(); ++run) second->signal(ids[run], kGo, 7, "go");
+    for (int child = 0; child < 4; ++child) signal_when_started(*standby, parent + "-" + std::to_string(child), 1);
+    for (std::size_t run = 0; run < ids.size(); ++run) {
+      CHECK(standby->result(kWait, ids[run]) == 7 + 2 * static_cast<int>(run));
+      CHECK(second->result(kWait, ids[run]) == 7 + 2 * static_cast<int>(run));
+    }
+    CHECK(standby->result(kFan, parent) == 4 + 2 * (0 + 1 + 2 + 3));
+
+    // Then the second goes too, and a new standby takes its shards.
+    auto late = open_worker(server, 2);
+    CHECK(late->stats().shards_held == 0);
+    second->shutdown();
+    REQUIRE(holds_within(*late, 2));
+    for (std::size_t run = 0; run < ids.size(); ++run) {
+      CHECK(late->result(kWait, ids[run]) == 7 + 2 * static_cast<int>(run));
+    }
+    CHECK(late->list_runs().size() == ids.size() + 1 + 4);
+  }
+}
