@@ -29,6 +29,11 @@ int main(int argc, char** argv) {
   demo_command->add_flag("--child", demo.child)->group("");
   demo_command->add_option("--allow", demo.allow)->group("");
   demo_command->add_flag("--final", demo.final)->group("");
+  demo_command->add_option("--shards-max", demo.shards_max)->group("");
+  demo_command->add_flag("--partner", demo.partner)->group("");
+  demo_command->add_flag("--split", demo.split,
+                         "With --remote: two workers split the shards; the killed one's standby takes its half over")
+      ->needs("--remote");
   demo_command->add_option("--server", demo.server,
                            "Remote mode against this `fusee server` (unix:PATH or HOST:PORT) instead of one of its own");
 

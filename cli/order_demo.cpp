@@ -44,6 +44,8 @@ constexpr const char* kMarker = ".fusee-demo";
 // timeout, so anything near this means a run is stuck.
 constexpr milliseconds kFinalLifeLimit{60'000};
 constexpr std::size_t kViolationsShown = 20;
+// Remote mode's log service: its shards, split in halves with --split.
+constexpr std::uint32_t kSplitShards = 4;
 
 std::int64_t system_ms() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -111,7 +113,7 @@ void send_state(Child& child, const std::string& state) {
 // Starts `fusee demo --child ...`; send_state() gives it the ledger's state
 // on its stdin.
 std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t seed, std::uint32_t allow, bool final,
-                                 const std::string& server) {
+                                 const std::string& server, bool partner = false) {
   int report[2], input[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
   if (::pipe2(input, O_CLOEXEC) != 0) {
@@ -131,6 +133,11 @@ std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t 
     args.emplace_back("--server");
     args.push_back(server);
   }
+  if (options.split) {
+    args.emplace_back("--shards-max");
+    args.push_back(std::to_string(kSplitShards / 2));
+  }
+  if (partner) args.emplace_back("--partner");
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -163,6 +170,9 @@ class LineReader {
   // acknowledge something new (not a re-read of history).
   LineReader(OrderLedger& ledger, int life, std::string_view watched)
       : ledger_(ledger), life_(life), watched_(watched) {}
+  // The split demo's partner lives through every life: its lines count for
+  // the life in which they arrive.
+  void set_life(int life) { life_ = life; }
   // Reads what is there; false at end of file (the child is gone).
   bool read_from(int fd) {
     char buffer[8192];
@@ -175,6 +185,11 @@ class LineReader {
     std::size_t start = 0;
     for (auto end = partial_.find('\n'); end != std::string::npos; end = partial_.find('\n', start)) {
       auto line = std::string_view(partial_).substr(start, end - start);
+      if (line == kReadyLine) {  // a partner's engine is open
+        start = end + 1;
+        continue;
+      }
+      ++lines_;
       bool fresh = ledger_.feed(life_, line, now);
       if (fresh && !watched_.empty() && line.starts_with(watched_)) ++watched_lines_;
       start = end + 1;
@@ -186,6 +201,7 @@ class LineReader {
   // below PIPE_BUF never does.
   bool has_partial() const { return !partial_.empty(); }
   bool heard() const { return heard_; }
+  std::uint64_t lines() const { return lines_; }
   std::uint64_t watched_lines() const { return watched_lines_; }
 
  private:
@@ -194,6 +210,7 @@ class LineReader {
   std::string partial_;
   std::string_view watched_;
   std::uint64_t watched_lines_ = 0;
+  std::uint64_t lines_ = 0;
   bool heard_ = false;  // the child has reported something: its engine is open
 };
 
@@ -245,9 +262,11 @@ int run_order_demo(const OrderDemoOptions& options) {
     fmt::print("fusee demo: {} orders through the `order` workflow in {}; the worker process is SIGKILLed {} times "
                "(seed {}){}\n",
                options.orders, options.dir, options.kills, seed,
-               options.remote ? "; remote mode: workers lease the shards from a log service, a standby takes over "
-                                "each kill"
-                              : "");
+               options.split    ? "; remote mode: two workers split the shards of a log service, and a standby takes "
+                                  "the killed one's half over each kill"
+               : options.remote ? "; remote mode: workers lease the shards from a log service, a standby takes over "
+                                  "each kill"
+                                : "");
   }
 
   OrderLedger ledger(seed, options.orders, kApprovalTimeout);
@@ -269,7 +288,7 @@ int run_order_demo(const OrderDemoOptions& options) {
     server::LogServiceOptions service_options;
     service_options.dir = options.dir + "/log";
     service_options.listen = "unix:" + options.dir + "/server.sock";
-    service_options.shards = 4;
+    service_options.shards = kSplitShards;
     service_options.segment_bytes = 1u << 20;  // as a local engine's in the demo: rolls ask for checkpoints
     service_options.log = [](const std::string&) {};
     try {
@@ -280,8 +299,35 @@ int run_order_demo(const OrderDemoOptions& options) {
     }
     server_address = service->endpoint();
   }
+  // Split: the partner holds half the shards through every life.
+  std::optional<Child> partner;
+  std::optional<LineReader> partner_reader;
+  auto read_partner = [&](int wait_ms) {
+    if (!partner) return;
+    pollfd poll_fd{partner->report_fd, POLLIN, 0};
+    while (::poll(&poll_fd, 1, wait_ms) > 0 && partner_reader->read_from(partner->report_fd)) wait_ms = 0;
+  };
+  if (options.split) {
+    partner = spawn_child(options, seed, 0, false, server_address, /*partner=*/true);
+    if (!partner) {
+      fmt::print(stderr, "fusee demo: cannot start the partner worker: {}\n", std::strerror(errno));
+      return 2;
+    }
+    ::close(partner->state_fd);
+    partner->state_fd = -1;
+    partner_reader.emplace(ledger, 0, "");
+    // Its engine open first, so the killed workers take the other half.
+    auto give_up = Clock::now() + std::chrono::seconds(30);
+    while (!partner_reader->heard() && Clock::now() < give_up) read_partner(100);
+    if (!partner_reader->heard()) {
+      fmt::print(stderr, "fusee demo: the partner worker did not open its engine\n");
+      ::kill(partner->pid, SIGKILL);
+      return 2;
+    }
+  }
   std::optional<Child> standby;  // remote mode: the next life's worker, waiting for the leases
   for (int life = 0; life <= options.kills && failures.empty(); ++life) {
+    if (partner_reader) partner_reader->set_life(life);
     const bool final = life == options.kills;
     const auto allow = allow_for(life);
     auto child = standby ? standby : spawn_child(options, seed, allow, final, server_address);
@@ -299,8 +345,11 @@ int run_order_demo(const OrderDemoOptions& options) {
     while (open && (kill.after_kind.empty() || reader.watched_lines() < kill.after_count)) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) break;
-      pollfd poll_fd{child->report_fd, POLLIN, 0};
-      if (::poll(&poll_fd, 1, static_cast<int>(std::min<long long>(left, 100))) > 0) open = reader.read_from(child->report_fd);
+      pollfd poll_fds[2] = {{child->report_fd, POLLIN, 0}, {partner ? partner->report_fd : -1, POLLIN, 0}};
+      if (::poll(poll_fds, partner ? 2 : 1, static_cast<int>(std::min<long long>(left, 100))) > 0) {
+        if (poll_fds[0].revents != 0) open = reader.read_from(child->report_fd);
+        if (partner && poll_fds[1].revents != 0) read_partner(0);
+      }
       // Only with its own log service: against an outside server that may
       // restart, a standby could win the leases back from a live holder
       // and be left stale (it is then deposed, and must reopen).
@@ -317,6 +366,7 @@ int run_order_demo(const OrderDemoOptions& options) {
       while (reader.read_from(child->report_fd)) {
       }
     }
+    read_partner(0);
     ::close(child->report_fd);
     int status = 0;
     while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
@@ -361,6 +411,20 @@ int run_order_demo(const OrderDemoOptions& options) {
     int status = 0;
     while (::waitpid(standby->pid, &status, 0) < 0 && errno == EINTR) {
     }
+  }
+  if (partner) {
+    // Everything it ran is reported by now (the final check saw every
+    // order finish); what is left in its pipe still counts.
+    ::kill(partner->pid, SIGKILL);
+    while (partner_reader->read_from(partner->report_fd)) {
+    }
+    ::close(partner->report_fd);
+    int status = 0;
+    while (::waitpid(partner->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (partner_reader->has_partial()) failures.push_back("the partner's last line arrived cut short");
+    if (partner_reader->lines() == 0) failures.push_back("the partner ran nothing: the shards were not split");
+    if (!options.quiet) fmt::print("partner: {} lines reported from its half of the shards\n", partner_reader->lines());
   }
   if (service) service->stop();
   auto violations = failures;

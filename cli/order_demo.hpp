@@ -32,11 +32,18 @@ struct OrderDemoOptions {
   // waits for the leases while the holder runs, and takes over when the
   // holder is SIGKILLed.
   bool remote = false;
+  // With remote: the shards split between two workers (each takes at most
+  // half): a partner worker, never killed, runs the orders of its half and
+  // answers for them; the killed worker's standby takes over the other half
+  // at runtime while the partner goes on.
+  bool split = false;
   // The child's side (hidden options, set by the parent).
   bool child = false;
   std::uint32_t allow = 0;  // the child starts orders [0, allow)
   bool final = false;       // run everything to its end, then the final check
   std::string server;       // remote mode: the log service's address
+  std::uint32_t shards_max = 0;  // remote mode: Config::server_shards_max
+  bool partner = false;          // split: only run the orders of its shards and answer for them
 };
 
 // Returns the process exit code: 0 when every check held, 1 on a violation,

@@ -173,6 +173,7 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   auto config = options.server.empty() ? Config::local(options.dir) : Config::remote(options.server);
   config.segment_bytes = kSegmentBytes;
   config.checkpoint_interval = kCheckpointInterval;
+  config.server_shards_max = options.shards_max;
   auto engine = Engine::open(config);
   engine->register_workflow(kOrderWorkflow, [&world](Ctx& ctx, Order order) {
     return order_workflow(ctx, std::move(order), world);
@@ -307,6 +308,12 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fusee demo child: the engine did not open on %s: %s\n", options.dir.c_str(), error.what());
     return 3;
+  }
+  if (options.partner) {
+    // It runs the orders of its shards and answers the other workers'
+    // calls for them, until the parent's SIGKILL.
+    reporter.send(std::string(kReadyLine) + "\n");
+    for (;;) ::pause();
   }
   auto known = read_known_state(STDIN_FILENO);
   {

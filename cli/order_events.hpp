@@ -64,6 +64,8 @@ std::string final_end_line(std::string_view id);
 std::string final_result_line(std::string_view id, const boost::json::value& value);
 std::string run_line(std::string_view id, std::string_view status);
 std::string complete_line();
+// The split demo's partner: its engine is open (not an event of the ledger's).
+inline constexpr std::string_view kReadyLine = "ready";
 
 // One line without its newline; nullopt if it is not well formed.
 std::optional<OrderEvent> parse_order_event(std::string_view line);
