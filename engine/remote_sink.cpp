@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +42,13 @@ constexpr std::size_t kStorePartBytes = 16u << 20;
 // (write_inline), and how many waits sleep at once after one ran out.
 constexpr auto kInlineWait = std::chrono::microseconds(250);
 constexpr int kInlineSkips = 64;
+// After the server restarted, a worker holding fewer than shards_max asks
+// for more only this long after it reconnected: the workers that held the
+// other shards take theirs back first.
+constexpr auto kStandbyGrace = std::chrono::seconds(1);
+// How long a worker reconnecting waits for the shards it held; another
+// worker holding one by then took it while the server was away.
+constexpr auto kReclaimFor = std::chrono::seconds(10);
 
 class RemoteSink final : public JournalSink, public StoreChannel, public ShardRouter {
  public:
@@ -113,21 +121,27 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       unacked_.resize(shards_);
       held_ = std::vector<std::atomic<bool>>(shards_);
     }
-    // Every shard; or at most N, the ones it held before first (after a
-    // reconnect: the server restarted and every lease is free).
+    // Every shard; or at most N. After a reconnect (the server restarted
+    // and every lease is free) a worker with at most N asks for the ones it
+    // held, and for more only after kStandbyGrace (the heartbeat sends it).
     server::Acquire acquire{options_.shards_max, {}};
-    if (!first && options_.shards_max != 0) {
+    const bool named = !first && options_.shards_max != 0;
+    if (named) {
       for (std::uint32_t shard = 0; shard < shards_; ++shard) {
         if (held_[shard]) acquire.shards.push_back(shard);
       }
+      acquire.shards_max = static_cast<std::uint32_t>(acquire.shards.size());
     }
-    if (!send_now(MessageType::acquire, 0, server::encode(acquire))) {
+    const bool asks = !named || !acquire.shards.empty();
+    if (asks && !send_now(MessageType::acquire, 0, server::encode(acquire))) {
       problem = "the server closed the connection";
       return std::make_error_code(std::errc::io_error);
     }
+    const auto reclaim_until = named ? std::chrono::steady_clock::now() + kReclaimFor
+                                     : std::chrono::steady_clock::time_point::max();
     std::vector<std::optional<server::Lease>> leases(shards_);
     std::uint32_t leased = 0;
-    bool acquired = false;
+    bool acquired = !asks;
     auto have_all = [&] {
       if (options_.shards_max == 0) return leased == shards_;
       if (!acquired) return false;
@@ -137,7 +151,13 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       return true;
     };
     while (!have_all()) {
-      auto frame = wait_frame({MessageType::lease, MessageType::acquired}, problem);
+      auto frame = wait_frame({MessageType::lease, MessageType::acquired}, problem, reclaim_until);
+      if (!frame && std::chrono::steady_clock::now() >= reclaim_until) {
+        problem = fmt::format("another worker took shards this one held while the server was away (waited {} s for "
+                              "them): this engine was deposed; reopen it",
+                              std::chrono::duration_cast<std::chrono::seconds>(kReclaimFor).count());
+        return make_error_code(wal::errc::corrupt);
+      }
       if (!frame) return std::make_error_code(std::errc::io_error);
       if (static_cast<MessageType>(frame->type) == MessageType::acquired) {
         acquired = true;
@@ -203,6 +223,12 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     if (!http_.empty()) (void)send_locked(MessageType::announce, 0, server::encode(server::Announce{http_}));
     connected_ = true;
     for (auto shard : taken) lease_taken(shard);
+    if (named && acquire.shards.size() < options_.shards_max) {
+      // (Not under heartbeat_mu_, which is taken before send_mu_.)
+      standby_at_ = (std::chrono::steady_clock::now() + kStandbyGrace).time_since_epoch().count();
+      standby_want_ = options_.shards_max - static_cast<std::uint32_t>(acquire.shards.size());
+      heartbeat_cv_.notify_all();  // to wait until then (a wake-up lost here costs one heartbeat at most)
+    }
     return ok();
   }
 
@@ -474,10 +500,24 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       auto ttl = lease_ttl_ms_.load();
       auto every = std::chrono::milliseconds(ttl == 0 ? 1000 : std::max<std::uint32_t>(ttl / 4, 10));
       auto known = lease_ttl_ms_.load();
-      heartbeat_cv_.wait_for(lock, every, [&] { return stopping_.load() || lease_ttl_ms_.load() != known; });
+      auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(every);
+      auto standby_at = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(standby_at_.load()));
+      if (standby_want_.load() != 0) {
+        wait = std::clamp<std::chrono::steady_clock::duration>(standby_at - std::chrono::steady_clock::now(),
+                                                               std::chrono::steady_clock::duration::zero(), wait);
+      }
+      auto want_known = standby_want_.load();
+      bool woken = heartbeat_cv_.wait_for(lock, wait, [&] {
+        return stopping_.load() || lease_ttl_ms_.load() != known || standby_want_.load() != want_known;
+      });
       if (stopping_) return;
+      if (woken && standby_want_.load() != want_known) continue;  // wait until the new time
       std::lock_guard send_lock(send_mu_);
       if (fd_ >= 0 && greeted_) (void)send_locked(MessageType::ping, 0, {});
+      // Standing by again for more shards, after a reconnect's grace.
+      if (auto want = standby_want_.load(); want != 0 && connected_ && std::chrono::steady_clock::now() >= standby_at) {
+        if (send_locked(MessageType::acquire, 0, server::encode(server::Acquire{want, {}}))) standby_want_ = 0;
+      }
     }
   }
 
@@ -522,7 +562,9 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
 
   // While connecting (the reader is not running): the next frame, which
   // must be `expected` (an error frame says why not).
-  std::optional<server::Frame> wait_frame(std::initializer_list<MessageType> expected, std::string& problem) {
+  std::optional<server::Frame> wait_frame(
+      std::initializer_list<MessageType> expected, std::string& problem,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
     std::vector<std::byte> buffer(1 << 16);
     for (;;) {
       if (auto frame = decoder_.next()) {
@@ -549,6 +591,14 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       if (!decoder_.error().empty()) {
         problem = "a bad frame from the server: " + decoder_.error();
         return std::nullopt;
+      }
+      if (deadline != std::chrono::steady_clock::time_point::max()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        pollfd ready{fd_, POLLIN, 0};
+        if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count()) + 1) == 0) {
+          problem = "nothing from the server in time";
+          return std::nullopt;
+        }
       }
       auto got = ::recv(fd_, buffer.data(), buffer.size(), 0);
       if (got < 0 && errno == EINTR) continue;
@@ -820,6 +870,9 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   RemoteOptions options_;
   server::Address address_;  // options_.address, parsed
   std::atomic<std::uint32_t> lease_ttl_ms_{0};  // the server's, from its welcome
+  // After a reconnect: how many more shards to ask for, and when.
+  std::atomic<std::uint32_t> standby_want_{0};
+  std::atomic<std::chrono::steady_clock::rep> standby_at_{0};
   bool greeted_ = false;                         // under send_mu_: the hello is answered
   std::thread heartbeat_;
   std::mutex heartbeat_mu_;

@@ -31,7 +31,13 @@ struct Server {
   io::PosixFileSystem fs;
   std::unique_ptr<server::LogService> service;
   std::string address() const { return "unix:" + dir.sub("sock"); }
-  Server() {
+  Server() { start(); }
+  void restart() {
+    service->stop();
+    service.reset();
+    start();
+  }
+  void start() {
     server::LogServiceOptions options;
     options.dir = dir.sub("data");
     options.listen = address();
@@ -205,5 +211,38 @@ TEST_SUITE("unit") {
       CHECK(late->result(kWait, ids[run]) == 7 + 2 * static_cast<int>(run));
     }
     CHECK(late->list_runs().size() == ids.size() + 1 + 4);
+  }
+
+  TEST_CASE("remote split: after the server restarts, each worker takes back the shards it held") {
+    Server server;
+    auto first = open_worker(server, 2);
+    auto second = open_worker(server, 2);
+    auto standby = open_worker(server, 2);
+    std::vector<std::string> ids;
+    for (int run = 0; run < 12; ++run) ids.push_back("r-" + std::to_string(run));
+    for (std::size_t run = 0; run < ids.size(); ++run) first->start(kWait, ids[run], static_cast<int>(run));
+    for (int round = 0; round < 3; ++round) {
+      server.restart();
+      // Calls wait out the reconnects; the standby asks for nothing until
+      // the holders are back.
+      for (const auto& id : ids) CHECK(second->get_run(id)->status == RunStatus::running);
+      CHECK(first->stats().shards_held == 2);
+      CHECK(second->stats().shards_held == 2);
+      CHECK(standby->stats().shards_held == 0);
+    }
+    for (std::size_t run = 0; run < ids.size(); ++run) standby->signal(ids[run], kGo, 3, "go");
+    for (std::size_t run = 0; run < ids.size(); ++run) {
+      CHECK(first->result(kWait, ids[run]) == 3 + 2 * static_cast<int>(run));
+    }
+    CHECK(first->stats().log_error.empty());
+    CHECK(second->stats().log_error.empty());
+    // The standby stood by again once the holders were back: it takes the
+    // first worker's shards when that one goes.
+    first->shutdown();
+    REQUIRE(holds_within(*standby, 2));
+    for (std::size_t run = 0; run < ids.size(); ++run) {
+      CHECK(standby->result(kWait, ids[run]) == 3 + 2 * static_cast<int>(run));
+    }
+    CHECK(standby->stats().log_error.empty());
   }
 }
