@@ -120,6 +120,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       durable_ = std::vector<std::atomic<Lsn>>(shards_);
       unacked_.resize(shards_);
       held_ = std::vector<std::atomic<bool>>(shards_);
+      running_ = std::vector<std::atomic<bool>>(shards_);
     }
     // Every shard; or at most N. After a reconnect (the server restarted
     // and every lease is free) a worker with at most N asks for the ones it
@@ -234,18 +235,32 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
 
   // --- ShardRouter ---
   ShardRouter* router() override { return this; }
-  bool holds(ShardId shard) const override { return shard < held_.size() && held_[shard].load(); }
+  bool leased(ShardId shard) const override { return shard < held_.size() && held_[shard].load(); }
+  bool holds(ShardId shard) const override { return shard < running_.size() && running_[shard].load(); }
+  void set_running(ShardId shard) override { running_[shard] = true; }
+  void release(ShardId shard) override {
+    std::lock_guard lock(send_mu_);
+    if (!held_[shard]) return;
+    held_[shard] = false;
+    running_[shard] = false;
+    if (connected_) (void)send_locked(MessageType::release, 0, server::encode(server::Release{shard, epochs_[shard]}));
+    epochs_[shard] = 0;
+  }
   void forward(ShardId shard, std::vector<std::byte> body, OnReply on_reply) override {
     std::uint64_t id = 0;
+    std::optional<std::string> poisoned;
     {
       std::lock_guard lock(state_mu_);
       if (poison_) {
-        auto why = poison_text_;
-        on_reply(Part::failed, as_bytes(why));
-        return;
+        poisoned = poison_text_;
+      } else {
+        id = ++next_request_;
+        forwards_[id] = on_reply;
       }
-      id = ++next_request_;
-      forwards_[id] = on_reply;
+    }
+    if (poisoned) {
+      on_reply(Part::failed, as_bytes(*poisoned));
+      return;
     }
     bool sent = false;
     {
@@ -910,6 +925,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   std::vector<Call> early_calls_;             // before the handlers were set (under listener_mu_)
   std::vector<ShardId> early_leases_;         // before the handlers were set (under listener_mu_)
   std::vector<std::atomic<bool>> held_;       // leased to this worker (changed under send_mu_)
+  std::vector<std::atomic<bool>> running_;    // and running in the engine (ShardRouter::set_running)
   std::uint64_t link_ = 0;                    // connections made (under send_mu_): a reply names its own
   struct ReplyGate {
     explicit ReplyGate(RemoteSink* owner) : sink(owner) {}

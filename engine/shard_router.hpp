@@ -33,7 +33,16 @@ class ShardRouter {
   };
 
   virtual ~ShardRouter() = default;
+  // Leased to this worker: its records and store writes go out under the lease.
+  virtual bool leased(wal::ShardId shard) const = 0;
+  // Leased, recovered and running here (set_running): calls for its runs are
+  // this engine's. A shard leased and not yet running answers forwarded
+  // calls with "ask again" (it is being taken over).
   virtual bool holds(wal::ShardId shard) const = 0;
+  virtual void set_running(wal::ShardId shard) = 0;
+  // Gives a lease back (a shard this engine could not take over) for
+  // another worker to take.
+  virtual void release(wal::ShardId shard) = 0;
   // Sends a call to the holder of `shard`; on_reply runs on the router's
   // reading thread (it must not block), until a part other than `more`.
   virtual void forward(wal::ShardId shard, std::vector<std::byte> body, OnReply on_reply) = 0;

@@ -276,11 +276,15 @@ struct Engine::Impl final : engine::EngineCore {
         recover(shard, bases);
         checkpointer->adopt(shard, bases.keep_from[shard]);
         shards[shard]->start();
+        router->set_running(shard);
       } catch (const Error& error) {
         // Its runs stay where they are, in the server's log and store, for
-        // the next engine that takes the shard.
-        storage_failed(shard, make_error_code(error.error()));
-        if (warn) warn(fmt::format("cannot take over shard {}: {}", shard, error.what()));
+        // the next worker that takes the shard; calls for them wait for it.
+        router->release(shard);
+        if (warn) {
+          warn(fmt::format("cannot take over shard {}: {}; gave its lease back for another worker", shard,
+                           error.what()));
+        }
       }
       lock.lock();
     }
@@ -409,7 +413,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   // the shards split, only the shards this engine holds now; a lease that
   // comes later is adopted.
   std::vector<bool> mine(shards);
-  for (std::uint32_t shard = 0; shard < shards; ++shard) mine[shard] = impl->here(shard);
+  for (std::uint32_t shard = 0; shard < shards; ++shard) mine[shard] = !impl->router || impl->router->leased(shard);
   impl->adopted = mine;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
     if (mine[shard]) impl->recover(shard, bases);
@@ -446,7 +450,9 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     if (auto alive = waker.lock()) alive->wake();
   });
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    if (mine[shard]) impl->shards[shard]->start();
+    if (!mine[shard]) continue;
+    impl->shards[shard]->start();
+    if (impl->router) impl->router->set_running(shard);
   }
   if (impl->checkpointer) impl->checkpointer->start();
   if (impl->router) {
