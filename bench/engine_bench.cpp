@@ -22,6 +22,11 @@
 //    case's directory. What the server costs a sequential step is its p50
 //    beside the local chain's in the same run; aim: Unix socket p50 within
 //    local + 40 us.
+//  - fanout_split_unix: the fan-out with two workers on the Unix socket, each
+//    holding half the shards (Config::server_shards_max); every run is
+//    started and awaited through the first, so half the starts and results
+//    go through the server to the other worker (docs/server-protocol.md,
+//    "Workers that split the shards"). Steps/s beside fanout_unix's.
 //
 // A step's latency is the time between its completion and the previous one's
 // (the first step's: since the workflow body began), read by the workflow
@@ -85,6 +90,7 @@ constexpr std::string_view kCaseMemory = "memory";
 constexpr std::string_view kCaseChainUnix = "chain_unix";
 constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
+constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
 // server_step_cost: a sequential step over the Unix socket within this much
 // of the local chain's p50.
 constexpr double kServerStepExtraAimMaxUs = 40.0;
@@ -100,7 +106,8 @@ struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
                                     std::string(kCaseMemory),    std::string(kCaseChainUnix),
-                                    std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix)};
+                                    std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
+                                    std::string(kCaseFanoutSplitUnix)};
   std::uint32_t chain_steps = 1000;
   std::uint32_t runs = 1000;
   std::uint32_t steps = 10;
@@ -190,6 +197,7 @@ struct CaseSpec {
   // against a log service in data_dir (local is then true: the raw floor is
   // measured there too).
   std::string transport;
+  bool split = false;  // remote: two workers, half the shards each
 };
 
 // One starting thread's share: runs first, first + stride, ...
@@ -261,12 +269,19 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     service = fusee::server::LogService::open(server_fs, service_options);
     config = fusee::Config::remote(service->endpoint());
     config.shards = shards;
+    if (spec.split) config.server_shards_max = std::max(1u, service_options.shards / 2);
   }
 
   auto engine = fusee::Engine::open(config);
   result.shards = engine->shard_count();
   StepTimes* times_ptr = &times;
   fusee::bench::register_timed(*engine, noop_steps_ref(), times_ptr);
+  // The split case's other worker: it runs the other half's steps.
+  std::unique_ptr<fusee::Engine> partner;
+  if (spec.split) {
+    partner = fusee::Engine::open(config);
+    fusee::bench::register_timed(*partner, noop_steps_ref(), times_ptr);
+  }
 
   // Untimed: the first appends pay for the log's first segment and for
   // waking every thread, which is not what the figures are about.
@@ -303,6 +318,8 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   // A clean shutdown, as a real one would end; outside the timed window.
   engine->shutdown();
   engine.reset();
+  if (partner) partner->shutdown();
+  partner.reset();
   if (service) service->stop();
   service.reset();
   if (spec.local) {
@@ -322,7 +339,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
 void print_table_header() {
   fmt::print("\nno-op steps (latency in us; raw = durable {} B write in the case's directory just before it)\n",
              fusee::bench::kRawFlushBlockBytes);
-  fmt::print("{:<8} {:>6} {:>6} {:>7} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "case", "shards",
+  fmt::print("{:<17} {:>6} {:>6} {:>7} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "case", "shards",
              "runs", "steps", "seconds", "steps/s", "p50", "p99", "p99.9", "p99/p50", "raw p50", "raw p99",
              "p50/raw");
 }
@@ -340,7 +357,7 @@ void print_table_row(const CaseResult& result) {
   if (result.local && !result.raw.measured) note = fmt::format("  (raw unmeasured: {})", result.raw.note);
   if (result.local && result.raw.measured && result.raw.method != RawMethod::direct_dsync)
     note = fmt::format("  (raw is {}: {})", fusee::bench::flush_method_name(result.raw.method), result.raw.note);
-  fmt::print("{:<8} {:>6} {:>6} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>9} {:>9} {:>8}{}\n",
+  fmt::print("{:<17} {:>6} {:>6} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>9} {:>9} {:>8}{}\n",
              result.name, result.shards, result.runs, result.steps(), result.seconds, result.steps_per_s,
              result.latency.p50_us, result.latency.p99_us, result.latency.p999_us,
              format_ratio(result.p99_over_p50()), us(raw_p50_us(result)), us(raw_p99_us(result)),
@@ -469,13 +486,13 @@ std::vector<JsonLine> print_server_step_cost(const std::vector<CaseResult>& resu
     const CaseResult* twin = result.runs == 1 ? chain : fanout;
     if (!header) {
       fmt::print("\nserver_step_cost: remote mode (a log service in this process) beside local mode, same run\n");
-      fmt::print("{:<12} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "case", "p50 us", "local p50", "extra us",
+      fmt::print("{:<17} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "case", "p50 us", "local p50", "extra us",
                  "steps/s", "local steps/s");
       header = true;
     }
     double local_p50 = twin ? twin->latency.p50_us : std::nan("");
     double local_rate = twin ? twin->steps_per_s : std::nan("");
-    fmt::print("{:<12} {:>10.1f} {:>10.1f} {:>10.1f} {:>12.0f} {:>12.0f}\n", result.name, result.latency.p50_us,
+    fmt::print("{:<17} {:>10.1f} {:>10.1f} {:>10.1f} {:>12.0f} {:>12.0f}\n", result.name, result.latency.p50_us,
                local_p50, result.latency.p50_us - local_p50, result.steps_per_s, local_rate);
     JsonLine line("server_step_cost");
     line.field("case", result.name)
@@ -531,6 +548,9 @@ int run(const Options& options) {
   if (options.wants(kCaseFanoutUnix))
     specs.push_back({std::string(kCaseFanoutUnix), true, data_dir(kCaseFanoutUnix), options.runs, options.steps,
                      options.starters, "unix"});
+  if (options.wants(kCaseFanoutSplitUnix))
+    specs.push_back({std::string(kCaseFanoutSplitUnix), true, data_dir(kCaseFanoutSplitUnix), options.runs,
+                     options.steps, options.starters, "unix", true});
 
   print_table_header();
   std::vector<CaseResult> results;
@@ -570,10 +590,13 @@ int main(int argc, char** argv) {
   CLI::App app{"Durable workflow step latency and throughput through the engine, beside the disk's raw flush."};
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
-  app.add_option("--cases", options.cases, "cases to run, comma-separated: chain, fanout, memory")
+  app.add_option("--cases", options.cases,
+                 "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
+                 "fanout_split_unix")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
-                             std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix)}))
+                             std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
+                             std::string(kCaseFanoutSplitUnix)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)
