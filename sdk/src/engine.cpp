@@ -533,12 +533,11 @@ void Engine::shutdown() {
   // them back); the server's log has everything appended by then.
   bool remote = impl_->config.mode == Mode::remote;
   if (remote && impl_->checkpointer && impl_->sink->drain()) (void)impl_->checkpointer->final_checkpoint();
+  // Calls for other workers' runs fail with shut_down from here on: those
+  // waiting to be sent again now, those still out as the sink closes.
+  if (impl_->remote_calls) impl_->remote_calls->stop();
   (void)impl_->sink->close();
-  if (impl_->router) {
-    // The sink answered every call still out (shut_down) as it closed.
-    impl_->router->set_handlers(nullptr, nullptr);
-    impl_->remote_calls->stop();
-  }
+  if (impl_->router) impl_->router->set_handlers(nullptr, nullptr);
   {
     std::lock_guard waker_lock(impl_->waker->mu);
     impl_->waker->shards.clear();

@@ -7,6 +7,7 @@
 
 #include <fusee/fusee.hpp>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -244,5 +245,33 @@ TEST_SUITE("unit") {
       CHECK(standby->result(kWait, ids[run]) == 3 + 2 * static_cast<int>(run));
     }
     CHECK(standby->stats().log_error.empty());
+  }
+
+  TEST_CASE("remote split: a call waiting for a shard nobody holds ends with the engine's shutdown") {
+    Server server;
+    // The server grants free shards lowest first: the first worker runs
+    // shards 0 and 1, the second 2 and 3.
+    auto first = open_worker(server, 2);
+    auto second = open_worker(server, 2);
+    std::string id;
+    for (int candidate = 0; id.empty(); ++candidate) {
+      auto name = "orphan-" + std::to_string(candidate);
+      if (shard_of(name) >= 2) id = name;
+    }
+    first->start(kWait, id, 1);
+    second->shutdown();  // its shards are free, and nobody stands by for them
+    auto waiting = std::async(std::launch::async, [&first, id] {
+      try {
+        (void)first->result(kWait, id);
+        return std::string("a result");
+      } catch (const Error& error) {
+        return std::string(errc_name(error.error()));
+      }
+    });
+    // It asks again and again meanwhile (for as long as a result takes).
+    CHECK(waiting.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    first->shutdown();
+    REQUIRE(waiting.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    CHECK(waiting.get() == "shut_down");
   }
 }
