@@ -122,16 +122,18 @@ struct Engine::Impl final : engine::EngineCore {
       // (attach), so asking again after its holder went is safe. A call
       // that fails (shutdown, a failed connection) leaves the parent
       // waiting: it asks again when it is replayed.
-      json_call(shard, forwarded::start_call(request), remote::Repeat::yes, std::chrono::steady_clock::duration::max(),
-                [on_end = std::move(on_end)](remote::RemoteCalls::Answer answer) {
-                  auto* value = std::get_if<boost::json::object>(&answer);
-                  if (!value || !value->contains("outcome")) return;
-                  try {
-                    on_end(forwarded::outcome_of(value->at("outcome")));
-                  } catch (const Error&) {
-                  }
-                },
-                "child");
+      auto call = forwarded::start_call(request);
+      call["op"] = "child";
+      remote_calls->call(shard, std::move(call), remote::Repeat::yes, std::chrono::steady_clock::duration::max(),
+                         nullptr, [on_end = std::move(on_end)](remote::RemoteCalls::Answer answer) {
+                           auto* value = std::get_if<boost::json::object>(&answer);
+                           if (!value || !value->contains("outcome")) return;
+                           try {
+                             on_end(forwarded::outcome_of(value->at("outcome")));
+                           } catch (const Error&) {
+                             // A malformed outcome: the parent asks again when it is replayed.
+                           }
+                         });
       return;
     }
     auto& shard = shard_for(request.id);
@@ -172,15 +174,8 @@ struct Engine::Impl final : engine::EngineCore {
 
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }
 
-  // A call for a shard another worker holds; `op` replaces the call's op
-  // (a child's start is a start_call with op "child").
-  void json_call(std::uint32_t shard, boost::json::object call, remote::Repeat repeat,
-                 std::chrono::steady_clock::duration patience, std::function<void(remote::RemoteCalls::Answer)> done,
-                 const char* op = nullptr) {
-    if (op) call["op"] = op;
-    remote_calls->call(shard, std::move(call), repeat, patience, nullptr, std::move(done));
-  }
-  // The same as a future of T: convert(answer), or the answer's Error.
+  // A call for a run of a shard another worker holds, as a future of T:
+  // convert(the answer), or the answer's Error.
   template <typename T, typename Convert>
   std::future<T> forward_as(std::uint32_t shard, boost::json::object call, remote::Repeat repeat,
                             std::chrono::steady_clock::duration patience, Convert convert) {
