@@ -4,14 +4,17 @@
 // process can then start, signal, cancel and read orders with curl.
 //
 // Usage: http_service DATA_DIR [HOST:PORT] (default 127.0.0.1:8080; port 0
-// picks a free one), or http_service --remote ADDR [HOST:PORT] to run as a
-// worker of `fusee server` at ADDR (its --http then passes calls on to this
-// worker). Prints "listening on HOST:PORT"; SIGINT or SIGTERM shuts it down
+// picks a free one), or http_service --remote ADDR [HOST:PORT [SHARDS_MAX]]
+// to run as a worker of `fusee server` at ADDR (its --http then passes calls
+// on to this worker), holding at most SHARDS_MAX shards when given
+// (Config::server_shards_max: calls for the other workers' runs go to them
+// through the server). Prints "listening on HOST:PORT"; SIGINT or SIGTERM shuts it down
 // cleanly.
 #include <fusee/fusee.hpp>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 using namespace fusee;
@@ -22,8 +25,9 @@ const Signal<int> kApproval{"approval"};
 int main(int argc, char** argv) {
   const bool remote = argc > 1 && std::string_view(argv[1]) == "--remote";
   const int first = remote ? 2 : 1;
-  if (argc < first + 1 || argc > first + 2) {
-    std::fprintf(stderr, "usage: http_service DATA_DIR [HOST:PORT]\n       http_service --remote ADDR [HOST:PORT]\n");
+  if (argc < first + 1 || argc > first + (remote ? 3 : 2)) {
+    std::fprintf(stderr,
+                 "usage: http_service DATA_DIR [HOST:PORT]\n       http_service --remote ADDR [HOST:PORT [SHARDS_MAX]]\n");
     return 2;
   }
   sigset_t stop_signals;
@@ -34,6 +38,7 @@ int main(int argc, char** argv) {
 
   auto config = remote ? Config::remote(argv[first]) : Config::local(argv[first]);
   config.http_listen = argc > first + 1 ? argv[first + 1] : "127.0.0.1:8080";
+  if (argc > first + 2) config.server_shards_max = static_cast<std::uint32_t>(std::strtoul(argv[first + 2], nullptr, 10));
   auto engine = Engine::open(config);
   engine->register_workflow(kOrder, [](Ctx& ctx, int quantity) -> Task<int> {
     int quote = co_await ctx.step("quote", [quantity] { return quantity * 25; });

@@ -4,7 +4,9 @@
 # announces it; calls made to the server start, signal and read runs, streams
 # included; the worker is SIGKILLed, another takes the shards over, and the
 # server's calls reach the new one, which has every run. With no worker, a
-# call gets 503. SIGTERM stops the server cleanly.
+# call gets 503. SIGTERM stops the server cleanly. Then two workers split
+# another server's shards, each answering for the other's runs, and a
+# standby takes the half of the one SIGKILLed.
 set -euo pipefail
 top=${1:?usage: server_http_test.sh SOURCE_DIR BUILD_DIR}
 build=$(cd "${2:?usage: server_http_test.sh SOURCE_DIR BUILD_DIR}" && pwd)
@@ -95,3 +97,60 @@ if kill -0 "$server" 2>/dev/null; then fail "the server did not stop within 10 s
 wait "$server" || fail "the server did not stop cleanly"
 grep -q "closed cleanly" "$scratch/server.out" || fail "no clean close: $(cat "$scratch/server.out")"
 kill -9 "$worker"; wait "$worker" 2>/dev/null || true
+
+# Two workers split the shards of another server (at most 2 of 4 each): the
+# server passes each call to the worker of the run's shard, and a worker's
+# own API answers for the other's runs too. One is SIGKILLed; a standby
+# holding nothing takes its half over.
+"$build/cli/fusee" server --dir "$scratch/split" --listen "unix:$scratch/split.sock" --shards 4 \
+  --http 127.0.0.1:0 >"$scratch/split.out" 2>&1 &
+split_server=$!
+pids+=("$split_server")
+wait_for "$scratch/split.out" "HTTP on"
+split_api=$(sed -n 's/.*HTTP on //p' "$scratch/split.out")
+split_worker() {  # N: starts worker N with at most 2 shards; its API in split_worker_api
+  "$build/examples/http_service" --remote "unix:$scratch/split.sock" 127.0.0.1:0 2 >"$scratch/split$1.out" 2>&1 &
+  split_pid=$!
+  pids+=("$split_pid")
+  wait_for "$scratch/split$1.out" "listening on"
+  split_worker_api=http://$(sed -n 's/.*listening on //p' "$scratch/split$1.out")
+}
+leased() {  # N: waits until the server has N shards leased
+  for _ in $(seq 500); do
+    curl -s "$split_api/metrics" | grep -q "^fusee_shards_leased $1\$" && return
+    sleep 0.02
+  done
+  fail "the split server never had $1 shards leased: $(curl -s "$split_api/metrics" | grep leased)"
+}
+split_worker 1; first_pid=$split_pid; first_api=$split_worker_api
+split_worker 2; second_pid=$split_pid; second_api=$split_worker_api
+leased 4
+split_worker 3; standby_pid=$split_pid
+for n in 1 2 3 4 5 6 7 8; do
+  curl -s -X POST "$split_api/v1/runs" -d "{\"workflow\":\"order\",\"id\":\"split-$n\",\"input\":$n}" |
+    grep -q '"outcome":"started"' || fail "split-$n: start through the server"
+done
+# Every run answered by each worker's own API, half of them forwarded.
+for n in 1 2 3 4 5 6 7 8; do
+  for api_of in "$first_api" "$second_api"; do
+    curl -s "$api_of/v1/runs/split-$n" | grep -q '"status":"running"' || fail "split-$n through $api_of"
+  done
+done
+count=$(curl -s "$first_api/v1/runs?status=running" | grep -o '"id":"split-' | wc -l)
+[ "$count" = 8 ] || fail "the first worker lists $count of the 8 runs"
+kill -9 "$first_pid"; wait "$first_pid" 2>/dev/null || true
+leased 4  # the standby took the first worker's half
+for n in 1 2 3 4 5 6 7 8; do
+  curl -s -X POST "$second_api/v1/runs/split-$n/signals/approval" -d "{\"value\":1000,\"signal_id\":\"s$n\"}" |
+    grep -q accepted || fail "split-$n: signal through the second worker after the kill"
+done
+for n in 1 2 3 4 5 6 7 8; do
+  want=$((n * 25 + 1000))
+  curl -s "$split_api/v1/runs/split-$n" | grep -q "\"result\":$want" || fail "split-$n: no result $want"
+  stream=$(curl -s "$second_api/v1/runs/split-$n/streams/progress")
+  [ "$stream" = $'{"offset":0,"value":'$((n * 25))$'}\n{"offset":1,"value":'$want'}' ] ||
+    fail "split-$n: stream through the second worker: $stream"
+done
+kill -TERM "$split_server"
+wait "$split_server" || fail "the split server did not stop cleanly"
+for p in "$second_pid" "$standby_pid"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
