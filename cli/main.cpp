@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
   demo_command->add_option("--shards-max", demo.shards_max)->group("");
   demo_command->add_flag("--partner", demo.partner)->group("");
   demo_command->add_flag("--split", demo.split,
-                         "With --remote: two workers split the shards; the killed one's standby takes its half over")
-      ->needs("--remote");
+                         "With --remote or --server: two workers split the shards (a server of 4); the killed one's "
+                         "half goes to its successor");
   demo_command->add_option("--server", demo.server,
                            "Remote mode against this `fusee server` (unix:PATH or HOST:PORT) instead of one of its own");
 

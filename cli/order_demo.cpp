@@ -253,6 +253,10 @@ KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
 
 int run_order_demo(const OrderDemoOptions& options) {
   if (options.child) return run_order_demo_child(options);
+  if (options.split && !options.remote && options.server.empty()) {
+    fmt::print(stderr, "fusee demo: --split needs --remote or --server\n");
+    return 2;
+  }
   if (!prepare_dir(options.dir)) return 2;
   std::signal(SIGPIPE, SIG_IGN);
   io::PosixFileSystem service_fs;

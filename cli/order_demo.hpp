@@ -32,10 +32,10 @@ struct OrderDemoOptions {
   // waits for the leases while the holder runs, and takes over when the
   // holder is SIGKILLed.
   bool remote = false;
-  // With remote: the shards split between two workers (each takes at most
-  // half): a partner worker, never killed, runs the orders of its half and
-  // answers for them; the killed worker's standby takes over the other half
-  // at runtime while the partner goes on.
+  // With remote or server: the shards split between two workers (each takes
+  // at most half of 4): a partner worker, never killed, runs the orders of
+  // its half and answers for them; the killed worker's standby (remote) or
+  // successor (server) takes over the other half while the partner goes on.
   bool split = false;
   // The child's side (hidden options, set by the parent).
   bool child = false;

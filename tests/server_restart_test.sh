@@ -8,7 +8,8 @@
 # run store's calls too: the workers checkpoint every 100 ms); the demo's
 # ledger checks that nothing acknowledged was lost. Then a SIGTERM stops the
 # server cleanly and `fusee inspect` finds every run finished in its
-# directory.
+# directory. A second round does the same with the shards split between a
+# partner worker and the killed ones (`fusee demo --split`).
 set -euo pipefail
 top=${1:?usage: server_restart_test.sh SOURCE_DIR BUILD_DIR}
 build=${2:-$top/build}
@@ -23,8 +24,9 @@ cleanup() {
 }
 trap cleanup EXIT
 socket="$scratch/server.sock"
+log_dir="$scratch/log"
 start_server() {
-  "$fusee" server --dir "$scratch/log" --listen "unix:$socket" --shards 4 >>"$scratch/server.log" 2>&1 &
+  "$fusee" server --dir "$log_dir" --listen "unix:$socket" --shards 4 >>"$scratch/server.log" 2>&1 &
   server=$!
   for _ in $(seq 200); do [ -S "$socket" ] && return; sleep 0.01; done
   echo "server_restart_test: the server did not start"; cat "$scratch/server.log"; exit 1
@@ -66,3 +68,33 @@ assert counts.get("running", 0) == 0 and finished == 200, f"server_restart_test:
 PY
 echo "server_restart_test: the stopped server's directory has every run finished (fusee inspect)"
 
+# Again with the shards split (--split): a partner worker holds half of them
+# through every life while the other half's workers are SIGKILLed; at each
+# server restart both reconnect and take back the shards they held.
+log_dir="$scratch/log-split"
+rm -f "$socket"
+start_server
+"$fusee" demo --server "unix:$socket" --split --dir "$scratch/demo-split" --kills 10 --orders 200 --quiet \
+  >"$scratch/demo-split.out" 2>&1 &
+demo=$!
+restarts=0
+while kill -0 "$demo" 2>/dev/null && [ "$restarts" -lt 8 ]; do
+  sleep "0.$(( (RANDOM % 6) + 2 ))"
+  kill -0 "$demo" 2>/dev/null || break
+  kill -9 "$server"
+  wait "$server" 2>/dev/null || true
+  rm -f "$socket"
+  start_server
+  restarts=$((restarts + 1))
+done
+status=0
+wait "$demo" || status=$?
+demo=""
+cat "$scratch/demo-split.out"
+echo "server_restart_test: split workers; the server was SIGKILLed and restarted $restarts times"
+[ "$status" = 0 ] || { echo "server_restart_test: the split demo failed ($status)"; tail -20 "$scratch/server.log"; exit 1; }
+[ "$restarts" -ge 3 ] || { echo "server_restart_test: only $restarts server restarts happened during the split demo"; exit 1; }
+grep -q " 0 violations" "$scratch/demo-split.out"
+kill -TERM "$server"
+wait "$server" || { echo "server_restart_test: the server's SIGTERM exit was not 0 (split)"; exit 1; }
+server=""
