@@ -41,8 +41,9 @@
 // engine.result_async(), as a client with many runs would. A blocking start()
 // per run would pace the fan-out at one start per flush and thread wake-up.
 //
-// Records per flush (local cases): journal records made durable per log
-// batch in the timed window, from Engine::stats().
+// Records per flush: journal records made durable per log batch in the
+// timed window, from Engine::stats() (local cases) or the log service's
+// stats (remote cases).
 //
 // Output: tables for people, then one JSON line per measurement (grep '^{').
 // Everything is written under a fresh directory in --dir, removed at the end.
@@ -303,7 +304,17 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   }
   // Thread start-up stays outside the timed window.
   ready.wait();
-  const auto stats_before = engine->stats();
+  // Records per flush: the engine's log, or in remote mode the server's
+  // (one flush covers every worker's records).
+  auto log_counts = [&] {
+    if (service) {
+      auto stats = service->stats();
+      return std::pair(stats.records_written, stats.batches_written);
+    }
+    auto stats = engine->stats();
+    return std::pair(stats.records_written, stats.batches_written);
+  };
+  const auto counts_before = log_counts();
   const auto started_at = Clock::now();
   go.count_down();
   for (auto& thread : threads) thread.join();
@@ -311,9 +322,9 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     if (out.error) std::rethrow_exception(out.error);
   auto last_result_at = started_at;
   for (const auto& out : outputs) last_result_at = std::max(last_result_at, out.last_result_at);
-  const auto stats_after = engine->stats();
-  if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
-    result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
+  const auto counts_after = log_counts();
+  if (auto batches = counts_after.second - counts_before.second; batches > 0)
+    result.records_per_flush = double(counts_after.first - counts_before.first) / double(batches);
 
   // A clean shutdown, as a real one would end; outside the timed window.
   engine->shutdown();

@@ -789,7 +789,9 @@ std::uint32_t LogService::shard_count() const { return impl_->shards; }
 
 LogServiceStats LogService::stats() const {
   auto store = impl_->store_service->stats();
-  return LogServiceStats{store.checkpoints, store.segments_retired, impl_->log->stats().segments_live};
+  auto log = impl_->log->stats();
+  return LogServiceStats{store.checkpoints, store.segments_retired, log.segments_live, log.records_written,
+                         log.batches_written};
 }
 
 void LogService::stop() {

@@ -58,6 +58,8 @@ struct LogServiceStats {
   std::uint64_t checkpoints = 0;       // workers wrote to the run store
   std::uint64_t segments_retired = 0;  // after them
   std::uint64_t segments_live = 0;
+  std::uint64_t records_written = 0;  // made durable by the log, every worker's
+  std::uint64_t batches_written = 0;  // durable writes
 };
 
 class LogService {
