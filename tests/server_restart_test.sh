@@ -31,27 +31,35 @@ start_server() {
   for _ in $(seq 200); do [ -S "$socket" ] && return; sleep 0.01; done
   echo "server_restart_test: the server did not start"; cat "$scratch/server.log"; exit 1
 }
-start_server
-"$fusee" demo --server "unix:$socket" --dir "$scratch/demo" --kills 10 --orders 200 --quiet >"$scratch/demo.out" 2>&1 &
-demo=$!
-restarts=0
-while kill -0 "$demo" 2>/dev/null && [ "$restarts" -lt 8 ]; do
-  sleep "0.$(( (RANDOM % 6) + 2 ))"
-  kill -0 "$demo" 2>/dev/null || break
-  kill -9 "$server"
-  wait "$server" 2>/dev/null || true
-  rm -f "$socket"
+# round NAME DEMO_ARGS...: the demo against the server, SIGKILLing and
+# restarting the server meanwhile (8 times at most, 3 at least).
+round() {
+  local name=$1
+  shift
   start_server
-  restarts=$((restarts + 1))
-done
-status=0
-wait "$demo" || status=$?
-demo=""
-cat "$scratch/demo.out"
-echo "server_restart_test: the server was SIGKILLed and restarted $restarts times"
-[ "$status" = 0 ] || { echo "server_restart_test: the demo failed ($status)"; tail -20 "$scratch/server.log"; exit 1; }
-[ "$restarts" -ge 3 ] || { echo "server_restart_test: only $restarts server restarts happened during the demo"; exit 1; }
-grep -q " 0 violations" "$scratch/demo.out"
+  "$fusee" demo --server "unix:$socket" --dir "$scratch/$name" --kills 10 --orders 200 --quiet "$@" \
+    >"$scratch/$name.out" 2>&1 &
+  demo=$!
+  local restarts=0
+  while kill -0 "$demo" 2>/dev/null && [ "$restarts" -lt 8 ]; do
+    sleep "0.$(( (RANDOM % 6) + 2 ))"
+    kill -0 "$demo" 2>/dev/null || break
+    kill -9 "$server"
+    wait "$server" 2>/dev/null || true
+    rm -f "$socket"
+    start_server
+    restarts=$((restarts + 1))
+  done
+  local status=0
+  wait "$demo" || status=$?
+  demo=""
+  cat "$scratch/$name.out"
+  echo "server_restart_test: $name: the server was SIGKILLed and restarted $restarts times"
+  [ "$status" = 0 ] || { echo "server_restart_test: $name failed ($status)"; tail -20 "$scratch/server.log"; exit 1; }
+  [ "$restarts" -ge 3 ] || { echo "server_restart_test: only $restarts server restarts happened during $name"; exit 1; }
+  grep -q " 0 violations" "$scratch/$name.out"
+}
+round demo
 # SIGTERM: the server closes cleanly, and its directory (a local engine's
 # layout) is what `fusee inspect` reads: every order finished, in the run
 # store its workers checkpointed into.
@@ -73,28 +81,7 @@ echo "server_restart_test: the stopped server's directory has every run finished
 # server restart both reconnect and take back the shards they held.
 log_dir="$scratch/log-split"
 rm -f "$socket"
-start_server
-"$fusee" demo --server "unix:$socket" --split --dir "$scratch/demo-split" --kills 10 --orders 200 --quiet \
-  >"$scratch/demo-split.out" 2>&1 &
-demo=$!
-restarts=0
-while kill -0 "$demo" 2>/dev/null && [ "$restarts" -lt 8 ]; do
-  sleep "0.$(( (RANDOM % 6) + 2 ))"
-  kill -0 "$demo" 2>/dev/null || break
-  kill -9 "$server"
-  wait "$server" 2>/dev/null || true
-  rm -f "$socket"
-  start_server
-  restarts=$((restarts + 1))
-done
-status=0
-wait "$demo" || status=$?
-demo=""
-cat "$scratch/demo-split.out"
-echo "server_restart_test: split workers; the server was SIGKILLed and restarted $restarts times"
-[ "$status" = 0 ] || { echo "server_restart_test: the split demo failed ($status)"; tail -20 "$scratch/server.log"; exit 1; }
-[ "$restarts" -ge 3 ] || { echo "server_restart_test: only $restarts server restarts happened during the split demo"; exit 1; }
-grep -q " 0 violations" "$scratch/demo-split.out"
+round demo-split --split
 kill -TERM "$server"
 wait "$server" || { echo "server_restart_test: the server's SIGTERM exit was not 0 (split)"; exit 1; }
 server=""

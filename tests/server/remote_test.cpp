@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/log_service.hpp"
+#include "tests/support/log_server.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -22,24 +23,9 @@ namespace {
 const WorkflowRef<int, int> kDouble{"double"};
 const Signal<int> kGo{"go"};
 
-struct Server {
-  testing::TempDir dir;
-  io::PosixFileSystem fs;
-  std::unique_ptr<server::LogService> service;
-  std::string address() const { return "unix:" + dir.sub("sock"); }
-  void start() {
-    server::LogServiceOptions options;
-    options.dir = dir.sub("data");
-    options.listen = address();
-    options.shards = 2;
-    options.direct_io = false;
-    options.log = [](const std::string&) {};
-    service = server::LogService::open(fs, options);
-  }
-  void stop() {
-    service->stop();
-    service.reset();
-  }
+// Two shards.
+struct Server : testing::LogServer {
+  Server() : LogServer(2) {}
 };
 
 struct Warnings {

@@ -14,6 +14,7 @@
 
 #include "engine/run_hash.hpp"
 #include "server/log_service.hpp"
+#include "tests/support/log_server.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -27,26 +28,9 @@ const WorkflowRef<int, int> kFan{"fan"};          // starts `input` wait childre
 const WorkflowRef<int, int> kCount{"count"};      // writes 0..input-1 to stream "out"
 const Signal<int> kGo{"go"};
 
-struct Server {
-  testing::TempDir dir;
-  io::PosixFileSystem fs;
-  std::unique_ptr<server::LogService> service;
-  std::string address() const { return "unix:" + dir.sub("sock"); }
-  Server() { start(); }
-  void restart() {
-    service->stop();
-    service.reset();
-    start();
-  }
-  void start() {
-    server::LogServiceOptions options;
-    options.dir = dir.sub("data");
-    options.listen = address();
-    options.shards = kShards;
-    options.direct_io = false;
-    options.log = [](const std::string&) {};
-    service = server::LogService::open(fs, options);
-  }
+// kShards shards, started at once.
+struct Server : testing::LogServer {
+  Server() : LogServer(kShards) { start(); }
 };
 
 std::unique_ptr<Engine> open_worker(const Server& server, std::uint32_t shards_max) {
@@ -81,7 +65,7 @@ bool holds_within(Engine& engine, std::uint32_t shards) {
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (engine.stats().shards_held != shards) {
     if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::yield();
   }
   return true;
 }
@@ -92,7 +76,7 @@ void signal_when_started(Engine& engine, const std::string& id, int value) {
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!engine.get_run(id)) {
     REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::yield();
   }
   engine.signal(id, kGo, value, "go");
 }
