@@ -147,6 +147,7 @@ struct LogService::Impl {
   std::vector<std::deque<std::pair<wal::Lsn, std::chrono::steady_clock::time_point>>> arrivals;
   std::array<std::atomic<std::uint64_t>, wal::kFlushLatencyBoundsUs.size() + 1> append_latency_counts{};
   std::atomic<std::uint64_t> append_latency_sum_us{0};
+  std::atomic<std::uint64_t> pings{0};  // heartbeats received, every connection's
   std::uint64_t next_epoch = 0;
   struct Waiting {
     std::shared_ptr<Connection> connection;
@@ -458,6 +459,7 @@ struct LogService::Impl {
         return true;
       }
       case MessageType::ping:
+        pings.fetch_add(1, std::memory_order_relaxed);
         return true;  // receiving it was the point
       case MessageType::announce: {
         auto announce = decode_announce(frame.payload);
@@ -790,8 +792,8 @@ std::uint32_t LogService::shard_count() const { return impl_->shards; }
 LogServiceStats LogService::stats() const {
   auto store = impl_->store_service->stats();
   auto log = impl_->log->stats();
-  return LogServiceStats{store.checkpoints, store.segments_retired, log.segments_live, log.records_written,
-                         log.batches_written};
+  return LogServiceStats{store.checkpoints,     store.segments_retired, log.segments_live,
+                         log.records_written,   log.batches_written,    impl_->pings.load()};
 }
 
 void LogService::stop() {

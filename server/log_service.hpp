@@ -60,6 +60,7 @@ struct LogServiceStats {
   std::uint64_t segments_live = 0;
   std::uint64_t records_written = 0;  // made durable by the log, every worker's
   std::uint64_t batches_written = 0;  // durable writes
+  std::uint64_t pings = 0;            // heartbeats received from workers
 };
 
 class LogService {

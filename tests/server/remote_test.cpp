@@ -163,10 +163,13 @@ TEST_SUITE("unit") {
     engine->register_workflow(kDouble, [](Ctx& ctx, int input) -> Task<int> {
       co_return co_await ctx.step("double", [input] { return input * 2; });
     });
-    // Four TTLs with nothing to do. A lease lapses in real time by design (a
-    // hung worker is one whose time passes without a word), so this test
-    // lets real time pass; the heartbeat is what keeps the leases.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    // Four TTLs with nothing to do: 16 heartbeats, at a quarter of the TTL
+    // each. A lease lapses in real time by design (a hung worker is one
+    // whose time passes without a word), so this test lets real time pass;
+    // the heartbeat is what keeps the leases.
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (service->stats().pings < 16 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    REQUIRE(service->stats().pings >= 16);
     CHECK(engine->execute(kDouble, "idle-1", 4) == 8);
     CHECK(engine->stats().log_error.empty());
     CHECK_FALSE(warnings.any("lapse"));

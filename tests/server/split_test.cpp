@@ -74,10 +74,8 @@ bool holds_within(Engine& engine, std::uint32_t shards) {
 // another); at most 10 s.
 void signal_when_started(Engine& engine, const std::string& id, int value) {
   auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!engine.get_run(id)) {
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::yield();
-  }
+  while (!engine.get_run(id) && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  REQUIRE(engine.get_run(id).has_value());
   engine.signal(id, kGo, value, "go");
 }
 
