@@ -28,7 +28,7 @@ bool RemoteRunStore::may_hold(std::string_view id) {
   return false;
 }
 
-Result<void> RemoteRunStore::load_id_filters(std::uint32_t shard_count) {
+Result<std::vector<IdFilter>> RemoteRunStore::fetch_id_filters(std::uint32_t shard_count) {
   StoreCall request;
   request.op = StoreOp::id_filters;
   request.limit = shard_count;
@@ -41,23 +41,23 @@ Result<void> RemoteRunStore::load_id_filters(std::uint32_t shard_count) {
     if (!filter) return malformed();
     filters.push_back(std::move(*filter));
   }
+  return filters;
+}
+
+Result<void> RemoteRunStore::load_id_filters(std::uint32_t shard_count) {
+  auto filters = fetch_id_filters(shard_count);
+  if (!filters) return filters.error();
   std::lock_guard lock(filters_mu_);
-  filters_ = std::move(filters);
+  filters_ = std::move(*filters);
   return ok();
 }
 
 Result<void> RemoteRunStore::reload_id_filter(std::uint32_t shard_count, std::uint32_t shard) {
-  StoreCall request;
-  request.op = StoreOp::id_filters;
-  request.limit = shard_count;
-  std::vector<std::vector<std::byte>> rows;
-  FUSEE_TRY_VOID(call(std::move(request), &rows));
-  if (rows.size() != shard_count || shard >= shard_count) return malformed();
-  auto filter = IdFilter::decode(rows[shard]);
-  if (!filter) return malformed();
+  auto filters = fetch_id_filters(shard_count);
+  if (!filters) return filters.error();
   std::lock_guard lock(filters_mu_);
-  if (filters_.size() != shard_count) return malformed();
-  filters_[shard] = std::move(*filter);
+  if (shard >= shard_count || filters_.size() != shard_count) return malformed();
+  filters_[shard] = std::move((*filters)[shard]);
   return ok();
 }
 

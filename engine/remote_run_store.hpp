@@ -65,6 +65,8 @@ class RemoteRunStore final : public RunStore {
   std::uint64_t lookups_saved() const { return lookups_saved_.load(); }
 
  private:
+  // Every shard's filter, from the server.
+  Result<std::vector<IdFilter>> fetch_id_filters(std::uint32_t shard_count);
   // Whether the store may hold a run `id`: false only when certainly not.
   bool may_hold(std::string_view id);
   // One call; its value, or the reply's error.

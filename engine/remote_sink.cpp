@@ -22,6 +22,7 @@
 #include "server/protocol/address.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
+#include "server/protocol/wire.hpp"
 #include "wal/errc.hpp"
 
 namespace fusee::engine {
@@ -177,15 +178,12 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     for (std::uint32_t shard = 0; shard < shards_; ++shard) {
       if (!leases[shard]) continue;
       const auto& lease = *leases[shard];
-      epochs_[shard] = lease.epoch;
       if (first || !held_[shard]) {
-        next_lsn_[shard] = lease.durable_lsn;
-        durable_[shard] = lease.durable_lsn;
-        unacked_[shard].clear();
-        held_[shard] = true;
+        take_lease_locked(lease);
         if (!first) taken.push_back(shard);
         continue;
       }
+      epochs_[shard] = lease.epoch;
       // The server's log must hold everything it acknowledged; what it had
       // not made durable when it went is sent again, at the same LSNs.
       if (lease.durable_lsn < durable_[shard].load()) {
@@ -259,7 +257,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       }
     }
     if (poisoned) {
-      on_reply(Part::failed, as_bytes(*poisoned));
+      on_reply(Part::failed, server::bytes_of(*poisoned));
       return;
     }
     bool sent = false;
@@ -269,7 +267,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     }
     if (!sent) {
       // A frame not sent whole is one the server never acted on.
-      if (auto taken = take_forward(id)) (*taken)(Part::no_holder, as_bytes("not connected to the server now"));
+      if (auto taken = take_forward(id)) (*taken)(Part::no_holder, server::bytes_of("not connected to the server now"));
     }
   }
   void set_handlers(std::function<void(Call)> on_call, std::function<void(ShardId)> on_lease) override {
@@ -290,6 +288,15 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
 
   void start_reading() { reader_ = std::thread([this] { read_loop(); }); }
 
+  // A shard this worker did not hold is leased to it: its appends start
+  // after the shard's durable end. Under send_mu_.
+  void take_lease_locked(const server::Lease& lease) {
+    epochs_[lease.shard] = lease.epoch;
+    next_lsn_[lease.shard] = lease.durable_lsn;
+    durable_[lease.shard] = lease.durable_lsn;
+    unacked_[lease.shard].clear();
+    held_[lease.shard] = true;
+  }
   // A shard leased after open: the engine recovers and runs it.
   void lease_taken(ShardId shard) {
     std::function<void(ShardId)> hook;
@@ -368,7 +375,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       std::lock_guard lock(state_mu_);
       forwards.swap(forwards_);
     }
-    for (auto& [id, on_reply] : forwards) on_reply(Part::failed, as_bytes("the engine shut down"));
+    for (auto& [id, on_reply] : forwards) on_reply(Part::failed, server::bytes_of("the engine shut down"));
     return ok();
   }
   // A read the connection's loss cuts short goes on after the reconnect
@@ -661,7 +668,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       forwards.swap(forwards_);
       state_cv_.notify_all();
     }
-    for (auto& [id, on_reply] : forwards) on_reply(Part::lost, as_bytes("the connection to the server went"));
+    for (auto& [id, on_reply] : forwards) on_reply(Part::lost, server::bytes_of("the connection to the server went"));
     auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
     std::string problem;
     while (!stopping_ && std::chrono::steady_clock::now() < give_up) {
@@ -776,11 +783,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
         {
           std::lock_guard lock(send_mu_);
           if (held_[lease->shard]) return;
-          epochs_[lease->shard] = lease->epoch;
-          next_lsn_[lease->shard] = lease->durable_lsn;
-          durable_[lease->shard] = lease->durable_lsn;
-          unacked_[lease->shard].clear();
-          held_[lease->shard] = true;
+          take_lease_locked(*lease);
         }
         lease_taken(lease->shard);
         return;
@@ -855,10 +858,6 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     auto part = last ? server::ReplyPart::last : server::ReplyPart::more;
     (void)send_locked(MessageType::forward_reply, relay, server::encode(server::ForwardReply{part, body}));
   }
-  static std::vector<std::byte> as_bytes(const std::string& text) {
-    auto bytes = std::as_bytes(std::span(text));
-    return {bytes.begin(), bytes.end()};
-  }
 
   void set_poison(std::error_code error, std::string why) {
     std::map<std::uint64_t, OnReply> forwards;
@@ -870,7 +869,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       forwards.swap(forwards_);
       state_cv_.notify_all();
     }
-    for (auto& [id, on_reply] : forwards) on_reply(Part::failed, as_bytes(poison_text_));
+    for (auto& [id, on_reply] : forwards) on_reply(Part::failed, server::bytes_of(poison_text_));
     for (std::uint32_t shard = 0; shard < shards_; ++shard) notify(shard);
   }
   void notify(ShardId shard) {

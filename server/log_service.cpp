@@ -29,6 +29,7 @@
 #include "server/protocol/address.hpp"
 #include "server/protocol/frame.hpp"
 #include "server/protocol/messages.hpp"
+#include "server/protocol/wire.hpp"
 #include "server/store_service.hpp"
 #include "wal/errc.hpp"
 #include "wal/log.hpp"
@@ -41,10 +42,6 @@ constexpr std::size_t kRecordsChunkBytes = 1u << 20;
 // What a connection may send in store_part frames ahead of their call.
 constexpr std::size_t kStorePartsBytesMax = 1u << 30;
 
-std::vector<std::byte> as_bytes(const std::string& text) {
-  auto bytes = std::as_bytes(std::span(text));
-  return {bytes.begin(), bytes.end()};
-}
 
 bool write_all(int fd, const std::byte* data, std::size_t size) {
   while (size > 0) {
@@ -335,7 +332,7 @@ struct LogService::Impl {
           auto why = forward->shard < shards ? fmt::format("no worker holds shard {} now", forward->shard)
                                              : fmt::format("there is no shard {}", forward->shard);
           connection->send(MessageType::forward_reply, frame.request_id,
-                           encode(ForwardReply{ReplyPart::no_holder, as_bytes(why)}));
+                           encode(ForwardReply{ReplyPart::no_holder, bytes_of(why)}));
           return true;
         }
         holder->send(MessageType::forwarded, relay, encode(Forward{forward->shard, std::move(forward->body)}));
@@ -574,7 +571,7 @@ struct LogService::Impl {
       if (auto caller = call.caller.lock()) {
         caller->send(MessageType::forward_reply, call.call_id,
                      encode(ForwardReply{ReplyPart::lost,
-                                         as_bytes(fmt::format("the worker holding the shard ({}) went before it "
+                                         bytes_of(fmt::format("the worker holding the shard ({}) went before it "
                                                               "answered",
                                                               connection->worker))}));
       }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "server/protocol/wire.hpp"
+
 namespace fusee::forwarded {
 namespace json = boost::json;
 
@@ -40,21 +42,17 @@ RunStatus status_of(const std::string& name) {
 
 }  // namespace
 
-const std::string text(const json::object& object, const char* name) {
+std::string text(const json::object& object, const char* name) {
   const auto& value = field(object, name);
   if (!value.is_string()) malformed(name);
   return std::string(value.as_string());
 }
 
-std::vector<std::byte> to_bytes(const json::value& value) {
-  auto text = json::serialize(value);
-  auto bytes = std::as_bytes(std::span(text));
-  return {bytes.begin(), bytes.end()};
-}
+std::vector<std::byte> to_bytes(const json::value& value) { return server::bytes_of(json::serialize(value)); }
 
 std::optional<json::object> from_bytes(std::span<const std::byte> bytes) {
   json::error_code error;
-  auto value = json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), error);
+  auto value = json::parse(server::text_of(bytes), error);
   if (error || !value.is_object()) return std::nullopt;
   return std::move(value.as_object());
 }

@@ -49,6 +49,6 @@ std::optional<Error> error_of(const boost::json::object& answer);
 
 // Field access that throws Error (invalid_argument) for a missing or
 // mistyped field.
-const std::string text(const boost::json::object& object, const char* field);
+std::string text(const boost::json::object& object, const char* field);
 
 }  // namespace fusee::forwarded

@@ -4,19 +4,17 @@
 
 #include "engine/stream_feed.hpp"
 #include "sdk/src/forwarded_call.hpp"
+#include "server/protocol/wire.hpp"
 
 namespace fusee::remote {
 namespace json = boost::json;
 using engine::ShardRouter;
+using server::text_of;
 
 namespace {
 
 constexpr auto kFirstPause = std::chrono::milliseconds(20);
 constexpr auto kLongestPause = std::chrono::milliseconds(500);
-
-std::string text_of(const std::vector<std::byte>& body) {
-  return std::string(reinterpret_cast<const char*>(body.data()), body.size());
-}
 
 errc code_of(std::error_code error) {
   return error.category() == error_category() ? static_cast<errc>(error.value()) : errc::storage;

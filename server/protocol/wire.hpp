@@ -8,9 +8,19 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fusee::server {
+
+// Text as bytes and back (a reason in a forward_reply, a forwarded call's JSON).
+inline std::vector<std::byte> bytes_of(std::string_view text) {
+  auto bytes = std::as_bytes(std::span(text));
+  return {bytes.begin(), bytes.end()};
+}
+inline std::string text_of(std::span<const std::byte> bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
 
 class Writer {
  public:

@@ -76,6 +76,18 @@ Config small_segments(EngineHarness& harness) {
   return config;
 }
 
+// Opening the harness's directory fails with errc::storage, saying `why`.
+void check_open_refused(EngineHarness& harness, const char* opened, const char* why) {
+  try {
+    Engine::open(small_segments(harness));
+    FAIL(opened);
+  } catch (const Error& error) {
+    CHECK(error.code() == errc::storage);
+    INFO(error.what());
+    CHECK(contains(error.what(), why));
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -209,14 +221,8 @@ TEST_CASE("a data directory whose run store was removed after a retirement refus
     engine->shutdown();
   }
   std::filesystem::remove_all(harness.data_dir() + "/runs");
-  try {
-    Engine::open(small_segments(harness));
-    FAIL("opened without the checkpoints that retired the log's start");
-  } catch (const Error& error) {
-    CHECK(error.code() == errc::storage);
-    INFO(error.what());
-    CHECK(contains(error.what(), "no segment holds sequences 1 to"));
-  }
+  check_open_refused(harness, "opened without the checkpoints that retired the log's start",
+                     "no segment holds sequences 1 to");
 }
 }
 
@@ -246,14 +252,7 @@ TEST_CASE("a run store holding records past its shard's checkpoint refuses to op
                              engine::encode_record(record));
     REQUIRE((*store)->write(std::move(batch)).has_value());
   }
-  try {
-    Engine::open(small_segments(harness));
-    FAIL("opened a store whose records the log does not reach");
-  } catch (const Error& error) {
-    CHECK(error.code() == errc::storage);
-    INFO(error.what());
-    CHECK(contains(error.what(), "past its checkpoint"));
-  }
+  check_open_refused(harness, "opened a store whose records the log does not reach", "past its checkpoint");
 }
 }
 
