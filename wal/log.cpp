@@ -547,7 +547,7 @@ std::uint64_t Log::next_segment_bytes() {
 
 Result<void> Log::write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,
                               std::span<const std::byte> bytes) {
-  auto written = write_durably(*file, offset, bytes);
+  auto written = sync_gate_.write_durably(*file, offset, bytes);
   if (!written && file->direct() && written.error() == std::errc::invalid_argument) {
     // The file system took the O_DIRECT open but refuses the write: rewrite
     // this write buffered (with fdatasync) and stay buffered.
@@ -561,7 +561,7 @@ Result<void> Log::write_batch(std::shared_ptr<io::File>& file, std::uint64_t seg
                                 wal_dir_));
     auto buffered = FUSEE_TRY(fs_.open(io::join_path(wal_dir_, segment_file_name(segment)), {.write = true}));
     file = std::move(buffered);
-    written = write_durably(*file, offset, bytes);
+    written = sync_gate_.write_durably(*file, offset, bytes);
   }
   return written;
 }

@@ -42,6 +42,7 @@
 #include "wal/limits.hpp"
 #include "wal/log_format.hpp"
 #include "wal/recovery.hpp"
+#include "wal/sync_gate.hpp"
 
 namespace fusee::wal {
 
@@ -303,6 +304,9 @@ class Log {
   std::uint32_t last_crc_ = 0;
   std::uint64_t life_ = 0;
   std::atomic<bool> direct_{false};  // false once O_DIRECT was refused
+  // Every durable write of a segment after open goes through it: one
+  // fdatasync at a time, and the first failure sticks (wal/sync_gate.hpp).
+  SyncGate sync_gate_;
   std::atomic<bool> fallback_warned_{false};
   std::vector<Segment> read_segments_;  // live segments, oldest first, for reads and retirement (mu_)
   std::mutex retire_mu_;                // one retire() at a time

@@ -99,7 +99,7 @@ void Log::owner_complete(Write* write, const io::WriteCompletion& completion, co
   if (!completion.error) {
     // A short write: its first part is durable; write the rest here.
     complete(write,
-             write_durably(*file, write->offset + completion.bytes_written, bytes.subspan(completion.bytes_written)));
+             sync_gate_.write_durably(*file, write->offset + completion.bytes_written, bytes.subspan(completion.bytes_written)));
     return;
   }
   if (completion.error == std::errc::invalid_argument) {

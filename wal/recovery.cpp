@@ -54,6 +54,7 @@ class Planner {
       plan_.fresh = true;
       return std::move(plan_);
     }
+    FUSEE_TRY_VOID(drop_cached_pages());
     FUSEE_TRY_VOID(load_segments());
     if (!plan_.refused) FUSEE_TRY_VOID(walk_chain());
     if (!plan_.refused) check_against_checkpoints();
@@ -68,6 +69,26 @@ class Planner {
     if (plan_.refused) return;
     plan_.refused = true;
     plan_.refusal = std::move(why);
+  }
+
+  // Recovery decides from what is on the disk. After a failed fdatasync,
+  // Linux keeps the pages it could not write in the page cache, marked
+  // clean: a plain read in the same boot (a reopen after the log poisoned)
+  // would see a batch or blob the disk does not hold, and apply()'s sync
+  // would find nothing to write. Evicting every segment's and blob file's
+  // cached pages first makes every later read come from the disk.
+  Result<void> drop_cached_pages() {
+    for (const auto& name : FUSEE_TRY(fs_.list(plan_.wal_dir))) {
+      if (!parse_segment_file_name(name)) continue;
+      auto file = FUSEE_TRY(fs_.open(io::join_path(plan_.wal_dir, name), {}));
+      FUSEE_TRY_VOID(file->drop_cache());
+    }
+    auto blob_dir = blob_dir_of(plan_.wal_dir);
+    for (auto number : FUSEE_TRY(list_blob_files(fs_, blob_dir))) {
+      auto file = FUSEE_TRY(fs_.open(io::join_path(blob_dir, blob_file_name(number)), {}));
+      FUSEE_TRY_VOID(file->drop_cache());
+    }
+    return ok();
   }
 
   Result<void> load_segments() {

@@ -100,6 +100,27 @@ class Image {
     pages_[at / kPageBytes] = std::make_shared<const Page>(page);
   }
 
+  // Makes page `index` of this image the same as in `from` (zeros where
+  // `from` has none), within this image's size.
+  void copy_page_from(const Image& from, std::uint64_t index) {
+    if (index * kPageBytes >= size_) return;
+    auto it = from.pages_.find(index);
+    if (it == from.pages_.end()) {
+      pages_.erase(index);
+    } else {
+      pages_[index] = it->second;
+    }
+    if ((index + 1) * kPageBytes > size_) {
+      // Keep the invariant: nothing non-zero at or past size_.
+      std::size_t tail = static_cast<std::size_t>(size_ % kPageBytes);
+      if (tail != 0 && pages_.contains(index)) {
+        Page page = copy_page(index);
+        std::memset(page.data() + tail, 0, kPageBytes - tail);
+        pages_[index] = std::make_shared<const Page>(page);
+      }
+    }
+  }
+
   std::vector<std::byte> bytes() const {
     std::vector<std::byte> out(static_cast<std::size_t>(size_));
     std::size_t n = read(0, out);
@@ -151,10 +172,23 @@ struct Inode {
   bool is_dir = false;
   // The contents as of the last sync_data (a directory has none).
   Image synced;
-  // synced with every pending op applied: what reads see.
+  // What a cached read sees: synced with every pending op applied, and the
+  // pages whose writeback failed (stale_pages) as they were in the cache.
   Image current;
   std::vector<DataOp> pending;
   int open_handles = 0;
+  // Linux's writeback error state (errseq_t): a counter of failed
+  // writebacks, and whether any open file description has reported the
+  // latest one yet (a description opened while it is unreported reports
+  // it too).
+  std::uint64_t wb_err = 0;
+  bool wb_err_seen = true;
+  // Pages whose writeback failed: the kernel marked them clean and keeps
+  // them in the cache, so cached reads still see their bytes (held in
+  // `stale`) although the disk does not have them, until drop_cache or a
+  // write that dirties the page again.
+  Image stale;
+  std::set<std::uint64_t> stale_pages;
 };
 
 // A directory-entry change not yet made durable by sync_dir on `dir`.
@@ -402,9 +436,57 @@ Image durable_image(const Inode& inode) {
   return image;
 }
 
+// synced with every pending op applied, without the stale pages: what the
+// disk will hold once the pending ops are written back, and what a read
+// that bypasses the cache sees.
+Image uncached_image(const Inode& inode) {
+  Image image = inode.synced;
+  for (const auto& op : inode.pending) apply(image, op);
+  return image;
+}
+
 void replay_current(Inode& inode) {
-  inode.current = inode.synced;
-  for (const auto& op : inode.pending) apply(inode.current, op);
+  inode.current = uncached_image(inode);
+  for (auto page : inode.stale_pages) inode.current.copy_page_from(inode.stale, page);
+}
+
+// A write dirties every page it touches again: a stale page it touches
+// becomes dirty as a whole, stale bytes and all, so its next writeback
+// writes those bytes too. Modelled as a pending write of the whole page.
+void redirty_stale_pages(FaultData& s, Inode& inode, std::uint64_t offset, std::size_t length, bool durable) {
+  if (inode.stale_pages.empty() || length == 0) return;
+  auto first = offset / kPageBytes;
+  auto last = (offset + length - 1) / kPageBytes;
+  for (auto it = inode.stale_pages.lower_bound(first); it != inode.stale_pages.end() && *it <= last;) {
+    DataOp op;
+    op.seq = s.next_seq++;
+    op.kind = DataOp::Kind::write;
+    op.offset = *it * kPageBytes;
+    op.bytes.resize(kPageBytes);
+    auto got = inode.current.read(op.offset, op.bytes);
+    op.bytes.resize(got);
+    op.durable = durable;
+    if (!op.bytes.empty()) inode.pending.push_back(std::move(op));
+    it = inode.stale_pages.erase(it);
+  }
+}
+
+// Writeback of the file's pending ops failed: as ext4 and XFS do, the pages
+// are marked clean without reaching the disk (the dsync writes had reached
+// it already), stay readable in the cache, and the error is recorded once
+// for the open file descriptions to report.
+void fail_writeback(Inode& inode) {
+  for (const auto& op : inode.pending) {
+    if (op.durable || op.kind != DataOp::Kind::write || op.bytes.empty()) continue;
+    auto first = op.offset / kPageBytes;
+    auto last = (op.offset + op.bytes.size() - 1) / kPageBytes;
+    for (auto page = first; page <= last; ++page) inode.stale_pages.insert(page);
+  }
+  inode.synced = durable_image(inode);
+  inode.pending.clear();
+  inode.stale = inode.current;
+  ++inode.wb_err;
+  inode.wb_err_seen = false;
 }
 
 std::size_t count_undecided(const FaultData& s) {
@@ -504,8 +586,14 @@ bool aligned(std::uint64_t offset, std::size_t length, const void* buffer) {
 
 class FaultFile final : public io::File {
  public:
-  FaultFile(std::shared_ptr<detail::FaultState> state, InodeId inode, bool writable, bool direct)
-      : state_(std::move(state)), inode_(inode), writable_(writable), direct_(direct) {}
+  FaultFile(std::shared_ptr<detail::FaultState> state, InodeId inode, bool writable, bool direct,
+            std::string path, std::uint64_t wb_err_sampled)
+      : state_(std::move(state)),
+        inode_(inode),
+        writable_(writable),
+        direct_(direct),
+        path_(std::move(path)),
+        wb_err_seen_(wb_err_sampled) {}
 
   ~FaultFile() override {
     std::lock_guard lock(state_->mutex);
@@ -515,6 +603,14 @@ class FaultFile final : public io::File {
 
   Result<std::size_t> write_at(std::uint64_t offset, std::span<const std::byte> data,
                                io::WriteFlags flags) override {
+    run_hook(OpKind::write, &FaultFileSystemOptions::before_operation);
+    auto written = write_at_locked(offset, data, flags);
+    run_hook(OpKind::write, &FaultFileSystemOptions::after_operation);
+    return written;
+  }
+
+  Result<std::size_t> write_at_locked(std::uint64_t offset, std::span<const std::byte> data,
+                                      io::WriteFlags flags) {
     std::lock_guard lock(state_->mutex);
     FaultData& s = state_->data;
     if (auto started = start_operation(s); !started) return started.error();
@@ -541,6 +637,7 @@ class FaultFile final : public io::File {
     op.durable = flags == io::WriteFlags::dsync;
     apply(inode.current, op);
     inode.pending.push_back(std::move(op));
+    redirty_stale_pages(s, inode, offset, length, flags == io::WriteFlags::dsync);
     return length;
   }
 
@@ -551,27 +648,56 @@ class FaultFile final : public io::File {
     if (direct_ && !aligned(offset, out.size(), out.data())) {
       return error(std::errc::invalid_argument);
     }
-    return s.inodes.at(inode_).current.read(offset, out);
+    const Inode& inode = s.inodes.at(inode_);
+    // O_DIRECT reads go to the disk (after writing back dirty pages), so
+    // they never see stale pages.
+    if (direct_ && !inode.stale_pages.empty()) return uncached_image(inode).read(offset, out);
+    return inode.current.read(offset, out);
   }
 
   Result<void> sync_data() override {
+    run_hook(OpKind::sync_data, &FaultFileSystemOptions::before_operation);
+    auto synced = sync_data_locked();
+    run_hook(OpKind::sync_data, &FaultFileSystemOptions::after_operation);
+    return synced;
+  }
+
+  Result<void> sync_data_locked() {
     std::lock_guard lock(state_->mutex);
     FaultData& s = state_->data;
     if (auto started = start_operation(s); !started) return started.error();
     Inode& inode = s.inodes.at(inode_);
     if (auto effect = take_fault(s, OpKind::sync_data)) {
-      if (*effect == FaultEffect::sync_loses_data) {
-        // Writeback failed and the kernel marked the pages clean: the unsynced
-        // data is gone for good, and nothing is left for the next sync to
-        // report. The dsync writes had already reached the disk.
-        inode.synced = durable_image(inode);
-        inode.current = inode.synced;
-        inode.pending.clear();
-      }
-      return fault_error(*effect);
+      if (*effect != FaultEffect::sync_loses_data) return fault_error(*effect);
+      // The unsynced data is gone for good; this description reports it,
+      // below, and no other sync through it will.
+      fail_writeback(inode);
+    } else {
+      inode.synced = uncached_image(inode);
+      inode.pending.clear();
     }
-    inode.synced = inode.current;
-    inode.pending.clear();
+    // errseq: a description reports each failed writeback since it last
+    // looked (or since it was opened) once; whichever description looks
+    // first, a sync through another one later reports it too, but a second
+    // sync through the same description (another thread's, concurrent with
+    // the failure) returns 0.
+    if (wb_err_seen_ != inode.wb_err) {
+      wb_err_seen_ = inode.wb_err;
+      inode.wb_err_seen = true;
+      return error(std::errc::io_error);
+    }
+    return ok();
+  }
+
+  Result<void> drop_cache() override {
+    std::lock_guard lock(state_->mutex);
+    FaultData& s = state_->data;
+    if (auto alive = check_not_crashed(s); !alive) return alive.error();
+    Inode& inode = s.inodes.at(inode_);
+    if (inode.stale_pages.empty()) return ok();
+    inode.stale_pages.clear();
+    inode.stale = Image();
+    replay_current(inode);
     return ok();
   }
 
@@ -611,6 +737,18 @@ class FaultFile final : public io::File {
   bool writable() const { return writable_; }
 
  private:
+  // Options::before_operation or after_operation, outside the lock so that
+  // it may block.
+  using Hook = std::function<void(OpKind, const std::string&)>;
+  void run_hook(OpKind kind, Hook FaultFileSystemOptions::*which) {
+    Hook hook;
+    {
+      std::lock_guard lock(state_->mutex);
+      hook = state_->data.options.*which;
+    }
+    if (hook) hook(kind, path_);
+  }
+
   // A truncate or allocate: pending until sync_data.
   Result<void> record(DataOp op, OpKind kind) {
     std::lock_guard lock(state_->mutex);
@@ -629,6 +767,9 @@ class FaultFile final : public io::File {
   InodeId inode_;
   bool writable_;
   bool direct_;
+  std::string path_;  // as opened, for the Options hooks
+  // The inode's wb_err this open file description last reported (errseq).
+  std::uint64_t wb_err_seen_;
 };
 
 // The write queue of the model in the header. Its own fields are touched only
@@ -874,9 +1015,13 @@ Result<std::unique_ptr<io::File>> FaultFileSystem::open(const std::string& path,
     s.inodes[id];
     link(s, found->parent, found->name, id);
   }
-  ++s.inodes.at(id).open_handles;
+  Inode& inode = s.inodes.at(id);
+  ++inode.open_handles;
+  // errseq_sample: a description opened while the latest failed writeback
+  // is unreported starts before it, so it reports it once.
+  std::uint64_t sampled = inode.wb_err_seen || inode.wb_err == 0 ? inode.wb_err : inode.wb_err - 1;
   return std::unique_ptr<io::File>(
-      std::make_unique<FaultFile>(state_, id, options.write, options.direct));
+      std::make_unique<FaultFile>(state_, id, options.write, options.direct, path, sampled));
 }
 
 Result<void> FaultFileSystem::rename(const std::string& from, const std::string& to) {

@@ -20,6 +20,18 @@
 //   Every pending operation carries a sequence number global to the file
 //   system, so a crash replays the survivors in their real order: a later
 //   durable write wins over an earlier kept one where they overlap.
+// - Failed writeback, as Linux (ext4, XFS) does it. A sync_data that fails
+//   with FaultEffect::sync_loses_data drops the file's pending operations
+//   from what the disk will hold, but the pages stay in the cache marked
+//   clean: reads through any File still see those bytes (stale pages) until
+//   File::drop_cache() or an O_DIRECT read (which sees the disk), and a
+//   later successful sync does not write them. A later write to a stale
+//   page dirties the whole page again, stale bytes included. The error is
+//   recorded per file (errseq_t) and reported once per open file
+//   description: the File whose sync failed reports EIO, another File opened
+//   before the failure reports EIO at its next sync_data, a File opened
+//   after it reports nothing, and a second sync_data through the same File
+//   (another thread's, concurrent with the failure) returns success.
 // - Names. Directory entries (creates, renames, removes, mkdir, rmdir) change
 //   the visible namespace at once and become durable only when sync_dir() is
 //   called on the directory that holds the entry. A rename across directories
@@ -67,6 +79,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -155,9 +168,11 @@ enum class FaultEffect {
                 // other operation fails with EIO instead
   sync_loses_data,  // sync_data fails with EIO and drops that file's pending
                     // (not yet durable) operations, as Linux does when
-                    // writeback fails: the pages are marked clean, so the next
-                    // sync_data succeeds with the data gone ("fsync lies the
-                    // second time"). Any other operation fails with EIO.
+                    // writeback fails: the pages are marked clean but stay
+                    // readable in the cache, and the next sync_data through
+                    // the same File succeeds with the data gone ("fsync lies
+                    // the second time"; see "Failed writeback" above). Any
+                    // other operation fails with EIO.
 };
 
 // Fires on the nth (1-based) counted operation that matches `kind`, and with
@@ -184,6 +199,14 @@ struct FaultFileSystemOptions {
   // it whether to complete only the first of two or more, so callers see
   // partial reaping (see the model above). Same seed, same sequence.
   std::optional<std::uint64_t> write_queue_seed;
+  // Called on the calling thread at the start of every File::write_at and
+  // File::sync_data, with the path the File was opened with, outside the
+  // file system's lock: a test may block in it to force an interleaving of
+  // several threads. It may call the inspection methods (faults_fired(),
+  // contents()...) but no File or FileSystem operation.
+  std::function<void(OpKind kind, const std::string& path)> before_operation;
+  // Likewise, once such a call has done its work, before it returns.
+  std::function<void(OpKind kind, const std::string& path)> after_operation;
 };
 
 namespace detail {

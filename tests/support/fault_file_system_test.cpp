@@ -493,6 +493,10 @@ TEST_CASE("fsync lies the second time: a failed sync drops the data and the next
   // The dsync write had already reached the disk; the plain one is gone.
   std::string after = crashed_text(*fs, CrashOutcome::keep_all());
   CHECK(after == std::string("acked.") + std::string(4, '\0') + "DS");
+  // The failed pages stay readable in the cache, marked clean, until the
+  // cache is dropped: then reads show the disk.
+  CHECK(text_of(fs->contents("/d/f").value()) == "acked.lostDS");
+  CHECK(file->drop_cache().has_value());
   CHECK(text_of(fs->contents("/d/f").value()) == after);
 }
 

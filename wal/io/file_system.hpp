@@ -13,6 +13,8 @@
 //   directory holding the entry.
 // - A write through a WriteQueue (open_write_queue) is durable once its
 //   completion reports it (wal/io/write_queue.hpp).
+// - A failed sync_data leaves the pages it could not write readable from the
+//   page cache until drop_cache() (or a direct read) goes to the disk.
 // - A File opened with OpenOptions::direct needs every write and read offset,
 //   length and buffer address aligned to kDirectAlignment.
 //
@@ -65,6 +67,14 @@ class File {
   [[nodiscard]] virtual Result<void> allocate(std::uint64_t offset, std::uint64_t length) = 0;
   [[nodiscard]] virtual Result<std::uint64_t> size() = 0;
   virtual bool direct() const = 0;
+  // Evicts the file's clean cached pages (posix_fadvise DONTNEED), so later
+  // reads come from the disk. Why: after a failed fdatasync Linux (ext4,
+  // XFS) keeps the pages that could not be written in the page cache,
+  // marked clean, so a plain read shows bytes that are not on the disk and
+  // a later fdatasync has nothing to write. Recovery drops them before it
+  // reads. Dirty pages (written, writeback not yet tried) stay. Changes no
+  // byte on disk; allowed on a file opened read-only.
+  [[nodiscard]] virtual Result<void> drop_cache() = 0;
 };
 
 class FileSystem {

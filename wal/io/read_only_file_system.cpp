@@ -21,6 +21,8 @@ class ReadOnlyFile final : public File {
   Result<void> allocate(std::uint64_t, std::uint64_t) override { return refused(); }
   Result<std::uint64_t> size() override { return inner_->size(); }
   bool direct() const override { return inner_->direct(); }
+  // Changes nothing on disk, so a read-only view may drop its cache.
+  Result<void> drop_cache() override { return inner_->drop_cache(); }
 
  private:
   std::unique_ptr<File> inner_;
