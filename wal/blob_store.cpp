@@ -175,6 +175,15 @@ Result<void> BlobWriter::write(const BlobRef& ref, std::span<const std::byte> by
   return result;
 }
 
+void BlobWriter::release(const BlobRef& ref) {
+  std::lock_guard lock(mutex_);
+  auto found = files_.find(ref.file_number);
+  FUSEE_ASSERT(found != files_.end(), "release of a blob this writer did not reserve");
+  auto& file = found->second;
+  FUSEE_ASSERT(file->unwritten > 0, "a reserved blob released twice");
+  if (--file->unwritten == 0 && file->number != file_number_) files_.erase(found);
+}
+
 Result<void> BlobWriter::write_region(BlobFile& file, const BlobRef& ref,
                                       std::span<const std::byte> bytes) {
   // O_DIRECT needs an aligned buffer of whole blocks; buffered writes take the

@@ -138,6 +138,12 @@ class BlobWriter {
   // Call once per reserved ref. Writes to different refs may run at once.
   Result<void> write(const BlobRef& ref, std::span<const std::byte> bytes);
 
+  // Gives back a reservation that will never be written (its append was
+  // refused, or the log poisoned before the write): without it the file
+  // would wait for the write forever, keeping its descriptor open past its
+  // retirement. Call at most once per ref, and never after write(ref).
+  void release(const BlobRef& ref);
+
   // The file reserve() places blobs in now; it and later files are never
   // retired.
   std::uint64_t current_file_number() const {

@@ -115,7 +115,8 @@ Result<void> Log::start_writing() {
   stats_.segment_bytes = segment_.size_bytes;
   stats_.direct_io = direct_;
   if (options_.payload_offload_bytes > 0) {
-    blobs_ = FUSEE_TRY(BlobWriter::open(fs_, blob_dir_of(wal_dir_), {.direct_io = options_.direct_io}));
+    blobs_ = FUSEE_TRY(BlobWriter::open(fs_, blob_dir_of(wal_dir_),
+                                        {.file_bytes_max = options_.blob_file_bytes_max, .direct_io = options_.direct_io}));
     blob_thread_ = std::thread([this] { blob_loop(); });
   }
   // The owner needs O_DIRECT + RWF_DSYNC writes and an io_uring; on tmpfs the
@@ -288,6 +289,7 @@ LogStats Log::stats() const {
   for (std::size_t i = 0; i < flush_latency_counts_.size(); ++i) stats.flush_latency_counts[i] = flush_latency_counts_[i].load();
   stats.flush_latency_sum_us = flush_latency_sum_us_.load();
   stats.staged_bytes = staged_bytes_;
+  stats.blobs_pending = blobs_pending_;
   stats.segments_live = read_segments_.size();
   for (const auto& segment : read_segments_) stats.live_bytes += segment.size_bytes;
   return stats;
@@ -300,6 +302,9 @@ void Log::poison_locked(std::error_code error) {
   for (auto& stage : stages_) stage.clear();
   staged_bytes_ = 0;
   staged_records_ = 0;
+  // Their blobs will never be written: give the places back (the blob
+  // thread's job in flight, if any, is written and released by write()).
+  for (const auto& job : blob_jobs_) blobs_->release(job.ref);
   blob_jobs_.clear();
   blobs_pending_ = 0;
   work_cv_.notify_all();

@@ -70,6 +70,8 @@ struct LogOptions {
   // batch carries a reference, so one large record does not hold up every
   // shard's small ones behind one long write. 0 turns offload off.
   std::size_t payload_offload_bytes = kPayloadOffloadBytesDefault;
+  // A blob file rolls past this size (wal/blob_store.hpp); tests lower it.
+  std::uint64_t blob_file_bytes_max = kBlobFileBytesDefault;
   LogWriterMode writer_mode = LogWriterMode::automatic;
   // A thread waiting for its records with nothing in flight writes the batch
   // itself (on a fast disk), saving two thread hand-offs. Off: log threads
@@ -122,6 +124,7 @@ struct LogStats {
   std::array<std::uint64_t, kFlushLatencyBoundsUs.size() + 1> flush_latency_counts{};  // every durable write
   std::uint64_t flush_latency_sum_us = 0;
   std::uint64_t staged_bytes = 0;     // appended, not yet sealed into a batch (not durable)
+  std::uint64_t blobs_pending = 0;    // staged large records whose blob is not yet durable
 };
 
 class Log {

@@ -21,9 +21,17 @@ Result<Lsn> Log::append_blob(ShardId shard, std::span<const std::byte> record) {
   Lsn lsn = 0;
   {
     std::lock_guard lock(mu_);
-    if (poison_) return make_error_code(errc::poisoned);
-    if (closing_) return make_error_code(errc::closed);
-    if (staged_bytes_ + charged_bytes > options_.staged_bytes_max) return make_error_code(errc::queue_full);
+    std::error_code refused;
+    if (poison_)
+      refused = make_error_code(errc::poisoned);
+    else if (closing_)
+      refused = make_error_code(errc::closed);
+    else if (staged_bytes_ + charged_bytes > options_.staged_bytes_max)
+      refused = make_error_code(errc::queue_full);
+    if (refused) {
+      blobs_->release(ref);
+      return refused;
+    }
     auto& stage = stages_[shard];
     lsn = stage.push(ref_bytes, /*blob_ref=*/true);
     stage.block(lsn);
@@ -49,6 +57,9 @@ void Log::blob_loop() {
     }
     auto written = blobs_->write(job.ref, job.bytes);
     std::lock_guard lock(mu_);
+    // Poisoned meanwhile: poison_locked dropped the job's stage and reset
+    // the counters this job would take back.
+    if (poison_) return;
     if (!written) {
       poison_locked(written.error());
       return;
