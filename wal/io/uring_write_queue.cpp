@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <thread>
 #include <limits>
 #include <span>
 #include <system_error>
@@ -25,10 +28,17 @@ std::error_code errno_code(int error_number) {
 // kWriteQueueDepthMax; liburing reserves all ones (LIBURING_UDATA_TIMEOUT).
 constexpr std::uint64_t kWakeUserData = kWriteQueueDepthMax;
 
+// EAGAIN or EBUSY from io_uring_enter: retried after this pause, at most
+// this many times (about a second in all) before the error is returned.
+constexpr auto kTransientPause = std::chrono::microseconds(100);
+constexpr int kTransientRetriesMax = 10000;
+
+bool transient(int rc) { return rc == -EINTR || rc == -EAGAIN || rc == -EBUSY; }
+
 class UringWriteQueue final : public WriteQueue {
  public:
-  UringWriteQueue(const PosixFileSystem& file_system, std::size_t depth)
-      : file_system_(file_system), depth_(depth), slots_(depth) {}
+  UringWriteQueue(const PosixFileSystem& file_system, std::size_t depth, std::function<int()> enter_fault)
+      : file_system_(file_system), depth_(depth), enter_fault_(std::move(enter_fault)), slots_(depth) {}
   UringWriteQueue(const UringWriteQueue&) = delete;
   UringWriteQueue& operator=(const UringWriteQueue&) = delete;
 
@@ -100,12 +110,20 @@ class UringWriteQueue final : public WriteQueue {
     // below fails, the next one submits them (liburing counts from the
     // kernel's head), so they are in flight either way.
     queued_.clear();
+    int transient_failures = 0;
     for (;;) {
-      int rc = io_uring_submit_and_wait(&ring_, 1);
-      if (rc < 0 && rc != -EINTR) return errno_code(-rc);
+      int rc = enter(1);
+      if (rc < 0 && !transient(rc)) return errno_code(-rc);
       // A signal can end the wait after the submission with no completion
-      // (the kernel then returns the count submitted): wait again.
+      // (the kernel then returns the count submitted): wait again. EAGAIN
+      // and EBUSY say the kernel could not take the request now; what
+      // completed meanwhile is reaped first, since that frees the kernel's
+      // completion queue.
       if (reap(&out) > 0) return ok();
+      if (rc == -EAGAIN || rc == -EBUSY) {
+        if (++transient_failures > kTransientRetriesMax) return errno_code(-rc);
+        std::this_thread::sleep_for(kTransientPause);
+      }
     }
   }
 
@@ -183,16 +201,27 @@ class UringWriteQueue final : public WriteQueue {
     if (busy_count_ == 0 && !wake_armed_) return;
     wake();
     while (busy_count_ > 0 || wake_armed_) {
-      int rc = io_uring_submit_and_wait(&ring_, 1);
+      int rc = enter(1);
       // Any other failure of a bare wait means the ring is unusable; there
       // is nothing better to do than stop waiting.
-      if (rc < 0 && rc != -EINTR && rc != -EAGAIN) return;
+      if (rc < 0 && !transient(rc)) return;
       reap(nullptr);
     }
   }
 
+  // One io_uring_enter that submits what is queued and waits for wait_nr
+  // completions; the test hook may stand in for it.
+  int enter(unsigned wait_nr) {
+    if (enter_fault_) {
+      int injected = enter_fault_();
+      if (injected < 0) return injected;
+    }
+    return io_uring_submit_and_wait(&ring_, wait_nr);
+  }
+
   const PosixFileSystem& file_system_;
   const std::size_t depth_;
+  const std::function<int()> enter_fault_;
   io_uring ring_{};
   bool ring_open_ = false;
   int wake_fd_ = -1;
@@ -208,10 +237,10 @@ class UringWriteQueue final : public WriteQueue {
 }  // namespace
 
 Result<std::unique_ptr<WriteQueue>> open_uring_write_queue(const PosixFileSystem& file_system,
-                                                           std::size_t depth) {
+                                                           std::size_t depth, std::function<int()> enter_fault) {
   FUSEE_ASSERT(depth >= 1, "a write queue holds at least one write");
   FUSEE_ASSERT(depth <= kWriteQueueDepthMax, "write queue deeper than kWriteQueueDepthMax");
-  auto queue = std::make_unique<UringWriteQueue>(file_system, depth);
+  auto queue = std::make_unique<UringWriteQueue>(file_system, depth, std::move(enter_fault));
   if (auto opened = queue->open(); !opened) return opened.error();
   return std::unique_ptr<WriteQueue>(std::move(queue));
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "base/result.hpp"
@@ -28,7 +29,17 @@ class PosixFileSystem;
 // read operation (before Linux 5.6), fails with
 // std::errc::function_not_supported; any other failure (ENOMEM, EMFILE) is
 // returned as it is.
+//
+// submit_and_wait retries io_uring_enter's transient failures: EINTR at
+// once; EAGAIN and EBUSY (the kernel is short of memory for the request, or
+// its completion queue is backed up) after reaping what completed and a
+// short pause, for about a second in all before it gives up with the
+// error. Every other failure is returned at once (the log poisons).
+//
+// enter_fault, for tests only: called before each io_uring_enter; a
+// negative errno it returns is taken as that call's result instead of
+// entering the kernel.
 [[nodiscard]] Result<std::unique_ptr<WriteQueue>> open_uring_write_queue(
-    const PosixFileSystem& file_system, std::size_t depth);
+    const PosixFileSystem& file_system, std::size_t depth, std::function<int()> enter_fault = nullptr);
 
 }  // namespace fusee::io
