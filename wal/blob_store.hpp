@@ -99,6 +99,9 @@ struct BlobStoreOptions {
   // buffered writes + fdatasync. The first EINVAL (at open or at a write)
   // switches the writer to buffered for good, and the refused write is redone.
   bool direct_io = true;
+  // Checksums each blob again in write() against its reservation: O(bytes),
+  // for tests (LogOptions::verify_writes).
+  bool verify_writes = false;
 };
 
 // Appends blobs to numbered files in a blob directory. Each open starts a new

@@ -116,7 +116,9 @@ Result<void> Log::start_writing() {
   stats_.direct_io = direct_;
   if (options_.payload_offload_bytes > 0) {
     blobs_ = FUSEE_TRY(BlobWriter::open(fs_, blob_dir_of(wal_dir_),
-                                        {.file_bytes_max = options_.blob_file_bytes_max, .direct_io = options_.direct_io}));
+                                        {.file_bytes_max = options_.blob_file_bytes_max,
+                                         .direct_io = options_.direct_io,
+                                         .verify_writes = options_.verify_writes}));
     blob_thread_ = std::thread([this] { blob_loop(); });
   }
   // The owner needs O_DIRECT + RWF_DSYNC writes and an io_uring; on tmpfs the
@@ -407,16 +409,6 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
     if (buffer.size() < total) buffer = io::AlignedBuffer(std::max<std::size_t>(total, 64 * kKiB));
     auto body = std::span<std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes);
     encode_sections(batch, stages_, body);
-#ifndef NDEBUG
-    {
-      // What goes to disk must decode to what was planned (checked again,
-      // always, when recovery reads it back).
-      std::vector<SectionView> decoded;
-      FUSEE_DASSERT(!decode_body(body, static_cast<std::uint32_t>(batch.sections.size()), decoded),
-                    "a sealed batch does not decode");
-      FUSEE_DASSERT(decoded.size() == batch.sections.size(), "a sealed batch lost a section");
-    }
-#endif
     // Padding is zero so the bytes on disk are a function of the records.
     std::memset(buffer.data() + kBatchHeaderBytes + batch.body_bytes, 0,
                 total - kBatchHeaderBytes - batch.body_bytes);
@@ -429,6 +421,16 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
       stage.pop(section.record_count);
     }
     acked = published_sequence_;
+  }
+  if (options_.verify_writes) {
+    // What goes to disk must decode to what was planned (recovery checks it
+    // again, always, when it reads it back). O(bytes), so a test option, and
+    // outside mu_ so that appenders never wait for it.
+    std::vector<SectionView> decoded;
+    auto body = std::span<const std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes);
+    FUSEE_ASSERT(!decode_body(body, static_cast<std::uint32_t>(batch.sections.size()), decoded),
+                 "a sealed batch does not decode");
+    FUSEE_ASSERT(decoded.size() == batch.sections.size(), "a sealed batch lost a section");
   }
 
   auto total = batch_total_bytes(batch.body_bytes);

@@ -81,6 +81,11 @@ struct LogOptions {
   // slow disk the waiting thread is better left free to be woken.
   std::uint64_t inline_flush_max_us = kInlineFlushMaxUsDefault;
   std::size_t handoff_bytes_max = kHandoffBytesMax;
+  // O(bytes) self-checks, for tests: each sealed batch is decoded and each
+  // blob checksummed again before it is written (outside the log's locks).
+  // Off by default: at tens of MB per batch they cost milliseconds, and
+  // recovery verifies every batch and blob it reads anyway.
+  bool verify_writes = false;
   // Salts and life values. Default: std::random_device. Tests inject a seed.
   std::function<std::uint64_t()> random;
   // Operator warnings (the buffered fallback). Default: one line on stderr.

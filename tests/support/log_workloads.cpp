@@ -110,6 +110,7 @@ wal::LogOptions workload_options(const Workload& workload, std::uint64_t seed) {
   options.payload_offload_bytes = workload.payload_offload_bytes;
   options.writer_mode = workload.writer_mode;
   options.inline_writes = workload.inline_writes;
+  options.verify_writes = true;
   // Flushes in memory are fast; pin the choice so it never depends on timing.
   options.inline_flush_max_us = ~std::uint64_t{0};
   auto rng = std::make_shared<std::mt19937_64>(seed);

@@ -40,6 +40,7 @@ LogOptions options_for(const std::string& dir, std::uint32_t shards = 4) {
   options.dir = dir;
   options.shard_count = shards;
   options.warn = [](const std::string&) {};
+  options.verify_writes = true;
   return options;
 }
 
