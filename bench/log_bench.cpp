@@ -4,7 +4,7 @@
 // floor: one appender can at best match it, and many appenders beat it only
 // through group commit, which records_per_flush shows.
 //
-// Three kinds of case, chosen with --cases:
+// Four kinds of case, chosen with --cases:
 //  - modes: 128-byte records from 1, 8 and 64 appenders on each write path:
 //    "owner" (O_DIRECT + RWF_DSYNC submitted by the io_uring owner),
 //    "threads" (the same writes from blocking log threads) and "buffered"
@@ -14,6 +14,10 @@
 //  - mixed: 8 appenders of 128-byte records beside one appending 1 MiB
 //    records, direct, log threads, with payload offload on and off: whether
 //    large records hold up small ones.
+//  - crc32c: the log's CRC-32C (wal/crc32c.hpp) over a 64 MiB buffer beside
+//    the one-chain loop it replaced, in alternating rounds of the same run.
+//    No disk: the CRC runs under the seal lock and over every byte at
+//    recovery, so its rate bounds both.
 //
 // Each appender owns one shard and loops: append one record, wait_durable for
 // it, note the latency. Only one record per appender is ever outstanding, so
@@ -39,6 +43,7 @@
 #include <cstdio>
 #include <cstring>
 #include <latch>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,6 +54,7 @@
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
+#include "wal/crc32c.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/log.hpp"
 
@@ -75,6 +81,17 @@ constexpr std::size_t kMixedOffloadBytes = 64 * fusee::wal::kKiB;
 // to go about 64 times as fast. Reported as figures, not checked.
 constexpr double kOneAppenderP50OverRawAimMax = 1.15;
 constexpr double kThroughput64Over1AimMin = 40.0;
+// Issue 16: the CRC on three chains at least twice the one-chain loop.
+constexpr double kCrcSpeedupAimMin = 2.0;
+
+// Larger than the last-level cache of the machines we run on, so the CRC
+// reads from memory as recovery does, and as large as the largest batch
+// (kBatchBytesMax).
+constexpr std::size_t kCrcBufferBytes = 64 * fusee::wal::kMiB;
+// Each loop is timed for at least this long, however short --seconds is, so
+// the spread covers enough rounds to mean something.
+constexpr double kCrcSecondsMin = 1.0;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // One way of writing the log, and the raw flush it is compared with.
 struct WritePath {
@@ -93,6 +110,7 @@ constexpr std::array<WritePath, 3> kWritePaths = {{
 constexpr std::string_view kCaseKindModes = "modes";
 constexpr std::string_view kCaseKindInline = "inline";
 constexpr std::string_view kCaseKindMixed = "mixed";
+constexpr std::string_view kCaseKindCrc32c = "crc32c";
 
 struct Config {
   std::string dir = ".";
@@ -103,7 +121,7 @@ struct Config {
   double warmup_seconds = 0.2;
   std::vector<std::uint32_t> appender_counts = {1, 8, 64};
   std::vector<std::string> case_kinds = {std::string(kCaseKindModes), std::string(kCaseKindInline),
-                                         std::string(kCaseKindMixed)};
+                                         std::string(kCaseKindMixed), std::string(kCaseKindCrc32c)};
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
 
   bool wants(std::string_view kind) const {
@@ -553,6 +571,121 @@ void print_mixed_json(const MixedResult& result) {
 }
 
 // ---------------------------------------------------------------------------
+// crc32c: the log's CRC beside the one-chain loop.
+
+// The rates of one loop's rounds, each round one CRC over the whole buffer.
+struct RateSpread {
+  std::size_t rounds = 0;
+  double seconds = 0;  // summed over the rounds
+  double min_gib_per_s = 0;
+  double median_gib_per_s = 0;
+  double max_gib_per_s = 0;
+};
+
+RateSpread summarize_rates(std::vector<double> gib_per_s, double seconds) {
+  RateSpread spread;
+  spread.rounds = gib_per_s.size();
+  spread.seconds = seconds;
+  if (gib_per_s.empty()) return spread;
+  std::sort(gib_per_s.begin(), gib_per_s.end());
+  spread.min_gib_per_s = gib_per_s.front();
+  spread.max_gib_per_s = gib_per_s.back();
+  std::size_t middle = gib_per_s.size() / 2;
+  spread.median_gib_per_s =
+      gib_per_s.size() % 2 == 1 ? gib_per_s[middle] : (gib_per_s[middle - 1] + gib_per_s[middle]) / 2;
+  return spread;
+}
+
+struct CrcResult {
+  bool hardware = false;
+  RateSpread log;           // crc32c_extend, what the log calls
+  RateSpread single_chain;  // crc32c_single_chain_extend
+  std::uint32_t crc = 0;
+
+  double speedup() const { return ratio(log.median_gib_per_s, single_chain.median_gib_per_s); }
+};
+
+using CrcFn = std::uint32_t (*)(std::uint32_t, std::span<const std::byte>);
+
+// The rounds alternate between the two loops, so whatever else the machine
+// does during the run (a compiler on the other core) weighs on both alike.
+fusee::Result<CrcResult> run_crc_case(const Config& config) {
+  std::vector<std::byte> buffer(kCrcBufferBytes);
+  // Random bytes: nothing in the data can let either loop take a shortcut.
+  std::mt19937_64 rng(0x5eed'c3c2u);
+  for (std::size_t at = 0; at < buffer.size(); at += sizeof(std::uint64_t)) {
+    std::uint64_t word = rng();
+    std::memcpy(buffer.data() + at, &word, sizeof word);
+  }
+  std::span<const std::byte> data(buffer);
+
+  CrcResult result;
+  result.hardware = fusee::crc32c_hardware_available();
+  result.crc = fusee::crc32c_portable_extend(0, data);
+  const CrcFn loops[] = {&fusee::crc32c_extend, &fusee::crc32c_single_chain_extend};
+  const std::string_view loop_names[] = {"crc32c_extend", "crc32c_single_chain_extend"};
+  // A rate for a wrong answer is no figure: every round is checked.
+  auto wrong = [&](std::size_t i, std::uint32_t crc) {
+    fmt::print(stderr, "log_bench: {} gave {:#010x}, the portable table {:#010x}\n", loop_names[i], crc, result.crc);
+    return std::make_error_code(std::errc::state_not_recoverable);
+  };
+  // One untimed round each: the first pays for cold caches, not the CRC.
+  for (std::size_t i = 0; i < 2; ++i)
+    if (std::uint32_t crc = loops[i](0, data); crc != result.crc) return wrong(i, crc);
+
+  const double seconds_min = std::max(config.seconds, kCrcSecondsMin);
+  std::vector<double> rates[2];
+  double seconds[2] = {0, 0};
+  while (seconds[0] < seconds_min || seconds[1] < seconds_min) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      auto start = Clock::now();
+      std::uint32_t crc = loops[i](0, data);
+      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (crc != result.crc) return wrong(i, crc);
+      seconds[i] += elapsed;
+      rates[i].push_back(double(kCrcBufferBytes) / kGiB / elapsed);
+    }
+  }
+  result.log = summarize_rates(std::move(rates[0]), seconds[0]);
+  result.single_chain = summarize_rates(std::move(rates[1]), seconds[1]);
+  return result;
+}
+
+void print_crc_table(const CrcResult& result) {
+  fmt::print("\ncrc32c over {} MiB, one CRC per round, rounds alternating ({}; GiB/s)\n",
+             kCrcBufferBytes / fusee::wal::kMiB,
+             result.hardware ? "CRC-32C instruction" : "no CRC-32C instruction: both loops are the table");
+  fmt::print("{:<24} {:>7} {:>9} {:>9} {:>9}\n", "case", "rounds", "min", "median", "max");
+  auto row = [](std::string_view name, const RateSpread& spread) {
+    fmt::print("{:<24} {:>7} {:>9.2f} {:>9.2f} {:>9.2f}\n", name, spread.rounds, spread.min_gib_per_s,
+               spread.median_gib_per_s, spread.max_gib_per_s);
+  };
+  row("crc32c", result.log);
+  row("crc32c/single_chain", result.single_chain);
+  fmt::print("{:<24} {:>7} {:>9} {:>9} {:>9}\n", "speedup (median)", "", "", format_ratio(result.speedup()), "");
+}
+
+void print_crc_json(const CrcResult& result) {
+  JsonLine line("log");
+  line.field("case", kCaseKindCrc32c)
+      .field("bytes", kCrcBufferBytes)
+      .field("hardware", result.hardware)
+      .field("gib_per_s", round_to_digits(result.log.median_gib_per_s, 3))
+      .field("gib_per_s_single_chain", round_to_digits(result.single_chain.median_gib_per_s, 3))
+      .field("speedup", round_to_digits(result.speedup(), 3))
+      .field("gib_per_s_min", round_to_digits(result.log.min_gib_per_s, 3))
+      .field("gib_per_s_max", round_to_digits(result.log.max_gib_per_s, 3))
+      .field("rounds", result.log.rounds)
+      .field("seconds", round_to_digits(result.log.seconds, 6))
+      .field("gib_per_s_single_chain_min", round_to_digits(result.single_chain.min_gib_per_s, 3))
+      .field("gib_per_s_single_chain_max", round_to_digits(result.single_chain.max_gib_per_s, 3))
+      .field("rounds_single_chain", result.single_chain.rounds)
+      .field("seconds_single_chain", round_to_digits(result.single_chain.seconds, 6))
+      .field("crc", result.crc)
+      .print();
+}
+
+// ---------------------------------------------------------------------------
 // Aims: figures the log is built to reach, printed, never enforced.
 
 struct AimFigure {
@@ -577,7 +710,8 @@ const CaseResult* find_named(const std::vector<CaseResult>& results, std::string
 }
 
 std::vector<AimFigure> compute_aims(const std::vector<ModeResult>& modes, const std::vector<InlineResult>& inlines,
-                                    const std::vector<MixedResult>& mixeds, const Config& config) {
+                                    const std::vector<MixedResult>& mixeds, const std::vector<CrcResult>& crcs,
+                                    const Config& config) {
   std::vector<AimFigure> aims;
   const double missing = std::nan("");
   if (config.wants(kCaseKindModes)) {
@@ -622,6 +756,10 @@ std::vector<AimFigure> compute_aims(const std::vector<ModeResult>& modes, const 
                       ratio(on->small.latency.p99_us, alone->records.latency.p99_us), AimFigure::Bound::none, 0,
                       fmt::format("against threads/{}", appenders_name(kMixedSmallAppenders))});
     }
+  }
+  if (config.wants(kCaseKindCrc32c)) {
+    aims.push_back({"crc32c/speedup_over_single_chain", crcs.empty() ? missing : crcs.front().speedup(),
+                    AimFigure::Bound::at_least, kCrcSpeedupAimMin, "medians over 64 MiB"});
   }
   return aims;
 }
@@ -742,7 +880,16 @@ int run(const Config& config) {
     }
   }
 
-  auto aims = compute_aims(modes, inlines, mixeds, config);
+  std::vector<CrcResult> crcs;
+  if (config.wants(kCaseKindCrc32c)) {
+    auto result = run_crc_case(config);
+    if (!result) return fail(std::string(kCaseKindCrc32c), result.error());
+    print_crc_table(*result);
+    std::fflush(stdout);
+    crcs.push_back(*result);
+  }
+
+  auto aims = compute_aims(modes, inlines, mixeds, crcs, config);
   print_aims(aims);
   fmt::print("\n");
   std::fflush(stdout);
@@ -768,6 +915,7 @@ int run(const Config& config) {
   for (const auto& result : modes) print_mode_json(result);
   for (const auto& result : inlines) print_inline_json(result);
   for (const auto& result : mixeds) print_mixed_json(result);
+  for (const auto& result : crcs) print_crc_json(result);
   for (const auto& aim : aims) print_aim_json(aim);
   return 0;
 }
@@ -779,16 +927,16 @@ int main(int argc, char** argv) {
   CLI::App app{"Shared-log append-to-durable latency and throughput, beside the disk's raw flush latency."};
   app.add_option("--dir", config.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
-  app.add_option("--seconds", config.seconds, "timed seconds per case")
+  app.add_option("--seconds", config.seconds, "timed seconds per case (per loop for crc32c, at least 1)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--warmup-seconds", config.warmup_seconds, "untimed seconds at the start of each case")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--cases", config.case_kinds, "case kinds to run, comma-separated: modes, inline, mixed")
+  app.add_option("--cases", config.case_kinds, "case kinds to run, comma-separated: modes, inline, mixed, crc32c")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseKindModes), std::string(kCaseKindInline),
-                             std::string(kCaseKindMixed)}))
+                             std::string(kCaseKindMixed), std::string(kCaseKindCrc32c)}))
       ->capture_default_str();
   app.add_option("--appenders", config.appender_counts, "appender counts for the modes cases (one shard each)")
       ->check(CLI::Range(1u, fusee::wal::kShardsMax))

@@ -3,8 +3,10 @@
 // final xor ~0), so crc32c("123456789") == 0xE3069283 and values match other
 // implementations (iSCSI, ext4, RocksDB, LevelDB before masking).
 //
-// On x86-64 CPUs with SSE4.2 the CRC32 instruction computes it; elsewhere a
-// portable slice-by-8 table does. The choice is made once, at the first call.
+// On x86-64 CPUs with SSE4.2 and on ARMv8 CPUs with the CRC32 extension the
+// CPU's CRC-32C instruction computes it, on three independent chains joined by
+// shifting each partial CRC over the bytes after it (see crc32c.cpp); elsewhere
+// a portable slice-by-8 table does. The choice is made once, at the first call.
 //
 // Thread-safety: pure functions; call from any thread.
 #pragma once
@@ -24,11 +26,17 @@ namespace fusee {
 }
 
 // The table-driven path, always available. crc32c_extend uses it when the CPU
-// lacks SSE4.2; tests call it directly to check both paths agree.
+// lacks the instruction; tests call it directly to check both paths agree.
 [[nodiscard]] std::uint32_t crc32c_portable_extend(std::uint32_t crc,
                                                    std::span<const std::byte> data);
 
-// Whether crc32c_extend runs on the CPU's CRC32 instruction.
+// The hardware instruction on one dependency chain, the loop crc32c_extend
+// used before it split long inputs into three; kept so log_bench can set the
+// two side by side in one run. The portable path where crc32c_extend takes it.
+[[nodiscard]] std::uint32_t crc32c_single_chain_extend(std::uint32_t crc,
+                                                       std::span<const std::byte> data);
+
+// Whether crc32c_extend runs on the CPU's CRC-32C instruction.
 [[nodiscard]] bool crc32c_hardware_available();
 
 }  // namespace fusee

@@ -1,5 +1,6 @@
-// CRC-32C: the standard vectors, the SSE4.2 and table paths agreeing, and
-// extending in pieces.
+// CRC-32C: the standard vectors, the three-chain, single-chain and table paths
+// agreeing at every length, alignment and block boundary, and extending in
+// pieces.
 #include "wal/crc32c.hpp"
 
 #include <doctest/doctest.h>
@@ -32,6 +33,23 @@ std::vector<std::byte> random_bytes(std::size_t size_bytes, std::uint64_t seed) 
   return bytes;
 }
 
+// The block sizes of wal/crc32c.cpp: inputs of at least three short blocks
+// run on three chains, and of at least three long blocks on three far-apart
+// chains. Named here so the boundaries get checked; if the sizes there move,
+// these tests still pass but should move with them.
+constexpr std::size_t kShortGroupBytes = 3 * 256;
+constexpr std::size_t kLongGroupBytes = 3 * 256 * 1024;
+
+// Every path against the portable one, from a fresh start and from a
+// non-trivial incoming CRC (extend must not assume it starts fresh).
+void require_paths_agree(std::span<const std::byte> piece) {
+  for (std::uint32_t crc : {0u, 0xdeadbeefu}) {
+    std::uint32_t expected = fusee::crc32c_portable_extend(crc, piece);
+    REQUIRE(fusee::crc32c_extend(crc, piece) == expected);
+    REQUIRE(fusee::crc32c_single_chain_extend(crc, piece) == expected);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -59,26 +77,79 @@ TEST_SUITE("unit") {
     CHECK(fusee::crc32c_portable_extend(0, ascending) == 0x46DD794Eu);
     CHECK(fusee::crc32c_portable_extend(0, descending) == 0x113FDB5Cu);
     CHECK(fusee::crc32c_portable_extend(0, as_bytes("123456789")) == 0xE3069283u);
+    CHECK(fusee::crc32c_single_chain_extend(0, as_bytes("123456789")) == 0xE3069283u);
+    CHECK(fusee::crc32c_single_chain_extend(0, ascending) == 0x46DD794Eu);
   }
 
   TEST_CASE("crc32c hardware and portable paths agree at every length and alignment") {
     if (!fusee::crc32c_hardware_available()) {
-      MESSAGE("no SSE4.2 on this CPU: both calls take the portable path");
+      MESSAGE("no CRC-32C instruction on this CPU: every call takes the portable path");
     }
     constexpr std::uint64_t kSeed = 0x5eed'c3c2'0001u;
     INFO("seed " << kSeed);
-    // 8 spare bytes so every start offset 0..7 can read up to 300 bytes.
-    auto buffer = random_bytes(300 + 8, kSeed);
-    for (std::size_t start = 0; start < 8; ++start) {
-      for (std::size_t length = 0; length <= 300; ++length) {
-        auto piece = std::span<const std::byte>(buffer).subspan(start, length);
+    // Through the single-chain lengths, the first groups of short blocks and
+    // the tails after them; 16 start offsets cover every misalignment of the
+    // 8-byte loads, twice.
+    constexpr std::size_t kLengthMax = 2 * kShortGroupBytes + 600;
+    constexpr std::size_t kStarts = 16;
+    auto buffer = random_bytes(kLengthMax + kStarts, kSeed);
+    for (std::size_t start = 0; start < kStarts; ++start) {
+      for (std::size_t length = 0; length <= kLengthMax; ++length) {
         INFO("start " << start << " length " << length);
-        REQUIRE(fusee::crc32c_extend(0, piece) == fusee::crc32c_portable_extend(0, piece));
-        // A non-trivial incoming CRC, too: extend must not assume it starts fresh.
-        REQUIRE(fusee::crc32c_extend(0xdeadbeefu, piece) ==
-                fusee::crc32c_portable_extend(0xdeadbeefu, piece));
+        require_paths_agree(std::span<const std::byte>(buffer).subspan(start, length));
       }
     }
+    MESSAGE((kLengthMax + 1) << " lengths x " << kStarts << " alignments checked");
+  }
+
+  TEST_CASE("crc32c agrees with the portable path around every block boundary of long inputs") {
+    constexpr std::uint64_t kSeed = 0x5eed'c3c2'0004u;
+    INFO("seed " << kSeed);
+    // Room for the longest length below (3 long groups, 2 short ones and 767
+    // bytes) from either start.
+    auto buffer = random_bytes(3 * kLongGroupBytes + 3 * kShortGroupBytes + 16, kSeed);
+    std::size_t checked = 0;
+    for (std::size_t groups : {1u, 2u, 3u}) {
+      for (std::size_t short_groups : {0u, 1u, 2u}) {
+        std::size_t base = groups * kLongGroupBytes + short_groups * kShortGroupBytes;
+        for (std::size_t extra : {0u, 1u, 7u, 8u, 9u, 255u, 256u, 257u, 767u}) {
+          for (std::size_t start : {0u, 3u}) {
+            INFO("start " << start << " length " << base + extra);
+            require_paths_agree(std::span<const std::byte>(buffer).subspan(start, base + extra));
+            ++checked;
+          }
+        }
+      }
+    }
+    // Just below one long group: all of it on short blocks.
+    for (std::size_t below : {1u, 8u, 767u, 768u}) {
+      require_paths_agree(std::span<const std::byte>(buffer).first(kLongGroupBytes - below));
+      ++checked;
+    }
+    MESSAGE(checked << " lengths around block boundaries checked");
+  }
+
+  TEST_CASE("crc32c agrees with the portable path on random large buffers") {
+    constexpr std::uint64_t kSeed = 0x5eed'c3c2'0005u;
+    INFO("seed " << kSeed);
+    constexpr std::size_t kSizeMax = 3 * kLongGroupBytes;
+    auto buffer = random_bytes(kSizeMax + 64, kSeed);
+    std::mt19937_64 rng(kSeed);
+    constexpr int kBuffers = 24;
+    for (int i = 0; i < kBuffers; ++i) {
+      std::size_t start = rng() % 64;
+      std::size_t length = rng() % (kSizeMax + 1);
+      INFO("start " << start << " length " << length);
+      require_paths_agree(std::span<const std::byte>(buffer).subspan(start, length));
+    }
+    // Uniform bytes: zeros keep every chain's register at zero, so a join
+    // that dropped a chain would go unseen with random data but not here.
+    for (unsigned value : {0x00u, 0xffu}) {
+      std::vector<std::byte> uniform(kLongGroupBytes + kShortGroupBytes + 5, static_cast<std::byte>(value));
+      INFO("all bytes " << value);
+      require_paths_agree(uniform);
+    }
+    MESSAGE(kBuffers << " random buffers up to " << kSizeMax << " bytes checked");
   }
 
   TEST_CASE("crc32c extended in pieces equals the CRC of the whole") {
@@ -105,6 +176,44 @@ TEST_SUITE("unit") {
       crc = fusee::crc32c_extend(crc, whole.subspan(at, length));
       at += length;
     }
+    CHECK(crc == expected);
+  }
+
+  TEST_CASE("crc32c of a long buffer extended in pieces cut anywhere equals the CRC of the whole") {
+    constexpr std::uint64_t kSeed = 0x5eed'c3c2'0006u;
+    INFO("seed " << kSeed);
+    auto buffer = random_bytes(2 * kLongGroupBytes + 1234, kSeed);
+    std::span<const std::byte> whole(buffer);
+    std::uint32_t expected = fusee::crc32c_portable_extend(0, whole);
+    REQUIRE(fusee::crc32c(whole) == expected);
+
+    // Cuts that leave each side on the long blocks, the short ones or the
+    // single chain, and cuts at random.
+    std::mt19937_64 rng(kSeed);
+    std::vector<std::size_t> cuts = {1, 100, kShortGroupBytes - 1, kShortGroupBytes + 3, kLongGroupBytes - 1,
+                                     kLongGroupBytes, kLongGroupBytes + 5, whole.size() - kShortGroupBytes,
+                                     whole.size() - 1};
+    for (int i = 0; i < 16; ++i) cuts.push_back(rng() % whole.size());
+    for (std::size_t cut : cuts) {
+      INFO("cut " << cut);
+      std::uint32_t head = fusee::crc32c(whole.first(cut));
+      CHECK(fusee::crc32c_extend(head, whole.subspan(cut)) == expected);
+      CHECK(fusee::crc32c_single_chain_extend(fusee::crc32c_single_chain_extend(0, whole.first(cut)),
+                                              whole.subspan(cut)) == expected);
+    }
+
+    // Uneven pieces from a few bytes to a few long groups.
+    std::uint32_t crc = 0;
+    std::size_t at = 0;
+    std::size_t pieces = 0;
+    while (at < whole.size()) {
+      std::size_t length = std::min<std::size_t>(rng() % (kLongGroupBytes / 2), whole.size() - at);
+      if (rng() % 2 == 0) length %= 3000;
+      crc = fusee::crc32c_extend(crc, whole.subspan(at, length));
+      at += length;
+      ++pieces;
+    }
+    INFO(pieces << " pieces");
     CHECK(crc == expected);
   }
 
