@@ -1,47 +1,70 @@
 ------------------------------ MODULE FuseeLog ------------------------------
 (***************************************************************************)
-(* The shared log's writer, crashes, reopening and recovery rule.          *)
+(* The shared log's writer, crashes, damage, reopening and recovery rule.  *)
 (*                                                                         *)
 (* The code this states: wal/log.cpp (Log::seal_next, roll_segment,        *)
 (* complete: how a batch gets its sequence, prev_crc, acked and life; at   *)
-(* most kWritesInFlightMax = 2 writes in flight; publication in order),    *)
-(* wal/recovery.cpp (the Planner: load_segments, walk_chain, probe,        *)
-(* scan_past_end, choose_deletions; apply_recovery) and                    *)
-(* wal/log_retire.cpp (Log::retire). Prose: docs/durability.md,            *)
-(* docs/log-format.md sections 7 to 9.                                     *)
+(* most kWritesInFlightMax = 2 writes in flight; publication in order; the *)
+(* next segment prepared ahead of the roll), wal/recovery.cpp (the         *)
+(* Planner: load_segments, walk_chain, check_size, probe, scan_past_end,   *)
+(* choose_deletions; apply_recovery) and wal/log_retire.cpp (Log::retire). *)
+(* Prose: docs/durability.md, docs/log-format.md sections 7 to 9,          *)
+(* docs/spec.md.                                                           *)
 (*                                                                         *)
 (* Abstraction choices                                                     *)
 (*                                                                         *)
-(* - Two segments and one roll. A segment is a header (valid, damaged, or  *)
-(*   no file at all), a salt, first_sequence, prev (the header's prev_crc) *)
-(*   and Slots batch slots. Every batch takes exactly one slot (one        *)
-(*   block); the last slot of a segment is the block the writer keeps free *)
-(*   for the roll marker. The writer never rolls out of segment 2:         *)
-(*   MaxSeq bounds the sequences it seals instead.                         *)
-(* - A slot holds zeros (preallocated, never written), torn bytes (a       *)
-(*   header that does not decode or a CRC that fails: recovery treats both *)
-(*   the same way) or a batch. Bytes from an earlier life of the log are   *)
-(*   simply batches that a crash left behind: recovery dropped them, the   *)
-(*   next life did not overwrite them (yet).                               *)
+(* - MaxSegment segment files, numbered 1 to MaxSegment. A segment is a    *)
+(*   header (valid, damaged, zeroed, or no file at all), a salt,           *)
+(*   first_sequence, prev (the header's prev_crc), whether the file still  *)
+(*   has its preallocated size (`whole`) and Slots batch slots. Every      *)
+(*   batch takes exactly one slot (one block); the last slot of a segment  *)
+(*   is the block the writer keeps free for the roll marker. The writer    *)
+(*   never rolls out of segment MaxSegment, and MaxSeq bounds the          *)
+(*   sequences it seals.                                                   *)
+(* - Recovery reads nothing of a segment whose header is not valid but the *)
+(*   header, and nothing ever rewrites such a header except preparing the  *)
+(*   file afresh, so the model keeps only the header of such a segment     *)
+(*   (HeaderOnly): its slots are zeros whatever the disk holds.            *)
+(* - A slot holds zeros (preallocated, never written), torn bytes or a     *)
+(*   batch. Torn bytes come in two kinds: Torn, where no batch header      *)
+(*   decodes, and a batch whose header landed but whose CRC fails          *)
+(*   (whole = FALSE: the rest of the block did not land, or rotted). Only  *)
+(*   the CRC tells the second kind from a batch. Bytes from an earlier     *)
+(*   life of the log are simply batches that a crash left behind: recovery *)
+(*   dropped them, the next life did not overwrite them (yet).             *)
 (* - prev_crc is modelled as the identity of the previous batch:           *)
 (*   [sequence, life]. A life seals each sequence at most once, and the    *)
 (*   CRC covers sequence and life, so this is the CRC under the assumption *)
 (*   that CRC-32C never collides. Segment 1's header has prev Genesis (the *)
-(*   prev_crc 0); segment 2's header has the roll marker's identity.       *)
-(* - The salt is modelled as the life that created the segment file (a     *)
-(*   life creates segment 2 at most once; segment 1 is created before life *)
-(*   1 with salt 0). A batch verifies only in a segment whose salt it      *)
-(*   carries: a batch left in an earlier incarnation of the file never     *)
-(*   verifies. Segment files are created zero-filled, as create_segment    *)
-(*   does, so an earlier incarnation's bytes appear only as a whole        *)
-(*   segment past the chain's end (written by an earlier life, not yet     *)
-(*   deleted), which the scan past the end reads with its own salt.        *)
+(*   prev_crc 0); a later segment's header has its roll marker's identity. *)
+(* - The salt is modelled as the life that wrote the segment's header (a   *)
+(*   life writes a segment's header at most once, since it only rolls      *)
+(*   forward; segment 1 is created before life 1 with salt 0). A batch     *)
+(*   verifies only in a segment whose salt it carries. Segment files are   *)
+(*   prepared zero-filled, so an earlier incarnation's bytes appear only   *)
+(*   as a whole segment past the chain's end (written by an earlier life,  *)
+(*   not yet deleted), which the scan past the end reads with its own      *)
+(*   salt.                                                                 *)
 (* - `disk` is what is durable. A write completes only once durable        *)
 (*   (O_DIRECT + RWF_DSYNC, or write + fdatasync), so completion puts the  *)
 (*   batch on the disk. A crash resolves each write still in flight: it    *)
-(*   lands whole, torn, or not at all. Creating segment 2 is durable       *)
-(*   before its roll marker is written (roll_segment); a crash inside      *)
-(*   create_segment leaves a file whose header is damaged.                 *)
+(*   lands whole, torn with no header, torn with its header, or not at     *)
+(*   all.                                                                  *)
+(* - The next segment is prepared ahead of the roll, off the write path    *)
+(*   (Prepare): the file is created under its final name, truncated,       *)
+(*   allocated, zero-filled, its data synced and then the directory, so    *)
+(*   its header reads as zeroed. A crash part-way through leaves no file   *)
+(*   or a file whose header is zeroed (a short file reads as zeros past    *)
+(*   its end): the states before and after Prepare, since recovery reads   *)
+(*   nothing else of a file whose header is zeroed. The roll (Roll) writes *)
+(*   the new header into the prepared file durably and only then the roll  *)
+(*   marker into the old segment; a crash during the header write leaves   *)
+(*   the header zeroed, torn (damaged; CrashWritingHeader) or valid. Roll  *)
+(*   takes the prepared file only once Prepare is done, directory sync     *)
+(*   included: a marker must never outlive its successor's name. At any    *)
+(*   time at most one prepared segment lies past the write segment. This   *)
+(*   replaces the earlier model of a crash inside create_segment on the    *)
+(*   write path, which left a damaged header only.                         *)
 (* - A failed write poisons the log (P5): nothing after it is published.   *)
 (*   Seen from the disk that is a crash whose in-flight writes may still   *)
 (*   land, so it is not modelled apart. The close marker is a batch sealed *)
@@ -52,54 +75,68 @@
 (*   value at the roll (the larger one the code could write).              *)
 (* - Records, sections, shards, LSNs and blobs are not modelled: a batch   *)
 (*   that passes its CRC always decodes, so the refusals for bodies that   *)
-(*   do not decode, for LSN gaps and for bad blobs are out of scope, and   *)
-(*   so are truncated segments (check_size).                               *)
-(* - Bit rot (the Damage action) is the only way acknowledged data gets    *)
-(*   damaged. It turns an acknowledged batch into torn bytes while the     *)
-(*   process is down, when the log still holds proof that the batch was    *)
-(*   acknowledged: a valid batch whose acked reaches the damaged sequence. *)
-(*   Damage to the newest acknowledged batch with no later batch sealed    *)
-(*   after its acknowledgement cannot be told from a torn write by any     *)
-(*   rule (docs/durability.md); it is left out.                            *)
+(*   do not decode, for LSN gaps and for bad blobs are out of scope.       *)
+(* - Damage happens while the process is down, at most MaxDamage times     *)
+(*   (every configuration uses one: two events can erase each other's      *)
+(*   evidence, e.g. bit rot in segment 1 and then rot of the header of the *)
+(*   segment holding the only batch whose acked proves it, which no rule   *)
+(*   can detect). Its kinds:                                               *)
+(*   RotBatch: an acknowledged batch fails its CRC, when the log still     *)
+(*     holds proof that it was acknowledged (a valid batch whose acked     *)
+(*     reaches its sequence). Damage to the newest acknowledged batch with *)
+(*     no later batch sealed after its acknowledgement cannot be told from *)
+(*     a torn write by any rule (docs/durability.md); it is left out.      *)
+(*   RotHeader: a valid segment header becomes damaged, or reads as zeros  *)
+(*     (a lost block, or a file truncated to nothing).                     *)
+(*   LoseSegment: a segment file vanishes.                                 *)
+(*   TruncateSegment: a file is cut short after its header, so it is       *)
+(*     shorter than its header's segment_bytes (check_size) and the slots  *)
+(*     past the cut read as zeros.                                         *)
 (* - Retirement (Log::retire with the checkpointer's keep_from_sequence,   *)
-(*   recovery's first_sequence_max) is modelled only when the constant     *)
-(*   Retire is TRUE: the checkpointer is the most eager one, whose         *)
-(*   checkpoints cover everything published (keep_from_sequence =          *)
-(*   published_sequence_ + 1), and retiring segment 1 removes it in one    *)
-(*   step (zeroing its header first is the same to recovery). FuseeLog.cfg *)
-(*   keeps Retire FALSE. FuseeLogRetire.cfg sets it, and TLC then finds    *)
-(*   that the code's rule fails when retirement leaves an oldest segment   *)
-(*   whose chain is empty (see Recover and docs/spec.md).                  *)
+(*   recovery's first_sequence_max) only when the constant Retire is TRUE. *)
+(*   The checkpointer is the most eager one, whose checkpoints cover       *)
+(*   everything published (keep_from_sequence = published_sequence_ + 1).  *)
+(*   Log::retire takes the steps of wal/log_retire.cpp, and a crash may    *)
+(*   come between any two: zero the oldest live segment's header and sync  *)
+(*   it (RetireZeroHeader; a crash during that write tears the header:     *)
+(*   CrashRetiring), then remove the file and sync the directory           *)
+(*   (RetireRemove; before the directory sync the file is either still     *)
+(*   there, zeroed, or gone: the states on either side of the step).       *)
 (*                                                                         *)
-(* The invariants (the numbering of issue 8)                               *)
+(* The invariants (the numbering of issues 8 and 16)                       *)
 (*   (1) AckedInRecoveredLog: every acknowledged batch is in the recovered *)
-(*       log, or recovery refuses.                                         *)
+(*       log or covered by the checkpoints, or recovery refuses.           *)
 (*   (2) OnlyTheChain: recovery never accepts a batch outside the current  *)
-(*       chain (torn, stale or earlier-life bytes).                        *)
-(*   (3) NoRefusalWithoutDamage: a crash that damaged no acknowledged data *)
-(*       never refuses.                                                    *)
-(*   (4) RecoveryIdempotent: recovering twice gives the same log.          *)
+(*       chain (stale or earlier-life bytes).                              *)
+(*   (3) NoRefusalWithoutDamage: a crash that damaged nothing never        *)
+(*       refuses.                                                          *)
+(*   (4) RecoveryIdempotent: recovering again, also after a crash part-way *)
+(*       through applying the plan, gives the same log.                    *)
+(*   (5) ChainChecksummed: every batch of the recovered chain is whole and *)
+(*       passes its CRC with its segment's salt.                           *)
 (* Each is checked in every reachable state: recovery of the disk as it    *)
 (* stands is recovery after a crash that lands none of the writes in       *)
-(* flight; the other outcomes are the states after the Crash action.       *)
+(* flight; the other outcomes are the states after the crash actions.      *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets, TLC
 
 CONSTANTS
   Slots,      \* batch slots per segment, the roll marker's slot included
+  MaxSegment, \* segment files 1..MaxSegment: the writer rolls at most MaxSegment - 1 times
   MaxSeq,     \* the writer seals no sequence above this
   MaxLife,    \* opens of the log: up to MaxLife - 1 crashes
-  MaxDamage,  \* bit-rot events
-  Retire      \* whether segment 1 may be retired (BOOLEAN)
+  MaxDamage,  \* damage events (bit rot, header rot, lost or truncated files)
+  Retire      \* whether segments may be retired (BOOLEAN)
 
 ASSUME /\ Slots \in Nat /\ Slots >= 2
+       /\ MaxSegment \in Nat /\ MaxSegment >= 1
        /\ MaxSeq \in Nat /\ MaxSeq >= 1
        /\ MaxLife \in Nat /\ MaxLife >= 1
        /\ MaxDamage \in Nat
        /\ Retire \in BOOLEAN
 
 WritesInFlightMax == 2          \* kWritesInFlightMax (wal/limits.hpp)
-Segments == 1..2
+Segments == 1..MaxSegment
 SlotIdx == 0..(Slots - 1)
 MarkerSlot == Slots - 1         \* the block kept free for the roll marker
 
@@ -109,20 +146,25 @@ Genesis == Id(0, 0)             \* segment 1's header prev_crc: 0
 
 (* Slot contents. One record shape for all, so TLC can compare them. *)
 Bytes(kind) == [kind |-> kind, sequence |-> 0, prev |-> Genesis, acked |-> 0,
-                life |-> 0, roll |-> FALSE, salt |-> 0]
+                life |-> 0, roll |-> FALSE, salt |-> 0, whole |-> FALSE]
 Zero == Bytes("zero")           \* preallocated zeros: the clean end
-Torn == Bytes("torn")           \* no batch header, or a CRC that fails
+Torn == Bytes("torn")           \* no batch header decodes
 Batch(sequence, life, prev, acked, roll, salt) ==
   [kind |-> "batch", sequence |-> sequence, prev |-> prev, acked |-> acked,
-   life |-> life, roll |-> roll, salt |-> salt]
+   life |-> life, roll |-> roll, salt |-> salt, whole |-> TRUE]
+(* The header landed and decodes; the rest did not land, or rotted. *)
+Broken(b) == [b EXCEPT !.whole = FALSE]
 IdOf(b) == Id(b.sequence, b.life)
 
-NoSegment == [header |-> "none", salt |-> 0, first |-> 0, prev |-> Genesis,
-              slots |-> [i \in SlotIdx |-> Zero]]
-NewSegment(salt, first, prev) ==
-  [header |-> "valid", salt |-> salt, first |-> first, prev |-> prev,
+(* A segment whose header is not valid, or no file ("none"). *)
+HeaderOnly(status) ==
+  [header |-> status, salt |-> 0, first |-> 0, prev |-> Genesis, whole |-> TRUE,
    slots |-> [i \in SlotIdx |-> Zero]]
-HeaderlessSegment == [NoSegment EXCEPT !.header = "damaged"]
+NoSegment == HeaderOnly("none")
+Prepared == HeaderOnly("zeroed")  \* created and zero-filled, header not written
+NewSegment(salt, first, prev) ==
+  [header |-> "valid", salt |-> salt, first |-> first, prev |-> prev, whole |-> TRUE,
+   slots |-> [i \in SlotIdx |-> Zero]]
 
 VARIABLES
   disk,         \* [Segments -> segment]: what is durable
@@ -136,57 +178,77 @@ VARIABLES
   inflight,     \* in_flight_: writes sealed and not yet published, in order
   rolling,      \* a roll marker is sealed, the batch that triggered it not yet
   rollAcked,    \* the acked that batch captured before the roll
+  rseg,         \* read_segments_.front(): the oldest segment not being retired
+  retiring,     \* the segment Log::retire zeroed and has not removed yet (0: none)
   acknowledged, \* ghost: identities of every batch ever reported durable
   lineage,      \* ghost: identities of the chain this life builds on, and
                 \*   of every batch this life sealed
-  retired,      \* ghost: identities of acknowledged batches retired with
-                \*   segment 1 (checkpoints cover them)
-  damaged       \* ghost: bit-rot events so far
+  damaged       \* ghost: damage events so far
 
 vars == <<disk, ckpt, phase, life, wseg, wslot, nextSeq, lastId, published,
-          inflight, rolling, rollAcked, acknowledged, lineage, retired, damaged>>
+          inflight, rolling, rollAcked, rseg, retiring, acknowledged, lineage,
+          damaged>>
 writer == <<wseg, wslot, nextSeq, lastId, published, inflight, rolling,
-            rollAcked>>
+            rollAcked, rseg, retiring>>
 
 -----------------------------------------------------------------------------
 (***************************************************************************)
 (* The recovery rule (wal/recovery.cpp, Planner).                          *)
 (***************************************************************************)
 
-(* probe(): a batch header decodes and its CRC holds with the salt of the  *)
-(* segment holding it.                                                     *)
-ValidAt(d, s, i) ==
+(* A batch header decodes at slot i of a segment whose header is valid. *)
+Decodes(d, s, i) ==
   /\ d[s].header = "valid"
   /\ d[s].slots[i].kind = "batch"
+
+(* Its CRC holds with the salt of the segment holding it. *)
+Verifies(d, s, i) ==
+  /\ d[s].slots[i].whole
   /\ d[s].slots[i].salt = d[s].salt
 
-(* probe() returns `valid`: the batch continues the chain. *)
+ValidAt(d, s, i) == Decodes(d, s, i) /\ Verifies(d, s, i)
+
+(* probe() returns `valid`: the batch continues the chain. The code checks *)
+(* sequence and prev_crc before the CRC.                                   *)
 Continues(d, s, i, expSeq, expPrev) ==
-  /\ ValidAt(d, s, i)
+  /\ Decodes(d, s, i)
   /\ d[s].slots[i].sequence = expSeq
   /\ d[s].slots[i].prev = expPrev
+  /\ Verifies(d, s, i)
 
-Walked(refused, chain, s, i) ==
-  [refused |-> refused, chain |-> chain, endSeg |-> s, endSlot |-> i]
+(* walk_chain() after a valid roll marker b in segment s: the next segment *)
+(* was durable before b was written, so it must be there, with a valid     *)
+(* header that continues the chain, at its preallocated size (check_size), *)
+(* or recovery refuses.                                                    *)
+MarkerRefuses(d, s, b) ==
+  \/ s + 1 \notin Segments
+  \/ d[s + 1].header # "valid"
+  \/ d[s + 1].first # b.sequence + 1
+  \/ d[s + 1].prev # IdOf(b)
+  \/ ~d[s + 1].whole
+RefuseAtMarker == TRUE
+
+Walked(refused, chain, homes, s, i) ==
+  [refused |-> refused, chain |-> chain, homes |-> homes, endSeg |-> s,
+   endSlot |-> i]
 
 (* walk_chain(): follow the chain from (s, i), expecting sequence expSeq   *)
 (* and prev expPrev. It stops at the first slot that does not continue     *)
 (* the chain (zeros, torn, stale, an earlier life, a foreign salt) or at   *)
-(* the segment's end. After a roll marker the next segment must exist,     *)
-(* have a valid header and continue the chain, or recovery refuses.        *)
-RECURSIVE Walk(_, _, _, _, _, _)
-Walk(d, s, i, expSeq, expPrev, chain) ==
+(* the segment's end. `homes` is the segment each batch of the chain       *)
+(* lies in.                                                                *)
+RECURSIVE Walk(_, _, _, _, _, _, _)
+Walk(d, s, i, expSeq, expPrev, chain, homes) ==
   IF i > MarkerSlot \/ ~Continues(d, s, i, expSeq, expPrev)
-  THEN Walked(FALSE, chain, s, i)
-  ELSE LET b == d[s].slots[i] IN
-       IF ~b.roll
-       THEN Walk(d, s, i + 1, b.sequence + 1, IdOf(b), Append(chain, b))
-       ELSE IF \/ s + 1 \notin Segments
-               \/ d[s + 1].header # "valid"
-               \/ d[s + 1].first # b.sequence + 1
-               \/ d[s + 1].prev # IdOf(b)
-            THEN Walked(TRUE, Append(chain, b), s, i + 1)
-            ELSE Walk(d, s + 1, 0, b.sequence + 1, IdOf(b), Append(chain, b))
+  THEN Walked(FALSE, chain, homes, s, i)
+  ELSE LET b == d[s].slots[i]
+           chain2 == Append(chain, b)
+           homes2 == Append(homes, s)
+       IN IF ~b.roll
+          THEN Walk(d, s, i + 1, b.sequence + 1, IdOf(b), chain2, homes2)
+          ELSE IF MarkerRefuses(d, s, b)
+               THEN Walked(RefuseAtMarker, chain2, homes2, s, i + 1)
+               ELSE Walk(d, s + 1, 0, b.sequence + 1, IdOf(b), chain2, homes2)
 
 (* scan_past_end(): a valid batch (checked with its own segment's salt)    *)
 (* anywhere past the chain's end, in the end segment from the end on and   *)
@@ -202,42 +264,78 @@ PastEndRefuses(d, endSeg, endSlot, last) ==
          /\ ValidAt(d, s, i)
          /\ d[s].slots[i].acked >= last + 1
 
-(* load_segments(): the oldest segment file. Leading segments retired      *)
-(* (deleted, or zeroed first) are skipped; in the model segment 1 is the   *)
-(* only one that can be retired, and it is then gone. (The code also skips *)
-(* a leading damaged header the checkpoints do not need; the model never   *)
-(* damages segment 1's header. There is no gap in segment numbers to       *)
-(* refuse with two segments.)                                              *)
-Oldest(d) == IF d[1].header = "none" THEN 2 ELSE 1
+(* load_segments(): the segment files there are, by number. *)
+Present(d) == {s \in Segments : d[s].header # "none"}
+Lowest(S) == CHOOSE s \in S : \A t \in S : s <= t
+Highest(S) == CHOOSE s \in S : \A t \in S : s >= t
+HasGap(d) ==
+  Present(d) # {} /\ Present(d) # Lowest(Present(d))..Highest(Present(d))
+
+(* Leading segments a retirement was removing when the process stopped    *)
+(* are skipped (and deleted): one whose header is zeroed, and one whose    *)
+(* header is damaged when the next one is valid and starts no later than   *)
+(* the checkpoints need. A segment is skipped only if another follows.     *)
+RECURSIVE SkipRetired(_, _)
+SkipRetired(d, s) ==
+  IF /\ s + 1 \in Present(d)
+     /\ \/ d[s].header = "zeroed"
+        \/ /\ d[s].header = "damaged"
+           /\ d[s + 1].header = "valid"
+           /\ d[s + 1].first <= ckpt
+  THEN SkipRetired(d, s + 1)
+  ELSE s
+
+(* The oldest segment the chain starts from. *)
+Oldest(d) == IF Present(d) = {} THEN 1 ELSE SkipRetired(d, Lowest(Present(d)))
 
 (* plan_recovery(). `lastSeq` and `lastId` are plan_.last_sequence and     *)
 (* plan_.last_crc as walk_chain sets them: an empty chain ends where the   *)
-(* oldest segment's header says it starts (first_sequence - 1, prev_crc).  *)
-(* Setting them to 0 instead, as the code once did, is refused after a     *)
-(* plain crash once a segment was retired (FuseeLogRetire.cfg found it).   *)
+(* oldest segment's header says it starts (first_sequence - 1, prev_crc). *)
 Recover(d) ==
   LET o == Oldest(d)
-      w == Walk(d, o, 0, d[o].first, d[o].prev, <<>>)
+      w == Walk(d, o, 0, d[o].first, d[o].prev, <<>>, <<>>)
       n == Len(w.chain)
       last == IF n = 0 THEN d[o].first - 1 ELSE w.chain[n].sequence
       lastId_ == IF n = 0 THEN d[o].prev ELSE IdOf(w.chain[n])
-      \* The oldest segment's header is damaged or zeroed, or the log does
-      \* not reach back as far as the checkpoints need.
-      startLost == d[o].header # "valid" \/ d[o].first > ckpt
+      \* No segment file, a gap in the numbers, an oldest segment whose
+      \* header is damaged or zeroed or that was truncated, or a log that
+      \* does not reach back as far as the checkpoints need.
+      startLost == \/ Present(d) = {}
+                   \/ HasGap(d)
+                   \/ d[o].header # "valid"
+                   \/ d[o].first > ckpt
+                   \/ ~d[o].whole
   IN [refused |-> startLost \/ w.refused
                   \/ PastEndRefuses(d, w.endSeg, w.endSlot, last),
       oldest |-> o,
       first |-> d[o].first,
       chain |-> w.chain,
+      homes |-> w.homes,
       endSeg |-> w.endSeg,
       endSlot |-> w.endSlot,
       lastSeq |-> last,
       lastId |-> lastId_]
 
-(* apply_recovery(): delete the segments past the end segment and the      *)
-(* retired leading ones. Bytes past the end inside the end segment stay.   *)
-ApplyPlan(d, r) ==
-  [s \in Segments |-> IF s > r.endSeg \/ s < r.oldest THEN NoSegment ELSE d[s]]
+(* choose_deletions(): the segments past the end segment, highest first,   *)
+(* then the retired leading ones, lowest first. apply_recovery() deletes   *)
+(* them one at a time (remove, sync the directory). Bytes past the end     *)
+(* inside the end segment stay.                                            *)
+RECURSIVE Descending(_)
+Descending(S) == IF S = {} THEN <<>>
+                 ELSE <<Highest(S)>> \o Descending(S \ {Highest(S)})
+RECURSIVE Ascending(_)
+Ascending(S) == IF S = {} THEN <<>>
+                ELSE <<Lowest(S)>> \o Ascending(S \ {Lowest(S)})
+Deletions(d, r) ==
+  Descending({s \in Present(d) : s > r.endSeg})
+    \o Ascending({s \in Present(d) : s < r.oldest})
+
+(* The disk after apply_recovery() deleted the first k of them. *)
+ApplyFirst(d, dels, k) ==
+  LET gone == {dels[j] : j \in 1..k}
+  IN [s \in Segments |-> IF s \in gone THEN NoSegment ELSE d[s]]
+
+ApplyPlan(d, r) == LET dels == Deletions(d, r) IN ApplyFirst(d, dels, Len(dels))
 
 ChainIds(r) == {IdOf(r.chain[k]) : k \in 1..Len(r.chain)}
 
@@ -260,9 +358,10 @@ Init ==
   /\ inflight = <<>>
   /\ rolling = FALSE
   /\ rollAcked = 0
+  /\ rseg = 1
+  /\ retiring = 0
   /\ acknowledged = {}
   /\ lineage = {}
-  /\ retired = {}
   /\ damaged = 0
 
 (* seal_next(): the next batch gets sequence next_sequence_, prev_crc      *)
@@ -287,35 +386,49 @@ Seal ==
   /\ wslot < MarkerSlot
   /\ SealAt(published)
   /\ UNCHANGED <<disk, ckpt, phase, life, wseg, published, rolling,
-                 rollAcked, acknowledged, retired, damaged>>
+                 rollAcked, rseg, retiring, acknowledged, damaged>>
+
+(* The preparer: the segment after the write segment is created under its *)
+(* final name, zero-filled, synced, and the directory synced. Its header   *)
+(* stays zeroed until the roll.                                            *)
+Prepare ==
+  /\ phase = "running"
+  /\ wseg + 1 \in Segments
+  /\ disk[wseg + 1].header = "none"
+  /\ disk' = [disk EXCEPT ![wseg + 1] = Prepared]
+  /\ UNCHANGED <<ckpt, phase, life, acknowledged, lineage, damaged>>
+  /\ UNCHANGED writer
 
 (* roll_segment(): the batch does not fit. Seal the marker (acked is       *)
-(* published_sequence_), create segment 2 durably with a new salt,         *)
-(* first_sequence = marker + 1 and prev = the marker, then write the       *)
-(* marker into the kept block; the batch that triggered the roll is sealed *)
-(* into segment 2 once the marker's write has completed (SealAfterRoll).   *)
+(* published_sequence_), write the prepared segment's header durably with  *)
+(* a new salt, first_sequence = marker + 1 and prev = the marker, then     *)
+(* write the marker into the kept block; the batch that triggered the roll *)
+(* is sealed into the new segment once the marker's write has completed    *)
+(* (SealAfterRoll).                                                        *)
 RollEnabled ==
   /\ phase = "running"
   /\ ~rolling
   /\ Len(inflight) < WritesInFlightMax
-  /\ wseg = 1
+  /\ wseg + 1 \in Segments
+  /\ disk[wseg + 1].header = "zeroed"
   /\ wslot = MarkerSlot
   /\ nextSeq + 1 <= MaxSeq
 
 Roll ==
   /\ RollEnabled
-  /\ LET m == Batch(nextSeq, life, lastId, published, TRUE, disk[1].salt)
-     IN /\ disk' = [disk EXCEPT ![2] = NewSegment(life, nextSeq + 1, IdOf(m))]
-        /\ inflight' = Append(inflight, [batch |-> m, seg |-> 1,
+  /\ LET m == Batch(nextSeq, life, lastId, published, TRUE, disk[wseg].salt)
+     IN /\ disk' = [disk EXCEPT ![wseg + 1] = NewSegment(life, nextSeq + 1, IdOf(m))]
+        /\ inflight' = Append(inflight, [batch |-> m, seg |-> wseg,
                                          slot |-> MarkerSlot, done |-> FALSE])
         /\ lastId' = IdOf(m)
         /\ lineage' = lineage \cup {IdOf(m)}
   /\ nextSeq' = nextSeq + 1
-  /\ wseg' = 2
+  /\ wseg' = wseg + 1
   /\ wslot' = 0
   /\ rolling' = TRUE
   /\ rollAcked' = published
-  /\ UNCHANGED <<ckpt, phase, life, published, acknowledged, retired, damaged>>
+  /\ UNCHANGED <<ckpt, phase, life, published, rseg, retiring, acknowledged,
+                 damaged>>
 
 (* The marker is written synchronously under seal_mu_ (no other batch is  *)
 (* sealed meanwhile); right after it completes, the same seal_next() seals *)
@@ -328,8 +441,8 @@ SealAfterRoll ==
   /\ \A k \in 1..Len(inflight) : inflight[k].batch.roll => inflight[k].done
   /\ SealAt(rollAcked)
   /\ rolling' = FALSE
-  /\ UNCHANGED <<disk, ckpt, phase, life, wseg, published, rollAcked,
-                 acknowledged, retired, damaged>>
+  /\ UNCHANGED <<disk, ckpt, phase, life, wseg, published, rollAcked, rseg,
+                 retiring, acknowledged, damaged>>
 
 (* How many writes at the front have completed: complete() publishes them. *)
 DonePrefix(s) ==
@@ -352,22 +465,26 @@ Complete(k) ==
         /\ published' = IF n = 0 THEN published ELSE marked[n].batch.sequence
         /\ acknowledged' = acknowledged \cup {IdOf(marked[j].batch) : j \in 1..n}
   /\ UNCHANGED <<ckpt, phase, life, wseg, wslot, nextSeq, lastId, rolling,
-                 rollAcked, lineage, retired, damaged>>
+                 rollAcked, rseg, retiring, lineage, damaged>>
 
 (* A crash at any moment: each write in flight (sealed, not completed)     *)
-(* lands whole, torn, or not at all (the slot keeps what it held: zeros    *)
-(* or an earlier life's batch). The writer's memory is lost.               *)
+(* lands whole, torn with no header, torn with its header, or not at all   *)
+(* (the slot keeps what it held: zeros or an earlier life's batch). The    *)
+(* writer's memory is lost.                                                *)
 Pending == {k \in 1..Len(inflight) : ~inflight[k].done}
 
 AfterCrash(outcome) ==
   LET SlotAfter(s, i) ==
         IF \E k \in Pending : inflight[k].seg = s /\ inflight[k].slot = i
         THEN LET k == CHOOSE k \in Pending : inflight[k].seg = s /\ inflight[k].slot = i
-             IN CASE outcome[k] = "whole" -> inflight[k].batch
-                  [] outcome[k] = "torn"  -> Torn
-                  [] OTHER                -> disk[s].slots[i]
+             IN CASE outcome[k] = "whole"  -> inflight[k].batch
+                  [] outcome[k] = "torn"   -> Torn
+                  [] outcome[k] = "header" -> Broken(inflight[k].batch)
+                  [] OTHER                 -> disk[s].slots[i]
         ELSE disk[s].slots[i]
   IN [s \in Segments |-> [disk[s] EXCEPT !.slots = [i \in SlotIdx |-> SlotAfter(s, i)]]]
+
+Outcomes == [Pending -> {"whole", "torn", "header", "lost"}]
 
 WriterLost ==
   /\ phase' = "down"
@@ -379,30 +496,31 @@ WriterLost ==
   /\ inflight' = <<>>
   /\ rolling' = FALSE
   /\ rollAcked' = 0
+  /\ rseg' = 1
+  /\ retiring' = 0
 
 Crash ==
   /\ phase = "running"
-  /\ \E outcome \in [Pending -> {"whole", "torn", "lost"}] :
-       disk' = AfterCrash(outcome)
+  /\ \E outcome \in Outcomes : disk' = AfterCrash(outcome)
   /\ WriterLost
-  /\ UNCHANGED <<ckpt, life, acknowledged, lineage, retired, damaged>>
+  /\ UNCHANGED <<ckpt, life, acknowledged, lineage, damaged>>
 
-(* A crash inside create_segment(), where a roll would start: the new     *)
-(* file exists but its header is not durable.                              *)
-CrashCreatingSegment ==
+(* A crash during the roll's durable write of the new segment's header:    *)
+(* the header is torn. (Not landed at all, it is still zeroed: a Crash     *)
+(* before Roll. Landed, it is valid: a Crash after Roll, before the marker *)
+(* completes.)                                                             *)
+CrashWritingHeader ==
   /\ RollEnabled
-  /\ disk[2].header = "none"
-  /\ \E outcome \in [Pending -> {"whole", "torn", "lost"}] :
-       disk' = [AfterCrash(outcome) EXCEPT ![2] = HeaderlessSegment]
+  /\ \E outcome \in Outcomes :
+       disk' = [AfterCrash(outcome) EXCEPT ![wseg + 1] = HeaderOnly("damaged")]
   /\ WriterLost
-  /\ UNCHANGED <<ckpt, life, acknowledged, lineage, retired, damaged>>
+  /\ UNCHANGED <<ckpt, life, acknowledged, lineage, damaged>>
 
 (* Log::open(): plan recovery; if it does not refuse, apply the plan and   *)
 (* start writing with a new life right after the chain's end, from         *)
-(* plan_.last_sequence and plan_.last_crc (Log::Log). start_writing()'s    *)
-(* own case for an empty chain (chain_batches == 0 && first_sequence == 0) *)
-(* never applies after walk_chain(), which sets plan_.first_sequence. The  *)
-(* chain recovered is reported durable (durable_lsns_ start at its end).   *)
+(* plan_.last_sequence and plan_.last_crc (Log::Log). The chain recovered  *)
+(* is reported durable (durable_lsns_ start at its end). A crash part-way  *)
+(* through apply_recovery() is RecoveryIdempotent's concern.               *)
 Reopen ==
   /\ phase = "down"
   /\ life < MaxLife
@@ -414,6 +532,7 @@ Reopen ==
        /\ nextSeq' = r.lastSeq + 1
        /\ lastId' = r.lastId
        /\ published' = r.lastSeq
+       /\ rseg' = r.oldest
        /\ acknowledged' = acknowledged \cup ChainIds(r)
        /\ lineage' = ChainIds(r)
   /\ phase' = "running"
@@ -421,63 +540,125 @@ Reopen ==
   /\ inflight' = <<>>
   /\ rolling' = FALSE
   /\ rollAcked' = 0
-  /\ UNCHANGED <<ckpt, retired, damaged>>
+  /\ retiring' = 0
+  /\ UNCHANGED <<ckpt, damaged>>
 
-(* Bit rot while the process is down: an acknowledged batch becomes        *)
-(* unreadable, and the log holds proof that it was acknowledged.           *)
-Damage ==
+(***************************************************************************)
+(* Damage, while the process is down, at most MaxDamage events.            *)
+(***************************************************************************)
+DamageStep(d) ==
   /\ phase = "down"
   /\ damaged < MaxDamage
-  /\ \E s \in Segments, i \in SlotIdx :
-       /\ ValidAt(disk, s, i)
-       /\ IdOf(disk[s].slots[i]) \in acknowledged
-       /\ \E t \in Segments, j \in SlotIdx :
-            /\ <<t, j>> # <<s, i>>
-            /\ ValidAt(disk, t, j)
-            /\ disk[t].slots[j].acked >= disk[s].slots[i].sequence
-       /\ disk' = [disk EXCEPT ![s].slots[i] = Torn]
+  /\ disk' = d
   /\ damaged' = damaged + 1
-  /\ UNCHANGED <<ckpt, phase, life, acknowledged, lineage, retired>>
+  /\ UNCHANGED <<ckpt, phase, life, acknowledged, lineage>>
   /\ UNCHANGED writer
 
-(* The checkpointer (Retire only): checkpoints now cover everything        *)
-(* published, so keep_from_sequence is published_sequence_ + 1; the run    *)
-(* store keeps it durably, and recovery gets it as first_sequence_max.     *)
+(* Bit rot: an acknowledged batch fails its CRC, and the log holds proof   *)
+(* that it was acknowledged.                                               *)
+RotBatch ==
+  \E s \in Segments, i \in SlotIdx :
+    /\ ValidAt(disk, s, i)
+    /\ IdOf(disk[s].slots[i]) \in acknowledged
+    /\ \E t \in Segments, j \in SlotIdx :
+         /\ <<t, j>> # <<s, i>>
+         /\ ValidAt(disk, t, j)
+         /\ disk[t].slots[j].acked >= disk[s].slots[i].sequence
+    /\ DamageStep([disk EXCEPT ![s].slots[i] = Broken(disk[s].slots[i])])
+
+(* A segment header rots, or reads back as zeros. *)
+RotHeader ==
+  \E s \in Segments, status \in {"damaged", "zeroed"} :
+    /\ disk[s].header = "valid"
+    /\ DamageStep([disk EXCEPT ![s] = HeaderOnly(status)])
+
+(* A segment file vanishes. *)
+LoseSegment ==
+  \E s \in Segments :
+    /\ disk[s].header # "none"
+    /\ DamageStep([disk EXCEPT ![s] = NoSegment])
+
+(* A segment file is cut short after its header and slot k. *)
+TruncateSegment ==
+  \E s \in Segments, k \in SlotIdx :
+    /\ disk[s].header = "valid"
+    /\ disk[s].whole
+    /\ DamageStep([disk EXCEPT ![s].whole = FALSE,
+                               ![s].slots = [i \in SlotIdx |->
+                                              IF i >= k THEN Zero ELSE disk[s].slots[i]]])
+
+(***************************************************************************)
+(* Checkpoints and retirement (Retire only).                               *)
+(***************************************************************************)
+
+(* The checkpointer: checkpoints now cover everything published, so        *)
+(* keep_from_sequence is published_sequence_ + 1; the run store keeps it   *)
+(* durably, and recovery gets it as first_sequence_max.                    *)
 Checkpoint ==
   /\ Retire
   /\ phase = "running"
   /\ ckpt < published + 1
   /\ ckpt' = published + 1
-  /\ UNCHANGED <<disk, phase, life, acknowledged, lineage, retired, damaged>>
+  /\ UNCHANGED <<disk, phase, life, acknowledged, lineage, damaged>>
   /\ UNCHANGED writer
 
-(* Log::retire(keep_from): segment 1 goes once segment 2's first_sequence  *)
-(* is at most keep_from (read_segments_[1].first_sequence <= keep_from).   *)
-RetireSegment ==
+(* Log::retire(keep_from): the oldest live segment goes once the next one's *)
+(* first_sequence is at most keep_from (read_segments_[1].first_sequence   *)
+(* <= keep_from); the write segment never goes.                            *)
+RetireEnabled ==
   /\ Retire
   /\ phase = "running"
-  /\ wseg = 2
-  /\ disk[1].header = "valid"
-  /\ disk[2].first <= ckpt
-  /\ disk' = [disk EXCEPT ![1] = NoSegment]
-  /\ retired' = retired \cup {a \in acknowledged : a.sequence < disk[2].first}
-  /\ UNCHANGED <<ckpt, phase, life, acknowledged, lineage, damaged>>
-  /\ UNCHANGED writer
+  /\ retiring = 0
+  /\ rseg < wseg
+  /\ disk[rseg + 1].first <= ckpt
+
+(* Zero its header and sync it: from then on recovery skips it. *)
+RetireZeroHeader ==
+  /\ RetireEnabled
+  /\ disk' = [disk EXCEPT ![rseg] = HeaderOnly("zeroed")]
+  /\ retiring' = rseg
+  /\ rseg' = rseg + 1
+  /\ UNCHANGED <<ckpt, phase, life, wseg, wslot, nextSeq, lastId, published,
+                 inflight, rolling, rollAcked, acknowledged, lineage, damaged>>
+
+(* Remove the file and sync the directory. *)
+RetireRemove ==
+  /\ phase = "running"
+  /\ retiring # 0
+  /\ disk' = [disk EXCEPT ![retiring] = NoSegment]
+  /\ retiring' = 0
+  /\ UNCHANGED <<ckpt, phase, life, wseg, wslot, nextSeq, lastId, published,
+                 inflight, rolling, rollAcked, rseg, acknowledged, lineage,
+                 damaged>>
+
+(* A crash while the zeros are being written: the header is torn. *)
+CrashRetiring ==
+  /\ RetireEnabled
+  /\ \E outcome \in Outcomes :
+       disk' = [AfterCrash(outcome) EXCEPT ![rseg] = HeaderOnly("damaged")]
+  /\ WriterLost
+  /\ UNCHANGED <<ckpt, life, acknowledged, lineage, damaged>>
 
 (* Some write in flight completes. *)
 CompleteWrite == \E k \in 1..Len(inflight) : Complete(k)
 
 Next ==
   \/ Seal
+  \/ Prepare
   \/ Roll
   \/ SealAfterRoll
   \/ CompleteWrite
   \/ Crash
-  \/ CrashCreatingSegment
+  \/ CrashWritingHeader
   \/ Reopen
-  \/ Damage
+  \/ RotBatch
+  \/ RotHeader
+  \/ LoseSegment
+  \/ TruncateSegment
   \/ Checkpoint
-  \/ RetireSegment
+  \/ RetireZeroHeader
+  \/ RetireRemove
+  \/ CrashRetiring
 
 Spec == Init /\ [][Next]_vars
 
@@ -488,15 +669,19 @@ Spec == Init /\ [][Next]_vars
 
 SlotValues == {Zero, Torn} \cup
   [kind : {"batch"}, sequence : 1..MaxSeq, prev : [sequence : 0..MaxSeq, life : 0..MaxLife],
-   acked : 0..MaxSeq, life : 1..MaxLife, roll : BOOLEAN, salt : 0..MaxLife]
+   acked : 0..MaxSeq, life : 1..MaxLife, roll : BOOLEAN, salt : 0..MaxLife,
+   whole : BOOLEAN]
 
 TypeOK ==
   /\ \A s \in Segments :
-       /\ disk[s].header \in {"none", "valid", "damaged"}
+       /\ disk[s].header \in {"none", "valid", "damaged", "zeroed"}
+       /\ disk[s].whole \in BOOLEAN
        /\ \A i \in SlotIdx : disk[s].slots[i] \in SlotValues
   /\ phase \in {"running", "down"}
   /\ life \in 1..MaxLife
   /\ wseg \in Segments /\ wslot \in 0..Slots
+  /\ rseg \in Segments /\ rseg <= wseg
+  /\ retiring \in {0} \cup Segments
   /\ published \in 0..MaxSeq
   /\ Len(inflight) <= WritesInFlightMax + 1
   \* at most two writes in flight at the device
@@ -506,9 +691,11 @@ TypeOK ==
 Recovered == Recover(disk)
 
 (* (1) Every acknowledged batch is in the recovered log, or recovery      *)
-(* refuses. (A batch retired with segment 1 is covered by a checkpoint.)   *)
+(* refuses. A batch before first_sequence_max is covered by a checkpoint:  *)
+(* retirement may have removed it.                                         *)
 AckedInRecoveredLog ==
-  Recovered.refused \/ acknowledged \subseteq ChainIds(Recovered) \cup retired
+  LET r == Recovered
+  IN r.refused \/ \A a \in acknowledged : a \in ChainIds(r) \/ a.sequence < ckpt
 
 (* (2) Recovery never accepts a batch outside the current chain: each     *)
 (* batch it keeps was sealed by this life or kept by the recovery this     *)
@@ -521,15 +708,29 @@ OnlyTheChain ==
          /\ IdOf(r.chain[k]) \in lineage
          /\ r.chain[k].sequence = r.first + k - 1
 
-(* (3) A crash that damaged no acknowledged data never refuses. *)
+(* (3) A crash that damaged nothing never refuses. *)
 NoRefusalWithoutDamage == damaged = 0 => ~Recovered.refused
 
-(* (4) Recovering twice gives the same log: planning again after the plan  *)
-(* was applied gives the same plan. (A crash inside apply_recovery leaves  *)
-(* the disk either as it was or as applied: the model deletes at most one  *)
-(* file, segment 2.)                                                       *)
+(* (4) Recovering again gives the same log: planning after the plan was    *)
+(* applied, or after a crash part-way through applying it (the first k     *)
+(* deletions done), keeps the same chain and ends it at the same place.    *)
+Kept(r) == [refused |-> r.refused, oldest |-> r.oldest, first |-> r.first,
+            chain |-> r.chain, endSeg |-> r.endSeg, endSlot |-> r.endSlot,
+            lastSeq |-> r.lastSeq, lastId |-> r.lastId]
+
 RecoveryIdempotent ==
   LET r == Recovered
-  IN ~r.refused => Recover(ApplyPlan(disk, r)) = r
+      dels == Deletions(disk, r)
+  IN ~r.refused =>
+       \A k \in 1..Len(dels) : Kept(Recover(ApplyFirst(disk, dels, k))) = Kept(r)
+
+(* (5) Every batch of the recovered chain is whole and passes its CRC with *)
+(* the salt of the segment it lies in: no torn write is ever kept.         *)
+ChainChecksummed ==
+  LET r == Recovered
+  IN ~r.refused =>
+       \A k \in 1..Len(r.chain) :
+         /\ r.chain[k].whole
+         /\ r.chain[k].salt = disk[r.homes[k]].salt
 
 =============================================================================
