@@ -22,9 +22,10 @@
 (*   never rolls out of segment MaxSegment, and MaxSeq bounds the          *)
 (*   sequences it seals.                                                   *)
 (* - Recovery reads nothing of a segment whose header is not valid but the *)
-(*   header, and nothing ever rewrites such a header except preparing the  *)
-(*   file afresh, so the model keeps only the header of such a segment     *)
-(*   (HeaderOnly): its slots are zeros whatever the disk holds.            *)
+(*   header, and such a header becomes valid again only by the roll's      *)
+(*   header write into a prepared file, whose slots are zeros. So the      *)
+(*   model keeps only the header of such a segment (HeaderOnly): its slots *)
+(*   are zeros whatever the disk holds.                                    *)
 (* - A slot holds zeros (preallocated, never written), torn bytes or a     *)
 (*   batch. Torn bytes come in two kinds: Torn, where no batch header      *)
 (*   decodes, and a batch whose header landed but whose CRC fails          *)
@@ -62,9 +63,13 @@
 (*   the header zeroed, torn (damaged; CrashWritingHeader) or valid. Roll  *)
 (*   takes the prepared file only once Prepare is done, directory sync     *)
 (*   included: a marker must never outlive its successor's name. At any    *)
-(*   time at most one prepared segment lies past the write segment. This   *)
-(*   replaces the earlier model of a crash inside create_segment on the    *)
-(*   write path, which left a damaged header only.                         *)
+(*   time at most one prepared segment lies past the write segment. A roll *)
+(*   that finds nothing prepared (the preparer failed, or the batch        *)
+(*   outgrows the prepared size) calls create_segment on the write path,   *)
+(*   which goes through the same states (zeroed, header written durably,   *)
+(*   directory synced), so Roll stands for both. This replaces the earlier *)
+(*   model of a crash inside create_segment, which left a damaged header   *)
+(*   only.                                                                 *)
 (* - A failed write poisons the log (P5): nothing after it is published.   *)
 (*   Seen from the disk that is a crash whose in-flight writes may still   *)
 (*   land, so it is not modelled apart. The close marker is a batch sealed *)
@@ -122,9 +127,10 @@ EXTENDS Naturals, Sequences, FiniteSets, TLC
 
 CONSTANTS
   Slots,      \* batch slots per segment, the roll marker's slot included
-  MaxSegment, \* segment files 1..MaxSegment: the writer rolls at most MaxSegment - 1 times
+  MaxSegment, \* segment files 1..MaxSegment (MaxSegment - 1 rolls at most)
   MaxSeq,     \* the writer seals no sequence above this
-  MaxLife,    \* opens of the log: up to MaxLife - 1 crashes
+  MaxLife,    \* lives (opens) of the log; each may crash, the last is not
+              \*   reopened, so recovery is checked after up to MaxLife crashes
   MaxDamage,  \* damage events (bit rot, header rot, lost or truncated files)
   Retire      \* whether segments may be retired (BOOLEAN)
 
@@ -271,7 +277,7 @@ Highest(S) == CHOOSE s \in S : \A t \in S : s >= t
 HasGap(d) ==
   Present(d) # {} /\ Present(d) # Lowest(Present(d))..Highest(Present(d))
 
-(* Leading segments a retirement was removing when the process stopped    *)
+(* Leading segments a retirement was removing when the process stopped     *)
 (* are skipped (and deleted): one whose header is zeroed, and one whose    *)
 (* header is damaged when the next one is valid and starts no later than   *)
 (* the checkpoints need. A segment is skipped only if another follows.     *)
@@ -290,7 +296,7 @@ Oldest(d) == IF Present(d) = {} THEN 1 ELSE SkipRetired(d, Lowest(Present(d)))
 
 (* plan_recovery(). `lastSeq` and `lastId` are plan_.last_sequence and     *)
 (* plan_.last_crc as walk_chain sets them: an empty chain ends where the   *)
-(* oldest segment's header says it starts (first_sequence - 1, prev_crc). *)
+(* oldest segment's header says it starts (first_sequence - 1, prev_crc).  *)
 Recover(d) ==
   LET o == Oldest(d)
       w == Walk(d, o, 0, d[o].first, d[o].prev, <<>>, <<>>)
@@ -388,7 +394,7 @@ Seal ==
   /\ UNCHANGED <<disk, ckpt, phase, life, wseg, published, rolling,
                  rollAcked, rseg, retiring, acknowledged, damaged>>
 
-(* The preparer: the segment after the write segment is created under its *)
+(* The preparer: the segment after the write segment is created under its  *)
 (* final name, zero-filled, synced, and the directory synced. Its header   *)
 (* stays zeroed until the roll.                                            *)
 Prepare ==
@@ -430,7 +436,7 @@ Roll ==
   /\ UNCHANGED <<ckpt, phase, life, published, rseg, retiring, acknowledged,
                  damaged>>
 
-(* The marker is written synchronously under seal_mu_ (no other batch is  *)
+(* The marker is written synchronously under seal_mu_ (no other batch is   *)
 (* sealed meanwhile); right after it completes, the same seal_next() seals *)
 (* the pending batch, even with the marker still unpublished behind the    *)
 (* other write: in_flight_ may then hold three entries, at most two of     *)
@@ -602,9 +608,10 @@ Checkpoint ==
   /\ UNCHANGED <<disk, phase, life, acknowledged, lineage, damaged>>
   /\ UNCHANGED writer
 
-(* Log::retire(keep_from): the oldest live segment goes once the next one's *)
-(* first_sequence is at most keep_from (read_segments_[1].first_sequence   *)
-(* <= keep_from); the write segment never goes.                            *)
+(* Log::retire(keep_from): the oldest live segment goes once the next      *)
+(* one's first_sequence is at most keep_from                               *)
+(* (read_segments_[1].first_sequence <= keep_from); the write segment      *)
+(* never goes.                                                             *)
 RetireEnabled ==
   /\ Retire
   /\ phase = "running"
@@ -690,14 +697,14 @@ TypeOK ==
 
 Recovered == Recover(disk)
 
-(* (1) Every acknowledged batch is in the recovered log, or recovery      *)
+(* (1) Every acknowledged batch is in the recovered log, or recovery       *)
 (* refuses. A batch before first_sequence_max is covered by a checkpoint:  *)
 (* retirement may have removed it.                                         *)
 AckedInRecoveredLog ==
   LET r == Recovered
   IN r.refused \/ \A a \in acknowledged : a \in ChainIds(r) \/ a.sequence < ckpt
 
-(* (2) Recovery never accepts a batch outside the current chain: each     *)
+(* (2) Recovery never accepts a batch outside the current chain: each      *)
 (* batch it keeps was sealed by this life or kept by the recovery this     *)
 (* life started from, and the sequences run without a hole from the        *)
 (* oldest segment's first_sequence.                                        *)
