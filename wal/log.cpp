@@ -138,6 +138,7 @@ Result<void> Log::start_writing() {
     auto queue = fs_.open_write_queue(kWritesInFlightMax);
     if (queue) queue_ = std::move(*queue);  // otherwise (no io_uring, seccomp) the threads stay
   }
+  preparer_thread_ = std::thread([this] { preparer_loop(); });
   if (queue_) {
     owner_ = true;
     stats_.owner_thread = true;
@@ -160,6 +161,7 @@ Log::~Log() {
   for (auto& writer : writers_) writer.join();
   if (owner_thread_.joinable()) owner_thread_.join();
   if (blob_thread_.joinable()) blob_thread_.join();
+  stop_preparer();
 }
 
 void Log::wake_all_waiters() {
@@ -285,8 +287,14 @@ std::error_code Log::poison() const {
 }
 
 LogStats Log::stats() const {
+  std::uint64_t segments_prepared = 0;
+  {
+    std::lock_guard lock(prepare_mu_);
+    segments_prepared = segments_prepared_;
+  }
   std::lock_guard lock(mu_);
   auto stats = stats_;
+  stats.segments_prepared = segments_prepared;
   stats.last_flush_us = last_flush_us_.load();
   for (std::size_t i = 0; i < flush_latency_counts_.size(); ++i) stats.flush_latency_counts[i] = flush_latency_counts_[i].load();
   stats.flush_latency_sum_us = flush_latency_sum_us_.load();
@@ -434,6 +442,13 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
   }
 
   auto total = batch_total_bytes(batch.body_bytes);
+  if (!prepare_requested_ && records > 0) {
+    // The first batch of this life: the next segment is prepared from now
+    // on. Not at open, so that a log opened only to be read (or recovered
+    // and closed) writes no file it does not need.
+    prepare_requested_ = true;
+    want_prepared(segment_.number + 1, options_.segment_bytes);
+  }
   // Every batch leaves a block free at the segment's end for the roll marker.
   if (write_offset_ + total + kBlockBytes > segment_.size_bytes) {
     auto rolled = roll_segment(total);
@@ -503,11 +518,31 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   Segment next;
   next.number = segment_.number + 1;
   next.salt = options_.random();
-  next.size_bytes = std::max<std::uint64_t>(next_segment_bytes(),
-                                            round_up_to_block(kSegmentHeaderBytes + batch_bytes + kBlockBytes));
+  auto needed_bytes = round_up_to_block(kSegmentHeaderBytes + batch_bytes + kBlockBytes);
+  next.size_bytes = take_prepared(next.number, needed_bytes);
+  // The size of the segment after the next one (prepared from now on), from
+  // how fast this one filled: doubled from the next one's while it filled
+  // fast. So sizes follow the load one segment late.
+  auto following_bytes = next_segment_bytes(next.size_bytes > 0 ? next.size_bytes : segment_.size_bytes);
   SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc};
   bool direct = false;
-  next.file = FUSEE_TRY(create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct, /*zero_fill=*/true));
+  if (next.size_bytes > 0) {
+    // Prepared: full size, zeros, durable with its name. Its header, written
+    // durably, makes it the next segment.
+    auto path = io::join_path(wal_dir_, segment_file_name(next.number));
+    next.file = FUSEE_TRY(open_segment_for_write(fs_, path, options_.direct_io && direct_, &direct));
+    io::AlignedBuffer block(kSegmentHeaderBytes);
+    encode_segment_header(next_header, block.span());
+    FUSEE_TRY_VOID(write_batch(next.file, next.number, 0, block.span()));
+    if (!next.file->direct()) direct = false;
+  } else {
+    next.size_bytes = std::max(following_bytes, needed_bytes);
+    next_header.segment_bytes = next.size_bytes;
+    next.file = FUSEE_TRY(
+        create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct, /*zero_fill=*/true));
+    std::lock_guard lock(mu_);
+    ++stats_.rolls_unprepared;
+  }
   if (!direct) direct_ = false;
 
   auto pending = std::make_unique<Write>();
@@ -533,6 +568,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   segment_ = std::move(next);
   write_offset_ = kSegmentHeaderBytes;
   segment_started_us_ = options_.now_us();
+  want_prepared(segment_.number + 1, following_bytes);
   std::function<void(std::uint64_t)> hook;
   {
     std::lock_guard lock(mu_);
@@ -542,13 +578,13 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   return ok();
 }
 
-std::uint64_t Log::next_segment_bytes() {
+std::uint64_t Log::next_segment_bytes(std::uint64_t base_bytes) {
   auto elapsed_us = std::max<std::uint64_t>(1, options_.now_us() - segment_started_us_);
   auto filled_bytes = write_offset_;
   // bytes/us * 1e6 > rate, without overflow or floating point.
   bool fast = filled_bytes * 1'000'000 / elapsed_us > kSegmentGrowthRateBytesPerSecond;
   if (!fast) return options_.segment_bytes;
-  auto grown = std::max(options_.segment_bytes, std::min(segment_.size_bytes * 2, kSegmentGrowthBytesMax));
+  auto grown = std::max(options_.segment_bytes, std::min(base_bytes * 2, kSegmentGrowthBytesMax));
   return std::max(grown, options_.segment_bytes);
 }
 
@@ -624,8 +660,14 @@ Result<void> Log::close() {
   writers_.clear();
   if (owner_thread_.joinable()) owner_thread_.join();
   if (blob_thread_.joinable()) blob_thread_.join();
-  std::lock_guard lock(mu_);
-  if (poison_) return poison_;
+  stop_preparer();
+  {
+    std::lock_guard lock(mu_);
+    if (poison_) return poison_;
+  }
+  // Harmless if it stays (recovery deletes it), so a failure is only said.
+  if (auto removed = remove_prepared_segment(); !removed)
+    options_.warn(fmt::format("{}: could not remove the prepared segment: {}", wal_dir_, removed.error().message()));
   return ok();
 }
 

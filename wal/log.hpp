@@ -116,6 +116,10 @@ struct LogStats {
   std::uint64_t bytes_written = 0;    // whole blocks, padding included
   std::uint64_t flushes = 0;          // durable writes (each batch, marker and header)
   std::uint64_t segments_created = 0;
+  std::uint64_t segments_prepared = 0;  // by the preparer thread, ahead of a roll
+  // Rolls that found no prepared segment big enough and created one on the
+  // write path (the preparer failed, or a batch outgrew the prepared size).
+  std::uint64_t rolls_unprepared = 0;
   std::uint64_t blobs_written = 0;
   std::uint64_t segment_bytes = 0;    // size of the segment being written (grows under load)
   bool direct_io = false;             // false once the log fell back to buffered
@@ -259,9 +263,22 @@ class Log {
   bool seal_and_write(std::unique_lock<std::mutex>& seal_lock, io::AlignedBuffer& buffer);
   bool seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write);
   Result<void> roll_segment(std::uint64_t batch_bytes);
-  // Size of the next segment: doubled (up to kSegmentGrowthBytesMax) while
-  // the current one filled faster than kSegmentGrowthRateBytesPerSecond.
-  std::uint64_t next_segment_bytes();
+  // Size of a segment to prepare: base_bytes doubled (up to
+  // kSegmentGrowthBytesMax) while the current one filled faster than
+  // kSegmentGrowthRateBytesPerSecond, else the configured size.
+  std::uint64_t next_segment_bytes(std::uint64_t base_bytes);
+  // The segment preparer (wal/log_prepare.cpp).
+  void preparer_loop();
+  // Asks the preparer for segment `number` of size_bytes (replacing any
+  // earlier request).
+  void want_prepared(std::uint64_t number, std::uint64_t size_bytes);
+  // For a roll into `number`: waits while its preparation is under way, and
+  // returns its size if it is ready and holds needed_bytes (the roll then
+  // owns the file), else 0 (the roll creates it).
+  std::uint64_t take_prepared(std::uint64_t number, std::uint64_t needed_bytes);
+  void stop_preparer();
+  // After a clean close: the prepared segment past the chain goes.
+  Result<void> remove_prepared_segment();
   Result<void> write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,
                            std::span<const std::byte> bytes);
   void complete(Write* write, const Result<void>& result);
@@ -330,6 +347,23 @@ class Log {
   std::function<void(std::error_code)> poison_hook_;  // set before appends; read under mu_
 
   std::vector<std::thread> writers_;
+
+  // The next segment, prepared ahead of the roll (wal/log_prepare.cpp).
+  struct PreparedSegment {
+    enum class State { none, wanted, preparing, ready, failed, taken };
+    std::uint64_t number = 0;
+    std::uint64_t size_bytes = 0;
+    State state = State::none;
+    std::error_code error;
+  };
+  mutable std::mutex prepare_mu_;  // guards prepared_, prepare_stop_, segments_prepared_
+  std::condition_variable prepare_cv_;
+  PreparedSegment prepared_;
+  bool prepare_stop_ = false;
+  bool prepare_requested_ = false;  // a first preparation was asked for (seal_mu_)
+  std::uint64_t segments_prepared_ = 0;
+  std::atomic<bool> prepare_cancel_{false};  // stops a preparation part-way
+  std::thread preparer_thread_;
 
   // Owner mode (see LogWriterMode).
   std::unique_ptr<io::WriteQueue> queue_;

@@ -59,14 +59,29 @@ Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const
   return ok();
 }
 
-Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes) {
+Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes, const std::atomic<bool>* cancel) {
   constexpr std::uint64_t kChunkBytes = 1024 * 1024;
   io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kChunkBytes, size_bytes)));
   for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
+      return std::make_error_code(std::errc::operation_canceled);
     auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
     FUSEE_TRY_VOID(write_fully(file, offset, zeros.span().first(length), io::WriteFlags::none));
   }
   return ok();
+}
+
+Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
+                                  std::uint64_t size_bytes, const std::atomic<bool>* cancel) {
+  auto path = io::join_path(wal_dir, segment_file_name(number));
+  {
+    auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
+    FUSEE_TRY_VOID(created->truncate(0));
+    FUSEE_TRY_VOID(created->allocate(0, size_bytes));
+    FUSEE_TRY_VOID(fill_with_zeros(*created, size_bytes, cancel));
+    FUSEE_TRY_VOID(created->sync_data());
+  }
+  return fs.sync_dir(wal_dir);
 }
 
 Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,

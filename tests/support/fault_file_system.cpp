@@ -48,6 +48,14 @@ class Image {
       std::uint64_t at = offset + done;
       std::size_t in_page = static_cast<std::size_t>(at % kPageBytes);
       std::size_t n = std::min(kPageBytes - in_page, data.size() - done);
+      // Zeros over a page never written change nothing (absent pages read
+      // as zeros): preallocating and zero-filling a segment stays cheap.
+      if (!pages_.contains(at / kPageBytes) &&
+          std::all_of(data.begin() + static_cast<std::ptrdiff_t>(done),
+                      data.begin() + static_cast<std::ptrdiff_t>(done + n), [](std::byte b) { return b == std::byte{0}; })) {
+        done += n;
+        continue;
+      }
       Page page = copy_page(at / kPageBytes);
       std::memcpy(page.data() + in_page, data.data() + done, n);
       pages_[at / kPageBytes] = std::make_shared<const Page>(page);

@@ -262,11 +262,15 @@ TEST_CASE("segments double while the log fills them faster than 100 MB/s, and sh
       if (sizes.empty() || sizes.back() != (*log)->stats().segment_bytes) sizes.push_back((*log)->stats().segment_bytes);
     }
   };
-  append_until_rolls(4);
+  // Each segment is prepared a segment ahead, so the size a roll decides is
+  // the size of the segment after the next one: segment 2 was prepared at
+  // the default size before any segment filled.
+  append_until_rolls(5);
   CHECK(sizes == std::vector<std::uint64_t>{kSegmentBytesMin, 2 * kSegmentBytesMin, 4 * kSegmentBytesMin, 8 * kSegmentBytesMin,
                                             16 * kSegmentBytesMin});
+  CHECK((*log)->stats().rolls_unprepared == 0);
   step_us = 1'000'000;  // now a second per reading: far below 100 MB/s
-  append_until_rolls(1);
+  append_until_rolls(2);
   CHECK((*log)->stats().segment_bytes == kSegmentBytesMin);
   REQUIRE((*log)->close());
   auto reopened = Log::open(fs, options);
