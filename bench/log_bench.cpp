@@ -14,6 +14,10 @@
 //  - mixed: 8 appenders of 128-byte records beside one appending 1 MiB
 //    records, direct, log threads, with payload offload on and off: whether
 //    large records hold up small ones.
+//  - roll: 1 and 8 appenders of small records through at least 20 segment
+//    rolls (4 MiB segments) beside the same load in a segment that never
+//    rolls, in alternating rounds of the same run: what a roll costs the
+//    appends around it (the next segment is prepared ahead, so little).
 //  - crc32c: the log's CRC-32C (wal/crc32c.hpp) over a 64 MiB buffer beside
 //    the one-chain loop it replaced, in alternating rounds of the same run.
 //    No disk: the CRC runs under the seal lock and over every byte at
@@ -111,6 +115,23 @@ constexpr std::string_view kCaseKindModes = "modes";
 constexpr std::string_view kCaseKindInline = "inline";
 constexpr std::string_view kCaseKindMixed = "mixed";
 constexpr std::string_view kCaseKindCrc32c = "crc32c";
+constexpr std::string_view kCaseKindRoll = "roll";
+
+// roll: small segments roll many times a second under these loads; the
+// no-roll segment is large enough that the same load never fills it.
+// A roll writes two blocks durably (the next segment's header, then the
+// marker) where a batch writes one, so it shows in the p99 when more than 1%
+// of the records wait behind a roll: 4 MiB holds about a thousand
+// one-block batches.
+constexpr std::uint64_t kRollSegmentBytes = 4 * fusee::wal::kMiB;
+constexpr std::uint64_t kNoRollSegmentBytes = 256 * fusee::wal::kMiB;
+constexpr int kRollRounds = 3;
+constexpr std::uint64_t kRollsMin = 20;
+// Long enough for at least kRollsMin rolls of kRollSegmentBytes under one appender.
+constexpr double kRollSecondsMin = 3.0;
+// Issue 16: a roll costs the appends around it little.
+constexpr double kRollP99AimMax = 1.5;
+constexpr double kRollMaxAimMax = 3.0;
 
 struct Config {
   std::string dir = ".";
@@ -121,7 +142,8 @@ struct Config {
   double warmup_seconds = 0.2;
   std::vector<std::uint32_t> appender_counts = {1, 8, 64};
   std::vector<std::string> case_kinds = {std::string(kCaseKindModes), std::string(kCaseKindInline),
-                                         std::string(kCaseKindMixed), std::string(kCaseKindCrc32c)};
+                                         std::string(kCaseKindMixed), std::string(kCaseKindRoll),
+                                         std::string(kCaseKindCrc32c)};
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
 
   bool wants(std::string_view kind) const {
@@ -255,6 +277,8 @@ struct LogCounters {
   std::uint64_t flushes = 0;
   std::uint64_t inline_writes = 0;
   std::uint64_t blobs_written = 0;
+  std::uint64_t rolls = 0;             // segments created
+  std::uint64_t rolls_unprepared = 0;  // of which the roll had to create itself
   double records_per_flush = 0;
   // What really ran, which may differ from what was asked for.
   bool owner_thread = false;
@@ -270,9 +294,12 @@ struct LoadRun {
 // Opens a fresh log for the case under scratch_path, runs one thread per
 // spec through warm-up and the timed window, closes the log cleanly and
 // removes its directory.
+// With settle, one record is written and the log's first prepared segment
+// waited for before the appenders start, so that preparing a large segment
+// does not run in the timed window of a case that is about something else.
 fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& scratch_path, std::string_view name,
                                 fusee::wal::LogOptions options, std::span<const AppenderSpec> specs,
-                                const Config& config) {
+                                const Config& config, bool settle = false) {
   // Each case gets its own log directory: a fresh log, fresh segments.
   std::string dir_name(name);
   std::replace(dir_name.begin(), dir_name.end(), '/', '-');
@@ -281,6 +308,13 @@ fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& sc
   for (const auto& spec : specs) options.shard_count = std::max(options.shard_count, spec.shard + 1);
   options.warn = [](const std::string& line) { fmt::print(stderr, "log_bench: log warns: {}\n", line); };
   auto log = FUSEE_TRY(fusee::wal::Log::open(fs, options));
+  if (settle) {
+    std::vector<std::byte> first(kSmallRecordBytes, std::byte{0x5a});
+    FUSEE_TRY_VOID(log->wait_durable(specs.front().shard, FUSEE_TRY(log->append(specs.front().shard, first))));
+    auto give_up = Clock::now() + std::chrono::seconds(60);
+    while (log->stats().segments_prepared == 0 && Clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 
   LoadRun run;
   run.outputs.resize(specs.size());
@@ -323,6 +357,8 @@ fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& sc
   run.log.flushes = stats_at_end.flushes - stats_at_start.flushes;
   run.log.inline_writes = stats_at_end.inline_writes - stats_at_start.inline_writes;
   run.log.blobs_written = stats_at_end.blobs_written - stats_at_start.blobs_written;
+  run.log.rolls = stats_at_end.segments_created - stats_at_start.segments_created;
+  run.log.rolls_unprepared = stats_at_end.rolls_unprepared - stats_at_start.rolls_unprepared;
   run.log.records_per_flush =
       run.log.flushes > 0 ? double(run.log.records_written) / double(run.log.flushes) : 0;
   run.log.owner_thread = final_stats.owner_thread;
@@ -688,6 +724,145 @@ void print_crc_json(const CrcResult& result) {
 // ---------------------------------------------------------------------------
 // Aims: figures the log is built to reach, printed, never enforced.
 
+// ---------------------------------------------------------------------------
+// roll: appends through segment rolls beside the same load with no roll.
+
+struct RollRound {
+  GroupResult rolled;
+  GroupResult steady;
+  GroupResult unprepared;  // rolls with LogOptions::prepare_segments off
+  std::uint64_t rolls = 0;
+  std::uint64_t rolls_unprepared = 0;
+  std::uint64_t steady_rolls = 0;  // should be 0: the no-roll segment never fills
+};
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+struct RollResult {
+  std::uint32_t appenders = 0;
+  std::vector<RollRound> rounds;
+
+  std::string name() const { return fmt::format("roll/{}", appenders_name(appenders)); }
+  template <typename Pick>
+  std::vector<double> each(Pick pick) const {
+    std::vector<double> out;
+    for (const auto& round : rounds) out.push_back(pick(round));
+    return out;
+  }
+  double p99_us() const { return median_of(each([](const RollRound& r) { return r.rolled.latency.p99_us; })); }
+  double max_us() const { return median_of(each([](const RollRound& r) { return r.rolled.latency.max_us; })); }
+  double p99_us_no_roll() const { return median_of(each([](const RollRound& r) { return r.steady.latency.p99_us; })); }
+  double max_us_no_roll() const { return median_of(each([](const RollRound& r) { return r.steady.latency.max_us; })); }
+  double rolls() const { return median_of(each([](const RollRound& r) { return double(r.rolls); })); }
+  double p99_us_unprepared() const {
+    return median_of(each([](const RollRound& r) { return r.unprepared.latency.p99_us; }));
+  }
+  double max_us_unprepared() const {
+    return median_of(each([](const RollRound& r) { return r.unprepared.latency.max_us; }));
+  }
+  std::uint64_t rolls_unprepared() const {
+    std::uint64_t total = 0;
+    for (const auto& round : rounds) total += round.rolls_unprepared;
+    return total;
+  }
+  std::uint64_t steady_rolls() const {
+    std::uint64_t total = 0;
+    for (const auto& round : rounds) total += round.steady_rolls;
+    return total;
+  }
+};
+
+fusee::Result<RollResult> run_roll_case(fusee::io::FileSystem& fs, const std::string& scratch_path,
+                                        std::uint32_t appenders, const Config& config) {
+  RollResult result;
+  result.appenders = appenders;
+  Config timed = config;
+  timed.seconds = std::max(config.seconds, kRollSecondsMin);
+  std::vector<AppenderSpec> specs;
+  for (std::uint32_t shard = 0; shard < appenders; ++shard) specs.push_back({shard, kSmallRecordBytes});
+  for (int round = 0; round < kRollRounds; ++round) {
+    RollRound figures;
+    // Alternating, so that the machine's other load falls on each alike.
+    enum class Kind { rolling, steady, unprepared };
+    for (Kind kind : {Kind::rolling, Kind::steady, Kind::unprepared}) {
+      fusee::wal::LogOptions options;
+      options.segment_bytes = kind == Kind::steady ? kNoRollSegmentBytes : kRollSegmentBytes;
+      options.prepare_segments = kind != Kind::unprepared;
+      auto name = fmt::format("{}-{}-{}", result.name(), int(kind), round);
+      auto run = FUSEE_TRY(run_load(fs, scratch_path, name, options, specs, timed,
+                                    /*settle=*/kind != Kind::unprepared));
+      auto group = summarize_group(run.outputs, run.measure_start);
+      if (kind == Kind::rolling) {
+        figures.rolled = group;
+        figures.rolls = run.log.rolls;
+        figures.rolls_unprepared = run.log.rolls_unprepared;
+      } else if (kind == Kind::steady) {
+        figures.steady = group;
+        figures.steady_rolls = run.log.rolls;
+      } else {
+        figures.unprepared = group;
+      }
+    }
+    result.rounds.push_back(figures);
+  }
+  return result;
+}
+
+void print_roll_header() {
+  fmt::print("\nroll: {} KiB segments beside one of {} MiB that never rolls, {} rounds alternating (medians, us)\n",
+             kRollSegmentBytes / fusee::wal::kKiB, kNoRollSegmentBytes / fusee::wal::kMiB, kRollRounds);
+  fmt::print("{:<24} {:>7} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>10} {:>10}  {}\n", "case", "rolls", "p99", "max",
+             "p99 steady", "max steady", "p99/st", "max/st", "p99 unprep", "max unprep", "p99 per round");
+}
+
+void print_roll_row(const RollResult& result) {
+  std::vector<std::string> per_round;
+  for (const auto& round : result.rounds)
+    per_round.push_back(fmt::format("{:.0f}/{:.0f}", round.rolled.latency.p99_us, round.steady.latency.p99_us));
+  fmt::print("{:<24} {:>7.0f} {:>9.1f} {:>9.1f} {:>11.1f} {:>11.1f} {:>8} {:>8} {:>10.1f} {:>10.1f}  {}\n", result.name(),
+             result.rolls(), result.p99_us(), result.max_us(), result.p99_us_no_roll(), result.max_us_no_roll(),
+             format_ratio(ratio(result.p99_us(), result.p99_us_no_roll())),
+             format_ratio(ratio(result.max_us(), result.max_us_no_roll())), result.p99_us_unprepared(),
+             result.max_us_unprepared(), fmt::join(per_round, " "));
+  if (result.rolls() < kRollsMin)
+    fmt::print("  note: fewer than {} rolls per window; lower the load's segment size or raise --seconds\n", kRollsMin);
+  if (result.steady_rolls() > 0) fmt::print("  note: the no-roll case rolled {} times\n", result.steady_rolls());
+}
+
+void print_roll_json(const RollResult& result) {
+  auto spread = [&](auto pick) {
+    auto values = result.each(pick);
+    std::sort(values.begin(), values.end());
+    return std::pair{values.front(), values.back()};
+  };
+  auto [p99_min, p99_max] = spread([](const RollRound& r) { return r.rolled.latency.p99_us; });
+  auto [steady_p99_min, steady_p99_max] = spread([](const RollRound& r) { return r.steady.latency.p99_us; });
+  JsonLine line("log");
+  line.field("case", kCaseKindRoll)
+      .field("appenders", result.appenders)
+      .field("p99_us", round_to_ns(result.p99_us()))
+      .field("max_us", round_to_ns(result.max_us()))
+      .field("p99_us_no_roll", round_to_ns(result.p99_us_no_roll()))
+      .field("max_us_no_roll", round_to_ns(result.max_us_no_roll()))
+      .field("p99_us_unprepared", round_to_ns(result.p99_us_unprepared()))
+      .field("max_us_unprepared", round_to_ns(result.max_us_unprepared()))
+      .field("rolls", result.rolls())
+      .field("rolls_unprepared", result.rolls_unprepared())
+      .field("rounds", kRollRounds)
+      .field("p99_us_min", round_to_ns(p99_min))
+      .field("p99_us_max", round_to_ns(p99_max))
+      .field("p99_us_no_roll_min", round_to_ns(steady_p99_min))
+      .field("p99_us_no_roll_max", round_to_ns(steady_p99_max))
+      .field("segment_bytes", kRollSegmentBytes)
+      .field("segment_bytes_no_roll", kNoRollSegmentBytes)
+      .field("seconds", round_to_digits(std::max(0.0, result.rounds.empty() ? 0.0 : result.rounds.front().rolled.measured_seconds), 6));
+  line.print();
+}
+
 struct AimFigure {
   std::string name;  // the JSON case, e.g. "owner/one_appender_p50_over_raw"
   double value = 0;
@@ -711,7 +886,7 @@ const CaseResult* find_named(const std::vector<CaseResult>& results, std::string
 
 std::vector<AimFigure> compute_aims(const std::vector<ModeResult>& modes, const std::vector<InlineResult>& inlines,
                                     const std::vector<MixedResult>& mixeds, const std::vector<CrcResult>& crcs,
-                                    const Config& config) {
+                                    const std::vector<RollResult>& rolls, const Config& config) {
   std::vector<AimFigure> aims;
   const double missing = std::nan("");
   if (config.wants(kCaseKindModes)) {
@@ -755,6 +930,14 @@ std::vector<AimFigure> compute_aims(const std::vector<ModeResult>& modes, const 
       aims.push_back({"mixed/small_p99_offload_on_over_alone",
                       ratio(on->small.latency.p99_us, alone->records.latency.p99_us), AimFigure::Bound::none, 0,
                       fmt::format("against threads/{}", appenders_name(kMixedSmallAppenders))});
+    }
+  }
+  if (config.wants(kCaseKindRoll)) {
+    for (const auto& roll : rolls) {
+      aims.push_back({fmt::format("{}/p99_over_no_roll", roll.name()), ratio(roll.p99_us(), roll.p99_us_no_roll()),
+                      AimFigure::Bound::at_most, kRollP99AimMax, fmt::format("{:.0f} rolls", roll.rolls())});
+      aims.push_back({fmt::format("{}/max_over_no_roll", roll.name()), ratio(roll.max_us(), roll.max_us_no_roll()),
+                      AimFigure::Bound::at_most, kRollMaxAimMax, ""});
     }
   }
   if (config.wants(kCaseKindCrc32c)) {
@@ -880,6 +1063,18 @@ int run(const Config& config) {
     }
   }
 
+  std::vector<RollResult> rolls;
+  if (config.wants(kCaseKindRoll)) {
+    print_roll_header();
+    for (std::uint32_t appenders : {1u, 8u}) {
+      auto result = run_roll_case(fs, scratch.path(), appenders, config);
+      if (!result) return fail(fmt::format("roll/{}", appenders_name(appenders)), result.error());
+      print_roll_row(*result);
+      std::fflush(stdout);
+      rolls.push_back(*result);
+    }
+  }
+
   std::vector<CrcResult> crcs;
   if (config.wants(kCaseKindCrc32c)) {
     auto result = run_crc_case(config);
@@ -889,7 +1084,7 @@ int run(const Config& config) {
     crcs.push_back(*result);
   }
 
-  auto aims = compute_aims(modes, inlines, mixeds, crcs, config);
+  auto aims = compute_aims(modes, inlines, mixeds, crcs, rolls, config);
   print_aims(aims);
   fmt::print("\n");
   std::fflush(stdout);
@@ -915,6 +1110,7 @@ int run(const Config& config) {
   for (const auto& result : modes) print_mode_json(result);
   for (const auto& result : inlines) print_inline_json(result);
   for (const auto& result : mixeds) print_mixed_json(result);
+  for (const auto& result : rolls) print_roll_json(result);
   for (const auto& result : crcs) print_crc_json(result);
   for (const auto& aim : aims) print_aim_json(aim);
   return 0;
@@ -933,10 +1129,12 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-seconds", config.warmup_seconds, "untimed seconds at the start of each case")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--cases", config.case_kinds, "case kinds to run, comma-separated: modes, inline, mixed, crc32c")
+  app.add_option("--cases", config.case_kinds,
+                 "case kinds to run, comma-separated: modes, inline, mixed, roll, crc32c")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseKindModes), std::string(kCaseKindInline),
-                             std::string(kCaseKindMixed), std::string(kCaseKindCrc32c)}))
+                             std::string(kCaseKindMixed), std::string(kCaseKindRoll),
+                             std::string(kCaseKindCrc32c)}))
       ->capture_default_str();
   app.add_option("--appenders", config.appender_counts, "appender counts for the modes cases (one shard each)")
       ->check(CLI::Range(1u, fusee::wal::kShardsMax))

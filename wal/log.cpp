@@ -442,7 +442,7 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
   }
 
   auto total = batch_total_bytes(batch.body_bytes);
-  if (!prepare_requested_ && records > 0) {
+  if (!prepare_requested_ && records > 0 && options_.prepare_segments) {
     // The first batch of this life: the next segment is prepared from now
     // on. Not at open, so that a log opened only to be read (or recovered
     // and closed) writes no file it does not need.
@@ -568,7 +568,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   segment_ = std::move(next);
   write_offset_ = kSegmentHeaderBytes;
   segment_started_us_ = options_.now_us();
-  want_prepared(segment_.number + 1, following_bytes);
+  if (options_.prepare_segments) want_prepared(segment_.number + 1, following_bytes);
   std::function<void(std::uint64_t)> hook;
   {
     std::lock_guard lock(mu_);

@@ -81,6 +81,11 @@ struct LogOptions {
   // slow disk the waiting thread is better left free to be woken.
   std::uint64_t inline_flush_max_us = kInlineFlushMaxUsDefault;
   std::size_t handoff_bytes_max = kHandoffBytesMax;
+  // Prepare the next segment ahead of each roll on a thread of its own
+  // (wal/log_prepare.cpp). Off: each roll creates, zero-fills and syncs the
+  // next segment on the write path, as the log once did; kept so that the
+  // roll benchmark can show what preparing saves.
+  bool prepare_segments = true;
   // O(bytes) self-checks, for tests: each sealed batch is decoded and each
   // blob checksummed again before it is written (outside the log's locks).
   // Off by default: at tens of MB per batch they cost milliseconds, and
