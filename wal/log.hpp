@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -293,6 +294,10 @@ class Log {
   // a published batch of `segment`.
   void note_blob_refs_published(ShardId shard, Lsn first, Lsn last, std::uint64_t segment);
   Result<void> retire_blob_files(std::uint64_t retired_through_segment, RetireStats& stats);
+  // Zeroes segment `number`'s header and syncs it, removes the file and
+  // syncs the directory; returns the file's size. Redoes what a failed
+  // earlier call left undone.
+  Result<std::uint64_t> retire_segment_file(std::uint64_t number);
   void blob_loop();
   void wake_all_waiters();
   Result<void> check_shard(ShardId shard) const;
@@ -340,6 +345,9 @@ class Log {
   std::atomic<bool> fallback_warned_{false};
   std::vector<Segment> read_segments_;  // live segments, oldest first, for reads and retirement (mu_)
   std::mutex retire_mu_;                // one retire() at a time
+  // A segment out of read_segments_ whose file a failed retire() did not
+  // finish removing; the next retire() finishes it first (mu_).
+  std::optional<Segment> retiring_;
   std::function<void(std::uint64_t)> roll_hook_;
   // Blob references staged but not yet published, per shard: LSN -> blob
   // file (mu_); and for each blob file, the newest segment whose published

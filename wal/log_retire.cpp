@@ -62,37 +62,54 @@ Result<RetireStats> Log::retire(std::uint64_t keep_from_sequence) {
     {
       std::lock_guard lock(mu_);
       if (poison_) return poison_;
-      // The segment being written is always the newest; it never retires.
-      if (read_segments_.size() < 2 || read_segments_[1].first_sequence > keep_from_sequence) break;
-      oldest = read_segments_.front();
-      // Reads stop using it before it changes.
-      read_segments_.erase(read_segments_.begin());
-      for (auto& index : index_) {
-        auto end = std::find_if(index.begin(), index.end(),
-                                [&](const SectionLocation& s) { return s.segment != oldest.number; });
-        index.erase(index.begin(), end);
+      if (retiring_) {
+        // An earlier call failed part-way through this segment: it goes
+        // first, or a later segment would go before it and leave a gap (or
+        // a live segment behind a zeroed one) that recovery must refuse.
+        oldest = *retiring_;
+      } else {
+        // The segment being written is always the newest; it never retires.
+        if (read_segments_.size() < 2 || read_segments_[1].first_sequence > keep_from_sequence) break;
+        oldest = read_segments_.front();
+        retiring_ = oldest;
+        // Reads stop using it before it changes.
+        read_segments_.erase(read_segments_.begin());
+        for (auto& index : index_) {
+          auto end = std::find_if(index.begin(), index.end(),
+                                  [&](const SectionLocation& s) { return s.segment != oldest.number; });
+          index.erase(index.begin(), end);
+        }
       }
     }
-    auto path = io::join_path(wal_dir_, segment_file_name(oldest.number));
-    {
-      auto file = FUSEE_TRY(fs_.open(path, {.write = true}));
-      auto bytes = FUSEE_TRY(file->size());
-      io::AlignedBuffer zeros(kSegmentHeaderBytes);
-      std::fill(zeros.span().begin(), zeros.span().end(), std::byte{0});
-      auto written = FUSEE_TRY(file->write_at(0, zeros.span(), {}));
-      if (written != kSegmentHeaderBytes) return std::make_error_code(std::errc::io_error);
-      FUSEE_TRY_VOID(file->sync_data());
-      stats.bytes += bytes;
-    }
-    FUSEE_TRY_VOID(fs_.remove(path));
-    FUSEE_TRY_VOID(fs_.sync_dir(wal_dir_));
+    stats.bytes += FUSEE_TRY(retire_segment_file(oldest.number));
     ++stats.segments;
     retired_through = oldest.number;
     std::lock_guard lock(mu_);
+    retiring_.reset();
     ++stats_.segments_retired;
   }
   if (retired_through > 0) FUSEE_TRY_VOID(retire_blob_files(retired_through, stats));
   return stats;
+}
+
+Result<std::uint64_t> Log::retire_segment_file(std::uint64_t number) {
+  // Each step may have been done by a call that failed after it: a file
+  // already removed is only left for the directory sync.
+  auto path = io::join_path(wal_dir_, segment_file_name(number));
+  std::uint64_t bytes = 0;
+  if (FUSEE_TRY(fs_.exists(path))) {
+    {
+      auto file = FUSEE_TRY(fs_.open(path, {.write = true}));
+      bytes = FUSEE_TRY(file->size());
+      io::AlignedBuffer zeros(kSegmentHeaderBytes);
+      std::fill(zeros.span().begin(), zeros.span().end(), std::byte{0});
+      FUSEE_TRY_VOID(write_fully(*file, 0, zeros.span(), io::WriteFlags::none));
+      FUSEE_TRY_VOID(file->sync_data());
+    }
+    FUSEE_TRY_VOID(fs_.remove(path));
+  }
+  FUSEE_TRY_VOID(fs_.sync_dir(wal_dir_));
+  return bytes;
 }
 
 Result<void> Log::retire_blob_files(std::uint64_t retired_through_segment, RetireStats& stats) {
