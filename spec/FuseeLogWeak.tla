@@ -32,4 +32,12 @@ WeakContinues(d, s, i, expSeq, expPrev) ==
 (* reaches this branch: it shows the damage model covers it.               *)
 WeakRefuseAtMarker == FALSE
 
+(* FuseeLogRetireSkips.cfg, for NoRefusalWithoutDamage (3): Log::retire as *)
+(* it was before ed818e5. The segment had left read_segments_ before its   *)
+(* header was zeroed and its file removed, and a failed step forgot it, so *)
+(* the next call retired the segment after it: segment 1 valid or zeroed,  *)
+(* segment 2 zeroed or gone. Recovery refuses at segment 1's roll marker,  *)
+(* or for the gap, with nothing damaged.                                   *)
+WeakKeepRetiring(s) == 0
+
 =============================================================================
