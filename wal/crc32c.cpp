@@ -353,4 +353,11 @@ std::uint32_t crc32c_portable_extend(std::uint32_t crc, std::span<const std::byt
 
 bool crc32c_hardware_available() { return hardware_available(); }
 
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) {
+  // The pre- and post-inversions of crc_a and of crc_b cancel in the xor
+  // (both CRCs carry them), so the finished CRCs combine as registers do:
+  // crc_a moved over length_b zero bytes, xor crc_b.
+  return multiply(crc_a, x_to_the(8 * length_b)) ^ crc_b;
+}
+
 }  // namespace fusee

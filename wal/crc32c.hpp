@@ -36,6 +36,12 @@ namespace fusee {
 [[nodiscard]] std::uint32_t crc32c_single_chain_extend(std::uint32_t crc,
                                                        std::span<const std::byte> data);
 
+// The CRC of a followed by b, from crc32c(a), crc32c(b) and b's length, in
+// O(log length_b) steps: crc32c_combine(crc32c(a), crc32c(b), b.size()) ==
+// crc32c(a ‖ b). So the CRC of any range follows from the CRCs of two
+// prefixes: crc32c(b) == crc32c(a ‖ b) ^ crc32c_combine(crc32c(a), 0, b.size()).
+[[nodiscard]] std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b);
+
 // Whether crc32c_extend runs on the CPU's CRC-32C instruction.
 [[nodiscard]] bool crc32c_hardware_available();
 

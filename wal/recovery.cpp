@@ -1,12 +1,14 @@
 #include "wal/recovery.hpp"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "wal/blob_store.hpp"
+#include "wal/crc32c.hpp"
 #include "wal/errc.hpp"
 #include "wal/limits.hpp"
 #include "wal/segment_file.hpp"
@@ -403,37 +405,91 @@ class Planner {
   // batch was lost.
   Result<void> scan_past_end() {
     auto expected = plan_.last_sequence + 1;
-    for (auto index = end_index_; index < plan_.segments.size(); ++index) {
+    for (auto index = end_index_; index < plan_.segments.size() && !plan_.refused; ++index) {
       const auto& segment = plan_.segments[index];
       if (segment.header_status != SegmentHeaderStatus::valid) continue;  // no salt to check with
-      auto limit = std::min(segment.file_bytes, segment.header.segment_bytes);
-      std::uint64_t offset = index == end_index_ ? plan_.write_offset : kSegmentHeaderBytes;
-      auto file = FUSEE_TRY(fs_.open(segment.path, {}));
-      constexpr std::uint64_t kChunkBytes = 1 * kMiB;
-      std::vector<std::byte> chunk(static_cast<std::size_t>(std::min(kChunkBytes, limit - std::min(limit, offset))));
-      while (offset + kBlockBytes <= limit) {
-        auto chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, limit - offset));
-        chunk_bytes -= chunk_bytes % kBlockBytes;
-        FUSEE_TRY_VOID(read_padded(*file, offset, std::span(chunk).first(chunk_bytes)));
-        for (std::size_t at = 0; at < chunk_bytes; at += kBlockBytes) {
-          auto header = decode_batch_header(std::span(chunk).subspan(at, kBlockBytes));
-          if (!header) continue;
-          auto batch_offset = offset + at;
-          if (batch_offset + header->total_length > limit) continue;
-          std::vector<std::byte> bytes(header->total_length);
-          FUSEE_TRY_VOID(read_padded(*file, batch_offset, bytes));
-          if (batch_crc(segment.header.salt, bytes, header->body_length) != header->crc) continue;
-          ++plan_.stale_batches_past_end;
-          if (header->acked >= expected) {
-            refuse(fmt::format(
-                "batch sequence {} at {} offset {} was written after sequence {} was acknowledged, but the "
-                "chain ends at sequence {} ({} offset {}): an acknowledged batch was lost",
-                header->sequence, segment.path, batch_offset, header->acked, plan_.last_sequence,
-                plan_.segments[end_index_].path, plan_.write_offset));
-            return ok();
-          }
+      std::uint64_t start = index == end_index_ ? plan_.write_offset : kSegmentHeaderBytes;
+      FUSEE_TRY_VOID(scan_segment_past_end(segment, start, expected));
+    }
+    return ok();
+  }
+
+  // One segment of the scan past the end, from `start` (block-aligned) on.
+  //
+  // The work is bounded: about twice the bytes scanned, however many blocks
+  // look like batch headers. Checking each such block by reading and
+  // checksumming the batch it claims (up to kBatchBytesMax) would let a torn
+  // batch whose payload holds fake headers make one open read gigabytes.
+  // Instead a first pass reads the range once, keeping the CRC-32C of every
+  // prefix that ends on a block boundary and every block that decodes as a
+  // batch header; a candidate's checksum then follows from two prefix CRCs
+  // (crc32c_combine) and at most one more block read, for its body's last
+  // partial block.
+  Result<void> scan_segment_past_end(const SegmentSummary& segment, std::uint64_t start, std::uint64_t expected) {
+    auto limit = std::min(segment.file_bytes, segment.header.segment_bytes);
+    if (start + kBlockBytes > limit) return ok();
+    auto file = FUSEE_TRY(fs_.open(segment.path, {}));
+
+    struct Candidate {
+      std::uint64_t offset = 0;
+      BatchHeader header;
+      std::array<std::byte, kBatchHeaderBytes> head{};
+    };
+    std::vector<Candidate> candidates;
+    // prefix_crcs[i]: crc32c of [start, start + i * kBlockBytes).
+    std::vector<std::uint32_t> prefix_crcs{0};
+    constexpr std::uint64_t kChunkBytes = 1 * kMiB;
+    std::vector<std::byte> chunk(static_cast<std::size_t>(std::min(kChunkBytes, limit - start)));
+    for (auto offset = start; offset + kBlockBytes <= limit;) {
+      auto chunk_bytes = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, limit - offset));
+      chunk_bytes -= chunk_bytes % kBlockBytes;
+      FUSEE_TRY_VOID(read_padded(*file, offset, std::span(chunk).first(chunk_bytes)));
+      for (std::size_t at = 0; at < chunk_bytes; at += kBlockBytes) {
+        auto block = std::span<const std::byte>(chunk).subspan(at, kBlockBytes);
+        auto header = decode_batch_header(block);
+        auto batch_offset = offset + at;
+        if (header && batch_offset + header->total_length <= limit &&
+            batch_offset + kBatchHeaderBytes + header->body_length <= limit) {
+          Candidate candidate{batch_offset, *header, {}};
+          std::copy_n(block.begin(), kBatchHeaderBytes, candidate.head.begin());
+          candidates.push_back(candidate);
         }
-        offset += chunk_bytes;
+        prefix_crcs.push_back(crc32c_extend(prefix_crcs.back(), block));
+      }
+      offset += chunk_bytes;
+    }
+
+    std::array<std::byte, 8> salt_bytes;
+    store_u64(salt_bytes.data(), segment.header.salt);
+    const auto salt_crc = crc32c(salt_bytes);
+    std::vector<std::byte> tail(kBlockBytes);
+    for (const auto& candidate : candidates) {
+      const auto& header = candidate.header;
+      auto body_begin = candidate.offset + kBatchHeaderBytes;
+      auto body_end = body_begin + header.body_length;
+      // The CRC of [start, body_begin) and of [start, body_end).
+      auto head_index = (candidate.offset - start) / kBlockBytes;
+      auto to_body_begin = crc32c_extend(prefix_crcs[head_index], candidate.head);
+      auto end_index = (body_end - start) / kBlockBytes;
+      auto end_floor = start + end_index * kBlockBytes;
+      auto to_body_end = prefix_crcs[end_index];
+      if (body_end > end_floor) {
+        auto part = std::span(tail).first(static_cast<std::size_t>(body_end - end_floor));
+        FUSEE_TRY_VOID(read_padded(*file, end_floor, part));
+        to_body_end = crc32c_extend(to_body_end, part);
+      }
+      auto body_crc = to_body_end ^ crc32c_combine(to_body_begin, 0, header.body_length);
+      // batch_crc: the salt, the header from its length field on, the body.
+      auto head_crc = crc32c_extend(salt_crc, std::span<const std::byte>(candidate.head).subspan(8));
+      if (crc32c_combine(head_crc, body_crc, header.body_length) != header.crc) continue;
+      ++plan_.stale_batches_past_end;
+      if (header.acked >= expected) {
+        refuse(fmt::format(
+            "batch sequence {} at {} offset {} was written after sequence {} was acknowledged, but the "
+            "chain ends at sequence {} ({} offset {}): an acknowledged batch was lost",
+            header.sequence, segment.path, candidate.offset, header.acked, plan_.last_sequence,
+            plan_.segments[end_index_].path, plan_.write_offset));
+        return ok();
       }
     }
     return ok();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -248,6 +249,9 @@ struct FaultData {
 struct FaultState {
   std::mutex mutex;
   FaultData data;
+  // Bytes File::read_at returned, for tests that bound how much a reader
+  // reads. Not part of FaultData: a clone or crash image starts at zero.
+  std::atomic<std::uint64_t> bytes_read{0};
 };
 
 }  // namespace detail
@@ -659,8 +663,10 @@ class FaultFile final : public io::File {
     const Inode& inode = s.inodes.at(inode_);
     // O_DIRECT reads go to the disk (after writing back dirty pages), so
     // they never see stale pages.
-    if (direct_ && !inode.stale_pages.empty()) return uncached_image(inode).read(offset, out);
-    return inode.current.read(offset, out);
+    auto got = direct_ && !inode.stale_pages.empty() ? uncached_image(inode).read(offset, out)
+                                                     : inode.current.read(offset, out);
+    state_->bytes_read.fetch_add(got, std::memory_order_relaxed);
+    return got;
   }
 
   Result<void> sync_data() override {
@@ -1203,6 +1209,8 @@ std::unique_ptr<FaultFileSystem> FaultFileSystem::crash_image(const CrashOutcome
   }
   return std::unique_ptr<FaultFileSystem>(new FaultFileSystem(std::move(image)));
 }
+
+std::uint64_t FaultFileSystem::bytes_read() const { return state_->bytes_read.load(); }
 
 std::size_t FaultFileSystem::pending_data_op_count() const {
   std::lock_guard lock(state_->mutex);

@@ -296,6 +296,8 @@ class FaultFileSystem final : public io::FileSystem {
   Result<void> truncate_durable(const std::string& path, std::uint64_t size_bytes);
   // The paths of every regular file, sorted ("/data/wal/0000000001.seg").
   std::vector<std::string> list_files_recursive() const;
+  // Bytes returned by File::read_at so far (0 in a new clone or crash image).
+  std::uint64_t bytes_read() const;
 
   // A full copy: namespace, contents, pending operations, options, armed faults,
   // counters and crash point (but no open files).

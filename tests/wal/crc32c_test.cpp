@@ -223,4 +223,27 @@ TEST_SUITE("unit") {
     buffer[17] ^= std::byte{0x04};
     CHECK(fusee::crc32c(buffer) != before);
   }
+
+  TEST_CASE("crc32c_combine joins two CRCs, and gives any range's CRC from two prefix CRCs") {
+    auto data = random_bytes(20000, 5);
+    auto span = std::span<const std::byte>(data);
+    for (std::size_t cut : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{4096}, std::size_t{12345},
+                            std::size_t{20000}}) {
+      CAPTURE(cut);
+      auto a = span.first(cut);
+      auto b = span.subspan(cut);
+      CHECK(fusee::crc32c_combine(fusee::crc32c(a), fusee::crc32c(b), b.size()) == fusee::crc32c(span));
+    }
+    for (auto range : {std::pair<std::size_t, std::size_t>{0, 100}, {64, 4096}, {4096, 8192}, {5000, 19999},
+                       {777, 777}}) {
+      std::size_t begin = range.first;
+      std::size_t end = range.second;
+      CAPTURE(begin);
+      CAPTURE(end);
+      auto prefix_begin = fusee::crc32c(span.first(begin));
+      auto prefix_end = fusee::crc32c(span.first(end));
+      CHECK((prefix_end ^ fusee::crc32c_combine(prefix_begin, 0, end - begin)) ==
+            fusee::crc32c(span.subspan(begin, end - begin)));
+    }
+  }
 }
