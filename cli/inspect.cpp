@@ -199,8 +199,11 @@ std::uint64_t last_sequence_of(const wal::SegmentSummary& segment) {
 std::string segment_state(const Inspection& inspection, const wal::SegmentSummary& segment) {
   const auto& deletes = inspection.offline.plan.files_to_delete;
   if (std::find(deletes.begin(), deletes.end(), segment.path) != deletes.end()) {
-    return segment.header_status == wal::SegmentHeaderStatus::valid ? "past the end: deleted at open"
-                                                                    : "retired: deleted at open";
+    if (segment.header_status == wal::SegmentHeaderStatus::valid) return "past the end: deleted at open";
+    // Past the end with a zeroed header: prepared ahead of a roll that never
+    // came (wal/log_prepare.cpp). Before the chain: a retirement's leftover.
+    if (segment.number > inspection.offline.plan.write_segment) return "prepared, never used: deleted at open";
+    return "retired: deleted at open";
   }
   return "live";
 }

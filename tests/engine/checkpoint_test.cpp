@@ -175,7 +175,11 @@ TEST_CASE_TEMPLATE("segments retire as checkpoints cover them, and unfinished ru
     engine->checkpoint();
     CHECK(harness.segments_retired(*engine) > 0);
     CHECK(harness.segments_live(*engine) <= 2);
-    CHECK(files_in(wal_dir, ".seg") == harness.segments_live(*engine));
+    // Every retired segment's file is gone; one more may be there, the next
+    // segment prepared ahead of the roll (wal/log_prepare.cpp).
+    auto seg_files = files_in(wal_dir, ".seg");
+    CHECK(seg_files >= harness.segments_live(*engine));
+    CHECK(seg_files <= harness.segments_live(*engine) + 1);
     // Half the waiting runs go on now, the rest after the reopen.
     for (int run = 0; run < 5; ++run) engine->signal("gated-" + std::to_string(run), kGo, 100);
     for (int run = 0; run < 5; ++run) CHECK(engine->result(kGated, "gated-" + std::to_string(run)) == 100 + 2 * run);
