@@ -45,6 +45,13 @@ inline constexpr std::uint64_t kInlineFlushMaxUsDefault = 1000;
 // submitted. More buys nothing on one device and delays error detection.
 inline constexpr std::size_t kWritesInFlightMax = 2;
 
+// The log prepares the next segment once 1/kPrepareAtFillDivisor of the
+// current one is written (wal/log_prepare.cpp): far enough ahead that a
+// segment filling at the growth rate (100 MB/s) leaves the preparer several
+// times the time it needs, late enough that a log that does not roll soon
+// writes no segment it may never use.
+inline constexpr std::uint64_t kPrepareAtFillDivisor = 4;
+
 // Default bound on staged (not yet sealed) bytes across all shards. A full
 // stage refuses appends with errc::queue_full instead of growing without
 // bound while the disk stalls.

@@ -110,6 +110,7 @@ Result<void> Log::start_writing() {
     options_.warn(fmt::format("{}: the file system refuses O_DIRECT; the log writes buffered with fdatasync",
                               wal_dir_));
   write_offset_ = plan_.write_offset;
+  prepare_next_bytes_ = options_.segment_bytes;
   segment_started_us_ = options_.now_us();
   life_ = options_.random();
   stats_.segment_bytes = segment_.size_bytes;
@@ -442,12 +443,14 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
   }
 
   auto total = batch_total_bytes(batch.body_bytes);
-  if (!prepare_requested_ && records > 0 && options_.prepare_segments) {
-    // The first batch of this life: the next segment is prepared from now
-    // on. Not at open, so that a log opened only to be read (or recovered
-    // and closed) writes no file it does not need.
-    prepare_requested_ = true;
-    want_prepared(segment_.number + 1, options_.segment_bytes);
+  if (options_.prepare_segments && records > 0 && prepare_asked_for_ != segment_.number + 1 &&
+      (write_offset_ + total) * kPrepareAtFillDivisor >= segment_.size_bytes) {
+    // A quarter of the segment is written: prepare the next one now, three
+    // quarters of a segment ahead of the roll. Not sooner, so that a log
+    // that will not roll soon (opened to be read, or lightly used) does not
+    // spend the disk's time on a segment it may never use.
+    prepare_asked_for_ = segment_.number + 1;
+    want_prepared(prepare_asked_for_, prepare_next_bytes_);
   }
   // Every batch leaves a block free at the segment's end for the roll marker.
   if (write_offset_ + total + kBlockBytes > segment_.size_bytes) {
@@ -568,7 +571,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   segment_ = std::move(next);
   write_offset_ = kSegmentHeaderBytes;
   segment_started_us_ = options_.now_us();
-  if (options_.prepare_segments) want_prepared(segment_.number + 1, following_bytes);
+  prepare_next_bytes_ = following_bytes;
   std::function<void(std::uint64_t)> hook;
   {
     std::lock_guard lock(mu_);

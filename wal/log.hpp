@@ -373,7 +373,10 @@ class Log {
   std::condition_variable prepare_cv_;
   PreparedSegment prepared_;
   bool prepare_stop_ = false;
-  bool prepare_requested_ = false;  // a first preparation was asked for (seal_mu_)
+  // The segment whose preparation was last asked for, and the size the next
+  // preparation gets (decided at each roll). Both under seal_mu_.
+  std::uint64_t prepare_asked_for_ = 0;
+  std::uint64_t prepare_next_bytes_ = 0;
   std::uint64_t segments_prepared_ = 0;
   std::atomic<bool> prepare_cancel_{false};  // stops a preparation part-way
   std::thread preparer_thread_;

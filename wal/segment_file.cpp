@@ -59,12 +59,10 @@ Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const
   return ok();
 }
 
-Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes, const std::atomic<bool>* cancel) {
+Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes) {
   constexpr std::uint64_t kChunkBytes = 1024 * 1024;
   io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kChunkBytes, size_bytes)));
   for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
-      return std::make_error_code(std::errc::operation_canceled);
     auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
     FUSEE_TRY_VOID(write_fully(file, offset, zeros.span().first(length), io::WriteFlags::none));
   }
@@ -78,8 +76,19 @@ Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir
     auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
     FUSEE_TRY_VOID(created->truncate(0));
     FUSEE_TRY_VOID(created->allocate(0, size_bytes));
-    FUSEE_TRY_VOID(fill_with_zeros(*created, size_bytes, cancel));
-    FUSEE_TRY_VOID(created->sync_data());
+    // Zeros a step at a time, each synced before the next: the log's own
+    // writes share the disk, and one writeback of the whole segment would
+    // queue tens of megabytes ahead of them.
+    constexpr std::uint64_t kStepBytes = 1024 * 1024;
+    io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kStepBytes, size_bytes)));
+    for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
+        return std::make_error_code(std::errc::operation_canceled);
+      auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
+      FUSEE_TRY_VOID(write_fully(*created, offset, zeros.span().first(length), io::WriteFlags::none));
+      FUSEE_TRY_VOID(created->sync_data());
+    }
+    if (size_bytes == 0) FUSEE_TRY_VOID(created->sync_data());
   }
   return fs.sync_dir(wal_dir);
 }

@@ -39,9 +39,9 @@ Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::
 // preparer thread: creates segment file `number` (truncating any leftover),
 // preallocates size_bytes, writes zeros over all of it (the header block
 // too, so until a roll writes its header the file reads as a zeroed
-// segment, which recovery deletes when it lies past the chain's end), syncs
-// the data and the directory entry. Stops with std::errc::operation_canceled
-// between 1 MiB steps once *cancel is set.
+// segment, which recovery deletes when it lies past the chain's end) in
+// 1 MiB steps, each synced before the next, then syncs the directory entry.
+// Stops with std::errc::operation_canceled between steps once *cancel is set.
 Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
                                   std::uint64_t size_bytes, const std::atomic<bool>* cancel = nullptr);
 
@@ -56,8 +56,7 @@ Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir,
                               std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt);
 
 // Writes zeros over [0, size_bytes) of file (buffered; the caller syncs).
-// Stops with std::errc::operation_canceled once *cancel (if given) is set.
-Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes, const std::atomic<bool>* cancel = nullptr);
+Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes);
 
 // Opens an existing segment for writing (direct when asked and allowed).
 Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, const std::string& path,
