@@ -294,12 +294,9 @@ struct LoadRun {
 // Opens a fresh log for the case under scratch_path, runs one thread per
 // spec through warm-up and the timed window, closes the log cleanly and
 // removes its directory.
-// With settle, one record is written and the log's first prepared segment
-// waited for before the appenders start, so that preparing a large segment
-// does not run in the timed window of a case that is about something else.
 fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& scratch_path, std::string_view name,
                                 fusee::wal::LogOptions options, std::span<const AppenderSpec> specs,
-                                const Config& config, bool settle = false) {
+                                const Config& config) {
   // Each case gets its own log directory: a fresh log, fresh segments.
   std::string dir_name(name);
   std::replace(dir_name.begin(), dir_name.end(), '/', '-');
@@ -308,13 +305,6 @@ fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& sc
   for (const auto& spec : specs) options.shard_count = std::max(options.shard_count, spec.shard + 1);
   options.warn = [](const std::string& line) { fmt::print(stderr, "log_bench: log warns: {}\n", line); };
   auto log = FUSEE_TRY(fusee::wal::Log::open(fs, options));
-  if (settle) {
-    std::vector<std::byte> first(kSmallRecordBytes, std::byte{0x5a});
-    FUSEE_TRY_VOID(log->wait_durable(specs.front().shard, FUSEE_TRY(log->append(specs.front().shard, first))));
-    auto give_up = Clock::now() + std::chrono::seconds(60);
-    while (log->stats().segments_prepared == 0 && Clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
 
   LoadRun run;
   run.outputs.resize(specs.size());
@@ -793,8 +783,7 @@ fusee::Result<RollResult> run_roll_case(fusee::io::FileSystem& fs, const std::st
       options.segment_bytes = kind == Kind::steady ? kNoRollSegmentBytes : kRollSegmentBytes;
       options.prepare_segments = kind != Kind::unprepared;
       auto name = fmt::format("{}-{}-{}", result.name(), int(kind), round);
-      auto run = FUSEE_TRY(run_load(fs, scratch_path, name, options, specs, timed,
-                                    /*settle=*/kind != Kind::unprepared));
+      auto run = FUSEE_TRY(run_load(fs, scratch_path, name, options, specs, timed));
       auto group = summarize_group(run.outputs, run.measure_start);
       if (kind == Kind::rolling) {
         figures.rolled = group;

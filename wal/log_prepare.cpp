@@ -57,6 +57,14 @@ void Log::preparer_loop() {
     auto prepared = prepare_segment_file(fs_, wal_dir_, number, size_bytes, &prepare_cancel_);
     {
       std::lock_guard lock(prepare_mu_);
+      // A roll waits for a preparation under way before it asks for the
+      // next, so the request is still this one; should that ever change, a
+      // newer request must not be taken for done.
+      if (prepared_.number != number || prepared_.size_bytes != size_bytes ||
+          prepared_.state != PreparedSegment::State::preparing) {
+        prepare_cv_.notify_all();
+        continue;
+      }
       if (prepared) {
         prepared_.state = PreparedSegment::State::ready;
         ++segments_prepared_;
