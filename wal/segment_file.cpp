@@ -9,6 +9,11 @@
 
 namespace fusee::wal {
 
+namespace {
+// A preparation's zeros per durable write (see prepare_segment_file).
+constexpr std::uint64_t kPrepareStepBytes = 1024 * 1024;
+}  // namespace
+
 std::string segment_file_name(std::uint64_t segment_number) {
   return fmt::format("{:010}.seg", segment_number);
 }
@@ -76,19 +81,26 @@ Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir
     auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
     FUSEE_TRY_VOID(created->truncate(0));
     FUSEE_TRY_VOID(created->allocate(0, size_bytes));
-    // Zeros a step at a time, each synced before the next: the log's own
-    // writes share the disk, and one writeback of the whole segment would
-    // queue tens of megabytes ahead of them.
-    constexpr std::uint64_t kStepBytes = 1024 * 1024;
-    io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kStepBytes, size_bytes)));
+    FUSEE_TRY_VOID(created->sync_data());
+    // The zeros go in small durable steps, O_DIRECT where the file system
+    // allows it: the log's own flushes share the disk, and each of them
+    // waits behind at most one step, never behind the writeback of a
+    // whole segment.
+    bool direct = false;
+    auto file = FUSEE_TRY(open_segment_for_write(fs, path, true, &direct));
+    io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kPrepareStepBytes, size_bytes)));
     for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
       if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
         return std::make_error_code(std::errc::operation_canceled);
       auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
-      FUSEE_TRY_VOID(write_fully(*created, offset, zeros.span().first(length), io::WriteFlags::none));
-      FUSEE_TRY_VOID(created->sync_data());
+      auto step = write_durably(*file, offset, zeros.span().first(length));
+      if (!step && file->direct() && step.error() == std::errc::invalid_argument) {
+        // Took the O_DIRECT open, refused the write: buffered from here on.
+        file = FUSEE_TRY(fs.open(path, {.write = true}));
+        step = write_durably(*file, offset, zeros.span().first(length));
+      }
+      FUSEE_TRY_VOID(step);
     }
-    if (size_bytes == 0) FUSEE_TRY_VOID(created->sync_data());
   }
   return fs.sync_dir(wal_dir);
 }

@@ -40,7 +40,8 @@ Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::
 // preallocates size_bytes, writes zeros over all of it (the header block
 // too, so until a roll writes its header the file reads as a zeroed
 // segment, which recovery deletes when it lies past the chain's end) in
-// 1 MiB steps, each synced before the next, then syncs the directory entry.
+// 1 MiB durable writes (O_DIRECT where allowed), each done before the next,
+// then syncs the directory entry.
 // Stops with std::errc::operation_canceled between steps once *cancel is set.
 Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
                                   std::uint64_t size_bytes, const std::atomic<bool>* cancel = nullptr);
