@@ -615,9 +615,9 @@ class FaultFile final : public io::File {
 
   Result<std::size_t> write_at(std::uint64_t offset, std::span<const std::byte> data,
                                io::WriteFlags flags) override {
-    run_hook(OpKind::write, &FaultFileSystemOptions::before_operation);
+    run_hook(OpKind::write, &FaultFileSystemOptions::before_operation, data.size());
     auto written = write_at_locked(offset, data, flags);
-    run_hook(OpKind::write, &FaultFileSystemOptions::after_operation);
+    run_hook(OpKind::write, &FaultFileSystemOptions::after_operation, data.size());
     return written;
   }
 
@@ -670,9 +670,9 @@ class FaultFile final : public io::File {
   }
 
   Result<void> sync_data() override {
-    run_hook(OpKind::sync_data, &FaultFileSystemOptions::before_operation);
+    run_hook(OpKind::sync_data, &FaultFileSystemOptions::before_operation, 0);
     auto synced = sync_data_locked();
-    run_hook(OpKind::sync_data, &FaultFileSystemOptions::after_operation);
+    run_hook(OpKind::sync_data, &FaultFileSystemOptions::after_operation, 0);
     return synced;
   }
 
@@ -753,14 +753,14 @@ class FaultFile final : public io::File {
  private:
   // Options::before_operation or after_operation, outside the lock so that
   // it may block.
-  using Hook = std::function<void(OpKind, const std::string&)>;
-  void run_hook(OpKind kind, Hook FaultFileSystemOptions::*which) {
+  using Hook = std::function<void(OpKind, const std::string&, std::size_t)>;
+  void run_hook(OpKind kind, Hook FaultFileSystemOptions::*which, std::size_t bytes) {
     Hook hook;
     {
       std::lock_guard lock(state_->mutex);
       hook = state_->data.options.*which;
     }
-    if (hook) hook(kind, path_);
+    if (hook) hook(kind, path_, bytes);
   }
 
   // A truncate or allocate: pending until sync_data.

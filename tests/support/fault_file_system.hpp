@@ -200,13 +200,14 @@ struct FaultFileSystemOptions {
   // partial reaping (see the model above). Same seed, same sequence.
   std::optional<std::uint64_t> write_queue_seed;
   // Called on the calling thread at the start of every File::write_at and
-  // File::sync_data, with the path the File was opened with, outside the
+  // File::sync_data, with the path the File was opened with and the bytes
+  // written (0 for a sync), outside the
   // file system's lock: a test may block in it to force an interleaving of
   // several threads. It may call the inspection methods (faults_fired(),
   // contents()...) but no File or FileSystem operation.
-  std::function<void(OpKind kind, const std::string& path)> before_operation;
+  std::function<void(OpKind kind, const std::string& path, std::size_t bytes)> before_operation;
   // Likewise, once such a call has done its work, before it returns.
-  std::function<void(OpKind kind, const std::string& path)> after_operation;
+  std::function<void(OpKind kind, const std::string& path, std::size_t bytes)> after_operation;
 };
 
 namespace detail {

@@ -88,7 +88,7 @@ TEST_CASE("a poison while a blob is being written leaves the stage's counters at
   // The blob thread's write waits until the log is poisoned.
   std::atomic<bool> blob_write_started{false};
   auto fs_options = fs.options();
-  fs_options.before_operation = [&](OpKind kind, const std::string& path) {
+  fs_options.before_operation = [&](OpKind kind, const std::string& path, std::size_t) {
     if (kind != OpKind::write || !path.ends_with(".blob")) return;
     blob_write_started = true;
     for (int i = 0; i < 5000 && !log->poison(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));

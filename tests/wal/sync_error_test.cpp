@@ -89,7 +89,7 @@ TEST_CASE("a sync error reported to another thread's concurrent sync never ackno
     steps.cv.notify_all();
   });
   auto fs_options = fs.options();
-  fs_options.before_operation = [&](OpKind kind, const std::string& path) {
+  fs_options.before_operation = [&](OpKind kind, const std::string& path, std::size_t) {
     if (kind != OpKind::sync_data || !is_segment(path)) return;
     std::unique_lock lock(steps.mu);
     if (!steps.armed) return;
@@ -101,7 +101,7 @@ TEST_CASE("a sync error reported to another thread's concurrent sync never ackno
       steps.wait(lock, [&] { return fs.faults_fired() > 0; });
     }
   };
-  fs_options.after_operation = [&](OpKind kind, const std::string& path) {
+  fs_options.after_operation = [&](OpKind kind, const std::string& path, std::size_t) {
     if (kind != OpKind::sync_data || !is_segment(path)) return;
     std::unique_lock lock(steps.mu);
     if (!steps.armed || fs.faults_fired() == 0 || steps.first_thread == std::this_thread::get_id()) return;
