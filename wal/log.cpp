@@ -139,7 +139,7 @@ Result<void> Log::start_writing() {
     auto queue = fs_.open_write_queue(kWritesInFlightMax);
     if (queue) queue_ = std::move(*queue);  // otherwise (no io_uring, seccomp) the threads stay
   }
-  preparer_thread_ = std::thread([this] { preparer_loop(); });
+  if (options_.prepare_segments) preparer_thread_ = std::thread([this] { preparer_loop(); });
   if (queue_) {
     owner_ = true;
     stats_.owner_thread = true;
@@ -532,17 +532,11 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   if (next.size_bytes > 0) {
     // Prepared: full size, zeros, durable with its name. Its header, written
     // durably, makes it the next segment.
-    auto path = io::join_path(wal_dir_, segment_file_name(next.number));
-    next.file = FUSEE_TRY(open_segment_for_write(fs_, path, options_.direct_io && direct_, &direct));
-    io::AlignedBuffer block(kSegmentHeaderBytes);
-    encode_segment_header(next_header, block.span());
-    FUSEE_TRY_VOID(write_batch(next.file, next.number, 0, block.span()));
-    if (!next.file->direct()) direct = false;
+    next.file = FUSEE_TRY(write_segment_header(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
   } else {
     next.size_bytes = std::max(following_bytes, needed_bytes);
     next_header.segment_bytes = next.size_bytes;
-    next.file = FUSEE_TRY(
-        create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct, /*zero_fill=*/true));
+    next.file = FUSEE_TRY(create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
     std::lock_guard lock(mu_);
     ++stats_.rolls_unprepared;
   }

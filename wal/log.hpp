@@ -339,8 +339,9 @@ class Log {
   std::uint32_t last_crc_ = 0;
   std::uint64_t life_ = 0;
   std::atomic<bool> direct_{false};  // false once O_DIRECT was refused
-  // Every durable write of a segment after open goes through it: one
-  // fdatasync at a time, and the first failure sticks (wal/sync_gate.hpp).
+  // Every batch and marker write goes through it: one fdatasync at a time,
+  // and the first failure sticks (wal/sync_gate.hpp). A new segment's header
+  // needs no gate: only the roll writes that file's descriptor.
   SyncGate sync_gate_;
   std::atomic<bool> fallback_warned_{false};
   std::vector<Segment> read_segments_;  // live segments, oldest first, for reads and retirement (mu_)
@@ -367,7 +368,6 @@ class Log {
     std::uint64_t number = 0;
     std::uint64_t size_bytes = 0;
     State state = State::none;
-    std::error_code error;
   };
   mutable std::mutex prepare_mu_;  // guards prepared_, prepare_stop_, segments_prepared_
   std::condition_variable prepare_cv_;

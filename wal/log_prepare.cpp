@@ -23,7 +23,7 @@ namespace fusee::wal {
 void Log::want_prepared(std::uint64_t number, std::uint64_t size_bytes) {
   {
     std::lock_guard lock(prepare_mu_);
-    prepared_ = {number, size_bytes, PreparedSegment::State::wanted, {}};
+    prepared_ = {number, size_bytes, PreparedSegment::State::wanted};
   }
   prepare_cv_.notify_all();
 }
@@ -72,7 +72,6 @@ void Log::preparer_loop() {
         // The roll creates the segment itself and meets the error there
         // if it lasts (then the log poisons).
         prepared_.state = PreparedSegment::State::failed;
-        prepared_.error = prepared.error();
       }
     }
     prepare_cv_.notify_all();

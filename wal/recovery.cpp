@@ -56,7 +56,7 @@ class Planner {
       plan_.fresh = true;
       return std::move(plan_);
     }
-    FUSEE_TRY_VOID(drop_cached_pages());
+    FUSEE_TRY_VOID(drop_cached_blob_pages());
     FUSEE_TRY_VOID(load_segments());
     if (!plan_.refused) FUSEE_TRY_VOID(walk_chain());
     if (!plan_.refused) check_against_checkpoints();
@@ -77,14 +77,10 @@ class Planner {
   // Linux keeps the pages it could not write in the page cache, marked
   // clean: a plain read in the same boot (a reopen after the log poisoned)
   // would see a batch or blob the disk does not hold, and apply()'s sync
-  // would find nothing to write. Evicting every segment's and blob file's
-  // cached pages first makes every later read come from the disk.
-  Result<void> drop_cached_pages() {
-    for (const auto& name : FUSEE_TRY(fs_.list(plan_.wal_dir))) {
-      if (!parse_segment_file_name(name)) continue;
-      auto file = FUSEE_TRY(fs_.open(io::join_path(plan_.wal_dir, name), {}));
-      FUSEE_TRY_VOID(file->drop_cache());
-    }
+  // would find nothing to write. Every segment's cached pages are evicted
+  // as load_segments opens it, and every blob file's here, before the
+  // chain's blob references are read.
+  Result<void> drop_cached_blob_pages() {
     auto blob_dir = blob_dir_of(plan_.wal_dir);
     for (auto number : FUSEE_TRY(list_blob_files(fs_, blob_dir))) {
       auto file = FUSEE_TRY(fs_.open(io::join_path(blob_dir, blob_file_name(number)), {}));
@@ -102,6 +98,7 @@ class Planner {
       segment.number = *number;
       segment.path = io::join_path(plan_.wal_dir, name);
       auto file = FUSEE_TRY(fs_.open(segment.path, {}));
+      FUSEE_TRY_VOID(file->drop_cache());  // see drop_cached_blob_pages
       segment.file_bytes = FUSEE_TRY(file->size());
       std::vector<std::byte> block(kSegmentHeaderBytes);
       FUSEE_TRY_VOID(read_padded(*file, 0, block));

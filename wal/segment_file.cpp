@@ -64,15 +64,21 @@ Result<void> write_durably(io::File& file, std::uint64_t offset, std::span<const
   return ok();
 }
 
-Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes) {
-  constexpr std::uint64_t kChunkBytes = 1024 * 1024;
-  io::AlignedBuffer zeros(static_cast<std::size_t>(std::min(kChunkBytes, size_bytes)));
-  for (std::uint64_t offset = 0; offset < size_bytes; offset += zeros.size()) {
-    auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
-    FUSEE_TRY_VOID(write_fully(file, offset, zeros.span().first(length), io::WriteFlags::none));
-  }
-  return ok();
+namespace {
+
+// write_durably, and where a direct file refuses the write (the open was
+// taken, the write is not: EINVAL), the same write again on the file
+// reopened buffered, which stays buffered; *direct_out says so.
+Result<void> write_durably_or_buffered(io::FileSystem& fs, const std::string& path, std::unique_ptr<io::File>& file,
+                                       std::uint64_t offset, std::span<const std::byte> data, bool* direct_out) {
+  auto written = write_durably(*file, offset, data);
+  if (written || !file->direct() || written.error() != std::errc::invalid_argument) return written;
+  *direct_out = false;
+  file = FUSEE_TRY(fs.open(path, {.write = true}));
+  return write_durably(*file, offset, data);
 }
+
+}  // namespace
 
 Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
                                   std::uint64_t size_bytes, const std::atomic<bool>* cancel) {
@@ -93,43 +99,26 @@ Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir
       if (cancel != nullptr && cancel->load(std::memory_order_relaxed))
         return std::make_error_code(std::errc::operation_canceled);
       auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
-      auto step = write_durably(*file, offset, zeros.span().first(length));
-      if (!step && file->direct() && step.error() == std::errc::invalid_argument) {
-        // Took the O_DIRECT open, refused the write: buffered from here on.
-        file = FUSEE_TRY(fs.open(path, {.write = true}));
-        step = write_durably(*file, offset, zeros.span().first(length));
-      }
-      FUSEE_TRY_VOID(step);
+      FUSEE_TRY_VOID(write_durably_or_buffered(fs, path, file, offset, zeros.span().first(length), &direct));
     }
   }
   return fs.sync_dir(wal_dir);
 }
 
-Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
-                                                 const SegmentHeader& header, bool direct,
-                                                 bool* direct_out, bool zero_fill) {
+Result<std::unique_ptr<io::File>> write_segment_header(io::FileSystem& fs, const std::string& wal_dir,
+                                                       const SegmentHeader& header, bool direct, bool* direct_out) {
   auto path = io::join_path(wal_dir, segment_file_name(header.segment_number));
-  {
-    auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
-    FUSEE_TRY_VOID(created->truncate(0));
-    FUSEE_TRY_VOID(created->allocate(0, header.segment_bytes));
-    if (zero_fill) FUSEE_TRY_VOID(fill_with_zeros(*created, header.segment_bytes));
-    FUSEE_TRY_VOID(created->sync_data());
-  }
   auto file = FUSEE_TRY(open_segment_for_write(fs, path, direct, direct_out));
   io::AlignedBuffer block(kSegmentHeaderBytes);
   encode_segment_header(header, block.span());
-  auto written = write_durably(*file, 0, block.span());
-  if (!written && *direct_out && written.error() == std::errc::invalid_argument) {
-    // Took the open, refused the write: buffered from here on.
-    *direct_out = false;
-    file = FUSEE_TRY(fs.open(path, {.write = true}));
-    FUSEE_TRY_VOID(write_durably(*file, 0, block.span()));
-  } else if (!written) {
-    return written.error();
-  }
-  FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
+  FUSEE_TRY_VOID(write_durably_or_buffered(fs, path, file, 0, block.span(), direct_out));
   return file;
+}
+
+Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
+                                                 const SegmentHeader& header, bool direct, bool* direct_out) {
+  FUSEE_TRY_VOID(prepare_segment_file(fs, wal_dir, header.segment_number, header.segment_bytes));
+  return write_segment_header(fs, wal_dir, header, direct, direct_out);
 }
 
 Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir, std::uint64_t first_sequence,
@@ -138,7 +127,7 @@ Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir,
   FUSEE_TRY_VOID(fs.create_dir(staging_dir));
   SegmentHeader header{1, salt, first_sequence, segment_bytes, prev_crc};
   bool direct_out = false;
-  FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, direct, &direct_out, /*zero_fill=*/true));
+  FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, direct, &direct_out));
   FUSEE_TRY_VOID(fs.rename(staging_dir, io::join_path(parent_dir, "wal")));
   return fs.sync_dir(parent_dir);
 }

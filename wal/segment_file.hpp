@@ -20,31 +20,35 @@ std::string segment_file_name(std::uint64_t segment_number);
 // The number in a segment file name, or nullopt for any other name.
 std::optional<std::uint64_t> parse_segment_file_name(const std::string& name);
 
-// Creates segment `header.segment_number` in wal_dir and makes it durable, in
-// this order: create (truncating any leftover), preallocate
-// header.segment_bytes (and with zero_fill, write zeros over all of it),
-// sync the data, so a valid header implies a durable size; write the header
-// block durably, sync the directory. Returns the file opened for writing
-// (direct when asked and allowed; *direct_out says which).
+// Creates segment `header.segment_number` in wal_dir and makes it durable:
+// prepare_segment_file, then write_segment_header. So a valid header implies
+// a durable, full-size, zero-filled file. Returns the file opened for
+// writing (direct when asked and allowed; *direct_out says which).
 //
-// Why zero_fill: fallocate leaves "unwritten" extents, and the first durable
+// Why the zeros: fallocate leaves "unwritten" extents, and the first durable
 // write into one must also commit the file system's journal to mark it
 // written, which roughly doubles that write's latency. Writing zeros once
 // up front makes every later batch write a plain overwrite.
 Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
-                                                 const SegmentHeader& header, bool direct,
-                                                 bool* direct_out, bool zero_fill);
+                                                 const SegmentHeader& header, bool direct, bool* direct_out);
 
-// The slow half of create_segment, done ahead of a roll by the log's
+// The slow part of create_segment, done ahead of a roll by the log's
 // preparer thread: creates segment file `number` (truncating any leftover),
-// preallocates size_bytes, writes zeros over all of it (the header block
-// too, so until a roll writes its header the file reads as a zeroed
+// preallocates size_bytes and syncs, writes zeros over all of it (the header
+// block too, so until a header is written the file reads as a zeroed
 // segment, which recovery deletes when it lies past the chain's end) in
 // 1 MiB durable writes (O_DIRECT where allowed), each done before the next,
 // then syncs the directory entry.
 // Stops with std::errc::operation_canceled between steps once *cancel is set.
 Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
                                   std::uint64_t size_bytes, const std::atomic<bool>* cancel = nullptr);
+
+// The rest: writes the header block of a prepared segment durably, which
+// makes it a segment. Returns the file opened for writing (direct when asked
+// and allowed, and buffered from then on if a direct write is refused;
+// *direct_out says which).
+Result<std::unique_ptr<io::File>> write_segment_header(io::FileSystem& fs, const std::string& wal_dir,
+                                                       const SegmentHeader& header, bool direct, bool* direct_out);
 
 // Creates an empty log in parent_dir/wal: segment 1 is made durable inside
 // parent_dir/wal.new, which is then renamed to wal. So wal/ existing proves
@@ -55,9 +59,6 @@ Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir
 // under checkpoints (engine/reshard.hpp).
 Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir, std::uint64_t first_sequence,
                               std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt);
-
-// Writes zeros over [0, size_bytes) of file (buffered; the caller syncs).
-Result<void> fill_with_zeros(io::File& file, std::uint64_t size_bytes);
 
 // Opens an existing segment for writing (direct when asked and allowed).
 Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, const std::string& path,

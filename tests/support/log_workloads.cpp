@@ -107,6 +107,15 @@ bool WorkloadContext::append_and_wait(wal::Log& log, ShardId shard, std::span<co
   return append(log, shard, bytes, &lsn) && wait(log, shard, lsn);
 }
 
+wal::LogOptions fault_log_options(std::uint32_t shard_count, std::uint64_t seed) {
+  wal::LogOptions options;
+  options.dir = "/data";
+  options.shard_count = shard_count;
+  options.random = [n = seed]() mutable { return ++n; };
+  options.warn = [](const std::string&) {};
+  return options;
+}
+
 wal::LogOptions workload_options(const Workload& workload, std::uint64_t seed) {
   wal::LogOptions options;
   options.dir = "/data";

@@ -80,6 +80,10 @@ std::vector<std::byte> test_record(wal::ShardId shard, wal::Lsn lsn, std::size_t
 // Options for a workload on a fault file system, salts from seed.
 wal::LogOptions workload_options(const Workload& workload, std::uint64_t seed);
 
+// Options for a log in /data on a fault file system, salts and life values
+// counted up from seed, warnings silent; a case sets the rest.
+wal::LogOptions fault_log_options(std::uint32_t shard_count, std::uint64_t seed);
+
 // Every record of every shard, read back through the log.
 std::vector<std::vector<std::vector<std::byte>>> read_everything(wal::Log& log);
 

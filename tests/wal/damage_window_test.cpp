@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/support/fault_file_system.hpp"
+#include "tests/support/log_workloads.hpp"
 #include "tests/support/result_checks.hpp"
 #include "wal/limits.hpp"
 #include "wal/log.hpp"
@@ -29,15 +30,11 @@ using namespace fusee::testing;
 TEST_SUITE("crash") {
 TEST_CASE("damage to an acknowledged batch is refused unless it is among the newest kWritesInFlightMax, plus a roll marker") {
   FaultFileSystem fs;
-  LogOptions options;
-  options.dir = "/data";
-  options.shard_count = 4;
+  auto options = fault_log_options(4, 11);
   options.segment_bytes = kSegmentBytesMin;
   options.writer_mode = LogWriterMode::threads;
   options.inline_writes = false;  // two log threads: two writes in flight
   options.payload_offload_bytes = 0;
-  options.random = [n = std::uint64_t{11}]() mutable { return ++n; };
-  options.warn = [](const std::string&) {};
   {
     auto log = value_or_fail(Log::open(fs, options));
     std::vector<std::thread> appenders;

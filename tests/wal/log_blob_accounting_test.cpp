@@ -5,14 +5,15 @@
 
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/fault_file_system.hpp"
+#include "tests/support/log_workloads.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/errc.hpp"
@@ -75,28 +76,38 @@ TEST_CASE("a large append refused for a full stage gives its blob place back, so
 
 TEST_CASE("a poison while a blob is being written leaves the stage's counters at zero") {
   FaultFileSystem fs;
-  LogOptions options;
-  options.dir = "/data";
-  options.shard_count = 2;
+  auto options = fault_log_options(2, 3);
   options.payload_offload_bytes = 1024;
   options.writer_mode = LogWriterMode::threads;
   options.prepare_segments = false;  // the fault below is for a batch's write
-  options.random = [n = std::uint64_t{3}]() mutable { return ++n; };
-  options.warn = [](const std::string&) {};
   auto log = value_or_fail(Log::open(fs, options));
 
-  // The blob thread's write waits until the log is poisoned.
-  std::atomic<bool> blob_write_started{false};
+  // The blob thread's write waits until the log is poisoned; the log's
+  // poison hook says when.
+  std::mutex mu;
+  std::condition_variable changed;
+  bool blob_write_started = false;
+  bool poisoned = false;
+  log->set_poison_hook([&](std::error_code) {
+    std::lock_guard lock(mu);
+    poisoned = true;
+    changed.notify_all();
+  });
   auto fs_options = fs.options();
   fs_options.before_operation = [&](OpKind kind, const std::string& path, std::size_t) {
     if (kind != OpKind::write || !path.ends_with(".blob")) return;
+    std::unique_lock lock(mu);
     blob_write_started = true;
-    for (int i = 0; i < 5000 && !log->poison(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    changed.notify_all();
+    changed.wait(lock, [&] { return poisoned; });
   };
   fs.set_options(fs_options);
 
   auto blob_lsn = value_or_fail(log->append(0, large(8 * 1024, 'x')));
-  while (!blob_write_started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::unique_lock lock(mu);
+    changed.wait(lock, [&] { return blob_write_started; });
+  }
   // A batch of shard 1 fails to write: the log poisons, with shard 0's
   // blob still being written.
   fs.inject(Fault{OpKind::write, 1, FaultEffect::io_error});

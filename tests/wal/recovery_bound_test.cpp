@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/fault_file_system.hpp"
+#include "tests/support/log_workloads.hpp"
 #include "tests/support/result_checks.hpp"
 #include "wal/io/file_system.hpp"
 #include "wal/limits.hpp"
@@ -25,13 +26,9 @@ TEST_SUITE("unit") {
 TEST_CASE("recovery reads about twice the bytes past the chain's end, however many fake batch headers lie there") {
   constexpr std::uint64_t kSegmentBytes = 4 * kMiB;
   FaultFileSystem fs;
-  LogOptions options;
-  options.dir = "/data";
-  options.shard_count = 1;
+  auto options = fault_log_options(1, 5);
   options.segment_bytes = kSegmentBytes;
   options.payload_offload_bytes = 0;
-  options.random = [n = std::uint64_t{5}]() mutable { return ++n; };
-  options.warn = [](const std::string&) {};
   Lsn durable = 0;
   {
     auto log = value_or_fail(Log::open(fs, options));

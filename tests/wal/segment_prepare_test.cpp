@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/support/fault_file_system.hpp"
+#include "tests/support/log_workloads.hpp"
 #include "tests/support/result_checks.hpp"
 #include "wal/log.hpp"
 
@@ -22,14 +23,10 @@ using namespace fusee::testing;
 TEST_SUITE("unit") {
 TEST_CASE("no thread that writes batches writes a segment's zeros: rolls find the next segment prepared") {
   FaultFileSystem fs;
-  LogOptions options;
-  options.dir = "/data";
-  options.shard_count = 1;
+  auto options = fault_log_options(1, 9);
   options.segment_bytes = 256 * kKiB;
   options.writer_mode = LogWriterMode::threads;
   options.payload_offload_bytes = 0;
-  options.random = [n = std::uint64_t{9}]() mutable { return ++n; };
-  options.warn = [](const std::string&) {};
   auto log = value_or_fail(Log::open(fs, options));
 
   // A segment's zeros come in writes of at least a whole small segment;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/support/fault_file_system.hpp"
+#include "tests/support/log_workloads.hpp"
 #include "tests/support/result_checks.hpp"
 #include "wal/log.hpp"
 
@@ -31,17 +32,13 @@ constexpr auto kStepWait = std::chrono::seconds(1);
 bool is_segment(const std::string& path) { return path.ends_with("0000000001.seg"); }
 
 LogOptions buffered_options() {
-  LogOptions options;
-  options.dir = "/data";
-  options.shard_count = 1;
+  auto options = fault_log_options(1, 7);
   options.writer_mode = LogWriterMode::threads;
   options.inline_writes = false;  // two log threads, one batch each
   options.payload_offload_bytes = 0;
   // No segment preparation: its writes and syncs would take the faults
   // these cases arm for a batch's.
   options.prepare_segments = false;
-  options.random = [n = std::uint64_t{7}]() mutable { return ++n; };
-  options.warn = [](const std::string&) {};
   return options;
 }
 
