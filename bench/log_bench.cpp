@@ -18,7 +18,7 @@
 //    rolls (4 MiB segments) beside the same load in a segment that never
 //    rolls, in alternating rounds of the same run: what a roll costs the
 //    appends around it (the next segment is prepared ahead, so little).
-//  - crc32c: the log's CRC-32C (wal/crc32c.hpp) over a 64 MiB buffer beside
+//  - crc32c: the log's CRC-32C (base/crc32c.hpp) over a 64 MiB buffer beside
 //    the one-chain loop it replaced, in alternating rounds of the same run.
 //    No disk: the CRC runs under the seal lock and over every byte at
 //    recovery, so its rate bounds both.
@@ -55,10 +55,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/crc32c.hpp"
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
-#include "wal/crc32c.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/log.hpp"
 

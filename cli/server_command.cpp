@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "fusee/error.hpp"
+#include "protocol/address.hpp"
 #include "server/log_service.hpp"
-#include "server/protocol/address.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 namespace fusee::cli {
@@ -42,11 +42,11 @@ int run_server(const ServerOptions& options) {
     }
     service_options.token = token;
   }
-  server::Address listen;
-  server::Address http;
+  protocol::Address listen;
+  protocol::Address http;
   try {
-    listen = server::parse_address(options.listen, "listen address");
-    if (!options.http.empty()) http = server::parse_address(options.http, "--http address", /*unix_allowed=*/false);
+    listen = protocol::parse_address(options.listen, "listen address");
+    if (!options.http.empty()) http = protocol::parse_address(options.http, "--http address", /*unix_allowed=*/false);
   } catch (const Error& error) {
     fmt::print(stderr, "fusee server: {}\n", error.what());
     return 2;

@@ -19,9 +19,6 @@ namespace fusee::engine {
 using wal::Lsn;
 using wal::ShardId;
 
-class StoreChannel;
-class ShardRouter;
-
 class JournalSink {
  public:
   using Listener = std::function<void(ShardId shard)>;
@@ -53,13 +50,6 @@ class JournalSink {
   // Remote mode: tells the server where this engine's HTTP API listens, so
   // the server can pass calls for its shards on (again after a reconnect).
   virtual void announce_http(const std::string&) {}
-  // Remote mode: the connection to the server's run store
-  // (engine/remote_run_store.hpp); nothing in the other modes.
-  virtual StoreChannel* store_channel() { return nullptr; }
-  // Remote mode: which shards this worker holds, and calls for the others
-  // (engine/shard_router.hpp); nothing in the other modes, where every
-  // shard is this engine's.
-  virtual ShardRouter* router() { return nullptr; }
   // Remote mode: the server asks for a shard's checkpoint (its log wants to
   // retire a segment, or it is stopping). Runs on the sink's reading
   // thread; it must only wake others.

@@ -92,7 +92,7 @@ class RocksRunStore;
 
 // The run store's interface: RocksDB on the local disk (open, below), or
 // the server's store reached through remote mode's connection
-// (engine/remote_run_store.hpp).
+// (remote/remote_run_store.hpp).
 class RunStore {
  public:
   // Opens (creating) the store in dir/runs. errc corrupt (wal) or an I/O

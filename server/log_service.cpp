@@ -21,20 +21,58 @@
 
 #include "engine/data_dir.hpp"
 #include "engine/run_store.hpp"
-#include "engine/store_call.hpp"
 #include "fusee/error.hpp"
-#include "server/http/http_front.hpp"
-#include "server/http/http_server.hpp"
-#include "server/http/prometheus.hpp"
-#include "server/protocol/address.hpp"
-#include "server/protocol/frame.hpp"
-#include "server/protocol/messages.hpp"
-#include "server/protocol/wire.hpp"
+#include "http/http_server.hpp"
+#include "http/prometheus.hpp"
+#include "protocol/address.hpp"
+#include "protocol/frame.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/store_call.hpp"
+#include "protocol/wire.hpp"
+#include "server/http_front.hpp"
 #include "server/store_service.hpp"
 #include "wal/errc.hpp"
 #include "wal/log.hpp"
 
 namespace fusee::server {
+
+using http::HttpRouter;
+using http::HttpServer;
+using http::append_histogram;
+using http::append_metric;
+using protocol::Acquired;
+using protocol::CheckpointSoon;
+using protocol::Durable;
+using protocol::ErrorMessage;
+using protocol::Forward;
+using protocol::ForwardReply;
+using protocol::Frame;
+using protocol::FrameDecoder;
+using protocol::Lease;
+using protocol::MessageType;
+using protocol::ReadEnd;
+using protocol::RecordsChunk;
+using protocol::ReplyPart;
+using protocol::StoreCall;
+using protocol::StoreOp;
+using protocol::StoreReply;
+using protocol::Welcome;
+using protocol::bytes_of;
+using protocol::decode_acquire;
+using protocol::decode_announce;
+using protocol::decode_append;
+using protocol::decode_forward;
+using protocol::decode_forward_reply;
+using protocol::decode_hello;
+using protocol::decode_read;
+using protocol::decode_release;
+using protocol::decode_store_call;
+using protocol::encode;
+using protocol::encode_frame;
+using protocol::encode_rows;
+using protocol::parse_address;
+using protocol::store_op_name;
+
 namespace {
 
 // What one RECORDS frame carries at most, so a read streams in pieces.
@@ -119,7 +157,7 @@ struct LogService::Impl {
   struct StoreJob {
     std::shared_ptr<Connection> connection;
     std::uint64_t request_id = 0;
-    engine::StoreCall call;
+    protocol::StoreCall call;
   };
   std::mutex store_mu;
   std::condition_variable store_cv;
@@ -430,18 +468,18 @@ struct LogService::Impl {
         return true;
       }
       case MessageType::store_call: {
-        std::optional<engine::StoreCall> call;
+        std::optional<protocol::StoreCall> call;
         if (auto parts = connection->store_parts.find(frame.request_id); parts != connection->store_parts.end()) {
           auto whole = std::move(parts->second);
           connection->store_parts_bytes -= whole.size();
           connection->store_parts.erase(parts);
           whole.insert(whole.end(), frame.payload.begin(), frame.payload.end());
-          call = engine::decode_store_call(whole);
+          call = protocol::decode_store_call(whole);
         } else {
-          call = engine::decode_store_call(frame.payload);
+          call = protocol::decode_store_call(frame.payload);
         }
         if (!call) return malformed(*connection, frame);
-        if (call->op != engine::StoreOp::write && call->op != engine::StoreOp::expire_finished) {
+        if (call->op != protocol::StoreOp::write && call->op != protocol::StoreOp::expire_finished) {
           // A read is a RocksDB lookup: answered here at once, not queued
           // behind a checkpoint's synced write. (A worker reads only what
           // writes it saw answered put there, so order is kept.)
@@ -649,17 +687,17 @@ struct LogService::Impl {
   }
 
   void serve_store(const std::shared_ptr<Connection>& connection, std::uint64_t request_id,
-                   const engine::StoreCall& call) {
+                   const protocol::StoreCall& call) {
     auto reply = store_service->serve(
         call, [&](std::uint32_t shard, std::uint64_t epoch) { return holds(connection, shard, epoch); },
         [&](const std::vector<std::vector<std::byte>>& rows) {
-          connection->send(MessageType::store_rows, request_id, engine::encode_rows(rows));
+          connection->send(MessageType::store_rows, request_id, protocol::encode_rows(rows));
         });
     if (!reply.error.empty()) {
       say(fmt::format("connection {} ({}): store {}: {}: {}", connection->id, connection->worker,
-                      engine::store_op_name(call.op), reply.error, reply.message));
+                      protocol::store_op_name(call.op), reply.error, reply.message));
     }
-    connection->send(MessageType::store_reply, request_id, engine::encode(reply));
+    connection->send(MessageType::store_reply, request_id, protocol::encode(reply));
   }
 
   // Asks each holder of `shards` to checkpoint them; the holders asked, by

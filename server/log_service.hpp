@@ -1,6 +1,6 @@
 // The log service of `fusee server`: it holds a data directory's shared log
 // and run store, and leases its shards to workers (remote engines,
-// engine/remote_sink.hpp) over the protocol of docs/server-protocol.md, on a
+// remote/remote_sink.hpp) over the protocol of docs/server-protocol.md, on a
 // Unix socket or TCP.
 //
 // - A worker says hello (with the token, on TCP when one is set), asks for
@@ -46,7 +46,7 @@ struct LogServiceOptions {
   // worker) is closed and its leases go to whoever waits. Workers ping at a
   // quarter of it.
   std::chrono::milliseconds lease_ttl{10'000};
-  // The HTTP front (server/http/http_front.hpp) on "host:port"; empty: none.
+  // The HTTP front (server/http_front.hpp) on "host:port"; empty: none.
   // It wants `token` too, when one is set.
   std::string http_listen;
   // At stop, how long the workers get to checkpoint their shards first.

@@ -8,11 +8,20 @@
 #include "engine/run_hash.hpp"
 
 namespace fusee::server {
+
+using protocol::StoreCall;
+using protocol::StoreOp;
+using protocol::StoreReply;
+using protocol::encode_checkpoint;
+using protocol::encode_finished;
+using protocol::encode_journal_row;
+using protocol::encode_optional;
+using protocol::encode_parked;
+using protocol::encode_u64;
+using protocol::store_error_name;
+
 namespace {
 
-using engine::StoreCall;
-using engine::StoreOp;
-using engine::StoreReply;
 
 // What one store_rows frame carries at most.
 constexpr std::size_t kRowsChunkBytes = 1u << 20;
@@ -21,7 +30,7 @@ constexpr std::size_t kRowsChunkBytes = 1u << 20;
 constexpr std::size_t kFilterIdsMax = 5'000'000;
 
 StoreReply failed(std::error_code error, const std::string& what) {
-  return StoreReply{engine::store_error_name(error), fmt::format("{}: {}", what, error.message()), {}};
+  return StoreReply{protocol::store_error_name(error), fmt::format("{}: {}", what, error.message()), {}};
 }
 
 std::vector<std::byte> to_bytes(const std::string& text) {
@@ -60,7 +69,7 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
                                const std::function<void(const std::vector<std::vector<std::byte>>&)>& send_rows) {
   RowSender rows(send_rows);
   auto journal_row = [&](const std::string& id, std::uint64_t lsn, std::span<const std::byte> record) -> Result<void> {
-    rows.add(engine::encode_journal_row(id, lsn, record));
+    rows.add(protocol::encode_journal_row(id, lsn, record));
     return ok();
   };
   bool shard_call = call.op == StoreOp::checkpoint || call.op == StoreOp::load_journals ||
@@ -75,25 +84,25 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
     case StoreOp::finished: {
       auto run = store_.finished(call.id);
       if (!run) return failed(run.error(), fmt::format("reading run '{}'", call.id));
-      return StoreReply{{}, {}, engine::encode_optional(*run ? std::optional(engine::encode_finished(**run)) : std::nullopt)};
+      return StoreReply{{}, {}, protocol::encode_optional(*run ? std::optional(protocol::encode_finished(**run)) : std::nullopt)};
     }
     case StoreOp::list: {
       auto page = store_.list(call.query);
       if (!page) return failed(page.error(), "listing runs");
-      for (const auto& run : page->runs) rows.add(engine::encode_finished(run));
+      for (const auto& run : page->runs) rows.add(protocol::encode_finished(run));
       rows.flush();
       return StoreReply{{}, {}, to_bytes(page->next_cursor)};
     }
     case StoreOp::checkpoint: {
       auto checkpoint = store_.checkpoint(call.shard);
       if (!checkpoint) return failed(checkpoint.error(), fmt::format("reading shard {}'s checkpoint", call.shard));
-      return StoreReply{{}, {}, engine::encode_optional(*checkpoint ? std::optional(engine::encode_checkpoint(**checkpoint))
+      return StoreReply{{}, {}, protocol::encode_optional(*checkpoint ? std::optional(protocol::encode_checkpoint(**checkpoint))
                                                                     : std::nullopt)};
     }
     case StoreOp::streams: {
       auto streams = store_.streams(call.id);
       if (!streams) return failed(streams.error(), fmt::format("reading run '{}''s streams", call.id));
-      return StoreReply{{}, {}, engine::encode_optional(*streams ? std::optional(to_bytes(**streams)) : std::nullopt)};
+      return StoreReply{{}, {}, protocol::encode_optional(*streams ? std::optional(to_bytes(**streams)) : std::nullopt)};
     }
     case StoreOp::load_journals: {
       auto loaded = store_.load_journals(call.shard, journal_row);
@@ -110,7 +119,7 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
     case StoreOp::parked: {
       auto run = store_.parked(call.shard, call.id);
       if (!run) return failed(run.error(), fmt::format("reading parked run '{}'", call.id));
-      return StoreReply{{}, {}, engine::encode_optional(*run ? std::optional(engine::encode_parked(**run)) : std::nullopt)};
+      return StoreReply{{}, {}, protocol::encode_optional(*run ? std::optional(protocol::encode_parked(**run)) : std::nullopt)};
     }
     case StoreOp::parked_by_wake: {
       // From (ms, id) on: runs at ms with an id up to call.id were sent before.
@@ -118,7 +127,7 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
       auto limit = std::max<std::uint32_t>(1, call.limit);
       auto scanned = store_.parked_by_wake(call.shard, call.ms, [&](const engine::ParkedRun& run) {
         if (!call.id.empty() && run.wake_ms == call.ms && run.id <= call.id) return true;
-        rows.add(engine::encode_parked(run));
+        rows.add(protocol::encode_parked(run));
         return ++sent < limit;
       });
       if (!scanned) return failed(scanned.error(), fmt::format("reading shard {}'s parked runs", call.shard));
@@ -126,7 +135,7 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
       return StoreReply{};
     }
     case StoreOp::all_parked: {
-      auto listed = store_.all_parked(call.shard, [&](const engine::ParkedRun& run) { rows.add(engine::encode_parked(run)); });
+      auto listed = store_.all_parked(call.shard, [&](const engine::ParkedRun& run) { rows.add(protocol::encode_parked(run)); });
       if (!listed) return failed(listed.error(), fmt::format("reading shard {}'s parked runs", call.shard));
       rows.flush();
       return StoreReply{};
@@ -151,7 +160,7 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
       if (!expired) return failed(expired.error(), "expiring finished runs");
       std::lock_guard lock(mu_);
       stats_.finished_expired += *expired;
-      return StoreReply{{}, {}, engine::encode_u64(*expired)};
+      return StoreReply{{}, {}, protocol::encode_u64(*expired)};
     }
   }
   return StoreReply{"bad_request", "an unknown store call", {}};
@@ -205,7 +214,7 @@ StoreReply StoreService::write(const StoreCall& call, const std::function<bool(s
       if (say_) say_(fmt::format("cannot retire log segments: {}", stats_.retire_error));
     }
   }
-  return StoreReply{{}, {}, engine::encode_u64(store_.size_bytes())};
+  return StoreReply{{}, {}, protocol::encode_u64(store_.size_bytes())};
 }
 
 std::vector<std::uint32_t> StoreService::lagging(std::uint64_t retires_at) const {

@@ -1,5 +1,5 @@
 // StoreService: the server's side of remote mode's run store. It answers
-// workers' store calls (engine/store_call.hpp) on the directory's RunStore,
+// workers' store calls (protocol/store_call.hpp) on the directory's RunStore,
 // and after each checkpoint a worker writes it retires the log's segments
 // below every shard's keep_from, as a local engine's checkpointer does.
 //
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/run_store.hpp"
-#include "engine/store_call.hpp"
+#include "protocol/store_call.hpp"
 #include "wal/log.hpp"
 
 namespace fusee::server {
@@ -41,7 +41,7 @@ class StoreService {
   // Does one call. Rows go to send_rows in pieces as they are found; the
   // reply is returned. holds(shard, epoch): whether the calling connection
   // holds that lease now.
-  engine::StoreReply serve(const engine::StoreCall& call,
+  protocol::StoreReply serve(const protocol::StoreCall& call,
                            const std::function<bool(std::uint32_t, std::uint64_t)>& holds,
                            const std::function<void(const std::vector<std::vector<std::byte>>&)>& send_rows);
 
@@ -55,7 +55,7 @@ class StoreService {
   StoreServiceStats stats() const;
 
  private:
-  engine::StoreReply write(const engine::StoreCall& call, const std::function<bool(std::uint32_t, std::uint64_t)>& holds);
+  protocol::StoreReply write(const protocol::StoreCall& call, const std::function<bool(std::uint32_t, std::uint64_t)>& holds);
 
   engine::RunStore& store_;
   wal::Log& log_;

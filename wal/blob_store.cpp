@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/assert.hpp"
-#include "wal/crc32c.hpp"
+#include "base/crc32c.hpp"
 #include "wal/errc.hpp"
 #include "wal/segment_file.hpp"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/assert.hpp"
-#include "wal/crc32c.hpp"
+#include "base/crc32c.hpp"
 #include "wal/limits.hpp"
 
 namespace fusee::wal {

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "base/crc32c.hpp"
 #include "wal/blob_store.hpp"
-#include "wal/crc32c.hpp"
 #include "wal/errc.hpp"
 #include "wal/limits.hpp"
 #include "wal/segment_file.hpp"

@@ -22,14 +22,15 @@
 #include "engine/id_filter.hpp"
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
-#include "engine/store_call.hpp"
+#include "protocol/frame.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/store_call.hpp"
 #include "server/log_service.hpp"
-#include "server/protocol/frame.hpp"
-#include "server/protocol/messages.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 using namespace fusee;
+using namespace fusee::protocol;
 using namespace fusee::server;
 
 namespace {
@@ -295,9 +296,9 @@ TEST_SUITE("unit") {
     CHECK(decode_durable(holder.expect(MessageType::durable).payload)->lsn == 1);
     std::uint64_t next_request = 100;
     // One call: its rows and its reply.
-    auto call = [&](Client& client, const engine::StoreCall& store_call, std::vector<std::vector<std::byte>>* rows = nullptr) {
+    auto call = [&](Client& client, const protocol::StoreCall& store_call, std::vector<std::vector<std::byte>>* rows = nullptr) {
       auto request = ++next_request;
-      client.send(MessageType::store_call, engine::encode(store_call), request);
+      client.send(MessageType::store_call, protocol::encode(store_call), request);
       for (;;) {
         auto frame = client.next();
         REQUIRE(frame.has_value());
@@ -305,20 +306,20 @@ TEST_SUITE("unit") {
         if (type == MessageType::durable || type == MessageType::checkpoint_soon) continue;
         CHECK(frame->request_id == request);
         if (type == MessageType::store_rows) {
-          auto got = engine::decode_rows(frame->payload);
+          auto got = protocol::decode_rows(frame->payload);
           REQUIRE(got.has_value());
           if (rows) rows->insert(rows->end(), got->begin(), got->end());
           continue;
         }
         REQUIRE(type == MessageType::store_reply);
-        auto reply = engine::decode_store_reply(frame->payload);
+        auto reply = protocol::decode_store_reply(frame->payload);
         REQUIRE(reply.has_value());
         return *reply;
       }
     };
     auto write_call = [&](engine::RunStore::Batch batch, std::vector<std::pair<std::uint32_t, std::uint64_t>> epochs) {
-      engine::StoreCall write;
-      write.op = engine::StoreOp::write;
+      protocol::StoreCall write;
+      write.op = protocol::StoreOp::write;
       write.epochs = std::move(epochs);
       write.batch = batch.encode();
       return write;
@@ -332,22 +333,22 @@ TEST_SUITE("unit") {
 
     auto written = call(holder, write_call(checkpoint_batch(0), {{0, epoch_of(0)}}));
     CHECK(written.error == "");
-    engine::StoreCall read;
-    read.op = engine::StoreOp::checkpoint;
+    protocol::StoreCall read;
+    read.op = protocol::StoreOp::checkpoint;
     read.shard = 0;
     auto answer = call(holder, read);
-    auto present = engine::decode_optional(answer.value);
+    auto present = protocol::decode_optional(answer.value);
     REQUIRE(present.has_value());
     REQUIRE(present->has_value());
-    auto checkpoint = engine::decode_checkpoint(**present);
+    auto checkpoint = protocol::decode_checkpoint(**present);
     REQUIRE(checkpoint.has_value());
     CHECK(checkpoint->lsn == 1);
     CHECK(checkpoint->keep_from_sequence > 0);  // the server's log filled it in
     std::vector<std::vector<std::byte>> rows;
-    read.op = engine::StoreOp::load_journals;
+    read.op = protocol::StoreOp::load_journals;
     CHECK(call(holder, read, &rows).error == "");
     REQUIRE(rows.size() == 1);
-    CHECK(engine::decode_journal_row(rows[0])->id == "run-a");
+    CHECK(protocol::decode_journal_row(rows[0])->id == "run-a");
 
     // A wrong epoch, a shard the call does not name, a connection without
     // the lease: each write is refused as fenced and changes nothing.
@@ -358,8 +359,8 @@ TEST_SUITE("unit") {
     other.expect(MessageType::welcome);
     CHECK(call(other, write_call(checkpoint_batch(1), {{1, epoch_of(1)}})).error == "fenced");
     read.shard = 1;
-    read.op = engine::StoreOp::checkpoint;
-    CHECK(*engine::decode_optional(call(other, read).value) == std::nullopt);  // reads need no lease
+    read.op = protocol::StoreOp::checkpoint;
+    CHECK(*protocol::decode_optional(call(other, read).value) == std::nullopt);  // reads need no lease
     // A batch that is not one is a bad request; the connection goes on.
     auto garbage = write_call(engine::RunStore::Batch(), {});
     garbage.batch = std::vector<std::byte>(40, std::byte{0x7f});
@@ -376,8 +377,8 @@ TEST_SUITE("unit") {
     done.workflow = "w";
     finished.put_finished(done);
     CHECK(call(holder, write_call(std::move(finished), {{0, epoch_of(0)}})).error == "");
-    engine::StoreCall filters;
-    filters.op = engine::StoreOp::id_filters;
+    protocol::StoreCall filters;
+    filters.op = protocol::StoreOp::id_filters;
     filters.limit = 2;
     rows.clear();
     CHECK(call(holder, filters, &rows).error == "");
@@ -398,11 +399,11 @@ TEST_SUITE("unit") {
     engine::RunStore::Batch batch;
     batch.put_journal_record(engine::JournalPlace::live, 0, "run-a", 1, bytes_of("step"));
     batch.put_checkpoint(engine::Checkpoint{0, 0, 0, {}, 1});
-    engine::StoreCall write;
-    write.op = engine::StoreOp::write;
+    protocol::StoreCall write;
+    write.op = protocol::StoreOp::write;
     write.epochs = {{0, leases[0].shard == 0 ? leases[0].epoch : leases[1].epoch}};
     write.batch = batch.encode();
-    auto valid = engine::encode(write);
+    auto valid = protocol::encode(write);
     std::uint64_t state = 0x9e3779b97f4a7c15ull;
     auto random = [&] {
       state ^= state << 13;
@@ -443,24 +444,24 @@ TEST_SUITE("unit") {
         continue;
       }
       REQUIRE(type == MessageType::store_reply);
-      auto reply = engine::decode_store_reply(frame->payload);
+      auto reply = protocol::decode_store_reply(frame->payload);
       REQUIRE(reply.has_value());
       // This connection holds no lease: a write that decodes is fenced.
-      if (reply->error == "") CHECK(engine::decode_store_call(mangled)->op != engine::StoreOp::write);
+      if (reply->error == "") CHECK(protocol::decode_store_call(mangled)->op != protocol::StoreOp::write);
       ++replies;
     }
     MESSAGE(replies << " mangled calls answered, " << closed << " refused with the connection closed");
     // The holder's connection and the store are as they were.
     holder.send(MessageType::store_call, valid, 8);
     auto answer = holder.expect(MessageType::store_reply);
-    CHECK(engine::decode_store_reply(answer.payload)->error == "");
-    engine::StoreCall read;
-    read.op = engine::StoreOp::load_journals;
+    CHECK(protocol::decode_store_reply(answer.payload)->error == "");
+    protocol::StoreCall read;
+    read.op = protocol::StoreOp::load_journals;
     read.shard = 0;
-    holder.send(MessageType::store_call, engine::encode(read), 9);
+    holder.send(MessageType::store_call, protocol::encode(read), 9);
     auto rows = holder.expect(MessageType::store_rows);
-    CHECK(engine::decode_rows(rows.payload)->size() == 1);
-    CHECK(engine::decode_store_reply(holder.expect(MessageType::store_reply).payload)->error == "");
+    CHECK(protocol::decode_rows(rows.payload)->size() == 1);
+    CHECK(protocol::decode_store_reply(holder.expect(MessageType::store_reply).payload)->error == "");
   }
 
   TEST_CASE("log service: bad input closes only its connection") {

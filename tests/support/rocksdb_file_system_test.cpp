@@ -43,7 +43,7 @@ std::unique_ptr<FaultFileSystem> new_data_disk() {
 
 // And a durable, empty store directory in it. RocksDB never syncs the
 // directory holding the store's own, so the caller makes it durable before
-// the first open, as the engine does (sdk/src/engine.cpp).
+// the first open, as the engine does (sdk/facade/engine.cpp).
 std::unique_ptr<FaultFileSystem> new_disk() {
   auto fs = new_data_disk();
   REQUIRE(fs->create_dir(kDbPath).has_value());

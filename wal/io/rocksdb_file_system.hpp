@@ -13,7 +13,7 @@
 // leaves unsynced is the store's own directory entry: RocksDB creates the
 // directory and never syncs the one holding it, so a caller that needs the
 // store to survive a crash creates it and syncs its parent first
-// (sdk/src/engine.cpp does).
+// (sdk/facade/engine.cpp does).
 //
 // Files are opened buffered: a request for direct I/O is served buffered, one
 // for memory maps is refused. Everything that is not a file (threads, clock,

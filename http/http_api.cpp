@@ -1,0 +1,440 @@
+#include "http/http_api.hpp"
+#include "http/prometheus.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <future>
+#include <optional>
+#include <vector>
+
+namespace fusee::http {
+namespace {
+
+namespace json = boost::json;
+
+HttpResponse json_response(unsigned status, const json::value& value) {
+  HttpResponse response;
+  response.status = status;
+  response.body = json::serialize(value) + "\n";
+  return response;
+}
+
+unsigned status_of(errc code) {
+  switch (code) {
+    case errc::not_found: return 404;
+    case errc::unknown_workflow: return 404;
+    case errc::already_exists: return 409;
+    case errc::invalid_argument: return 400;
+    case errc::wrong_shard_count: return 400;
+    case errc::busy: return 503;
+    case errc::shut_down: return 503;
+    case errc::unavailable: return 503;
+    case errc::timed_out: return 504;
+    case errc::storage: return 500;
+    default: return 500;
+  }
+}
+
+HttpResponse from_error(const Error& error) { return HttpApi::error(status_of(error.error()), errc_name(error.error()), error.what()); }
+
+std::int64_t to_ms(TimePoint time) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+}
+
+json::object run_json(const RunInfo& info) {
+  json::object out{{"id", info.id},
+                   {"workflow", info.workflow},
+                   {"status", run_status_name(info.status)},
+                   {"generation", info.generation},
+                   {"started_at_ms", to_ms(info.started_at)}};
+  out["finished_at_ms"] = info.finished_at ? json::value(to_ms(*info.finished_at)) : json::value(nullptr);
+  out["error"] = info.error.empty() ? json::value(nullptr) : json::value(info.error);
+  return out;
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (at < path.size()) {
+    if (path[at] == '/') {
+      ++at;
+      continue;
+    }
+    auto end = path.find('/', at);
+    if (end == std::string_view::npos) end = path.size();
+    parts.emplace_back(path.substr(at, end - at));
+    at = end;
+  }
+  return parts;
+}
+
+// The body as a JSON object; an empty body is an empty object.
+std::optional<json::object> body_object(const HttpRequest& request, HttpResponse& problem) {
+  if (request.body.empty()) return json::object{};
+  boost::system::error_code error;
+  auto value = json::parse(request.body, error);
+  if (error) {
+    problem = HttpApi::error(400, "invalid_json", fmt::format("the body is not JSON: {}", error.message()));
+    return std::nullopt;
+  }
+  if (!value.is_object()) {
+    problem = HttpApi::error(400, "invalid_argument", "the body must be a JSON object");
+    return std::nullopt;
+  }
+  return value.as_object();
+}
+
+std::optional<std::string> string_field(const json::object& object, const char* name, bool required,
+                                        HttpResponse& problem) {
+  const auto* value = object.if_contains(name);
+  if (value == nullptr || value->is_null()) {
+    if (required) problem = HttpApi::error(400, "invalid_argument", fmt::format("\"{}\" is required", name));
+    return std::nullopt;
+  }
+  if (!value->is_string()) {
+    problem = HttpApi::error(400, "invalid_argument", fmt::format("\"{}\" must be a string", name));
+    return std::nullopt;
+  }
+  return std::string(value->as_string());
+}
+
+std::optional<std::uint64_t> number_text(const std::string& text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '%') {
+      if (i + 2 >= text.size()) return std::nullopt;
+      int high = hex(text[i + 1]);
+      int low = hex(text[i + 2]);
+      if (high < 0 || low < 0) return std::nullopt;
+      out.push_back(static_cast<char>(high * 16 + low));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+HttpResponse HttpApi::error(unsigned status, const std::string& code, const std::string& message) {
+  return json_response(status, json::object{{"error", code}, {"message", message}});
+}
+
+std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& request) {
+  auto query_at = request.target.find('?');
+  std::string_view path = std::string_view(request.target).substr(0, query_at);
+  std::map<std::string, std::string> query;
+  if (query_at != std::string::npos) {
+    std::string_view rest = std::string_view(request.target).substr(query_at + 1);
+    while (!rest.empty()) {
+      auto amp = rest.find('&');
+      auto pair = rest.substr(0, amp);
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+      if (pair.empty()) continue;
+      auto eq = pair.find('=');
+      auto key = percent_decode(pair.substr(0, eq), true);
+      auto value = percent_decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true);
+      if (!key || !value) return error(400, "invalid_argument", "the query string is not well encoded");
+      query[*key] = *value;
+    }
+  }
+  std::vector<std::string> parts;
+  for (const auto& raw : split_path(path)) {
+    auto decoded = percent_decode(raw, false);
+    if (!decoded) return error(400, "invalid_argument", "the path is not well encoded");
+    parts.push_back(*decoded);
+  }
+  const auto& method = request.method;
+  auto wrong_method = [&](const char* allowed) {
+    auto response = error(405, "method_not_allowed", fmt::format("{} takes {}", path, allowed));
+    response.headers["Allow"] = allowed;
+    return response;
+  };
+
+  if (parts.size() == 1 && parts[0] == "healthz") {
+    if (method != "GET") return wrong_method("GET");
+    return json_response(200, json::object{{"status", "ok"}});
+  }
+  if (!options_.token.empty()) {
+    auto found = request.headers.find("authorization");
+    if (found == request.headers.end() || found->second != "Bearer " + options_.token) {
+      auto response = error(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)");
+      response.headers["WWW-Authenticate"] = "Bearer";
+      return response;
+    }
+  }
+  try {
+    if (parts.size() == 1 && parts[0] == "metrics") {
+      if (method != "GET") return wrong_method("GET");
+      return metrics();
+    }
+    if (parts.empty() || parts[0] != "v1" || parts.size() < 2 || parts[1] != "runs") {
+      return error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", method, path));
+    }
+    if (parts.size() == 2) {
+      if (method == "POST") return start(request, false, query);
+      if (method == "GET") return list(query);
+      return wrong_method("GET, POST");
+    }
+    if (parts.size() == 3 && parts[2] == "execute") {
+      if (method != "POST") return wrong_method("POST");
+      return start(request, true, query);
+    }
+    const auto& id = parts[2];
+    if (parts.size() == 3) {
+      if (method != "GET") return wrong_method("GET");
+      return get_run(id);
+    }
+    if (parts.size() == 4 && parts[3] == "cancel") {
+      if (method != "POST") return wrong_method("POST");
+      return cancel(id, request);
+    }
+    if (parts.size() == 5 && parts[3] == "signals") {
+      if (method != "POST") return wrong_method("POST");
+      return signal(id, parts[4], request);
+    }
+    if (parts.size() == 5 && parts[3] == "streams") {
+      if (method != "GET") return wrong_method("GET");
+      StreamRequest stream{id, parts[4], 0, false};
+      auto accept = request.headers.find("accept");
+      stream.sse = accept != request.headers.end() && accept->second.find("text/event-stream") != std::string::npos;
+      if (auto from = query.find("from"); from != query.end()) {
+        auto offset = number_text(from->second);
+        if (!offset) return error(400, "invalid_argument", "from must be a chunk offset (a whole number)");
+        stream.from = *offset;
+      }
+      if (auto last = request.headers.find("last-event-id"); last != request.headers.end()) {
+        auto offset = number_text(last->second);
+        if (!offset) return error(400, "invalid_argument", "Last-Event-ID must be a chunk offset");
+        stream.from = *offset + 1;
+      }
+      if (!engine_.get_run(id)) return error(404, "not_found", fmt::format("no run '{}'", id));
+      return stream;
+    }
+    return error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", method, path));
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+}
+
+HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std::map<std::string, std::string>& query) {
+  HttpResponse problem;
+  auto body = body_object(request, problem);
+  if (!body) return problem;
+  auto workflow = string_field(*body, "workflow", true, problem);
+  if (!workflow) return problem;
+  auto id = string_field(*body, "id", true, problem);
+  if (!id) return problem;
+  if (id->empty()) return error(400, "invalid_argument", "\"id\" must not be empty");
+  if (!engine_.has_workflow(*workflow)) {
+    return error(404, "unknown_workflow", fmt::format("no workflow '{}' is registered", *workflow));
+  }
+  json::value input = nullptr;
+  if (const auto* given = body->if_contains("input")) input = *given;
+  StartOptions options;
+  if (const auto* deadline = body->if_contains("deadline_ms"); deadline != nullptr && !deadline->is_null()) {
+    if (!deadline->is_int64() || deadline->as_int64() <= 0) {
+      return error(400, "invalid_argument", "\"deadline_ms\" must be a positive whole number of milliseconds");
+    }
+    options.deadline = std::chrono::milliseconds(deadline->as_int64());
+  }
+  if (auto policy = string_field(*body, "if_finished", false, problem)) {
+    if (*policy == "attach") {
+      options.if_finished = IfFinished::attach;
+    } else if (*policy == "reject") {
+      options.if_finished = IfFinished::reject;
+    } else if (*policy == "start_anew") {
+      options.if_finished = IfFinished::start_anew;
+    } else {
+      return error(400, "invalid_argument", "\"if_finished\" is one of attach, reject, start_anew");
+    }
+  } else if (problem.status != 200) {
+    return problem;
+  }
+  std::chrono::milliseconds timeout = options_.execute_timeout_max;
+  if (execute) {
+    if (auto given = query.find("timeout_ms"); given != query.end()) {
+      auto ms = number_text(given->second);
+      if (!ms || *ms == 0) return error(400, "invalid_argument", "timeout_ms must be a positive whole number");
+      timeout = std::min(timeout, std::chrono::milliseconds(*ms));
+    }
+  }
+  try {
+    auto outcome = engine_.start_json(*workflow, *id, std::move(input), options);
+    json::object out{{"id", *id}, {"outcome", outcome == StartOutcome::started ? "started" : "attached"}};
+    if (!execute) return json_response(outcome == StartOutcome::started ? 201 : 200, out);
+    auto result = engine_.result_json_async(*id);
+    if (result.wait_for(timeout) != std::future_status::ready) {
+      return error(504, "timed_out",
+                   fmt::format("run '{}' did not finish within {} ms; it goes on: GET /v1/runs/{} later", *id,
+                               timeout.count(), *id));
+    }
+    try {
+      out["status"] = "completed";
+      out["result"] = result.get();
+    } catch (const Error& failure) {
+      out["status"] = failure.error() == errc::cancelled ? "cancelled" : "failed";
+      out["error"] = json::object{{"code", errc_name(failure.error())}, {"message", failure.what()}};
+    }
+    return json_response(200, out);
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+}
+
+HttpResponse HttpApi::get_run(const std::string& id) {
+  auto info = engine_.get_run(id);
+  if (!info) return error(404, "not_found", fmt::format("no run '{}'", id));
+  auto out = run_json(*info);
+  if (info->status == RunStatus::completed) {
+    try {
+      out["result"] = engine_.result_json(id);
+    } catch (const Error&) {
+      out["result"] = nullptr;  // finished past its retention between the two reads
+    }
+  }
+  return json_response(200, out);
+}
+
+HttpResponse HttpApi::list(const std::map<std::string, std::string>& query) {
+  RunFilter filter;
+  if (auto workflow = query.find("workflow"); workflow != query.end()) filter.workflow = workflow->second;
+  if (auto status = query.find("status"); status != query.end()) {
+    bool known = false;
+    for (auto candidate : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+      if (status->second == run_status_name(candidate)) {
+        filter.status = candidate;
+        known = true;
+      }
+    }
+    if (!known) return error(400, "invalid_argument", "status is one of running, completed, failed, cancelled");
+  }
+  std::size_t limit = 100;
+  if (auto given = query.find("limit"); given != query.end()) {
+    auto value = number_text(given->second);
+    if (!value || *value == 0 || *value > 10000) return error(400, "invalid_argument", "limit is 1 to 10000");
+    limit = *value;
+  }
+  std::string after;
+  if (auto cursor = query.find("cursor"); cursor != query.end()) after = cursor->second;
+  // Runs come sorted by id; the cursor is the last id of the page before.
+  auto runs = engine_.list_runs(filter);
+  json::array page;
+  std::string next;
+  for (const auto& run : runs) {
+    if (!after.empty() && run.id <= after) continue;
+    if (page.size() == limit) {
+      next = page.back().as_object().at("id").as_string().c_str();
+      break;
+    }
+    page.push_back(run_json(run));
+  }
+  return json_response(200, json::object{{"runs", std::move(page)},
+                                         {"next_cursor", next.empty() ? json::value(nullptr) : json::value(next)}});
+}
+
+HttpResponse HttpApi::signal(const std::string& id, const std::string& name, const HttpRequest& request) {
+  HttpResponse problem;
+  auto body = body_object(request, problem);
+  if (!body) return problem;
+  json::value value = nullptr;
+  if (const auto* given = body->if_contains("value")) value = *given;
+  std::string signal_id;
+  if (auto given = string_field(*body, "signal_id", false, problem)) {
+    signal_id = *given;
+  } else if (problem.status != 200) {
+    return problem;
+  }
+  try {
+    engine_.signal_json(id, name, std::move(value), signal_id);
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+  return json_response(202, json::object{{"id", id}, {"signal", name}, {"accepted", true}});
+}
+
+HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request) {
+  HttpResponse problem;
+  auto body = body_object(request, problem);
+  if (!body) return problem;
+  std::string reason = "cancelled over HTTP";
+  if (auto given = string_field(*body, "reason", false, problem)) {
+    reason = *given;
+  } else if (problem.status != 200) {
+    return problem;
+  }
+  if (!engine_.get_run(id)) return error(404, "not_found", fmt::format("no run '{}'", id));
+  try {
+    engine_.cancel(id, reason);
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+  return json_response(202, json::object{{"id", id}, {"cancelled", true}});
+}
+
+HttpResponse HttpApi::metrics() {
+  auto stats = engine_.stats();
+  std::map<std::string, std::uint64_t> by_status;
+  for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+    by_status[run_status_name(status)] = 0;
+  }
+  for (const auto& run : engine_.list_runs()) by_status[run_status_name(run.status)]++;
+  std::string text;
+  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+    append_metric(text, name, type, help, value);
+  };
+  metric("fusee_records_written_total", "counter", "Journal records made durable.", stats.records_written);
+  metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
+  metric("fusee_records_per_flush", "gauge", "Records per durable write, on average since open.",
+         stats.batches_written == 0 ? 0.0
+                                    : static_cast<double>(stats.records_written) /
+                                          static_cast<double>(stats.batches_written));
+  metric("fusee_inline_writes_total", "counter", "Batches a shard wrote itself.", stats.inline_writes);
+  metric("fusee_wal_segments", "gauge", "Live log segments.", stats.wal_segments);
+  metric("fusee_wal_bytes", "gauge", "Bytes of the live log segments.", stats.wal_bytes);
+  metric("fusee_checkpoints_total", "counter", "Shard checkpoints written to the run store.", stats.checkpoints);
+  metric("fusee_segments_retired_total", "counter", "Log segments retired.", stats.segments_retired);
+  metric("fusee_checkpoint_failed", "gauge", "1 when checkpoints stopped on an error.",
+         stats.checkpoint_error.empty() ? 0 : 1);
+  metric("fusee_log_failed", "gauge", "1 when a write or flush failed and the log stopped (reopen to recover).",
+         stats.log_error.empty() ? 0 : 1);
+  metric("fusee_run_store_bytes", "gauge", "The run store's size (RocksDB's estimate).", stats.run_store_bytes);
+  metric("fusee_runs_parked_total", "counter", "Runs that left memory while waiting.", stats.runs_parked);
+  metric("fusee_runs_woken_total", "counter", "Parked runs loaded back.", stats.runs_woken);
+  metric("fusee_shards", "gauge", "Shards of this engine.", engine_.shard_count());
+  metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
+         stats.staged_bytes);
+  append_histogram(text, "fusee_flush_latency_us", "Durable writes of the log by how long they took (microseconds).",
+                   kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
+  text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
+  for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4";
+  response.body = std::move(text);
+  return response;
+}
+
+}  // namespace fusee::http

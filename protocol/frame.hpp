@@ -1,0 +1,78 @@
+// Frames of the server protocol (docs/server-protocol.md): what a worker and
+// `fusee server` exchange over a Unix socket or TCP. A frame is a small
+// fixed header, then a type-specific payload; its CRC-32C covers everything
+// after the length and the checksum themselves, so a frame damaged in
+// transit or by a buggy peer is refused instead of acted on.
+//
+//   offset  bytes  field
+//   0       4      length      u32 LE: bytes from offset 8 to the frame's end
+//   4       4      crc         u32 LE: CRC-32C of those bytes
+//   8       1      version     kProtocolVersion
+//   9       1      type        the message (protocol/messages.hpp)
+//   10      2      flags       0 (reserved)
+//   12      8      request_id  u64 LE: chosen by the requester, echoed by the reply
+//   20      ...    payload
+//
+// FrameDecoder reads frames out of a byte stream fed in pieces of any size.
+// It refuses, with a reason, a frame longer than its maximum (as soon as the
+// length arrives, before buffering the body), one shorter than the header,
+// one whose checksum fails, one of another protocol version and one with
+// reserved flags set. The connection is then to be closed: after a bad
+// frame the stream cannot be trusted to be in step.
+//
+// Not thread-safe: one decoder per connection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fusee::protocol {
+
+inline constexpr std::uint8_t kProtocolVersion = 2;  // 2: acquire names shards; forwarded calls
+inline constexpr std::size_t kFramePrefixBytes = 8;   // length + crc
+inline constexpr std::size_t kFrameHeaderBytes = 20;  // prefix + version, type, flags, request id
+// The largest frame a peer may send: a log batch's worth of records (64 MiB)
+// plus room for its framing. Larger lengths are refused unread.
+inline constexpr std::size_t kFrameBytesMax = (64u << 20) + (64u << 10);
+
+struct Frame {
+  std::uint8_t type = 0;
+  std::uint64_t request_id = 0;
+  std::vector<std::byte> payload;
+
+  friend bool operator==(const Frame&, const Frame&) = default;
+};
+
+// The bytes of one frame; appended to `out`.
+void encode_frame(std::uint8_t type, std::uint64_t request_id, std::span<const std::byte> payload,
+                  std::vector<std::byte>& out);
+
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(std::size_t frame_bytes_max = kFrameBytesMax) : frame_bytes_max_(frame_bytes_max) {}
+
+  // Adds bytes read from the connection.
+  void feed(std::span<const std::byte> bytes);
+  // The next whole frame, or nothing (more bytes needed, or the stream was
+  // refused: see error()).
+  std::optional<Frame> next();
+  // Why the stream was refused; empty while it is fine. Once set, next()
+  // returns nothing more.
+  const std::string& error() const { return error_; }
+  // Bytes fed and not yet returned as frames.
+  std::size_t buffered_bytes() const { return buffer_.size() - consumed_; }
+
+ private:
+  void refuse(std::string why);
+
+  std::size_t frame_bytes_max_;
+  std::vector<std::byte> buffer_;
+  std::size_t consumed_ = 0;  // bytes of buffer_ already returned
+  std::string error_;
+};
+
+}  // namespace fusee::protocol

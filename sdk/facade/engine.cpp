@@ -1,0 +1,919 @@
+// Engine: the public API over the shards. Routes each request to the shard
+// that owns the run (a stable hash of its id), waits for the reply, and turns
+// error codes into fusee::Error.
+#include "fusee/engine.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/checkpointer.hpp"
+#include "engine/data_dir.hpp"
+#include "engine/engine_core.hpp"
+#include "engine/journal_sink.hpp"
+#include "engine/run_hash.hpp"
+#include "engine/run_store.hpp"
+#include "engine/shard.hpp"
+#include "http/http_server.hpp"
+#include "remote/forwarded_call.hpp"
+#include "remote/remote_calls.hpp"
+#include "remote/remote_run_store.hpp"
+#include "remote/remote_sink.hpp"
+#include "remote/shard_router.hpp"
+#include "wal/io/posix_file_system.hpp"
+#include "wal/limits.hpp"
+#include "wal/log.hpp"
+
+namespace fusee {
+namespace {
+
+RunInfo run_info_of(const engine::FinishedRun& finished);
+
+[[noreturn]] void throw_error(std::error_code error, const std::string& message) {
+  auto text = message.empty() ? error.message() : message;
+  if (error.category() == error_category()) throw Error(static_cast<errc>(error.value()), text);
+  throw Error(errc::storage, text);
+}
+
+// Lets a clock's listener outlive the engine safely.
+struct Waker {
+  std::mutex mu;
+  std::vector<engine::Shard*> shards;
+  void wake() {
+    std::lock_guard lock(mu);
+    for (auto* shard : shards) shard->notify();
+  }
+  void wake(wal::ShardId shard) {
+    std::lock_guard lock(mu);
+    if (shard < shards.size()) shards[shard]->notify();
+  }
+};
+
+}  // namespace
+
+struct Engine::Impl final : engine::EngineCore {
+  Config config;
+  std::unique_ptr<io::FileSystem> own_fs;
+  io::FileSystem* fs = nullptr;
+  std::shared_ptr<Clock> clock;
+  std::mutex random_mu;
+  std::function<std::uint64_t()> random_source;
+  std::unique_ptr<io::FileSystem::Lock> lock;  // held while open; released after the log closes
+  std::unique_ptr<fusee::http::HttpServer> http;    // Config::http_listen; stopped first at shutdown
+  std::function<void(const std::string&)> warn;  // Config::warn or stderr
+  std::mutex storage_error_mu;
+  std::string storage_error;  // the first journal failure, for stats()
+  std::unique_ptr<engine::JournalSink> sink;
+  std::unique_ptr<engine::RunStore> store;  // local and remote mode
+  std::vector<std::unique_ptr<engine::Shard>> shards;
+  std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
+  std::shared_ptr<Waker> waker = std::make_shared<Waker>();
+  mutable std::shared_mutex registry_mu;
+  std::unordered_map<std::string, std::shared_ptr<const WorkflowFn>> registry;
+  std::unordered_map<std::string, InputCheck> input_checks;  // under registry_mu
+  std::mutex shutdown_mu;
+  std::atomic<bool> shut{false};
+  // Remote mode with the shards split among workers (Config::server_shards_max):
+  // which shards this engine holds, and calls for the others.
+  remote::ShardRouter* router = nullptr;
+  remote::RemoteRunStore* remote_store = nullptr;
+  std::unique_ptr<remote::RemoteCalls> remote_calls;
+  std::string root;  // where the store and the log are (for messages)
+  // Shards leased after open, recovered and started one at a time.
+  std::mutex adopt_mu;
+  std::condition_variable adopt_cv;
+  std::deque<std::uint32_t> to_adopt;
+  std::vector<bool> adopted;  // recovered here (at open or since), under adopt_mu
+  bool adopt_stopping = false;
+  std::thread adopter;
+
+  // Whether this engine runs shard `shard` (always, but in remote mode with
+  // the shards split).
+  bool here(std::uint32_t shard) const { return !router || router->holds(shard); }
+  std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
+
+  // --- EngineCore ---
+  std::shared_ptr<const WorkflowFn> workflow(const std::string& name) const override {
+    std::shared_lock lock(registry_mu);
+    auto found = registry.find(name);
+    return found == registry.end() ? nullptr : found->second;
+  }
+  TimePoint now() const override { return clock->now(); }
+  std::uint64_t random() override {
+    std::lock_guard lock(random_mu);
+    return random_source();
+  }
+  engine::Shard& shard_for(const std::string& id) { return *shards[engine::shard_of(id, shard_count())]; }
+  void post_to_run_shard(const std::string& id, std::function<void()> fn) override {
+    (void)shard_for(id).post(std::move(fn), false);
+  }
+  void post_to_shard(std::uint32_t shard, std::function<void()> fn) override {
+    (void)shards[shard]->post(std::move(fn), false);
+  }
+  void start_child(engine::StartRequest request, std::function<void(const engine::Outcome&)> on_end) override {
+    if (auto shard = shard_of(request.id); !here(shard)) {
+      // The parent asks as long as it takes; starting is idempotent
+      // (attach), so asking again after its holder went is safe. A call
+      // that fails (shutdown, a failed connection) leaves the parent
+      // waiting: it asks again when it is replayed.
+      auto call = remote::forwarded::start_call(request);
+      call["op"] = "child";
+      remote_calls->call(shard, std::move(call), remote::Repeat::yes, std::chrono::steady_clock::duration::max(),
+                         nullptr, [on_end = std::move(on_end)](remote::RemoteCalls::Answer answer) {
+                           auto* value = std::get_if<boost::json::object>(&answer);
+                           if (!value || !value->contains("outcome")) return;
+                           try {
+                             on_end(remote::forwarded::outcome_of(value->at("outcome")));
+                           } catch (const Error&) {
+                             // A malformed outcome: the parent asks again when it is replayed.
+                           }
+                         });
+      return;
+    }
+    auto& shard = shard_for(request.id);
+    (void)shard.post(
+        [&shard, request = std::move(request), on_end = std::move(on_end)]() mutable {
+          auto id = request.id;
+          shard.handle_start(std::move(request), true,
+                             [&shard, id, on_end](std::error_code error, std::string message, StartOutcome) {
+                               if (error) {
+                                 engine::Outcome outcome;
+                                 outcome.status = RunStatus::failed;
+                                 outcome.code = error.category() == error_category() ? static_cast<errc>(error.value())
+                                                                                     : errc::storage;
+                                 outcome.message = message;
+                                 on_end(outcome);
+                                 return;
+                               }
+                               shard.subscribe_end(id, on_end);
+                             });
+        },
+        false);
+  }
+
+  void storage_failed(std::uint32_t shard, std::error_code error) override {
+    std::string text;
+    {
+      std::lock_guard lock(storage_error_mu);
+      if (!storage_error.empty()) return;
+      storage_error = fmt::format("shard {}: {}", shard, error.message());
+      text = storage_error;
+    }
+    if (warn) {
+      warn(fmt::format("the log failed ({}): the shard's runs cannot go on until the engine is reopened; "
+                       "the next open recovers everything acknowledged",
+                       text));
+    }
+  }
+
+  std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }
+
+  // A call for a run of a shard another worker holds, as a future of T:
+  // convert(the answer), or the answer's Error.
+  template <typename T, typename Convert>
+  std::future<T> forward_as(std::uint32_t shard, boost::json::object call, remote::Repeat repeat,
+                            std::chrono::steady_clock::duration patience, Convert convert) {
+    check_open();
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    remote_calls->call(shard, std::move(call), repeat, patience, nullptr,
+                       [promise, convert = std::move(convert)](remote::RemoteCalls::Answer answer) {
+                         try {
+                           if (auto* error = std::get_if<Error>(&answer)) throw *error;
+                           if constexpr (std::is_void_v<T>) {
+                             convert(std::get<boost::json::object>(answer));
+                             promise->set_value();
+                           } else {
+                             promise->set_value(convert(std::get<boost::json::object>(answer)));
+                           }
+                         } catch (...) {
+                           promise->set_exception(std::current_exception());
+                         }
+                       });
+    return future;
+  }
+
+  // Recovers one shard: its checkpoint's journals from the run store, then
+  // the log past it. Before the shard starts.
+  void recover(std::uint32_t shard, const engine::ShardBases& bases) {
+    auto load = [&](const char* where, wal::Lsn lsn, std::span<const std::byte> bytes,
+                    std::optional<engine::JournalPlace> stored) {
+      auto record = engine::decode_record(bytes);
+      if (!record) {
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", root,
+                                               where, shard, lsn));
+      }
+      if (auto added =
+              shards[shard]->load(*record, lsn, bytes, stored, bases.floors.empty() ? 0 : bases.floors[shard]);
+          !added) {
+        throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} ({} of run '{}') does not fit its run's "
+                                               "journal",
+                                               root, where, shard, lsn, engine::record_kind_name(record->kind),
+                                               record->run_id));
+      }
+    };
+    if (store) {
+      auto stored = store->load_journals(
+          shard, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) -> Result<void> {
+            // A checkpoint covers every journal record the store holds: one
+            // past it would wait forever for a durable position the log
+            // never reaches.
+            if (lsn > bases.floors[shard]) {
+              throw Error(errc::storage,
+                          fmt::format("{}/runs: shard {}'s run store holds record {}, past its checkpoint (LSN {}): "
+                                      "the run store and the log do not belong together",
+                                      root, shard, lsn, bases.floors[shard]));
+            }
+            load("runs", lsn, bytes, engine::JournalPlace::live);
+            return ok();
+          });
+      if (!stored) {
+        throw Error(errc::storage, fmt::format("{}/runs: cannot read shard {}'s journals: {}", root, shard,
+                                               stored.error().message()));
+      }
+    }
+    wal::Lsn first = bases.replay_from.empty() ? 1 : bases.replay_from[shard];
+    auto read = sink->read(shard, first, [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
+      load("wal", lsn, bytes, std::nullopt);
+    });
+    if (!read) {
+      throw Error(errc::storage, fmt::format("{}/wal: cannot read shard {}: {}", root, shard,
+                                             read.error().message()));
+    }
+    shards[shard]->finish_loading();
+  }
+
+  // A standby's takeover: a shard leased after open is recovered from the
+  // server (its id filter, checkpoint, journals and log) and started; its
+  // runs resume under the workflows registered by then.
+  void adopt_loop() {
+    std::unique_lock lock(adopt_mu);
+    for (;;) {
+      adopt_cv.wait(lock, [&] { return adopt_stopping || !to_adopt.empty(); });
+      if (adopt_stopping) return;
+      auto shard = to_adopt.front();
+      to_adopt.pop_front();
+      if (adopted[shard]) continue;
+      adopted[shard] = true;
+      lock.unlock();
+      try {
+        if (auto loaded = remote_store->reload_id_filter(shard_count(), shard); !loaded) {
+          throw Error(errc::storage, fmt::format("cannot load shard {}'s id filter: {}", shard,
+                                                 loaded.error().message()));
+        }
+        auto bases = engine::read_checkpoints(*store, shard_count(), root);
+        recover(shard, bases);
+        checkpointer->adopt(shard, bases.keep_from[shard]);
+        shards[shard]->start();
+        router->set_running(shard);
+      } catch (const Error& error) {
+        // Its runs stay where they are, in the server's log and store, for
+        // the next worker that takes the shard; calls for them wait for it.
+        router->release(shard);
+        if (warn) {
+          warn(fmt::format("cannot take over shard {}: {}; gave its lease back for another worker", shard,
+                           error.what()));
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  void check_open() const {
+    if (shut.load()) throw Error(errc::shut_down, "the engine is shut down");
+  }
+
+  // Runs fn on the run's shard as an external request; fn fulfils the
+  // promise there. A full queue fails the future with errc::busy at once.
+  template <typename T>
+  std::future<T> request_async(const std::string& id,
+                               std::function<void(engine::Shard&, const std::shared_ptr<std::promise<T>>&)> fn) {
+    check_open();
+    auto& shard = shard_for(id);
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    bool posted = shard.post([&shard, promise, fn = std::move(fn)] { fn(shard, promise); }, true);
+    if (!posted) {
+      check_open();
+      promise->set_exception(std::make_exception_ptr(
+          Error(errc::busy, fmt::format("shard {} is busy (its request queue is full): nothing was recorded, try "
+                                        "again",
+                                        shard.id()))));
+    }
+    return future;
+  }
+
+};
+
+namespace {
+struct Reply {
+  std::error_code error;
+  std::string message;
+  StartOutcome outcome = StartOutcome::started;
+};
+
+void throw_if_failed(const Reply& reply) {
+  if (reply.error) throw_error(reply.error, reply.message);
+}
+}  // namespace
+
+std::unique_ptr<Engine> Engine::open(Config config) {
+  auto impl = std::make_unique<Impl>();
+  impl->clock = config.clock ? config.clock : system_clock();
+  if (config.random) {
+    impl->random_source = config.random;
+  } else {
+    std::random_device device;
+    impl->random_source = [generator = std::mt19937_64((std::uint64_t{device()} << 32) | device())]() mutable {
+      return generator();
+    };
+  }
+  if (config.shards > wal::kShardsMax) {
+    throw Error(errc::invalid_argument, fmt::format("shards = {}: at most {}", config.shards, wal::kShardsMax));
+  }
+  auto warn = config.warn ? config.warn
+                          : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
+  impl->warn = warn;
+  std::uint32_t shards = config.shards;
+  std::string root = config.dir;  // where the store and the log are (for messages)
+  engine::ShardBases bases;       // local and remote mode: where each shard's recovery starts
+  if (config.mode == Mode::memory) {
+    if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
+    impl->sink = engine::make_memory_sink(shards);
+  } else if (config.mode == Mode::remote) {
+    std::string problem;
+    std::uint32_t server_shards = 0;
+    auto connection = remote::connect_remote_sink(
+        remote::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid()),
+                              config.server_shards_max, warn},
+        &server_shards,
+        &problem);
+    if (!connection) throw Error(errc::storage, fmt::format("remote mode: {}", problem));
+    if (shards != 0 && shards != server_shards) {
+      throw Error(errc::wrong_shard_count,
+                  fmt::format("the server's directory has {} shards, not {}", server_shards, shards));
+    }
+    shards = server_shards;
+    impl->sink = std::move(connection->sink);
+    // The server's run store: checkpoints, parked runs and finished runs
+    // live there, so a standby taking a shard over finds them.
+    root = fmt::format("the server at {}", config.server);
+    impl->router = connection->router;
+    auto store = std::make_unique<remote::RemoteRunStore>(*connection->store);
+    impl->remote_store = store.get();
+    if (auto loaded = store->load_id_filters(shards); !loaded) {
+      throw Error(errc::storage, fmt::format("remote mode: cannot load the run store's id filters: {}",
+                                             loaded.error().message()));
+    }
+    impl->store = std::move(store);
+    bases = engine::read_checkpoints(*impl->store, shards, root);
+  } else {
+    if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");
+    if (config.file_system) {
+      impl->fs = config.file_system;
+    } else {
+      impl->own_fs = std::make_unique<io::PosixFileSystem>();
+      impl->fs = impl->own_fs.get();
+    }
+    wal::LogOptions options;
+    options.segment_bytes = config.segment_bytes;
+    options.direct_io = config.flush == FlushMethod::direct;
+    options.staged_bytes_max = config.log_staged_bytes_max;
+    options.payload_offload_bytes = config.payload_offload_bytes;
+    options.random = [impl = impl.get()] { return impl->random(); };
+    options.warn = warn;
+    auto opened = engine::open_data_dir(*impl->fs, config.dir, shards, std::move(options), config.file_system != nullptr);
+    impl->lock = std::move(opened.lock);
+    shards = opened.shards;
+    root = opened.root;
+    impl->store = std::move(opened.store);
+    bases = std::move(opened.bases);
+    impl->sink = engine::make_log_sink(std::move(opened.log));
+  }
+  impl->config = config;
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    impl->shards.push_back(
+        std::make_unique<engine::Shard>(*impl, shard, *impl->sink, std::max<std::size_t>(1, config.shard_queue_max)));
+    impl->shards.back()->set_store(impl->store.get());
+  }
+  impl->root = root;
+  // Recovery: each shard's runs from its checkpoint (the run store's
+  // journals), then the log past it, then the timers. In remote mode with
+  // the shards split, only the shards this engine holds now; a lease that
+  // comes later is adopted.
+  std::vector<bool> mine(shards);
+  for (std::uint32_t shard = 0; shard < shards; ++shard) mine[shard] = !impl->router || impl->router->leased(shard);
+  impl->adopted = mine;
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    if (mine[shard]) impl->recover(shard, bases);
+  }
+  if (impl->store) {
+    std::vector<engine::Shard*> shard_ptrs;
+    for (auto& shard : impl->shards) shard_ptrs.push_back(shard.get());
+    engine::CheckpointerOptions options;
+    options.interval = config.checkpoint_interval;
+    options.finished_retention = config.finished_retention;
+    options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
+    options.warn = warn;
+    impl->checkpointer = std::make_unique<engine::Checkpointer>(std::move(shard_ptrs), *impl->sink, *impl->store,
+                                                                std::move(options), bases.keep_from, mine);
+    impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {
+      checkpointer->request_lagging(retires_at);
+    });
+    impl->sink->set_checkpoint_hook(
+        [checkpointer = impl->checkpointer.get()](wal::ShardId shard) { checkpointer->request(shard); });
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      impl->shards[shard]->set_parking(config.park_after, config.run_memory_budget_bytes / shards,
+                                       [checkpointer = impl->checkpointer.get(), shard] {
+                                         checkpointer->request(shard);
+                                       });
+    }
+  }
+  {
+    std::lock_guard lock(impl->waker->mu);
+    for (auto& shard : impl->shards) impl->waker->shards.push_back(shard.get());
+  }
+  // Only the shard whose records became durable has something to do.
+  impl->sink->set_listener([waker = impl->waker](wal::ShardId shard) { waker->wake(shard); });
+  impl->clock->on_advance([waker = std::weak_ptr<Waker>(impl->waker)] {
+    if (auto alive = waker.lock()) alive->wake();
+  });
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    if (!mine[shard]) continue;
+    impl->shards[shard]->start();
+    if (impl->router) impl->router->set_running(shard);
+  }
+  if (impl->checkpointer) impl->checkpointer->start();
+  if (impl->router) {
+    impl->remote_calls = std::make_unique<remote::RemoteCalls>(*impl->router, impl->shards, &run_info_of);
+    impl->adopter = std::thread([impl = impl.get()] { impl->adopt_loop(); });
+    impl->router->set_handlers([calls = impl->remote_calls.get()](remote::ShardRouter::Call call) {
+                                 calls->serve(std::move(call));
+                               },
+                               [impl = impl.get()](wal::ShardId shard) {
+                                 {
+                                   std::lock_guard lock(impl->adopt_mu);
+                                   impl->to_adopt.push_back(shard);
+                                 }
+                                 impl->adopt_cv.notify_all();
+                               });
+  }
+  auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  if (!config.http_listen.empty()) {
+    engine->impl_->http = std::make_unique<http::HttpServer>(
+        *engine, config.http_listen, http::HttpApiOptions{config.http_token}, config.http_body_bytes_max);
+    engine->impl_->sink->announce_http(engine->impl_->http->endpoint());
+  }
+  return engine;
+}
+
+std::string Engine::http_endpoint() const { return impl_->http ? impl_->http->endpoint() : std::string(); }
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { shutdown(); }
+
+std::uint32_t Engine::shard_count() const { return impl_->shard_count(); }
+
+EngineStats Engine::stats() const {
+  auto log = impl_->sink->stats();
+  EngineStats stats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};
+  static_assert(kFlushLatencyBoundsUs == wal::kFlushLatencyBoundsUs, "one histogram, one set of bounds");
+  stats.flush_latency_counts = log.flush_latency_counts;
+  stats.flush_latency_sum_us = log.flush_latency_sum_us;
+  stats.staged_bytes = log.staged_bytes;
+  stats.wal_segments = log.segments_live;
+  stats.wal_bytes = log.live_bytes;
+  if (impl_->checkpointer) {
+    auto checkpoints = impl_->checkpointer->stats();
+    stats.checkpoints = checkpoints.checkpoints;
+    stats.segments_retired = checkpoints.segments_retired;
+    stats.run_store_bytes = checkpoints.store_bytes;
+    stats.checkpoint_error = checkpoints.error;
+  }
+  {
+    std::lock_guard lock(impl_->storage_error_mu);
+    stats.log_error = impl_->storage_error;
+  }
+  for (std::uint32_t shard = 0; shard < impl_->shard_count(); ++shard) stats.shards_held += impl_->here(shard) ? 1 : 0;
+  for (const auto& shard : impl_->shards) {
+    stats.runs_parked += shard->stats().runs_parked.load();
+    stats.runs_woken += shard->stats().runs_woken.load();
+  }
+  return stats;
+}
+
+void Engine::shutdown() {
+  std::lock_guard lock(impl_->shutdown_mu);
+  if (impl_->shut.exchange(true)) return;
+  // No new requests, and none left waiting on the shards.
+  if (impl_->http) impl_->http->stop();
+  if (impl_->adopter.joinable()) {
+    {
+      std::lock_guard adopt_lock(impl_->adopt_mu);
+      impl_->adopt_stopping = true;
+    }
+    impl_->adopt_cv.notify_all();
+    impl_->adopter.join();
+  }
+  if (impl_->checkpointer) impl_->checkpointer->stop();
+  for (auto& shard : impl_->shards) shard->stop();
+  // Remote mode checkpoints while it still holds the leases (close gives
+  // them back); the server's log has everything appended by then.
+  bool remote = impl_->config.mode == Mode::remote;
+  if (remote && impl_->checkpointer && impl_->sink->drain()) (void)impl_->checkpointer->final_checkpoint();
+  // Calls for other workers' runs fail with shut_down from here on: those
+  // waiting to be sent again now, those still out as the sink closes.
+  if (impl_->remote_calls) impl_->remote_calls->stop();
+  (void)impl_->sink->close();
+  if (impl_->router) impl_->router->set_handlers(nullptr, nullptr);
+  {
+    std::lock_guard waker_lock(impl_->waker->mu);
+    impl_->waker->shards.clear();
+  }
+  for (auto& shard : impl_->shards) shard->fail_waiters(make_error_code(errc::shut_down));
+  // One last checkpoint, so the next open reads little of the log.
+  if (impl_->checkpointer && !remote) (void)impl_->checkpointer->final_checkpoint();
+  impl_->checkpointer.reset();
+  impl_->store.reset();
+  impl_->lock.reset();  // the directory is free for the next engine
+}
+
+void Engine::checkpoint() {
+  impl_->check_open();
+  if (!impl_->checkpointer) return;
+  if (auto done = impl_->checkpointer->checkpoint_all(); !done) {
+    auto stats = impl_->checkpointer->stats();
+    throw Error(errc::storage, stats.error.empty() ? fmt::format("checkpoint: {}", done.error().message())
+                                                   : fmt::format("checkpoint: {}", stats.error));
+  }
+}
+
+void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, InputCheck check) {
+  impl_->check_open();
+  {
+    std::unique_lock lock(impl_->registry_mu);
+    if (impl_->registry.contains(name)) {
+      throw Error(errc::invalid_argument, fmt::format("a workflow named '{}' is already registered", name));
+    }
+    impl_->registry.emplace(name, std::make_shared<const WorkflowFn>(std::move(fn)));
+    if (check) impl_->input_checks.emplace(name, std::move(check));
+  }
+  for (auto& shard : impl_->shards) {
+    (void)shard->post([shard = shard.get(), name] { shard->handle_registered(name); }, false);
+  }
+}
+
+std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, const std::string& id,
+                                                  boost::json::value input, const StartOptions& options) {
+  if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
+  {
+    std::shared_lock lock(impl_->registry_mu);
+    if (auto check = impl_->input_checks.find(workflow); check != impl_->input_checks.end()) {
+      if (auto why = check->second(input); !why.empty()) {
+        throw Error(errc::invalid_argument, fmt::format("the input does not fit workflow '{}': {}", workflow, why));
+      }
+    }
+  }
+  if (options.deadline && options.deadline->count() <= 0) {
+    throw Error(errc::invalid_argument, fmt::format("run '{}': the deadline must be positive", id));
+  }
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // Starting again is harmless only when it attaches.
+    auto repeat = options.if_running == IfRunning::attach && options.if_finished == IfFinished::attach
+                      ? remote::Repeat::yes
+                      : remote::Repeat::never;
+    return impl_->forward_as<StartOutcome>(
+        shard, remote::forwarded::start_call(engine::StartRequest{workflow, id, std::move(input), options}), repeat,
+        remote::kHolderPatience, [](const boost::json::object& answer) {
+          return remote::forwarded::text(answer, "outcome") == "started" ? StartOutcome::started : StartOutcome::attached;
+        });
+  }
+  return impl_->request_async<StartOutcome>(
+      id, [workflow, id, input = std::move(input), options](
+              engine::Shard& shard, const std::shared_ptr<std::promise<StartOutcome>>& promise) mutable {
+        shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
+                           [promise](std::error_code error, std::string message, StartOutcome outcome) {
+                             if (!error) {
+                               promise->set_value(outcome);
+                               return;
+                             }
+                             try {
+                               throw_error(error, message);
+                             } catch (...) {
+                               promise->set_exception(std::current_exception());
+                             }
+                           });
+      });
+}
+
+StartOutcome Engine::start_json(const std::string& workflow, const std::string& id, boost::json::value input,
+                                const StartOptions& options) {
+  return start_json_async(workflow, id, std::move(input), options).get();
+}
+
+std::future<boost::json::value> Engine::result_json_async(const std::string& id) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // A result waits as long as the run takes, across takeovers.
+    return impl_->forward_as<boost::json::value>(
+        shard, boost::json::object{{"op", "result"}, {"id", id}}, remote::Repeat::yes,
+        std::chrono::steady_clock::duration::max(), [](const boost::json::object& answer) {
+          if (!answer.contains("outcome")) throw Error(errc::storage, "a forwarded result without its outcome");
+          return remote::forwarded::outcome_of(answer.at("outcome")).value_or_throw();
+        });
+  }
+  return impl_->request_async<boost::json::value>(
+      id, [id](engine::Shard& shard, const std::shared_ptr<std::promise<boost::json::value>>& promise) {
+        shard.handle_result(id, [promise](const engine::Outcome& outcome) {
+          if (outcome.status == RunStatus::completed) {
+            promise->set_value(outcome.value);
+          } else {
+            promise->set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
+          }
+        });
+      });
+}
+
+boost::json::value Engine::result_json(const std::string& id) { return result_json_async(id).get(); }
+
+namespace {
+// A reply that keeps its promise alive: shards answer after the request's
+// message is gone (once a record is durable).
+std::function<void(std::error_code, std::string)> reply_to(const std::shared_ptr<std::promise<Reply>>& promise) {
+  return [promise](std::error_code error, std::string message) {
+    promise->set_value(Reply{error, std::move(message)});
+  };
+}
+}  // namespace
+
+void Engine::signal_json(const std::string& id, const std::string& signal, boost::json::value value,
+                         const std::string& signal_id) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // A signal with an id is dropped when delivered twice; one without may
+    // not be sent again.
+    impl_->forward_as<void>(shard,
+                            boost::json::object{
+                                {"op", "signal"}, {"id", id}, {"signal", signal}, {"value", std::move(value)},
+                                {"signal_id", signal_id}},
+                            signal_id.empty() ? remote::Repeat::never : remote::Repeat::yes, remote::kHolderPatience,
+                            [](const boost::json::object&) {})
+        .get();
+    return;
+  }
+  auto reply = impl_->request_async<Reply>(id, [id, signal, value = std::move(value), signal_id](
+                                                   engine::Shard& shard,
+                                                   const std::shared_ptr<std::promise<Reply>>& promise) mutable {
+                      shard.handle_signal(id, signal, std::move(value), signal_id, reply_to(promise));
+                    }).get();
+  throw_if_failed(reply);
+}
+
+void Engine::cancel(const std::string& id, const std::string& reason) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    impl_->forward_as<void>(shard, boost::json::object{{"op", "cancel"}, {"id", id}, {"reason", reason}},
+                            remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object&) {})
+        .get();
+    return;
+  }
+  auto reply = impl_->request_async<Reply>(
+                        id, [id, reason](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
+                          shard.handle_cancel(id, reason, reply_to(promise));
+                        })
+                   .get();
+  throw_if_failed(reply);
+}
+
+StreamReader Engine::read_stream(const std::string& id, const std::string& stream, StreamFrom from) {
+  auto feed = std::make_shared<detail::StreamFeed>();
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // Chunks come as parts of the call's answer. When the holder goes, the
+    // read is sent again to the next one from the chunk after the last
+    // received, so the reader sees no gap and no duplicate.
+    impl_->check_open();
+    auto opened = std::make_shared<std::promise<void>>();
+    auto state = std::make_shared<std::pair<bool, std::uint64_t>>(false, 0);  // opened; the next offset
+    impl_->remote_calls->call(
+        shard,
+        boost::json::object{{"op", "stream"}, {"id", id}, {"stream", stream}, {"from", remote::forwarded::from_json(from)}},
+        remote::Repeat::yes, std::chrono::steady_clock::duration::max(),
+        [feed, opened, state](const boost::json::object& part, boost::json::object& call) {
+          if (!state->first) {
+            state->first = true;
+            opened->set_value();
+          }
+          auto chunk = part.find("chunk");
+          if (chunk == part.end() || !chunk->value().is_object()) return;
+          const auto& object = chunk->value().as_object();
+          auto offset = object.contains("offset") && object.at("offset").is_number()
+                            ? object.at("offset").to_number<std::uint64_t>()
+                            : 0;
+          if (offset < state->second && state->second != 0) return;  // sent again after a takeover
+          state->second = offset + 1;
+          call["from"] = remote::forwarded::from_json(StreamFrom::at(offset + 1));
+          feed->push(StreamChunk{offset, object.contains("value") ? object.at("value") : boost::json::value()});
+        },
+        [feed, opened, state](remote::RemoteCalls::Answer answer) {
+          auto* error = std::get_if<Error>(&answer);
+          if (!state->first) {
+            state->first = true;
+            if (error) {
+              opened->set_exception(std::make_exception_ptr(*error));
+              return;
+            }
+            opened->set_value();
+          }
+          feed->end(error ? error->code() : std::error_code());
+        });
+    opened->get_future().get();
+    return StreamReader(feed);
+  }
+  auto reply = impl_->request_async<Reply>(id, [id, stream, from, feed](
+                                                   engine::Shard& shard,
+                                                   const std::shared_ptr<std::promise<Reply>>& promise) {
+                      shard.handle_read_stream(id, stream, from, feed, reply_to(promise));
+                    }).get();
+  throw_if_failed(reply);
+  return StreamReader(feed);
+}
+
+namespace {
+
+RunInfo run_info_of(const engine::FinishedRun& finished) {
+  RunInfo info;
+  info.id = finished.id;
+  info.workflow = finished.workflow;
+  info.status = finished.status;
+  info.generation = finished.generation;
+  info.started_at = engine::from_ms(finished.started_ms);
+  info.finished_at = engine::from_ms(finished.finished_ms);
+  if (finished.status != RunStatus::completed) info.error = finished.message;
+  return info;
+}
+
+bool in_time_range(const RunInfo& run, const RunFilter& filter) {
+  if (!filter.finished_from && !filter.finished_to) return true;
+  if (!run.finished_at) return false;
+  if (filter.finished_from && *run.finished_at < *filter.finished_from) return false;
+  if (filter.finished_to && *run.finished_at >= *filter.finished_to) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<RunInfo> Engine::get_run(const std::string& id) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    return impl_->forward_as<std::optional<RunInfo>>(shard, boost::json::object{{"op", "get"}, {"id", id}},
+                                                     remote::Repeat::yes, remote::kHolderPatience,
+                                                     [](const boost::json::object& answer) -> std::optional<RunInfo> {
+                                                       if (!answer.contains("run") || answer.at("run").is_null()) {
+                                                         return std::nullopt;
+                                                       }
+                                                       return remote::forwarded::run_info_of(answer.at("run"));
+                                                     })
+        .get();
+  }
+  return impl_->request_async<std::optional<RunInfo>>(
+                  id,
+                  [id](engine::Shard& shard, const std::shared_ptr<std::promise<std::optional<RunInfo>>>& promise) {
+                    promise->set_value(shard.handle_get(id, &run_info_of));
+                  })
+      .get();
+}
+
+bool Engine::has_workflow(const std::string& name) const {
+  std::shared_lock lock(impl_->registry_mu);
+  return impl_->registry.contains(name);
+}
+
+std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
+  impl_->check_open();
+  std::vector<std::future<std::vector<RunInfo>>> parts;
+  for (auto& shard : impl_->shards) {
+    if (!impl_->here(shard->id())) {
+      // Another worker's shard: its runs in memory, from it.
+      parts.push_back(impl_->forward_as<std::vector<RunInfo>>(
+          shard->id(), boost::json::object{{"op", "list"}, {"filter", remote::forwarded::filter_json(filter)}},
+          remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object& answer) {
+            std::vector<RunInfo> runs;
+            if (!answer.contains("runs") || !answer.at("runs").is_array()) {
+              throw Error(errc::storage, "a forwarded list without its runs");
+            }
+            for (const auto& run : answer.at("runs").as_array()) runs.push_back(remote::forwarded::run_info_of(run));
+            return runs;
+          }));
+      continue;
+    }
+    auto promise = std::make_shared<std::promise<std::vector<RunInfo>>>();
+    parts.push_back(promise->get_future());
+    bool posted = shard->post(
+        [shard = shard.get(), promise, filter] {
+          std::vector<RunInfo> runs;
+          shard->handle_list(filter, runs);
+          promise->set_value(std::move(runs));
+        },
+        true);
+    if (!posted) {
+      impl_->check_open();
+      throw Error(errc::busy, fmt::format("shard {} is busy (its request queue is full), try again", shard->id()));
+    }
+  }
+  std::vector<RunInfo> runs;
+  for (auto& part : parts) {
+    auto some = part.get();
+    std::move(some.begin(), some.end(), std::back_inserter(runs));
+  }
+  if (impl_->store && filter.status != RunStatus::running) {
+    // Finished runs that left memory, from the run store's index; a run
+    // still in memory is the newer of the two.
+    std::set<std::string> in_memory;
+    for (const auto& run : runs) in_memory.insert(run.id);
+    engine::RunQuery query;
+    query.workflow = filter.workflow;
+    query.status = filter.status;
+    if (filter.finished_from) query.finished_from_ms = engine::to_ms(*filter.finished_from);
+    if (filter.finished_to) query.finished_to_ms = engine::to_ms(*filter.finished_to);
+    query.limit = 1000;
+    for (;;) {
+      auto page = impl_->store->list(query);
+      if (!page) throw Error(errc::storage, fmt::format("list_runs: cannot read the run store: {}",
+                                                        page.error().message()));
+      for (const auto& finished : page->runs) {
+        if (!in_memory.contains(finished.id)) runs.push_back(run_info_of(finished));
+      }
+      if (page->next_cursor.empty()) break;
+      query.cursor = page->next_cursor;
+    }
+  }
+  std::erase_if(runs, [&](const RunInfo& run) { return !in_time_range(run, filter); });
+  std::sort(runs.begin(), runs.end(), [](const RunInfo& a, const RunInfo& b) { return a.id < b.id; });
+  return runs;
+}
+
+RunPage Engine::list_finished_runs(const RunFilter& filter, std::size_t limit, const std::string& cursor) {
+  impl_->check_open();
+  if (filter.status == RunStatus::running) {
+    throw Error(errc::invalid_argument, "list_finished_runs: status running is not a finished status");
+  }
+  limit = std::max<std::size_t>(1, limit);
+  RunPage page;
+  if (impl_->store) {
+    engine::RunQuery query;
+    query.workflow = filter.workflow;
+    query.status = filter.status;
+    if (filter.finished_from) query.finished_from_ms = engine::to_ms(*filter.finished_from);
+    if (filter.finished_to) query.finished_to_ms = engine::to_ms(*filter.finished_to);
+    query.limit = limit;
+    query.cursor = cursor;
+    auto found = impl_->store->list(query);
+    if (!found) {
+      throw Error(errc::storage, fmt::format("list_finished_runs: cannot read the run store: {}",
+                                             found.error().message()));
+    }
+    for (const auto& finished : found->runs) page.runs.push_back(run_info_of(finished));
+    page.next_cursor = found->next_cursor;
+    return page;
+  }
+  // Memory mode: every run is in memory; the cursor is the last run's
+  // finish time and id.
+  auto all = list_runs(filter);
+  std::erase_if(all, [](const RunInfo& run) { return !run.finished_at; });
+  auto key = [](const RunInfo& run) { return std::make_pair(engine::to_ms(*run.finished_at), run.id); };
+  std::sort(all.begin(), all.end(), [&](const RunInfo& a, const RunInfo& b) { return key(a) < key(b); });
+  std::pair<std::int64_t, std::string> after{INT64_MIN, {}};
+  if (!cursor.empty()) {
+    auto colon = cursor.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("no colon");
+      after = {std::stoll(cursor.substr(0, colon)), cursor.substr(colon + 1)};
+    } catch (const std::exception&) {
+      throw Error(errc::invalid_argument, fmt::format("list_finished_runs: '{}' is not a cursor it gave", cursor));
+    }
+  }
+  for (auto& run : all) {
+    if (!cursor.empty() && key(run) <= after) continue;
+    if (page.runs.size() == limit) {
+      auto last = key(page.runs.back());
+      page.next_cursor = fmt::format("{}:{}", last.first, last.second);
+      break;
+    }
+    page.runs.push_back(std::move(run));
+  }
+  return page;
+}
+
+namespace engine {
+std::int64_t to_ms(TimePoint time) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+}
+TimePoint from_ms(std::int64_t ms) {
+  return TimePoint{std::chrono::duration_cast<TimePoint::duration>(std::chrono::milliseconds(ms))};
+}
+}  // namespace engine
+
+}  // namespace fusee

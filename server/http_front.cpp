@@ -1,0 +1,91 @@
+#include "server/http_front.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <vector>
+
+#include "engine/run_hash.hpp"
+
+namespace fusee::server {
+
+using http::HttpApi;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpRoute;
+using http::HttpRouter;
+using http::Relay;
+using http::percent_decode;
+
+namespace {
+
+std::vector<std::string> path_parts(const std::string& target) {
+  std::vector<std::string> parts;
+  auto path = std::string_view(target).substr(0, target.find('?'));
+  std::size_t at = 0;
+  while (at < path.size()) {
+    auto end = path.find('/', at);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > at) {
+      auto decoded = percent_decode(path.substr(at, end - at), false);
+      parts.push_back(decoded ? *decoded : std::string(path.substr(at, end - at)));
+    }
+    at = end + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+HttpRouter make_front_router(FrontDirectory directory, std::string token) {
+  return [directory = std::move(directory), token = std::move(token)](const HttpRequest& request) -> HttpRoute {
+    auto parts = path_parts(request.target);
+    if (parts.size() == 1 && parts[0] == "healthz") {
+      HttpResponse response;
+      response.body = fmt::format("{{\"status\":\"ok\",\"shards\":{}}}\n", directory.shard_count);
+      return response;
+    }
+    if (!token.empty()) {
+      auto found = request.headers.find("authorization");
+      if (found == request.headers.end() || found->second != "Bearer " + token) {
+        auto response = HttpApi::error(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)");
+        response.headers["WWW-Authenticate"] = "Bearer";
+        return response;
+      }
+    }
+    if (parts.size() == 1 && parts[0] == "metrics") {
+      HttpResponse response;
+      response.content_type = "text/plain; version=0.0.4";
+      response.body = directory.metrics();
+      return response;
+    }
+    if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "runs") {
+      return HttpApi::error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", request.method,
+                                                         request.target));
+    }
+    // Which run the call is about: in the path, or in a start's body.
+    std::optional<std::string> id;
+    if (parts.size() >= 3 && parts[2] != "execute") id = parts[2];
+    if (request.method == "POST" && (parts.size() == 2 || (parts.size() == 3 && parts[2] == "execute"))) {
+      boost::system::error_code error;
+      auto body = boost::json::parse(request.body, error);
+      const auto* object = error ? nullptr : body.if_object();
+      const auto* given = object ? object->if_contains("id") : nullptr;
+      if (given == nullptr || !given->is_string()) {
+        return HttpApi::error(400, "invalid_argument", "a start needs a JSON body with a string \"id\"");
+      }
+      id = std::string(given->as_string());
+    }
+    std::uint32_t shard = id ? engine::shard_of(*id, directory.shard_count) : 0;
+    auto http = directory.http_of(shard);
+    if (!http) {
+      auto response = HttpApi::error(503, "no_worker",
+                                     fmt::format("no worker with an HTTP API holds shard {} now; try again", shard));
+      response.headers["Retry-After"] = "1";
+      return response;
+    }
+    return Relay{*http};
+  };
+}
+
+}  // namespace fusee::server

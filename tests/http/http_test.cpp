@@ -1,0 +1,290 @@
+// The HTTP/JSON API (http/), served by an engine with
+// Config::http_listen: every route, its errors, the bearer token, and
+// streams as NDJSON and as server-sent events resumed with Last-Event-ID.
+// A real socket and a Beast client, so the bytes on the wire are checked.
+#include <doctest/doctest.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+#include <fusee/fusee.hpp>
+#include <map>
+#include <string>
+
+#include "tests/support/temp_dir.hpp"
+
+using namespace fusee;
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace beast_http = beast::http;
+namespace json = boost::json;
+using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
+
+namespace {
+
+const WorkflowRef<int, int> kOrder{"order"};
+const WorkflowRef<std::string, std::string> kEcho{"echo"};
+const WorkflowRef<int, int> kNap{"nap"};
+const Signal<int> kApproval{"approval"};
+
+struct Reply {
+  unsigned status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;
+  json::value json() const { return json::parse(body); }
+  std::string error() const { return std::string(json::parse(body).at("error").as_string()); }
+};
+
+tcp::endpoint endpoint_of(const std::string& text) {
+  auto colon = text.rfind(':');
+  return {net::ip::make_address(text.substr(0, colon)), static_cast<unsigned short>(std::stoi(text.substr(colon + 1)))};
+}
+
+Reply call(const std::string& endpoint, beast_http::verb verb, const std::string& target, const std::string& body = {},
+           std::map<std::string, std::string> headers = {}) {
+  net::io_context io;
+  tcp::socket socket(io);
+  socket.connect(endpoint_of(endpoint));
+  beast_http::request<beast_http::string_body> request{verb, target, 11};
+  request.set(beast_http::field::host, "localhost");
+  for (const auto& [name, value] : headers) request.set(name, value);
+  if (!body.empty()) {
+    request.set(beast_http::field::content_type, "application/json");
+    request.body() = body;
+  }
+  request.prepare_payload();
+  beast_http::write(socket, request);
+  beast::flat_buffer buffer;
+  beast_http::response<beast_http::string_body> response;
+  beast_http::read(socket, buffer, response);
+  Reply reply;
+  reply.status = response.result_int();
+  reply.body = response.body();
+  for (const auto& field : response) reply.headers[std::string(field.name_string())] = std::string(field.value());
+  return reply;
+}
+
+// Bytes that may not be HTTP; returns what came back before the close.
+std::string raw(const std::string& endpoint, const std::string& bytes) {
+  net::io_context io;
+  tcp::socket socket(io);
+  socket.connect(endpoint_of(endpoint));
+  net::write(socket, net::buffer(bytes));
+  std::string out;
+  boost::system::error_code error;
+  char buffer[4096];
+  for (;;) {
+    auto n = socket.read_some(net::buffer(buffer), error);
+    if (error) break;
+    out.append(buffer, n);
+  }
+  return out;
+}
+
+struct Served {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::unique_ptr<Engine> engine;
+  std::string at;
+  explicit Served(Config config) {
+    config.clock = clock;
+    config.http_listen = "127.0.0.1:0";
+    engine = Engine::open(config);
+    engine->register_workflow(kOrder, [](Ctx& ctx, int amount) -> Task<int> {
+      int quote = co_await ctx.step("quote", [amount] { return amount * 10; });
+      co_await ctx.stream("progress").write(quote);
+      auto approval = co_await ctx.wait_for(kApproval);
+      int total = quote + approval.value_or(0);
+      co_await ctx.stream("progress").write(total);
+      co_return total;
+    });
+    engine->register_workflow(kEcho, [](Ctx& ctx, std::string text) -> Task<std::string> {
+      co_return co_await ctx.step("echo", [text] { return text; });
+    });
+    engine->register_workflow(kNap, [](Ctx& ctx, int input) -> Task<int> {
+      co_await ctx.sleep("nap", std::chrono::hours(1));
+      co_return input;
+    });
+    at = engine->http_endpoint();
+  }
+};
+
+Config memory_config() {
+  auto config = Config::memory();
+  config.shards = 2;
+  return config;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+  TEST_CASE("http: start, execute, get, list, signal, cancel, health and metrics") {
+    Served served(memory_config());
+    const auto& at = served.at;
+    REQUIRE_FALSE(at.empty());
+
+    auto health = call(at, beast_http::verb::get, "/healthz");
+    CHECK(health.status == 200);
+    CHECK(health.json().at("status") == "ok");
+
+    auto started = call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"o-1","input":4})");
+    CHECK(started.status == 201);
+    CHECK(started.json().at("outcome") == "started");
+    auto again = call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"o-1","input":4})");
+    CHECK(again.status == 200);
+    CHECK(again.json().at("outcome") == "attached");
+
+    auto running = call(at, beast_http::verb::get, "/v1/runs/o-1");
+    CHECK(running.status == 200);
+    CHECK(running.json().at("status") == "running");
+    CHECK(running.json().at("workflow") == "order");
+    CHECK(running.json().at("finished_at_ms").is_null());
+
+    auto signalled = call(at, beast_http::verb::post, "/v1/runs/o-1/signals/approval", R"({"value":2,"signal_id":"a-1"})");
+    CHECK(signalled.status == 202);
+    CHECK(served.engine->result(kOrder, "o-1") == 42);
+    auto repeat = call(at, beast_http::verb::post, "/v1/runs/o-1/signals/approval", R"({"value":3,"signal_id":"a-1"})");
+    CHECK(repeat.status == 202);  // the same id again: acknowledged, dropped
+    auto done = call(at, beast_http::verb::get, "/v1/runs/o-1").json();
+    CHECK(done.at("status") == "completed");
+    CHECK(done.at("result") == 42);
+    CHECK(done.at("finished_at_ms").is_int64());
+
+    auto executed = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"e-1","input":"hi"})");
+    CHECK(executed.status == 200);
+    CHECK(executed.json().at("status") == "completed");
+    CHECK(executed.json().at("result") == "hi");
+    auto slow = call(at, beast_http::verb::post, "/v1/runs/execute?timeout_ms=50", R"({"workflow":"nap","id":"n-1","input":1})");
+    CHECK(slow.status == 504);
+    CHECK(slow.error() == "timed_out");
+
+    call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"o-2","input":1})");
+    auto cancelled = call(at, beast_http::verb::post, "/v1/runs/o-2/cancel", R"({"reason":"no longer wanted"})");
+    CHECK(cancelled.status == 202);
+    auto after = call(at, beast_http::verb::get, "/v1/runs/o-2").json();
+    CHECK(after.at("status") == "cancelled");
+    CHECK(after.at("error").as_string().find("no longer wanted") != json::string::npos);
+
+    auto all = call(at, beast_http::verb::get, "/v1/runs").json();
+    CHECK(all.at("runs").as_array().size() == 4);
+    auto orders = call(at, beast_http::verb::get, "/v1/runs?workflow=order").json();
+    CHECK(orders.at("runs").as_array().size() == 2);
+    auto completed = call(at, beast_http::verb::get, "/v1/runs?status=completed").json();
+    CHECK(completed.at("runs").as_array().size() == 2);
+    auto first = call(at, beast_http::verb::get, "/v1/runs?limit=3").json();
+    REQUIRE(first.at("runs").as_array().size() == 3);
+    REQUIRE(first.at("next_cursor").is_string());
+    auto second = call(at, beast_http::verb::get,
+                       "/v1/runs?limit=3&cursor=" + std::string(first.at("next_cursor").as_string())).json();
+    CHECK(second.at("runs").as_array().size() == 1);
+    CHECK(second.at("next_cursor").is_null());
+
+    auto metrics = call(at, beast_http::verb::get, "/metrics");
+    CHECK(metrics.status == 200);
+    CHECK(metrics.headers["Content-Type"].starts_with("text/plain"));
+    CHECK(metrics.body.find("fusee_runs{status=\"completed\"} 2") != std::string::npos);
+    CHECK(metrics.body.find("fusee_runs{status=\"running\"} 1") != std::string::npos);
+    CHECK(metrics.body.find("# TYPE fusee_flushes_total counter") != std::string::npos);
+    CHECK(metrics.body.find("# TYPE fusee_flush_latency_us histogram") != std::string::npos);
+    CHECK(metrics.body.find("fusee_flush_latency_us_bucket{le=\"+Inf\"}") != std::string::npos);
+    CHECK(metrics.body.find("fusee_staged_bytes") != std::string::npos);
+  }
+
+  TEST_CASE("http: streams as NDJSON and as server-sent events, resumed from an offset") {
+    Served served(memory_config());
+    const auto& at = served.at;
+    call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"s-1","input":3})");
+    call(at, beast_http::verb::post, "/v1/runs/s-1/signals/approval", R"({"value":5})");
+    REQUIRE(served.engine->result(kOrder, "s-1") == 35);
+    auto lines = call(at, beast_http::verb::get, "/v1/runs/s-1/streams/progress");
+    CHECK(lines.status == 200);
+    CHECK(lines.headers["Content-Type"] == "application/x-ndjson");
+    CHECK(lines.body == "{\"offset\":0,\"value\":30}\n{\"offset\":1,\"value\":35}\n");
+    auto from_one = call(at, beast_http::verb::get, "/v1/runs/s-1/streams/progress?from=1");
+    CHECK(from_one.body == "{\"offset\":1,\"value\":35}\n");
+    auto events = call(at, beast_http::verb::get, "/v1/runs/s-1/streams/progress", {}, {{"Accept", "text/event-stream"}});
+    CHECK(events.headers["Content-Type"] == "text/event-stream");
+    CHECK(events.body == "id: 0\ndata: 30\n\nid: 1\ndata: 35\n\nevent: end\ndata: {}\n\n");
+    auto resumed = call(at, beast_http::verb::get, "/v1/runs/s-1/streams/progress", {},
+                        {{"Accept", "text/event-stream"}, {"Last-Event-ID", "0"}});
+    CHECK(resumed.body == "id: 1\ndata: 35\n\nevent: end\ndata: {}\n\n");
+    CHECK(call(at, beast_http::verb::get, "/v1/runs/nobody/streams/progress").status == 404);
+    CHECK(call(at, beast_http::verb::get, "/v1/runs/s-1/streams/progress?from=x").status == 400);
+  }
+
+  TEST_CASE("http: bad requests get a 4xx with a JSON error and change nothing") {
+    auto config = memory_config();
+    config.http_body_bytes_max = 1024;
+    Served served(config);
+    const auto& at = served.at;
+    auto expect = [&](const Reply& reply, unsigned status, const std::string& error) {
+      CHECK(reply.status == status);
+      CHECK(reply.headers.at("Content-Type") == "application/json");
+      CHECK(reply.error() == error);
+      CHECK(reply.json().at("message").as_string().size() > 0);
+    };
+    expect(call(at, beast_http::verb::post, "/v1/runs", "{not json"), 400, "invalid_json");
+    expect(call(at, beast_http::verb::post, "/v1/runs", "[1,2]"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"id":"x"})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":7})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":""})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"nope","id":"x"})"), 404, "unknown_workflow");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","deadline_ms":-5})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","if_finished":"maybe"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","input":"not a number"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/execute?timeout_ms=0", R"({"workflow":"echo","id":"x"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::get, "/v1/runs/nobody"), 404, "not_found");
+    expect(call(at, beast_http::verb::post, "/v1/runs/nobody/signals/approval", R"({"value":1})"), 404, "not_found");
+    expect(call(at, beast_http::verb::post, "/v1/runs/nobody/cancel"), 404, "not_found");
+    expect(call(at, beast_http::verb::get, "/v1/runs?status=sleeping"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::get, "/v1/runs?limit=abc"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::get, "/v1/runs/%zz"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::get, "/v2/things"), 404, "no_route");
+    expect(call(at, beast_http::verb::get, "/"), 404, "no_route");
+    auto wrong = call(at, beast_http::verb::delete_, "/v1/runs");
+    expect(wrong, 405, "method_not_allowed");
+    CHECK(wrong.headers["Allow"] == "GET, POST");
+    expect(call(at, beast_http::verb::post, "/v1/runs", std::string(2000, ' ')), 413, "too_large");
+    auto garbage = raw(at, "\x16\x03\x01 this is not HTTP\r\n\r\n");
+    CHECK(garbage.starts_with("HTTP/1.1 400"));
+    CHECK(garbage.find("bad_request") != std::string::npos);
+    // Nothing was started by any of them, and the server goes on.
+    CHECK(served.engine->list_runs().empty());
+    auto fine = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"ok","input":"still here"})");
+    CHECK(fine.json().at("result") == "still here");
+  }
+
+  TEST_CASE("http: with a token, every route but /healthz wants it") {
+    fusee::testing::TempDir dir;
+    auto config = Config::local(dir.path());
+    config.http_token = "s3cret";
+    Served served(config);
+    const auto& at = served.at;
+    CHECK(call(at, beast_http::verb::get, "/healthz").status == 200);
+    auto missing = call(at, beast_http::verb::get, "/v1/runs");
+    CHECK(missing.status == 401);
+    CHECK(missing.error() == "unauthorized");
+    CHECK(missing.headers["WWW-Authenticate"] == "Bearer");
+    CHECK(call(at, beast_http::verb::get, "/metrics", {}, {{"Authorization", "Bearer wrong"}}).status == 401);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"echo","id":"t","input":"x"})",
+               {{"Authorization", "Basic s3cret"}}).status == 401);
+    CHECK(served.engine->list_runs().empty());
+    auto ok = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"t","input":"x"})",
+                   {{"Authorization", "Bearer s3cret"}});
+    CHECK(ok.status == 200);
+    CHECK(ok.json().at("result") == "x");
+  }
+
+  TEST_CASE("http: a listen address that is not HOST:PORT is refused at open") {
+    auto config = Config::memory();
+    for (const char* bad : {"nonsense", "127.0.0.1:", "127.0.0.1:99999", "not.an.ip:80"}) {
+      config.http_listen = bad;
+      CHECK_THROWS_AS(Engine::open(config), Error);
+    }
+  }
+}
