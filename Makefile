@@ -7,6 +7,10 @@
 #   make bench       the benchmarks, beside the disk's raw flush latency
 #   make spec TLC_JAR=/path/to/tla2tools.jar
 #                    model-check spec/FuseeLog.tla with TLC (docs/spec.md)
+#   make install [PREFIX=/usr/local] [DESTDIR=]
+#                    the command, the library, the headers, fusee.pc and
+#                    the CMake package (docs/install.md)
+#   make deb         fusee_<version>_<arch>.deb in the current directory
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -15,8 +19,10 @@ CCACHE     := $(shell command -v ccache 2>/dev/null)
 # expression twice when it captures a std::string (docs/engine.md).
 MESON_ENV  := CXX="$(CCACHE) clang++"
 JOBS       ?= $(shell nproc)
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all deps build test test-long test-asan demo bench spec clean
+.PHONY: all deps build test test-long test-asan demo bench spec install deb clean
 
 all: build
 
@@ -52,6 +58,14 @@ bench: build
 # Not part of `make test`: needs a Java runtime and TLC_JAR, and says so.
 spec:
 	@spec/run-tlc "$(TLC_JAR)"
+
+install: build
+	@meson configure $(BUILD) -Dprefix=$(PREFIX)
+	@ninja -C $(BUILD) -j$(JOBS)
+	@meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir "$(DESTDIR)")
+
+deb: build
+	@scripts/make-deb $(BUILD) .
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

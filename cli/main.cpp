@@ -10,9 +10,11 @@
 #include "cli/order_demo.hpp"
 #include "cli/reshard.hpp"
 #include "cli/server_command.hpp"
+#include "fusee/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fusee: a durable workflow engine"};
+  app.set_version_flag("--version", "fusee " FUSEE_VERSION_STRING);
   app.require_subcommand(1);
 
   fusee::cli::OrderDemoOptions demo;
@@ -120,6 +122,8 @@ int main(int argc, char** argv) {
     return app.exit(help);
   } catch (const CLI::CallForAllHelp& help) {
     return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
   } catch (const CLI::ParseError& error) {
     // Wrong arguments: a short error, the usage of the command that was
     // being parsed, and exit code 2 (as getopt-style tools do).

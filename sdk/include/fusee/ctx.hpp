@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "fusee/clock.hpp"
+#include "fusee/compiler.hpp"
 #include "fusee/error.hpp"
 #include "fusee/refs.hpp"
 #include "fusee/task.hpp"
@@ -110,6 +111,19 @@ class CommandAwaitable {
   RunPort* port_;
   Completion completion_;
 };
+
+// GCC destroys twice an object aggregate-initialized as a temporary inside a
+// co_await expression -- a lambda's closure, a struct written Order{...} --
+// when it has a destructor to run (fusee/compiler.hpp). These say whether an
+// argument, as passed, may be such a temporary; the calls that take one
+// refuse it at compile time on GCC.
+template <typename F>
+inline constexpr bool kGccMiscompilesTemporaryFunction =
+    FUSEE_STEP_FUNCTION_BY_NAME && !std::is_lvalue_reference_v<F> && !std::is_trivially_copyable_v<std::decay_t<F>>;
+template <typename T>
+inline constexpr bool kGccMiscompilesTemporaryValue =
+    FUSEE_STEP_FUNCTION_BY_NAME && !std::is_lvalue_reference_v<T> && std::is_aggregate_v<std::remove_cvref_t<T>> &&
+    !std::is_trivially_destructible_v<std::remove_cvref_t<T>>;
 
 template <typename F>
 auto call_step(F& fn, StepContext& step) {
@@ -264,7 +278,8 @@ class Stream {
  public:
   Stream(detail::RunPort& port, std::string name) : port_(&port), name_(std::move(name)) {}
   template <typename T>
-  StreamAwaitable write(const T& chunk) {
+  StreamAwaitable write(T&& chunk) {
+    static_assert(!detail::kGccMiscompilesTemporaryValue<T>, FUSEE_NAME_IT_FIRST("a stream chunk"));
     return StreamAwaitable(*port_, name_, detail::to_json(chunk));
   }
   StreamAwaitable close() { return StreamAwaitable(*port_, name_, std::nullopt); }
@@ -310,9 +325,19 @@ class Ctx {
   // StepContext& or nothing, and returns a value (JSON-convertible) or a
   // Task of one. It runs on the shard's thread: a long blocking call holds
   // up the shard's other runs, so make such a step a coroutine.
+  //
+  // With GCC, fn written inside the co_await must not own anything with a
+  // destructor (fusee/compiler.hpp): name such a function first.
   template <typename F>
-  auto step(std::string name, F fn) {
-    using Result = detail::StepResultOf<F>;
+  auto step(std::string name, F&& fn_given) {
+    using Fn = std::decay_t<F>;
+    static_assert(!detail::kGccMiscompilesTemporaryFunction<F>,
+                  "fusee: with GCC, a step function written inside co_await must not capture anything with a "
+                  "destructor (a std::string, say): GCC destroys that temporary twice and corrupts the heap. "
+                  "Name it first -- auto charge = [price] { ... }; co_await ctx.step(\"charge\", charge); -- "
+                  "or build with clang++ 14 or later. See docs/compilers.md.");
+    Fn fn(std::forward<F>(fn_given));
+    using Result = detail::StepResultOf<Fn>;
     using Value = typename detail::TaskValue<Result>::type;
     detail::StepBody body;
     if constexpr (detail::IsTask<Result>::value) {
@@ -344,9 +369,11 @@ class Ctx {
 
   Stream stream(std::string name) { return Stream(*port_, std::move(name)); }
 
-  template <typename In, typename Out>
-  ChildAwaitable<Out> child(const WorkflowRef<In, Out>& ref, std::string id, const In& input) {
-    return ChildAwaitable<Out>(*port_, ref.name, std::move(id), detail::to_json(input));
+  template <typename In, typename Out, typename Input>
+  ChildAwaitable<Out> child(const WorkflowRef<In, Out>& ref, std::string id, Input&& input) {
+    static_assert(!detail::kGccMiscompilesTemporaryValue<Input>, FUSEE_NAME_IT_FIRST("a child's input"));
+    const In& converted = input;
+    return ChildAwaitable<Out>(*port_, ref.name, std::move(id), detail::to_json(converted));
   }
 
   // The engine clock's time, journaled (the same value on replay).

@@ -8,3 +8,4 @@
 #include "fusee/error.hpp"
 #include "fusee/refs.hpp"
 #include "fusee/task.hpp"
+#include "fusee/version.hpp"

@@ -11,6 +11,8 @@
 #include <utility>
 #include <variant>
 
+#include "fusee/compiler.hpp"
+
 namespace fusee {
 
 template <typename T = void>
