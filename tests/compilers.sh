@@ -8,7 +8,8 @@
 #    compiles with clang++;
 #  - with the rule switched off in a copy of the headers, GCC 12 builds each
 #    of those forms into a program that AddressSanitizer catches freeing
-#    memory twice: the rule refuses what this compiler really miscompiles;
+#    memory twice: the rule refuses what this compiler really miscompiles
+#    (a later GCC that runs them correctly is reported, not failed);
 #  - the named form (FORM 0) compiles with g++ and runs correctly under
 #    AddressSanitizer; and it compiles and runs with clang++ too.
 # Usage: compilers.sh SOURCE_DIR BUILD_DIR
@@ -47,26 +48,26 @@ for form in 1 2 3; do
   clang++ "${flags[@]}" "${cflags[@]}" -DFORM=$form -fsyntax-only "$source"
 done
 
-if [ "$gcc_major" = 12 ]; then
-  cp -r "$prefix/include" "$scratch/rule-off"
-  sed -i 's/^#define FUSEE_STEP_FUNCTION_BY_NAME 1$/#define FUSEE_STEP_FUNCTION_BY_NAME 0/' "$scratch/rule-off/fusee/compiler.hpp"
-  grep -q '^#define FUSEE_STEP_FUNCTION_BY_NAME 0$' "$scratch/rule-off/fusee/compiler.hpp"
-  for form in 1 2 3; do
-    g++ -std=c++20 -g -fsanitize=address -I"$scratch/rule-off" -DFORM=$form "$source" -o "$scratch/gcc-form" \
-      "${static_libs[@]}"
-    if ASAN_OPTIONS=detect_leaks=0 "$scratch/gcc-form" >"$scratch/form.log" 2>&1; then
-      echo "compilers: without the rule, form $form ran correctly with GCC 12: is the rule still needed?" >&2
+cp -r "$prefix/include" "$scratch/rule-off"
+sed -i 's/^#define FUSEE_STEP_FUNCTION_BY_NAME 1$/#define FUSEE_STEP_FUNCTION_BY_NAME 0/' "$scratch/rule-off/fusee/compiler.hpp"
+grep -q '^#define FUSEE_STEP_FUNCTION_BY_NAME 0$' "$scratch/rule-off/fusee/compiler.hpp"
+for form in 1 2 3; do
+  g++ -std=c++20 -g -fsanitize=address -I"$scratch/rule-off" -DFORM=$form "$source" -o "$scratch/gcc-form" \
+    "${static_libs[@]}"
+  if ASAN_OPTIONS=detect_leaks=0 "$scratch/gcc-form" >"$scratch/form.log" 2>&1; then
+    if [ "$gcc_major" = 12 ]; then
+      echo "compilers: without the rule, form $form ran correctly with GCC 12, which miscompiles it" >&2
       exit 1
     fi
-    grep -qE 'AddressSanitizer: attempting (double-free|free on address which was not malloc)' "$scratch/form.log" || {
-      echo "compilers: without the rule, form $form failed, but not as a double free:" >&2
-      head -20 "$scratch/form.log" >&2
-      exit 1
-    }
-  done
-else
-  echo "compilers: g++ is GCC $gcc_major, not 12: the miscompilation itself is not reproduced here"
-fi
+    echo "compilers: GCC $gcc_major runs form $form correctly: the rule may be lifted for it (docs/compilers.md)"
+    continue
+  fi
+  grep -qE 'AddressSanitizer: attempting (double-free|free on address which was not malloc)' "$scratch/form.log" || {
+    echo "compilers: without the rule, form $form failed, but not as a double free:" >&2
+    head -20 "$scratch/form.log" >&2
+    exit 1
+  }
+done
 
 g++ "${flags[@]}" "${cflags[@]}" -DFORM=0 -g -fsanitize=address -fno-omit-frame-pointer "$source" \
   -o "$scratch/gcc-named" "${static_libs[@]}"
