@@ -8,7 +8,7 @@
 // steps can at best go one step per flush; many runs go faster only through
 // group commit.
 //
-// Three cases, chosen with --cases:
+// The cases, chosen with --cases:
 //  - chain: one run of --chain-steps sequential no-op steps, local mode,
 //    direct writes. Per-step latency beside the raw flush; aim p50/raw <= 1.2.
 //  - fanout: --runs concurrent runs of --steps no-op steps each, local mode,
@@ -22,6 +22,11 @@
 //    case's directory. What the server costs a sequential step is its p50
 //    beside the local chain's in the same run; aim: Unix socket p50 within
 //    local + 40 us.
+//  - start: --start-runs sequential Engine::execute() calls of a one-step
+//    workflow, local mode, direct writes, each call timed: starting a run and
+//    getting its result, with no HTTP client in front. It needs two durable
+//    writes (run_started, then the step and the run's end); aim p50 <= 2.5 x
+//    the raw flush's p50. "steps" in its table row are calls.
 //  - fanout_split_unix: the fan-out with two workers on the Unix socket, each
 //    holding half the shards (Config::server_shards_max); every run is
 //    started and awaited through the first, so half the starts and results
@@ -33,6 +38,12 @@
 // code with std::chrono::steady_clock. The clock is the benchmark's, not the
 // engine's: the engine reads time only through its injected Clock, and the
 // timing never enters the journal.
+//
+// Every case repeats its timed round (the runs above, started together;
+// start's calls, one after another) until it has timed --min-seconds (1 s)
+// and at least --min-rounds (3) rounds, and prints the spread of steps/s and
+// p50 over the rounds beside the totals: a window of a few milliseconds
+// measures the scheduler, not the engine.
 //
 // Each case opens a fresh engine and first executes one untimed warm-up run.
 // Runs are started by --starters threads, each putting its share in flight
@@ -92,6 +103,10 @@ constexpr std::string_view kCaseChainUnix = "chain_unix";
 constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
 constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
+constexpr std::string_view kCaseStart = "start";
+// start: one execute() of a one-step workflow writes two records one after
+// the other (run_started, then the step with the run's end), so two flushes.
+constexpr double kStartP50OverRawAimMax = 2.5;
 // server_step_cost: a sequential step over the Unix socket within this much
 // of the local chain's p50.
 constexpr double kServerStepExtraAimMaxUs = 40.0;
@@ -108,13 +123,19 @@ struct Options {
   std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
                                     std::string(kCaseMemory),    std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
-                                    std::string(kCaseFanoutSplitUnix)};
+                                    std::string(kCaseFanoutSplitUnix), std::string(kCaseStart)};
   std::uint32_t chain_steps = 1000;
+  std::uint32_t start_runs = 200;  // start: sequential execute() calls per round
   std::uint32_t runs = 1000;
   std::uint32_t steps = 10;
   std::uint32_t shards = 0;  // 0: the engine's default (the number of CPUs)
   std::uint32_t starters = 2;
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
+  // Every case repeats its timed round until it has timed this long and at
+  // least min_rounds rounds: a window of a few milliseconds measures the
+  // scheduler, and the spread over rounds says how steady a figure is.
+  double min_seconds = 1.0;
+  std::uint32_t min_rounds = 3;
 
   bool wants(std::string_view name) const { return std::find(cases.begin(), cases.end(), name) != cases.end(); }
 };
@@ -133,6 +154,12 @@ using fusee::bench::StepTimes;
 
 // In: the run's index into StepTimes. Out: the steps it took.
 fusee::bench::TimedStepsRef noop_steps_ref() { return {"bench.noop_steps"}; }
+
+// start: one no-op step, its input back.
+const fusee::WorkflowRef<std::uint32_t, std::uint32_t>& one_step_ref() {
+  static const fusee::WorkflowRef<std::uint32_t, std::uint32_t> ref{"bench.one_step"};
+  return ref;
+}
 
 // ---------------------------------------------------------------------------
 // Raw flush: the floor.
@@ -176,14 +203,17 @@ struct CaseResult {
   std::uint32_t runs = 0;
   std::uint32_t steps_per_run = 0;
   std::uint32_t starters = 0;
-  double seconds = 0;  // first start to last result
-  double steps_per_s = 0;
-  LatencySummary latency;  // per step, across all runs
+  std::uint32_t rounds = 0;  // timed rounds of `runs` runs each
+  double seconds = 0;        // the rounds' timed windows (first start to last result), summed
+  double steps_per_s = 0;    // every round's steps over `seconds`
+  LatencySummary latency;    // per step, across all runs of all rounds
+  std::vector<double> round_steps_per_s;  // each round's own
+  std::vector<double> round_p50_us;
   RawFloor raw;            // local cases: the disk just before the case
   double records_per_flush = 0;  // local cases, timed window
   std::string transport;          // remote cases: "unix" or "tcp"
 
-  std::uint64_t steps() const { return std::uint64_t(runs) * steps_per_run; }
+  std::uint64_t steps() const { return std::uint64_t(runs) * steps_per_run * rounds; }
   double p99_over_p50() const { return ratio(latency.p99_us, latency.p50_us); }
 };
 
@@ -236,7 +266,8 @@ void start_and_await(fusee::Engine& engine, const std::vector<std::string>& ids,
 // Measures the raw flush in the case's fresh directory (local mode), opens a
 // fresh engine there, runs the case, shuts the engine down and removes the
 // directory. Throws fusee::Error or std::runtime_error.
-CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations) {
+CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, double min_seconds,
+                    std::uint32_t min_rounds) {
   fusee::Config config = spec.local ? fusee::Config::local(spec.data_dir) : fusee::Config::memory();
   config.shards = shards;
   if (spec.local) config.flush = fusee::FlushMethod::direct;
@@ -292,18 +323,6 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
 
   const std::uint32_t starters = std::max<std::uint32_t>(1, std::min(spec.starters, spec.runs));
   result.starters = starters;
-  std::vector<StarterOutput> outputs(starters);
-  std::latch ready(starters);
-  std::latch go(1);
-  std::vector<std::thread> threads;
-  threads.reserve(starters);
-  for (std::uint32_t first = 0; first < starters; ++first) {
-    threads.emplace_back([&, first] {
-      start_and_await(*engine, ids, first, starters, spec.steps_per_run, ready, go, outputs[first]);
-    });
-  }
-  // Thread start-up stays outside the timed window.
-  ready.wait();
   // Records per flush: the engine's log, or in remote mode the server's
   // (one flush covers every worker's records).
   auto log_counts = [&] {
@@ -315,13 +334,37 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     return std::pair(stats.records_written, stats.batches_written);
   };
   const auto counts_before = log_counts();
-  const auto started_at = Clock::now();
-  go.count_down();
-  for (auto& thread : threads) thread.join();
-  for (const auto& out : outputs)
-    if (out.error) std::rethrow_exception(out.error);
-  auto last_result_at = started_at;
-  for (const auto& out : outputs) last_result_at = std::max(last_result_at, out.last_result_at);
+  std::vector<double> step_us;
+  double timed_seconds = 0;
+  for (std::uint32_t round = 0; round < min_rounds || timed_seconds < min_seconds; ++round) {
+    for (std::uint32_t run = 0; run < spec.runs; ++run) ids[run] = fmt::format("{}-{}-{}", spec.name, round, run);
+    std::fill(times.step_us.begin(), times.step_us.end(), 0.0);
+    std::vector<StarterOutput> outputs(starters);
+    std::latch ready(starters);
+    std::latch go(1);
+    std::vector<std::thread> threads;
+    threads.reserve(starters);
+    for (std::uint32_t first = 0; first < starters; ++first) {
+      threads.emplace_back([&, first] {
+        start_and_await(*engine, ids, first, starters, spec.steps_per_run, ready, go, outputs[first]);
+      });
+    }
+    // Thread start-up stays outside the timed window.
+    ready.wait();
+    const auto started_at = Clock::now();
+    go.count_down();
+    for (auto& thread : threads) thread.join();
+    for (const auto& out : outputs)
+      if (out.error) std::rethrow_exception(out.error);
+    auto last_result_at = started_at;
+    for (const auto& out : outputs) last_result_at = std::max(last_result_at, out.last_result_at);
+    const double seconds = std::chrono::duration<double>(last_result_at - started_at).count();
+    timed_seconds += seconds;
+    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) * spec.steps_per_run / seconds : 0);
+    result.round_p50_us.push_back(fusee::bench::summarize_latencies(times.step_us).p50_us);
+    step_us.insert(step_us.end(), times.step_us.begin(), times.step_us.end());
+    result.rounds = round + 1;
+  }
   const auto counts_after = log_counts();
   if (auto batches = counts_after.second - counts_before.second; batches > 0)
     result.records_per_flush = double(counts_after.first - counts_before.first) / double(batches);
@@ -338,9 +381,75 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     std::filesystem::remove_all(spec.data_dir, removed);
   }
 
-  result.seconds = std::chrono::duration<double>(last_result_at - started_at).count();
+  result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
-  result.latency = fusee::bench::summarize_latencies(std::move(times.step_us));
+  result.latency = fusee::bench::summarize_latencies(std::move(step_us));
+  return result;
+}
+
+// start: sequential Engine::execute() of a one-step workflow in this
+// process, local mode, direct writes: what starting a run and getting its
+// result costs without an HTTP client in front, beside the raw flush. Each
+// round is spec.runs calls one after another, each timed alone; rounds repeat
+// as in run_case.
+CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, double min_seconds,
+                          std::uint32_t min_rounds) {
+  CaseResult result;
+  result.name = spec.name;
+  result.local = true;
+  result.runs = spec.runs;
+  result.steps_per_run = 1;
+  result.starters = 1;
+  std::filesystem::create_directory(spec.data_dir);
+  auto floor = measure_floor(spec.data_dir, raw_iterations);
+  if (!floor) throw std::system_error(floor.error(), "raw flush");
+  result.raw = *floor;
+
+  fusee::Config config = fusee::Config::local(spec.data_dir);
+  config.shards = shards;
+  config.flush = fusee::FlushMethod::direct;
+  auto engine = fusee::Engine::open(config);
+  result.shards = engine->shard_count();
+  engine->register_workflow(one_step_ref(), [](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
+    co_await ctx.step("noop", [] {});
+    co_return input;
+  });
+  for (std::uint32_t warmup = 0; warmup < kWarmupSteps; ++warmup)
+    (void)engine->execute(one_step_ref(), fmt::format("{}-warmup-{}", spec.name, warmup), warmup);
+
+  auto stats_before = engine->stats();
+  std::vector<std::string> ids(spec.runs);
+  std::vector<double> call_us;
+  double timed_seconds = 0;
+  for (std::uint32_t round = 0; round < min_rounds || timed_seconds < min_seconds; ++round) {
+    for (std::uint32_t run = 0; run < spec.runs; ++run) ids[run] = fmt::format("{}-{}-{}", spec.name, round, run);
+    std::vector<double> round_us;
+    round_us.reserve(spec.runs);
+    const auto round_started = Clock::now();
+    for (std::uint32_t run = 0; run < spec.runs; ++run) {
+      const auto called = Clock::now();
+      if (engine->execute(one_step_ref(), ids[run], run) != run)
+        throw std::runtime_error(fmt::format("{} returned another value", ids[run]));
+      round_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - called).count());
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - round_started).count();
+    timed_seconds += seconds;
+    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) / seconds : 0);
+    result.round_p50_us.push_back(fusee::bench::summarize_latencies(round_us).p50_us);
+    call_us.insert(call_us.end(), round_us.begin(), round_us.end());
+    result.rounds = round + 1;
+  }
+  auto stats_after = engine->stats();
+  if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
+    result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
+  engine->shutdown();
+  engine.reset();
+  std::error_code removed;
+  std::filesystem::remove_all(spec.data_dir, removed);
+
+  result.seconds = timed_seconds;
+  result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
+  result.latency = fusee::bench::summarize_latencies(std::move(call_us));
   return result;
 }
 
@@ -350,9 +459,9 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
 void print_table_header() {
   fmt::print("\nno-op steps (latency in us; raw = durable {} B write in the case's directory just before it)\n",
              fusee::bench::kRawFlushBlockBytes);
-  fmt::print("{:<17} {:>6} {:>6} {:>7} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "case", "shards",
-             "runs", "steps", "seconds", "steps/s", "p50", "p99", "p99.9", "p99/p50", "raw p50", "raw p99",
-             "p50/raw");
+  fmt::print("{:<17} {:>6} {:>6} {:>6} {:>8} {:>8} {:>11} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "case",
+             "shards", "runs", "rounds", "steps", "seconds", "steps/s", "p50", "p99", "p99.9", "p99/p50", "raw p50",
+             "raw p99", "p50/raw");
 }
 
 double raw_p50_us(const CaseResult& result) {
@@ -368,11 +477,40 @@ void print_table_row(const CaseResult& result) {
   if (result.local && !result.raw.measured) note = fmt::format("  (raw unmeasured: {})", result.raw.note);
   if (result.local && result.raw.measured && result.raw.method != RawMethod::direct_dsync)
     note = fmt::format("  (raw is {}: {})", fusee::bench::flush_method_name(result.raw.method), result.raw.note);
-  fmt::print("{:<17} {:>6} {:>6} {:>7} {:>8.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>9} {:>9} {:>8}{}\n",
-             result.name, result.shards, result.runs, result.steps(), result.seconds, result.steps_per_s,
+  fmt::print("{:<17} {:>6} {:>6} {:>6} {:>8} {:>8.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>9} {:>9} {:>8}{}\n",
+             result.name, result.shards, result.runs, result.rounds, result.steps(), result.seconds, result.steps_per_s,
              result.latency.p50_us, result.latency.p99_us, result.latency.p999_us,
              format_ratio(result.p99_over_p50()), us(raw_p50_us(result)), us(raw_p99_us(result)),
              result.local ? format_ratio(ratio(result.latency.p50_us, raw_p50_us(result))) : std::string("-"), note);
+}
+
+// The smallest, the median and the largest of a round figure.
+struct Spread {
+  double min = std::nan("");
+  double median = std::nan("");
+  double max = std::nan("");
+};
+Spread spread_of(std::vector<double> values) {
+  Spread spread;
+  if (values.empty()) return spread;
+  std::sort(values.begin(), values.end());
+  spread.min = values.front();
+  spread.max = values.back();
+  std::size_t middle = values.size() / 2;
+  spread.median = values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+  return spread;
+}
+
+void print_spread_table(const std::vector<CaseResult>& results) {
+  fmt::print("\nspread over rounds (a round: the case's runs, started together; start's one after another; min / median / max)\n");
+  fmt::print("{:<17} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9} {:>9}\n", "case", "rounds", "steps/s min", "median",
+             "max", "p50 min", "median", "max");
+  for (const auto& result : results) {
+    Spread rate = spread_of(result.round_steps_per_s);
+    Spread p50 = spread_of(result.round_p50_us);
+    fmt::print("{:<17} {:>6} {:>11.0f} {:>11.0f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f}\n", result.name, result.rounds,
+               rate.min, rate.median, rate.max, p50.min, p50.median, p50.max);
+  }
 }
 
 void print_raw_json(const CaseResult& result, const std::string& dir) {
@@ -404,6 +542,7 @@ void print_case_json(const CaseResult& result) {
       .field("steps_per_run", result.steps_per_run)
       .field("steps", result.steps())
       .field("starters", result.starters)
+      .field("rounds", result.rounds)
       .field("seconds", round_to_digits(result.seconds, 6))
       .field("steps_per_s", round_to_digits(result.steps_per_s, 1))
       .field("p50_us", round_to_ns(result.latency.p50_us))
@@ -412,6 +551,14 @@ void print_case_json(const CaseResult& result) {
       .field("mean_us", round_to_ns(result.latency.mean_us))
       .field("max_us", round_to_ns(result.latency.max_us))
       .field("p99_over_p50", round_to_digits(result.p99_over_p50(), 3));
+  Spread rate = spread_of(result.round_steps_per_s);
+  Spread p50 = spread_of(result.round_p50_us);
+  line.field("round_steps_per_s_min", round_to_digits(rate.min, 1))
+      .field("round_steps_per_s_median", round_to_digits(rate.median, 1))
+      .field("round_steps_per_s_max", round_to_digits(rate.max, 1))
+      .field("round_p50_us_min", round_to_ns(p50.min))
+      .field("round_p50_us_median", round_to_ns(p50.median))
+      .field("round_p50_us_max", round_to_ns(p50.max));
   if (result.local) {
     // Unmeasured stays null, never a made-up zero.
     line.field("flush", "direct")
@@ -450,6 +597,10 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
   }
   if (const CaseResult* memory = find_case(results, kCaseMemory)) {
     aims.push_back({"memory/steps_per_s", memory->steps_per_s, false, kMemoryStepsPerSecondAimMin});
+  }
+  if (const CaseResult* start = find_case(results, kCaseStart)) {
+    aims.push_back(
+        {"start/p50_over_raw", ratio(start->latency.p50_us, raw_p50_us(*start)), true, kStartP50OverRawAimMax});
   }
   const CaseResult* chain = find_case(results, kCaseChain);
   if (const CaseResult* unix_chain = find_case(results, kCaseChainUnix); unix_chain && chain) {
@@ -562,12 +713,18 @@ int run(const Options& options) {
   if (options.wants(kCaseFanoutSplitUnix))
     specs.push_back({std::string(kCaseFanoutSplitUnix), true, data_dir(kCaseFanoutSplitUnix), options.runs,
                      options.steps, options.starters, "unix", true});
+  if (options.wants(kCaseStart))
+    specs.push_back({std::string(kCaseStart), true, data_dir(kCaseStart), options.start_runs, 1, 1});
 
   print_table_header();
   std::vector<CaseResult> results;
   for (const auto& spec : specs) {
     try {
-      results.push_back(run_case(spec, options.shards, options.raw_iterations));
+      results.push_back(spec.name == kCaseStart
+                            ? run_start_case(spec, options.shards, options.raw_iterations, options.min_seconds,
+                                             options.min_rounds)
+                            : run_case(spec, options.shards, options.raw_iterations, options.min_seconds,
+                                       options.min_rounds));
     } catch (const std::exception& failure) {
       fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
       return 1;
@@ -575,6 +732,7 @@ int run(const Options& options) {
     print_table_row(results.back());
     std::fflush(stdout);
   }
+  print_spread_table(results);
   for (const auto& result : results) {
     if (result.local) fmt::print("{}: {:.1f} records per flush\n", result.name, result.records_per_flush);
   }
@@ -603,11 +761,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix")
+                 "fanout_split_unix, start")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
-                             std::string(kCaseFanoutSplitUnix)}))
+                             std::string(kCaseFanoutSplitUnix), std::string(kCaseStart)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)
@@ -618,12 +776,21 @@ int main(int argc, char** argv) {
   app.add_option("--steps", options.steps, "steps per run of the fanout and memory cases")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--start-runs", options.start_runs, "sequential execute() calls per round of the start case")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--shards", options.shards, "engine shards (0: the engine's default, the number of CPUs)")
       ->capture_default_str();
   app.add_option("--starters", options.starters, "threads starting and awaiting the fan-out's runs")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--raw-iterations", options.raw_iterations, "timed raw flush writes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--min-seconds", options.min_seconds, "each case repeats its round until it has timed this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--min-rounds", options.min_rounds, "and at least this many rounds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
