@@ -79,6 +79,7 @@ const char* record_kind_name(RecordKind kind) {
     case RecordKind::run_completed: return "run_completed";
     case RecordKind::run_failed: return "run_failed";
     case RecordKind::run_cancelled: return "run_cancelled";
+    case RecordKind::any_resolved: return "any_resolved";
   }
   return "unknown";
 }

@@ -34,8 +34,9 @@ enum class RecordKind : std::uint8_t {
   run_completed = 15,       // value: result
   run_failed = 16,          // detail: error code name; value: message
   run_cancelled = 17,       // value: reason
+  any_resolved = 18,        // position, name: "any"; value: the candidates' positions; number: the winner's position
 };
-inline constexpr std::uint8_t kRecordKindMax = 17;
+inline constexpr std::uint8_t kRecordKindMax = 18;
 
 const char* record_kind_name(RecordKind kind);
 

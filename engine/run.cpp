@@ -1,6 +1,7 @@
 #include "engine/run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -79,6 +80,8 @@ const char* command_of(RecordKind kind) {
     case RecordKind::child_started:
     case RecordKind::child_completed:
       return "child";
+    case RecordKind::any_resolved:
+      return "any";
     default:
       return "?";
   }
@@ -141,7 +144,8 @@ std::string Run::streams_json() const {
 }
 
 bool Run::parkable() const {
-  if (!code_started_ || !parkable_wait_ || waiting_ == nullptr || stopped_ || ending_) return false;
+  if (!code_started_ || stopped_ || ending_) return false;
+  if (pending_.size() != 1 || !pending_.begin()->second.parkable || !selects_.empty()) return false;
   if (appends_waiting > 0 || !gated.empty() || !external_waiters.empty() || !result_waiters.empty()) return false;
   if (!stuck_error_.empty()) return false;
   // A reader whose StreamReader is gone holds the only other reference.
@@ -151,8 +155,11 @@ bool Run::parkable() const {
   });
 }
 
+TimePoint Run::waiting_since() const { return pending_.empty() ? TimePoint{} : pending_.begin()->second.since; }
+
 std::optional<TimePoint> Run::wake_at() const {
-  auto wake = wake_due_;
+  std::optional<TimePoint> wake;
+  if (pending_.size() == 1) wake = pending_.begin()->second.due;
   if (deadline_ && (!wake || *deadline_ < *wake)) wake = deadline_;
   return wake;
 }
@@ -183,8 +190,11 @@ RunInfo Run::info() const {
 Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
   last_lsn = std::max(last_lsn, lsn);
   if (is_positional(record.kind)) {
-    if (record.position > journal_.size()) return make_error_code(wal::errc::corrupt);
-    if (record.position == journal_.size()) journal_.emplace_back();
+    // Commands started together complete in any order, so a position may
+    // have records before an earlier one does (a command still in flight
+    // has none yet). A position far past every recorded one is damage.
+    if (record.position >= journal_.size() + kPositionsAheadMax) return make_error_code(wal::errc::corrupt);
+    if (record.position >= journal_.size()) journal_.resize(record.position + 1);
     journal_[record.position].records.push_back(record);
   }
   switch (record.kind) {
@@ -248,10 +258,11 @@ void Run::resume(std::coroutine_handle<> handle) {
 
 void Run::on_code_returned() {
   ending_ = true;
-  if (position_ < journal_.size()) {
-    const auto& first = journal_[position_].records.front();
-    diverge(fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' there", id_,
-                        position_, command_of(first.kind), first.name));
+  for (std::uint32_t position = position_; position < journal_.size(); ++position) {
+    if (journal_[position].records.empty()) continue;
+    const auto& first = journal_[position].records.front();
+    diverge(fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' at {}", id_,
+                        position_, command_of(first.kind), first.name, position));
     return;
   }
   Outcome outcome;
@@ -275,11 +286,17 @@ void Run::stop() {
   if (stopped_) return;
   stopped_ = true;
   ending_ = true;
-  waiting_ = nullptr;
-  parkable_wait_ = false;
+  // The started commands' Futures hold their state through the engine while
+  // they are in flight; let go of it once the frames are gone.
+  std::vector<std::shared_ptr<void>> started;
+  for (auto& [position, pending] : pending_) started.push_back(std::move(pending.completion->keep_alive));
+  for (auto& select : selects_) started.push_back(std::move(select.completion->keep_alive));
+  pending_.clear();
+  selects_.clear();
   // Destroys the code's frames; callbacks still pending find stopped_.
   task_ = Task<boost::json::value>();
   ctx_.reset();
+  started.clear();
 }
 
 void Run::finish(Outcome outcome, TimePoint finished_at) {
@@ -332,38 +349,53 @@ void Run::append(JournalRecord record, std::function<void()> after_durable) {
   shard_.append(*this, record, std::move(after_durable));
 }
 
-std::uint32_t Run::begin_command() {
+std::uint32_t Run::begin_command(detail::Completion& completion) {
   FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
-  FUSEE_ASSERT(waiting_ == nullptr, "a workflow awaits one Ctx command at a time");
   in_command_ = true;
   completed_at_once_ = false;
+  current_ = &completion;
+  completion.position = position_;
   return position_++;
 }
 
 bool Run::end_command() {
   in_command_ = false;
+  current_ = nullptr;
   return std::exchange(completed_at_once_, false);
 }
 
 void Run::complete(detail::Completion& completion) {
-  waiting_ = nullptr;
-  waiting_for_signal_ = false;
-  parkable_wait_ = false;
-  if (in_command_) {
+  // A started command's Future state lives at least until this returns.
+  auto keep = std::move(completion.keep_alive);
+  if (auto found = pending_.find(completion.position);
+      found != pending_.end() && found->second.completion == &completion) {
+    pending_.erase(found);
+  }
+  completion.done = true;
+  completion.done_order = ++completions_;
+  resolve_selects(completion);
+  if (in_command_ && &completion == current_) {
     completed_at_once_ = true;
     return;
   }
-  resume(completion.waiter);
+  // While the code runs (another command's call) nothing of it can be
+  // waiting here: a started command has no awaiter yet.
+  if (in_command_) return;
+  if (completion.waiter) {
+    resume(completion.waiter);
+    return;
+  }
+  auto waiters = std::move(completion.waiters);
+  for (auto waiter : waiters) resume(waiter);
 }
 
 void Run::park(std::uint32_t position, detail::Completion& completion) {
-  waiting_ = &completion;
-  waiting_position_ = position;
+  pending_[position] = Pending{&completion, {}, false, {}, {}};
 }
 
 Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_view name,
                         const RecordedCommand*& out) {
-  if (position >= journal_.size()) return Replay::none;
+  if (position >= journal_.size() || journal_[position].records.empty()) return Replay::none;
   const auto& recorded = journal_[position];
   const auto& first = recorded.records.front();
   std::string_view recorded_kind = command_of(first.kind);
@@ -381,7 +413,7 @@ Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_vi
 
 bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBody body,
                detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   auto call = std::make_shared<StepCall>();
   call->position = position;
   call->name = std::string(name);
@@ -497,7 +529,7 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
 // --- Timers ---
 
 bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   TimePoint due;
   switch (replay(position, "sleep", name, recorded)) {
@@ -519,9 +551,10 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
     }
   }
   park(position, completion);
-  parkable_wait_ = true;
-  waiting_since_ = shard_.now();
-  wake_due_ = due;
+  auto& pending = pending_[position];
+  pending.parkable = true;
+  pending.since = shard_.now();
+  pending.due = due;
   shard_.add_timer(due, this, [self = shared_from_this(), position, name = std::string(name)] {
     self->on_sleep_fired(position, name);
   });
@@ -531,14 +564,14 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
 void Run::on_sleep_fired(std::uint32_t position, const std::string& name) {
   if (stopped_ || !waiting_at(position)) return;
   append(make_record(RecordKind::sleep_fired, position, name));
-  complete(*waiting_);
+  complete(*pending_[position].completion);
 }
 
 // --- Signals ---
 
 bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
                    detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   std::optional<TimePoint> deadline;
   bool started = false;
@@ -579,11 +612,11 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
     append(std::move(record));
   }
   park(position, completion);
-  waiting_for_signal_ = true;
-  waiting_signal_ = std::string(signal);
-  parkable_wait_ = true;
-  waiting_since_ = shard_.now();
-  wake_due_ = deadline;
+  auto& pending = pending_[position];
+  pending.signal = std::string(signal);
+  pending.parkable = true;
+  pending.since = shard_.now();
+  pending.due = deadline;
   if (deadline) {
     shard_.add_timer(*deadline, this, [self = shared_from_this(), position, name = std::string(signal)] {
       self->on_wait_timeout(position, name);
@@ -593,31 +626,38 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
 }
 
 void Run::deliver_signal(const std::string& name, boost::json::value value) {
-  if (!stopped_ && waiting_ != nullptr && waiting_for_signal_ && waiting_signal_ == name) {
-    auto record = make_record(RecordKind::wait_completed, waiting_position_, name);
-    record.flag = true;
-    record.value = value;
-    append(std::move(record));
-    waiting_->value = std::move(value);
-    complete(*waiting_);
-    return;
+  // The earliest started wait for this signal takes it (positions are the
+  // order the code started them in, so a replay agrees).
+  if (!stopped_) {
+    for (auto& [position, pending] : pending_) {
+      if (pending.signal != name) continue;
+      auto record = make_record(RecordKind::wait_completed, position, name);
+      record.flag = true;
+      record.value = value;
+      append(std::move(record));
+      auto& completion = *pending.completion;
+      completion.value = std::move(value);
+      complete(completion);
+      return;
+    }
   }
   mailbox_[name].push_back(std::move(value));
 }
 
 void Run::on_wait_timeout(std::uint32_t position, const std::string& name) {
-  if (stopped_ || !waiting_at(position) || !waiting_for_signal_) return;
+  if (stopped_ || !waiting_at(position) || pending_[position].signal.empty()) return;
   auto record = make_record(RecordKind::wait_completed, position, name);
   record.flag = false;
   append(std::move(record));
-  waiting_->empty = true;
-  complete(*waiting_);
+  auto& completion = *pending_[position].completion;
+  completion.empty = true;
+  complete(completion);
 }
 
 // --- Streams ---
 
 bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "stream write", name, recorded)) {
     case Replay::diverged:
@@ -650,7 +690,7 @@ bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::
 }
 
 bool Run::stream_close(std::string_view name, detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "stream close", name, recorded)) {
     case Replay::diverged:
@@ -706,7 +746,7 @@ bool Run::random(detail::Completion& completion) {
 
 bool Run::record_value(std::string_view name, const std::function<boost::json::value()>& produce,
                        detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "value", name, recorded)) {
     case Replay::diverged:
@@ -730,7 +770,7 @@ bool Run::record_value(std::string_view name, const std::function<boost::json::v
 
 bool Run::child(std::string_view workflow, std::string_view child_id, boost::json::value input,
                 detail::Completion& completion) {
-  auto position = begin_command();
+  auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "child", child_id, recorded)) {
     case Replay::diverged:
@@ -765,32 +805,124 @@ bool Run::child(std::string_view workflow, std::string_view child_id, boost::jso
 
 void Run::start_child_request(std::uint32_t position, const std::string& workflow, const std::string& child_id,
                               const boost::json::value& input) {
-  auto& core = shard_.core();
-  auto parent_shard = shard_.id();
-  // Starting is idempotent (attach), so a replay asks again safely.
-  StartRequest request{workflow, child_id, input, StartOptions{IfRunning::attach, IfFinished::attach, {}}};
-  core.start_child(std::move(request), [self = shared_from_this(), position, child_id, parent_shard,
-                                        &core](const Outcome& outcome) {
-    core.post_to_shard(parent_shard,
-                       [self, position, child_id, outcome] { self->on_child_done(position, child_id, outcome); });
+  // Starting a child is an effect outside the run: it waits for every
+  // earlier record of the run to be durable, like a step's function, so a
+  // crash cannot take back the decision that started it (a Ctx::any's
+  // winner, a step's result) and replay start another child instead.
+  shard_.after_run_durable(*this, [self = shared_from_this(), position, workflow, child_id,
+                                   input](std::error_code error) {
+    if (error || self->stopped_ || !self->waiting_at(position)) return;
+    auto& core = self->shard_.core();
+    auto parent_shard = self->shard_.id();
+    // Starting is idempotent (attach), so a replay asks again safely.
+    StartRequest request{workflow, child_id, input, StartOptions{IfRunning::attach, IfFinished::attach, {}}};
+    core.start_child(std::move(request), [self, position, child_id, parent_shard, &core](const Outcome& outcome) {
+      core.post_to_shard(parent_shard,
+                         [self, position, child_id, outcome] { self->on_child_done(position, child_id, outcome); });
+    });
   });
 }
 
 void Run::on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome) {
   if (stopped_ || !waiting_at(position)) return;
+  auto& completion = *pending_[position].completion;
   auto record = make_record(RecordKind::child_completed, position, child_id);
   record.flag = outcome.status == RunStatus::completed;
   if (record.flag) {
     record.value = outcome.value;
-    waiting_->value = outcome.value;
+    completion.value = outcome.value;
   } else {
     auto text = fmt::format("child run '{}' failed: {}", child_id, outcome.message);
     record.detail = errc_name(outcome.code);
     record.value = text;
-    waiting_->error = std::make_exception_ptr(Error(errc::failed, text));
+    completion.error = std::make_exception_ptr(Error(errc::failed, text));
   }
   append(std::move(record));
-  complete(*waiting_);
+  complete(completion);
+}
+
+// --- Ctx::any ---
+
+bool Run::select(std::span<detail::Completion* const> candidates, detail::Completion& completion) {
+  auto position = begin_command(completion);
+  std::vector<std::uint32_t> positions;
+  positions.reserve(candidates.size());
+  for (const auto* candidate : candidates) positions.push_back(candidate->position);
+  auto listed = [](const std::vector<std::uint32_t>& list) { return fmt::format("{}", fmt::join(list, ", ")); };
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "any", "any", recorded)) {
+    case Replay::diverged:
+      return end_command();
+    case Replay::matched: {
+      const auto& record = recorded->records.front();
+      auto chosen = boost::json::try_value_to<std::vector<std::uint32_t>>(record.value);
+      if (!chosen || *chosen != positions) {
+        diverge(fmt::format("run '{}': nondeterminism at position {}: the journal's any chose among the commands "
+                            "at positions [{}] but the workflow waits for [{}]",
+                            id_, position, chosen ? listed(*chosen) : std::string("?"), listed(positions)));
+        return end_command();
+      }
+      auto winner = std::find(positions.begin(), positions.end(), record.number);
+      if (winner == positions.end() || !candidates[winner - positions.begin()]->done) {
+        diverge(fmt::format("run '{}': the journal's any at position {} chose position {}, which has not completed",
+                            id_, position, record.number));
+        return end_command();
+      }
+      completion.value = static_cast<std::uint64_t>(winner - positions.begin());
+      complete(completion);
+      return end_command();
+    }
+    case Replay::none:
+      break;
+  }
+  if (candidates.empty()) {
+    completion.error =
+        std::make_exception_ptr(Error(errc::invalid_argument, fmt::format("run '{}': any of no futures", id_)));
+    complete(completion);
+    return end_command();
+  }
+  // The candidate that completed first, if one has.
+  std::optional<std::size_t> first;
+  for (std::size_t index = 0; index < candidates.size(); ++index) {
+    if (candidates[index]->done && (!first || candidates[index]->done_order < candidates[*first]->done_order))
+      first = index;
+  }
+  if (first) {
+    resolve_select(position, positions, *first, completion);
+    return end_command();
+  }
+  selects_.push_back(Select{position, std::move(positions), &completion});
+  return end_command();
+}
+
+void Run::resolve_select(std::uint32_t position, const std::vector<std::uint32_t>& candidates, std::size_t index,
+                         detail::Completion& completion) {
+  auto record = make_record(RecordKind::any_resolved, position, "any");
+  boost::json::array listed;
+  for (auto candidate : candidates) listed.push_back(candidate);
+  record.value = std::move(listed);
+  record.number = candidates[index];
+  append(std::move(record));
+  completion.value = static_cast<std::uint64_t>(index);
+  complete(completion);
+}
+
+void Run::resolve_selects(const detail::Completion& done) {
+  if (selects_.empty()) return;
+  std::vector<Select> resolved;
+  for (auto it = selects_.begin(); it != selects_.end();) {
+    if (std::find(it->candidates.begin(), it->candidates.end(), done.position) != it->candidates.end()) {
+      resolved.push_back(std::move(*it));
+      it = selects_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& select : resolved) {
+    auto index = static_cast<std::size_t>(
+        std::find(select.candidates.begin(), select.candidates.end(), done.position) - select.candidates.begin());
+    resolve_select(select.position, select.candidates, index, *select.completion);
+  }
 }
 
 }  // namespace fusee::engine

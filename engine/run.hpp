@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -87,6 +88,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool random(detail::Completion& completion) override;
   bool child(std::string_view workflow, std::string_view id, boost::json::value input,
              detail::Completion& completion) override;
+  bool select(std::span<detail::Completion* const> candidates, detail::Completion& completion) override;
   const std::string& run_id() const override { return id_; }
 
   // Continuations of commands, called by timers, durable waits and other
@@ -119,12 +121,12 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   FinishedRun summary() const;
   std::string streams_json() const;
 
-  // Parking: whether the run may leave memory now — its code waits at a
-  // sleep or a wait_for, with nothing else in flight and nobody attached
-  // (result waiters, stream readers) — and when it wakes by itself.
+  // Parking: whether the run may leave memory now — its one command in
+  // flight is a sleep or a wait_for, and nobody is attached (result
+  // waiters, stream readers) — and when it wakes by itself.
   bool parkable() const;
   std::optional<TimePoint> wake_at() const;
-  TimePoint waiting_since() const { return waiting_since_; }
+  TimePoint waiting_since() const;
   ParkedRun parked_summary() const;
 
   // The LSN of the run's latest appended record, and appends still waiting
@@ -157,24 +159,33 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Looks up the journal at `position` for a command of `kind` named
   // `name`; on a mismatch marks the run stuck.
   Replay replay(std::uint32_t position, const char* kind, std::string_view name, const RecordedCommand*& out);
+  // Ctx::any: the winner is candidates[index]; journals it and completes.
+  void resolve_select(std::uint32_t position, const std::vector<std::uint32_t>& candidates, std::size_t index,
+                      detail::Completion& completion);
+  // Resolves the pending Ctx::any calls among whose candidates `done` is.
+  void resolve_selects(const detail::Completion& done);
   void diverge(std::string message);
   // Appends a record of this run (positional fields filled by caller).
   void append(JournalRecord record, std::function<void()> after_durable = {});
   JournalRecord make_record(RecordKind kind, std::uint32_t position, std::string_view name) const;
-  // Completes the command the run waits on: within the command's own call it
-  // only marks it (the awaitable does not suspend), else it resumes the code.
+  // Completes a command: within the command's own call it only marks it (the
+  // awaitable does not suspend), else it resumes whoever awaits it (the code,
+  // or the awaiters of its Future), after resolving the Ctx::any calls it
+  // ends.
   void complete(detail::Completion& completion);
   void resume(std::coroutine_handle<> handle);
   void on_code_returned();
-  bool waiting_at(std::uint32_t position) const { return waiting_ != nullptr && waiting_position_ == position; }
+  bool waiting_at(std::uint32_t position) const { return pending_.count(position) > 0; }
+  // The command at `position` waits for an event (a timer, a signal, a child).
   void park(std::uint32_t position, detail::Completion& completion);
   // now() and random(): the recorded value, or a new one from produce().
   bool record_value(std::string_view name, const std::function<boost::json::value()>& produce,
                     detail::Completion& completion);
   void start_child_request(std::uint32_t position, const std::string& workflow, const std::string& child_id,
                            const boost::json::value& input);
-  // Begins a command: guards against a second outstanding command.
-  std::uint32_t begin_command();
+  // Begins a command: gives it the next position. end_command says whether
+  // it completed within its own call.
+  std::uint32_t begin_command(detail::Completion& completion);
   bool end_command();
 
   Shard& shard_;
@@ -185,7 +196,10 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   TimePoint started_at_;
   std::optional<TimePoint> deadline_;
 
-  std::vector<RecordedCommand> journal_;  // by position, for replay
+  std::vector<RecordedCommand> journal_;  // by position, for replay (empty: nothing recorded there yet)
+  // How far past the journal's last position a record may be: commands
+  // started together leave gaps until they complete; farther is damage.
+  static constexpr std::uint32_t kPositionsAheadMax = 1u << 20;
   std::unordered_map<std::string, std::deque<boost::json::value>> mailbox_;
 
   std::unique_ptr<Ctx> ctx_;
@@ -194,14 +208,25 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::uint32_t position_ = 0;  // next command
   bool in_command_ = false;
   bool completed_at_once_ = false;
-  detail::Completion* waiting_ = nullptr;
-  std::uint32_t waiting_position_ = 0;
-  std::string waiting_signal_;  // wait_for: the signal's name
-  bool waiting_for_signal_ = false;
-  // Waiting at a sleep or a wait_for (parkable), since when, and until when.
-  bool parkable_wait_ = false;
-  TimePoint waiting_since_;
-  std::optional<TimePoint> wake_due_;
+  detail::Completion* current_ = nullptr;  // the command whose call is under way
+  // The commands started and not completed, by position (several at once
+  // when the code started them with .start()).
+  struct Pending {
+    detail::Completion* completion = nullptr;
+    std::string signal;            // wait_for: the signal's name; empty otherwise
+    bool parkable = false;         // a sleep or a wait_for
+    TimePoint since;               // parkable: since when it waits
+    std::optional<TimePoint> due;  // parkable: when it ends by itself
+  };
+  std::map<std::uint32_t, Pending> pending_;
+  // Ctx::any calls not resolved yet: their position, their candidates'.
+  struct Select {
+    std::uint32_t position = 0;
+    std::vector<std::uint32_t> candidates;
+    detail::Completion* completion = nullptr;
+  };
+  std::vector<Select> selects_;
+  std::uint64_t completions_ = 0;  // commands completed so far (Completion::done_order)
 
   bool stopped_ = false;
   bool ending_ = false;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/engine/engine_harness.hpp"
+#include "tests/engine/gate.hpp"
 #include "wal/limits.hpp"
 
 using namespace fusee;
@@ -49,45 +50,6 @@ class AttemptLog {
 std::string describe(const Error& error) { return std::string(errc_name(error.error())) + "|" + error.what(); }
 
 Task<int> add_later(int a, int b) { co_return a + b; }
-
-// The test opens it from its own thread: a coroutine step that awaits
-// wait() stays suspended until then, like one waiting on an outside reply.
-class Gate {
- public:
-  struct Awaiter {
-    Gate* gate;
-    bool await_ready() { return gate->is_open(); }
-    bool await_suspend(std::coroutine_handle<> waiter) { return gate->park(waiter); }
-    void await_resume() {}
-  };
-  Awaiter wait() { return Awaiter{this}; }
-  // Resumes the waiting coroutine on the calling thread.
-  void open() {
-    std::coroutine_handle<> waiter;
-    {
-      std::lock_guard lock(mu_);
-      open_ = true;
-      waiter = std::exchange(waiter_, {});
-    }
-    if (waiter) waiter.resume();
-  }
-
- private:
-  bool is_open() {
-    std::lock_guard lock(mu_);
-    return open_;
-  }
-  bool park(std::coroutine_handle<> waiter) {
-    std::lock_guard lock(mu_);
-    if (open_) return false;
-    waiter_ = waiter;
-    return true;
-  }
-
-  std::mutex mu_;
-  bool open_ = false;
-  std::coroutine_handle<> waiter_;
-};
 
 }  // namespace
 

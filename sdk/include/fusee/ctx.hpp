@@ -1,8 +1,10 @@
 // Ctx: what a workflow sees of the engine. Every call is a journaled
 // command at the next position of the run's journal; on replay a recorded
-// command returns its recorded outcome without running again. A workflow
-// awaits one command at a time (fan out with child runs). Ctx belongs to one
-// run and is used only from that run's coroutine (its shard's thread).
+// command returns its recorded outcome without running again. A command is
+// awaited at once (co_await ctx.step(...)) or started with .start(), which
+// gives a Future to await later; several started commands run at once, and
+// Ctx::all and Ctx::any wait for them together. Ctx belongs to one run and
+// is used only from that run's coroutine (its shard's thread).
 //
 // Durability: code runs ahead of the disk. A step's result is appended and
 // the workflow continues at once; the next step's function runs only once
@@ -16,11 +18,16 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "fusee/clock.hpp"
 #include "fusee/compiler.hpp"
@@ -60,13 +67,23 @@ class StepContext {
 
 namespace detail {
 
-// One outstanding command of a run. The engine fills it in and resumes
-// `waiter` on the run's shard thread.
+// One command of a run. The engine fills it in on the run's shard thread and
+// resumes `waiter` (the command awaited at once) or `waiters` (a started
+// command's Future, awaited later, maybe more than once).
 struct Completion {
   std::coroutine_handle<> waiter;
   boost::json::value value;
   std::exception_ptr error;
   bool empty = false;  // wait_for: timed out
+  // Set by the engine: the command's journal position; whether it completed,
+  // and its place among the run's completions (1 for the first).
+  std::uint32_t position = 0;
+  bool done = false;
+  std::uint64_t done_order = 0;
+  std::vector<std::coroutine_handle<>> waiters;
+  // A started command's own state (its Future's), kept alive by the engine
+  // until the command completes or the run stops.
+  std::shared_ptr<void> keep_alive;
 };
 
 struct StepBody {
@@ -90,8 +107,49 @@ class RunPort {
   virtual bool random(Completion& completion) = 0;
   virtual bool child(std::string_view workflow, std::string_view id, boost::json::value input,
                      Completion& completion) = 0;
+  // Ctx::any: completion.value becomes the index (into candidates) of the
+  // command that completed first, as the journal records it.
+  virtual bool select(std::span<Completion* const> candidates, Completion& completion) = 0;
   virtual const std::string& run_id() const = 0;
 };
+
+template <typename T>
+struct FutureHolder {
+  virtual ~FutureHolder() = default;
+  virtual Completion& completion() = 0;
+  virtual T result() = 0;
+};
+
+template <typename A, typename T>
+struct FutureHolderOf final : FutureHolder<T> {
+  explicit FutureHolderOf(A&& given) : awaitable(std::move(given)) {}
+  Completion& completion() override { return awaitable.completion(); }
+  T result() override { return awaitable.await_resume(); }
+  A awaitable;
+};
+
+}  // namespace detail
+
+// A started command's result: co_await it (any number of times, from the
+// workflow's coroutine), or wait for several with Ctx::all and Ctx::any. The
+// command runs whether or not the Future is awaited; a run that ends first
+// leaves it behind (a child run goes on as a run of its own). Copies share
+// the one command. Not thread-safe: the run's coroutine only.
+template <typename T>
+class Future {
+ public:
+  explicit Future(std::shared_ptr<detail::FutureHolder<T>> holder) : holder_(std::move(holder)) {}
+  bool done() const { return holder_->completion().done; }
+  bool await_ready() const { return done(); }
+  void await_suspend(std::coroutine_handle<> waiter) { holder_->completion().waiters.push_back(waiter); }
+  T await_resume() { return holder_->result(); }
+  detail::Completion& completion() const { return holder_->completion(); }
+
+ private:
+  std::shared_ptr<detail::FutureHolder<T>> holder_;
+};
+
+namespace detail {
 
 // Shared by every command awaitable: suspend, let the engine decide.
 template <typename Derived>
@@ -100,8 +158,19 @@ class CommandAwaitable {
   bool await_ready() const noexcept { return false; }
   bool await_suspend(std::coroutine_handle<> waiter) {
     completion_.waiter = waiter;
-    return !static_cast<Derived*>(this)->start(completion_);
+    return !static_cast<Derived*>(this)->issue(completion_);
   }
+  // Starts the command now, at the next position of the run's journal, and
+  // gives a Future for its result instead of waiting for it.
+  auto start() && {
+    using T = decltype(std::declval<Derived&>().await_resume());
+    auto holder = std::make_shared<FutureHolderOf<Derived, T>>(std::move(static_cast<Derived&>(*this)));
+    Completion& completion = holder->completion();
+    completion.keep_alive = holder;
+    (void)holder->awaitable.issue(completion);
+    return Future<T>(std::move(holder));
+  }
+  Completion& completion() { return completion_; }
 
  protected:
   explicit CommandAwaitable(RunPort& port) : port_(&port) {}
@@ -182,7 +251,7 @@ class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
     policy_ = std::move(policy);
     return std::move(*this);
   }
-  bool start(detail::Completion& completion) {
+  bool issue(detail::Completion& completion) {
     return this->port_->step(name_, policy_, std::move(body_), completion);
   }
   T await_resume() {
@@ -200,7 +269,7 @@ class SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
  public:
   SleepAwaitable(detail::RunPort& port, std::string name, std::chrono::milliseconds duration)
       : CommandAwaitable(port), name_(std::move(name)), duration_(duration) {}
-  bool start(detail::Completion& completion) { return port_->sleep(name_, duration_, completion); }
+  bool issue(detail::Completion& completion) { return port_->sleep(name_, duration_, completion); }
   void await_resume() { rethrow_if_failed(); }
 
  private:
@@ -219,7 +288,7 @@ class WaitAwaitable : public detail::CommandAwaitable<WaitAwaitable<T>> {
     timeout_ = timeout;
     return std::move(*this);
   }
-  bool start(detail::Completion& completion) { return this->port_->wait_for(name_, timeout_, completion); }
+  bool issue(detail::Completion& completion) { return this->port_->wait_for(name_, timeout_, completion); }
   std::optional<T> await_resume() {
     this->rethrow_if_failed();
     if (this->completion_.empty) return std::nullopt;
@@ -237,7 +306,7 @@ class ValueAwaitable : public detail::CommandAwaitable<ValueAwaitable<T>> {
  public:
   using Start = bool (detail::RunPort::*)(detail::Completion&);
   ValueAwaitable(detail::RunPort& port, Start start) : detail::CommandAwaitable<ValueAwaitable<T>>(port), start_(start) {}
-  bool start(detail::Completion& completion) { return (this->port_->*start_)(completion); }
+  bool issue(detail::Completion& completion) { return (this->port_->*start_)(completion); }
   T await_resume() {
     this->rethrow_if_failed();
     if constexpr (std::is_same_v<T, TimePoint>) {
@@ -257,7 +326,7 @@ class StreamAwaitable : public detail::CommandAwaitable<StreamAwaitable> {
  public:
   StreamAwaitable(detail::RunPort& port, std::string name, std::optional<boost::json::value> chunk)
       : CommandAwaitable(port), name_(std::move(name)), chunk_(std::move(chunk)) {}
-  bool start(detail::Completion& completion) {
+  bool issue(detail::Completion& completion) {
     if (chunk_) return port_->stream_write(name_, std::move(*chunk_), completion);
     return port_->stream_close(name_, completion);
   }
@@ -299,7 +368,7 @@ class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
         workflow_(std::move(workflow)),
         id_(std::move(id)),
         input_(std::move(input)) {}
-  bool start(detail::Completion& completion) {
+  bool issue(detail::Completion& completion) {
     return this->port_->child(workflow_, id_, std::move(input_), completion);
   }
   Out await_resume() {
@@ -312,6 +381,69 @@ class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
   std::string id_;
   boost::json::value input_;
 };
+
+// Ctx::any: which of several started commands completed first (its index).
+// A command of its own: the journal records the winner, so a replay gives the
+// same one.
+class AnyAwaitable : public detail::CommandAwaitable<AnyAwaitable> {
+ public:
+  AnyAwaitable(detail::RunPort& port, std::vector<detail::Completion*> candidates)
+      : CommandAwaitable(port), candidates_(std::move(candidates)) {}
+  bool issue(detail::Completion& completion) { return port_->select(candidates_, completion); }
+  std::size_t await_resume() {
+    rethrow_if_failed();
+    return boost::json::value_to<std::size_t>(completion_.value);
+  }
+
+ private:
+  std::vector<detail::Completion*> candidates_;
+};
+
+namespace detail {
+
+// Suspends until a started command has completed; never throws.
+struct SettledAwaitable {
+  Completion* completion;
+  bool await_ready() const noexcept { return completion->done; }
+  void await_suspend(std::coroutine_handle<> waiter) { completion->waiters.push_back(waiter); }
+  void await_resume() const noexcept {}
+};
+
+// A Future's result for Ctx::all: std::monostate for a command without one.
+template <typename T>
+using AllValue = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+template <typename T>
+AllValue<T> all_value(Future<T>& future) {
+  if constexpr (std::is_void_v<T>) {
+    future.await_resume();
+    return {};
+  } else {
+    return future.await_resume();
+  }
+}
+
+template <typename... T>
+Task<std::tuple<AllValue<T>...>> all_of(Future<T>... futures) {
+  for (Completion* completion : {&futures.completion()...}) {
+    if (!completion->done) co_await SettledAwaitable{completion};
+  }
+  // Braced: evaluated left to right, so the first failure in argument order
+  // is the one thrown.
+  co_return std::tuple<AllValue<T>...>{all_value(futures)...};
+}
+
+template <typename T>
+Task<std::vector<AllValue<T>>> all_of_range(std::vector<Future<T>> futures) {
+  for (auto& future : futures) {
+    if (!future.done()) co_await SettledAwaitable{&future.completion()};
+  }
+  std::vector<AllValue<T>> values;
+  values.reserve(futures.size());
+  for (auto& future : futures) values.push_back(all_value(future));
+  co_return values;
+}
+
+}  // namespace detail
 
 class Ctx {
  public:
@@ -374,6 +506,37 @@ class Ctx {
     static_assert(!detail::kGccMiscompilesTemporaryValue<Input>, FUSEE_NAME_IT_FIRST("a child's input"));
     const In& converted = input;
     return ChildAwaitable<Out>(*port_, ref.name, std::move(id), detail::to_json(converted));
+  }
+
+  // Waits until every future has completed, then gives their results in
+  // argument order (std::monostate for a command without a result), or
+  // throws the failure of the first future, in argument order, that failed.
+  // It waits for all rather than throwing at the first failure: which fails
+  // first may differ on replay, the order of the arguments does not, and
+  // nothing the workflow started is left unobserved. It journals nothing.
+  template <typename... T>
+  Task<std::tuple<detail::AllValue<T>...>> all(const Future<T>&... futures) {
+    return detail::all_of(futures...);
+  }
+  template <typename T>
+  Task<std::vector<detail::AllValue<T>>> all(const std::vector<Future<T>>& futures) {
+    return detail::all_of_range(futures);
+  }
+
+  // Waits until one of the futures has completed and gives its index (in
+  // argument order); the others go on. A command of its own: its journal
+  // record names the winner, so a replay, also after a crash between two
+  // completions, chooses the same one.
+  template <typename... T>
+  AnyAwaitable any(const Future<T>&... futures) {
+    return AnyAwaitable(*port_, {&futures.completion()...});
+  }
+  template <typename T>
+  AnyAwaitable any(const std::vector<Future<T>>& futures) {
+    std::vector<detail::Completion*> candidates;
+    candidates.reserve(futures.size());
+    for (const auto& future : futures) candidates.push_back(&future.completion());
+    return AnyAwaitable(*port_, std::move(candidates));
   }
 
   // The engine clock's time, journaled (the same value on replay).
