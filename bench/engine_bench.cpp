@@ -27,6 +27,13 @@
 //    getting its result, with no HTTP client in front. It needs two durable
 //    writes (run_started, then the step and the run's end); aim p50 <= 2.5 x
 //    the raw flush's p50. "steps" in its table row are calls.
+//  - parallel_steps: one run of 100 coroutine steps, each waiting 10 ms on a
+//    helper thread (a stand-in for an outside call), started together
+//    (Future, Ctx::all), beside the same run with the steps one after
+//    another, rounds alternating; aim: together <= 2 waits + 4 raw flushes.
+//  - parallel_children: 100 parents each starting 10 children of 10 no-op
+//    steps together, beside the same parents awaiting their children one by
+//    one.
 //  - fanout_split_unix: the fan-out with two workers on the Unix socket, each
 //    holding half the shards (Config::server_shards_max); every run is
 //    started and awaited through the first, so half the starts and results
@@ -72,6 +79,10 @@
 #include <exception>
 #include <filesystem>
 #include <latch>
+#include <map>
+#include <mutex>
+#include <condition_variable>
+#include <coroutine>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -104,6 +115,15 @@ constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
 constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
 constexpr std::string_view kCaseStart = "start";
+constexpr std::string_view kCaseParallelSteps = "parallel_steps";
+constexpr std::string_view kCaseParallelChildren = "parallel_children";
+// parallel_steps: 100 coroutine steps of one run, each waiting 10 ms.
+constexpr std::uint32_t kParallelSteps = 100;
+constexpr std::chrono::milliseconds kParallelStepWait{10};
+// parallel_children: 100 parents, each with 10 children of 10 no-op steps.
+constexpr std::uint32_t kParallelParents = 100;
+constexpr std::uint32_t kParallelChildrenPerParent = 10;
+constexpr std::uint32_t kParallelChildSteps = 10;
 // start: one execute() of a one-step workflow writes two records one after
 // the other (run_started, then the step with the run's end), so two flushes.
 constexpr double kStartP50OverRawAimMax = 2.5;
@@ -123,7 +143,8 @@ struct Options {
   std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
                                     std::string(kCaseMemory),    std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
-                                    std::string(kCaseFanoutSplitUnix), std::string(kCaseStart)};
+                                    std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
+                                    std::string(kCaseParallelSteps), std::string(kCaseParallelChildren)};
   std::uint32_t chain_steps = 1000;
   std::uint32_t start_runs = 200;  // start: sequential execute() calls per round
   std::uint32_t runs = 1000;
@@ -453,6 +474,255 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
   return result;
 }
 
+// The smallest, the median and the largest of a round figure.
+struct Spread {
+  double min = std::nan("");
+  double median = std::nan("");
+  double max = std::nan("");
+};
+Spread spread_of(std::vector<double> values) {
+  Spread spread;
+  if (values.empty()) return spread;
+  std::sort(values.begin(), values.end());
+  spread.min = values.front();
+  spread.max = values.back();
+  std::size_t middle = values.size() / 2;
+  spread.median = values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+  return spread;
+}
+
+// ---------------------------------------------------------------------------
+// parallel_steps and parallel_children: the same work started together
+// (Future, Ctx::all) and one command after another, in the same engine, each
+// way repeated in rounds as the other cases are. Local mode, direct writes.
+
+// Resumes each coroutine that awaits after(d) about d later, on its own
+// thread: a stand-in for an outside call a coroutine step waits on.
+class WaitService {
+ public:
+  WaitService() : thread_([this] { loop(); }) {}
+  ~WaitService() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  struct Awaiter {
+    WaitService* service;
+    std::chrono::milliseconds wait;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> waiter) {
+      {
+        std::lock_guard lock(service->mu_);
+        service->due_.emplace(Clock::now() + wait, waiter);
+      }
+      service->changed_.notify_all();
+    }
+    void await_resume() const noexcept {}
+  };
+  Awaiter after(std::chrono::milliseconds wait) { return Awaiter{this, wait}; }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      if (due_.empty()) {
+        changed_.wait(lock);
+        continue;
+      }
+      auto next = due_.begin();
+      if (Clock::now() < next->first) {
+        changed_.wait_until(lock, next->first);
+        continue;
+      }
+      auto waiter = next->second;
+      due_.erase(next);
+      lock.unlock();
+      waiter.resume();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::multimap<Clock::time_point, std::coroutine_handle<>> due_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+struct ParallelResult {
+  std::string name;
+  std::string work;  // what one round does
+  std::vector<double> together_ms;    // per round
+  std::vector<double> one_by_one_ms;  // per round
+  double aim_max_ms = std::nan("");   // parallel_steps: 2 waits + 4 raw flushes
+  RawFloor raw;
+};
+
+const fusee::WorkflowRef<bool, std::uint32_t>& waiting_steps_ref() {
+  static const fusee::WorkflowRef<bool, std::uint32_t> ref{"bench.waiting_steps"};
+  return ref;
+}
+const fusee::WorkflowRef<bool, std::uint32_t>& parent_ref() {
+  static const fusee::WorkflowRef<bool, std::uint32_t> ref{"bench.parent"};
+  return ref;
+}
+const fusee::WorkflowRef<std::uint32_t, std::uint32_t>& child_ref() {
+  static const fusee::WorkflowRef<std::uint32_t, std::uint32_t> ref{"bench.child"};
+  return ref;
+}
+
+// Rounds of `one_round(together, round)` each way until each way has timed
+// min_seconds and min_rounds rounds; the ways alternate, so a drift in the
+// disk's speed touches both.
+template <typename Round>
+void alternate_rounds(ParallelResult& result, double min_seconds, std::uint32_t min_rounds, Round one_round) {
+  double together_total = 0;
+  double one_by_one_total = 0;
+  for (std::uint32_t round = 0;
+       round < min_rounds || together_total < min_seconds * 1000 || one_by_one_total < min_seconds * 1000; ++round) {
+    if (round < min_rounds || together_total < min_seconds * 1000) {
+      double ms = one_round(true, round);
+      together_total += ms;
+      result.together_ms.push_back(ms);
+    }
+    if (round < min_rounds || one_by_one_total < min_seconds * 1000) {
+      double ms = one_round(false, round);
+      one_by_one_total += ms;
+      result.one_by_one_ms.push_back(ms);
+    }
+  }
+}
+
+ParallelResult run_parallel_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations,
+                                 double min_seconds, std::uint32_t min_rounds) {
+  ParallelResult result;
+  result.name = spec.name;
+  std::filesystem::create_directory(spec.data_dir);
+  auto floor = measure_floor(spec.data_dir, raw_iterations);
+  if (!floor) throw std::system_error(floor.error(), "raw flush");
+  result.raw = *floor;
+  fusee::Config config = fusee::Config::local(spec.data_dir);
+  config.shards = shards;
+  config.flush = fusee::FlushMethod::direct;
+  WaitService waits;
+  auto engine = fusee::Engine::open(config);
+
+  engine->register_workflow(waiting_steps_ref(), [&waits](fusee::Ctx& ctx, bool together) -> fusee::Task<std::uint32_t> {
+    auto wait = [&waits]() -> fusee::Task<std::uint32_t> {
+      co_await waits.after(kParallelStepWait);
+      co_return 1;
+    };
+    std::uint32_t done = 0;
+    if (together) {
+      std::vector<fusee::Future<std::uint32_t>> started;
+      for (std::uint32_t step = 0; step < kParallelSteps; ++step)
+        started.push_back(ctx.step(fmt::format("wait-{}", step), wait).start());
+      for (auto one : co_await ctx.all(started)) done += one;
+    } else {
+      for (std::uint32_t step = 0; step < kParallelSteps; ++step) done += co_await ctx.step(fmt::format("wait-{}", step), wait);
+    }
+    co_return done;
+  });
+  engine->register_workflow(child_ref(), [](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
+    for (std::uint32_t step = 0; step < kParallelChildSteps; ++step) co_await ctx.step(fmt::format("noop-{}", step), [] {});
+    co_return input;
+  });
+  engine->register_workflow(parent_ref(), [](fusee::Ctx& ctx, bool together) -> fusee::Task<std::uint32_t> {
+    std::uint32_t sum = 0;
+    if (together) {
+      std::vector<fusee::Future<std::uint32_t>> children;
+      for (std::uint32_t child = 0; child < kParallelChildrenPerParent; ++child)
+        children.push_back(ctx.child(child_ref(), fmt::format("{}-{}", ctx.run_id(), child), 1).start());
+      for (auto one : co_await ctx.all(children)) sum += one;
+    } else {
+      for (std::uint32_t child = 0; child < kParallelChildrenPerParent; ++child)
+        sum += co_await ctx.child(child_ref(), fmt::format("{}-{}", ctx.run_id(), child), 1);
+    }
+    co_return sum;
+  });
+
+  if (spec.name == kCaseParallelSteps) {
+    result.work = fmt::format("one run, {} coroutine steps each waiting {} ms", kParallelSteps,
+                              kParallelStepWait.count());
+    if (result.raw.measured)
+      result.aim_max_ms = 2.0 * double(kParallelStepWait.count()) + 4 * result.raw.latency.p50_us / 1000;
+    (void)engine->execute(waiting_steps_ref(), "warmup", true);
+    alternate_rounds(result, min_seconds, min_rounds, [&](bool together, std::uint32_t round) {
+      auto id = fmt::format("{}-{}", together ? "together" : "one-by-one", round);
+      auto started = Clock::now();
+      if (engine->execute(waiting_steps_ref(), id, together) != kParallelSteps)
+        throw std::runtime_error("parallel_steps: a run did not take every step");
+      return std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    });
+  } else {
+    result.work = fmt::format("{} parents x {} children x {} steps", kParallelParents, kParallelChildrenPerParent,
+                              kParallelChildSteps);
+    (void)engine->execute(parent_ref(), "warmup", true);
+    alternate_rounds(result, min_seconds, min_rounds, [&](bool together, std::uint32_t round) {
+      std::vector<std::string> ids;
+      for (std::uint32_t parent = 0; parent < kParallelParents; ++parent)
+        ids.push_back(fmt::format("{}-{}-{}", together ? "together" : "one-by-one", round, parent));
+      auto started = Clock::now();
+      std::vector<std::future<fusee::StartOutcome>> starts;
+      for (const auto& id : ids) starts.push_back(engine->start_async(parent_ref(), id, together));
+      for (auto& start : starts) (void)start.get();
+      std::vector<std::future<std::uint32_t>> results;
+      for (const auto& id : ids) results.push_back(engine->result_async(parent_ref(), id));
+      for (auto& one : results) {
+        if (one.get() != kParallelChildrenPerParent)
+          throw std::runtime_error("parallel_children: a parent did not get every child's output");
+      }
+      return std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    });
+  }
+  engine->shutdown();
+  engine.reset();
+  std::error_code removed;
+  std::filesystem::remove_all(spec.data_dir, removed);
+  return result;
+}
+
+void print_parallel(const std::vector<ParallelResult>& results) {
+  if (results.empty()) return;
+  fmt::print("\nthe same work started together and one after another (elapsed ms per round: median [min, max])\n");
+  fmt::print("{:<18} {:>7} {:>24} {:>24} {:>8} {:>9}  {}\n", "case", "rounds", "together", "one by one", "speedup",
+             "aim <=", "work");
+  for (const auto& result : results) {
+    Spread together = spread_of(result.together_ms);
+    Spread one_by_one = spread_of(result.one_by_one_ms);
+    auto cell = [](const Spread& spread) {
+      return fmt::format("{:.1f} [{:.1f}, {:.1f}]", spread.median, spread.min, spread.max);
+    };
+    fmt::print("{:<18} {:>3}/{:<3} {:>24} {:>24} {:>8} {:>9}  {}\n", result.name, result.together_ms.size(),
+               result.one_by_one_ms.size(), cell(together), cell(one_by_one),
+               format_ratio(ratio(one_by_one.median, together.median)),
+               std::isfinite(result.aim_max_ms) ? fmt::format("{:.1f}", result.aim_max_ms) : std::string("-"),
+               result.work);
+  }
+}
+
+void print_parallel_json(const ParallelResult& result) {
+  Spread together = spread_of(result.together_ms);
+  Spread one_by_one = spread_of(result.one_by_one_ms);
+  JsonLine line("engine_parallel");
+  line.field("case", result.name)
+      .field("work", result.work)
+      .field("rounds_together", result.together_ms.size())
+      .field("rounds_one_by_one", result.one_by_one_ms.size())
+      .field("together_ms_median", round_to_digits(together.median, 3))
+      .field("together_ms_min", round_to_digits(together.min, 3))
+      .field("together_ms_max", round_to_digits(together.max, 3))
+      .field("one_by_one_ms_median", round_to_digits(one_by_one.median, 3))
+      .field("one_by_one_ms_min", round_to_digits(one_by_one.min, 3))
+      .field("one_by_one_ms_max", round_to_digits(one_by_one.max, 3))
+      .field("speedup", round_to_digits(ratio(one_by_one.median, together.median), 3))
+      .field("raw_p50_us", round_to_ns(result.raw.measured ? result.raw.latency.p50_us : std::nan("")));
+  if (std::isfinite(result.aim_max_ms)) line.field("aim_max_ms", round_to_digits(result.aim_max_ms, 3));
+  line.print();
+}
+
 // ---------------------------------------------------------------------------
 // Output.
 
@@ -482,23 +752,6 @@ void print_table_row(const CaseResult& result) {
              result.latency.p50_us, result.latency.p99_us, result.latency.p999_us,
              format_ratio(result.p99_over_p50()), us(raw_p50_us(result)), us(raw_p99_us(result)),
              result.local ? format_ratio(ratio(result.latency.p50_us, raw_p50_us(result))) : std::string("-"), note);
-}
-
-// The smallest, the median and the largest of a round figure.
-struct Spread {
-  double min = std::nan("");
-  double median = std::nan("");
-  double max = std::nan("");
-};
-Spread spread_of(std::vector<double> values) {
-  Spread spread;
-  if (values.empty()) return spread;
-  std::sort(values.begin(), values.end());
-  spread.min = values.front();
-  spread.max = values.back();
-  std::size_t middle = values.size() / 2;
-  spread.median = values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-  return spread;
 }
 
 void print_spread_table(const std::vector<CaseResult>& results) {
@@ -715,6 +968,12 @@ int run(const Options& options) {
                      options.steps, options.starters, "unix", true});
   if (options.wants(kCaseStart))
     specs.push_back({std::string(kCaseStart), true, data_dir(kCaseStart), options.start_runs, 1, 1});
+  std::vector<CaseSpec> parallel_specs;
+  if (options.wants(kCaseParallelSteps))
+    parallel_specs.push_back({std::string(kCaseParallelSteps), true, data_dir(kCaseParallelSteps), 1, kParallelSteps, 1});
+  if (options.wants(kCaseParallelChildren))
+    parallel_specs.push_back({std::string(kCaseParallelChildren), true, data_dir(kCaseParallelChildren),
+                              kParallelParents, kParallelChildrenPerParent * kParallelChildSteps, 1});
 
   print_table_header();
   std::vector<CaseResult> results;
@@ -732,7 +991,18 @@ int run(const Options& options) {
     print_table_row(results.back());
     std::fflush(stdout);
   }
-  print_spread_table(results);
+  std::vector<ParallelResult> parallel;
+  for (const auto& spec : parallel_specs) {
+    try {
+      parallel.push_back(
+          run_parallel_case(spec, options.shards, options.raw_iterations, options.min_seconds, options.min_rounds));
+    } catch (const std::exception& failure) {
+      fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
+      return 1;
+    }
+  }
+  if (!results.empty()) print_spread_table(results);
+  print_parallel(parallel);
   for (const auto& result : results) {
     if (result.local) fmt::print("{}: {:.1f} records per flush\n", result.name, result.records_per_flush);
   }
@@ -748,6 +1018,10 @@ int run(const Options& options) {
     print_case_json(result);
   }
   for (auto& line : server_lines) line.print();
+  for (const auto& result : parallel) {
+    print_raw_json(CaseResult{.name = result.name, .raw = result.raw}, options.dir);
+    print_parallel_json(result);
+  }
   for (const auto& aim : aims) print_aim_json(aim);
   return 0;
 }
@@ -761,11 +1035,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, start")
+                 "fanout_split_unix, start, parallel_steps, parallel_children")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
-                             std::string(kCaseFanoutSplitUnix), std::string(kCaseStart)}))
+                             std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
+                             std::string(kCaseParallelSteps), std::string(kCaseParallelChildren)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)
