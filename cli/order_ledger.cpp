@@ -18,7 +18,11 @@ namespace {
 // only a clear ordering counts as evidence.
 constexpr std::int64_t kClockSlackMs = 20;
 
-constexpr std::array<std::string_view, 3> kSteps{kQuoteStep, kChargeStep, kShipStep};
+constexpr std::array<std::string_view, 4> kSteps{kQuoteStep, kReserveStep, kChargeStep, kShipStep};
+// When each step starts in the workflow: steps of one rank run at the same
+// time (quote and reserve), so only a step of a later rank running shows that
+// an earlier one's result was durable.
+constexpr std::array<int, 4> kStepRanks{0, 0, 1, 2};
 
 std::size_t step_position(std::string_view step) {
   return static_cast<std::size_t>(std::find(kSteps.begin(), kSteps.end(), step) - kSteps.begin());
@@ -251,6 +255,7 @@ void OrderLedger::check_steps(const RunRecord& run, std::vector<std::string>& ou
       }
     };
     for (auto later = step_position(step) + 1; later < kSteps.size(); ++later) {
+      if (kStepRanks[later] <= kStepRanks[step_position(step)]) continue;
       auto found = run.steps.find(kSteps[later]);
       if (found == run.steps.end()) continue;
       for (const auto& execution : found->second)
@@ -332,7 +337,7 @@ void OrderLedger::check_final(const RunRecord& run, std::vector<std::string>& ou
     auto found = run.steps.find(step);
     return found == run.steps.end() ? std::size_t{0} : found->second.size();
   };
-  for (auto step : {kQuoteStep, kChargeStep}) {
+  for (auto step : {kQuoteStep, kReserveStep, kChargeStep}) {
     if (ran(step) == 0) out.push_back(fmt::format("{}: finished, but its {} step never ran", id, step));
   }
   if (*outcome == Outcome::shipped && ran(kShipStep) == 0)

@@ -152,10 +152,10 @@ std::vector<std::string_view> steps_before_chunk(const json::value& chunk) {
   const auto* phase = object ? object->if_contains("phase") : nullptr;
   if (!phase || !phase->is_string()) return {};
   const auto& name = phase->get_string();
-  if (name == "quoted") return {kQuoteStep};
+  if (name == "quoted") return {kQuoteStep, kReserveStep};
   if (name == "charged" || name == "awaiting_approval" || name == "approved" || name == "rejected" || name == "expired")
-    return {kQuoteStep, kChargeStep};
-  if (name == "shipped") return {kQuoteStep, kChargeStep, kShipStep};
+    return {kQuoteStep, kReserveStep, kChargeStep};
+  if (name == "shipped") return {kQuoteStep, kReserveStep, kChargeStep, kShipStep};
   return {};
 }
 
@@ -170,7 +170,17 @@ Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services) {
     services.step_running(order.id, kQuoteStep, step);
     return quote_total_cents(order);
   };
-  const std::int64_t total_cents = co_await ctx.step(std::string(kQuoteStep), quote);
+  // The stock is held while the price is worked out: both steps are started
+  // before either is awaited, and Ctx::all waits for the two.
+  const auto reserve = [id = order.id, &services](StepContext& step) -> Task<std::string> {
+    services.step_running(id, kReserveStep, step);
+    co_await ServiceCall(services, id, kReserveStep);
+    co_return "hold-" + id;
+  };
+  Future<std::int64_t> quoted = ctx.step(std::string(kQuoteStep), quote).start();
+  Future<std::string> held = ctx.step(std::string(kReserveStep), reserve).start();
+  const auto [total_cents, hold] = co_await ctx.all(quoted, held);
+  (void)hold;
   co_await progress.write(quoted_chunk(total_cents));
 
   // The payment service deduplicates charges by this key, so a charge

@@ -63,6 +63,8 @@ inline constexpr std::chrono::milliseconds kApprovalTimeout{2000};
 
 // The steps, in the order a run executes them.
 inline constexpr std::string_view kQuoteStep = "quote";
+// Holds the order's stock; runs at the same time as the quote.
+inline constexpr std::string_view kReserveStep = "reserve";
 inline constexpr std::string_view kChargeStep = "charge";
 inline constexpr std::string_view kShipStep = "ship";
 
