@@ -54,8 +54,10 @@ struct Life {
 // The workloads: a plain one, and one that checkpoints and retires across
 // two opens, with small segments and every record but the smallest in the
 // blob area.
-// A third parks the waiting runs and wakes them by their signals.
-enum class Workload { plain, checkpoints, parking };
+// A third parks the waiting runs and wakes them by their signals. A fourth
+// runs the workflow with commands in flight together: two steps at once
+// (Ctx::all), then a timer and the approval wait at once (Ctx::any).
+enum class Workload { plain, checkpoints, parking, concurrent };
 
 Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Workload workload = Workload::plain) {
   auto config = Config::local("/data");
@@ -78,7 +80,42 @@ Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock
   return config;
 }
 
-void register_order(Engine& engine, Life& life) {
+void register_concurrent_order(Engine& engine, Life& life) {
+  engine.register_workflow(kOrder, [&life](Ctx& ctx, int input) -> Task<int> {
+    auto id = ctx.run_id();
+    auto quote_fn = [&life, id, input] {
+      life.note_ran(id, "quote");
+      return input * 10;
+    };
+    auto stock_fn = [&life, id, input] {
+      life.note_ran(id, "stock");
+      return input;
+    };
+    Future<int> quoted = ctx.step("quote", quote_fn).start();
+    Future<int> stocked = ctx.step("stock", stock_fn).start();
+    auto both = co_await ctx.all(quoted, stocked);
+    int quote = std::get<0>(both);
+    co_await ctx.stream("progress").write(quote);
+    // The clock never moves here: the approval always comes first.
+    Future<void> patience = ctx.sleep("patience", std::chrono::hours(24)).start();
+    Future<std::optional<int>> approved = ctx.wait_for(kApproval).start();
+    std::optional<int> approval;
+    if (co_await ctx.any(patience, approved) == 1) approval = co_await approved;
+    auto total_fn = [&life, id, quote, approval] {
+      life.note_ran(id, "total");
+      return quote + approval.value_or(-1000);
+    };
+    int total = co_await ctx.step("total", total_fn);
+    co_await ctx.stream("progress").write(total);
+    co_return total;
+  });
+}
+
+void register_order(Engine& engine, Life& life, Workload workload = Workload::plain) {
+  if (workload == Workload::concurrent) {
+    register_concurrent_order(engine, life);
+    return;
+  }
   engine.register_workflow(kOrder, [&life](Ctx& ctx, int input) -> Task<int> {
     auto id = ctx.run_id();
     int quote = co_await ctx.step("quote", [&life, id, input] {
@@ -109,7 +146,7 @@ void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& cloc
                    Workload workload = Workload::plain) {
   try {
     auto engine = Engine::open(config_for(fs, clock, workload));
-    register_order(*engine, life);
+    register_order(*engine, life, workload);
     // The checkpoint workload starts its last run in the second open.
     const int first_open_runs = workload == Workload::checkpoints ? kRuns - 1 : kRuns;
     for (int run = 0; run < first_open_runs; ++run) {
@@ -126,7 +163,7 @@ void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& cloc
       engine->checkpoint();
       engine->shutdown();
       engine = Engine::open(config_for(fs, clock, workload));
-      register_order(*engine, life);
+      register_order(*engine, life, workload);
       auto late = run_name(kRuns - 1);
       engine->start(kOrder, late, kRuns - 1);
       life.started.insert(late);
@@ -184,7 +221,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   std::set<std::string> known;
   for (const auto& info : listed) known.insert(info.id);
   for (const auto& id : before.started) CHECK_MESSAGE(known.contains(id), "acknowledged start of " << id << " lost");
-  register_order(*engine, after);
+  register_order(*engine, after, workload);
   std::map<std::string, int> engine_results;
   for (int run = 0; run < kRuns; ++run) {
     auto id = run_name(run);
@@ -216,6 +253,9 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
     bool total_durable = before.results.contains(id);
     bool quote_durable = total_durable || before.ran_count(id, "total") > 0 || !delivered.empty();
     if (quote_durable) CHECK_MESSAGE(after.ran_count(id, "quote") == 0, "step quote of " << id << " ran again");
+    // The concurrent workflow's stock step: its record is before the first
+    // chunk too (Ctx::all waits for both steps before the write).
+    if (quote_durable) CHECK_MESSAGE(after.ran_count(id, "stock") == 0, "step stock of " << id << " ran again");
     if (total_durable) CHECK_MESSAGE(after.ran_count(id, "total") == 0, "step total of " << id << " ran again");
   }
   if (workload != Workload::plain) engine->checkpoint();  // finished runs to the store
@@ -224,7 +264,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   // Stable: the next recovery finds the same results without running anything.
   Life third;
   auto again = Engine::open(config_for(image, clock, workload));
-  register_order(*again, third);
+  register_order(*again, third, workload);
   for (int run = 0; run < kRuns; ++run) {
     auto id = run_name(run);
     CHECK(again->result(kOrder, id) == engine_results[id]);
@@ -323,6 +363,9 @@ TEST_SUITE("crash") {
     enumerate_crashes(Workload::checkpoints, "engine crash enumeration with checkpoints and retirement");
   }
 
+  TEST_CASE("engine: crashes while a run has several commands in flight lose nothing acknowledged") {
+    enumerate_crashes(Workload::concurrent, "engine crash enumeration, commands in flight together");
+  }
   TEST_CASE("engine: crashes while runs are parked and woken lose nothing acknowledged") {
     enumerate_crashes(Workload::parking, "engine crash enumeration with parking");
   }
