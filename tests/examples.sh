@@ -2,10 +2,11 @@
 # The examples run and succeed. approval: twice on one data directory (the
 # second run attaches to the finished run instead of starting it again).
 # tutorial: every C++ snippet of docs/tutorial.md is in examples/tutorial.cpp
-# verbatim; a run to the end; a run SIGKILLed inside its charge step, then a
+# (or, for its part 8, in examples/parallel.cpp) verbatim; a run to the end; a run SIGKILLed inside its charge step, then a
 # second run that resumes it (the quote step is not run again, the charge step
 # runs again under the same idempotency key) and ends with the same result as
-# the uninterrupted run; a third run that only reads the result.
+# the uninterrupted run; a third run that only reads the result. parallel:
+# confirmed in time, and silent until its timeout.
 # Usage: examples.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: examples.sh SOURCE_DIR BUILD_DIR}
@@ -17,10 +18,15 @@ fail() { echo "examples: $*" >&2; exit 1; }
 "$build/examples/approval" "$scratch/data" >/dev/null
 "$build/examples/approval" "$scratch/data" >/dev/null
 
+out=$("$build/examples/parallel" "$scratch/parallel") || fail "parallel exited $?: $out"
+[[ "$out" == "Ada: flight booked "*"car booked "*"total 690, confirmed" ]] || fail "parallel: $out"
+out=$("$build/examples/parallel" "$scratch/parallel-silent" --silent) || fail "parallel --silent exited $?: $out"
+[[ "$out" == *"total 690, not confirmed within the hour" ]] || fail "parallel --silent: $out"
+
 # --- The tutorial's snippets are the program's code: each ```cpp block of
-# docs/tutorial.md is in examples/tutorial.cpp, each ```meson block in
-# examples/meson.build, verbatim.
-cpp_text=$(<"$top/examples/tutorial.cpp")
+# docs/tutorial.md is in examples/tutorial.cpp or examples/parallel.cpp,
+# each ```meson block in examples/meson.build, verbatim.
+cpp_text=$(<"$top/examples/tutorial.cpp")$'\n'$(<"$top/examples/parallel.cpp")
 meson_text=$(<"$top/examples/meson.build")
 snippets=0
 block=""
@@ -31,7 +37,7 @@ while IFS= read -r line || [ -n "$line" ]; do
     block=""
   elif [ -n "$kind" ] && [ "$line" = '```' ]; then
     snippets=$((snippets + 1))
-    if [ "$kind" = cpp ]; then text=$cpp_text; file=examples/tutorial.cpp; else text=$meson_text; file=examples/meson.build; fi
+    if [ "$kind" = cpp ]; then text=$cpp_text; file="examples/tutorial.cpp or examples/parallel.cpp"; else text=$meson_text; file=examples/meson.build; fi
     [[ "$text" == *"$block"* ]] ||
       fail "docs/tutorial.md snippet $snippets ($kind) is not in $file verbatim:"$'\n'"$block"
     kind=""

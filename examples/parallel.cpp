@@ -1,0 +1,77 @@
+// Doing several things at once inside one workflow (docs/tutorial.md, part
+// 8, quotes this file): a trip books its flight, hotel and car as three child
+// runs started together, prices them with two steps started together, then
+// waits for the traveller's confirmation or a one-hour timeout, whichever
+// comes first. Usage: parallel DATA_DIR [--silent] (--silent: no
+// confirmation is sent, so the trip ends at the timeout, which the program
+// brings forward by running on a clock it moves).
+#include <fusee/fusee.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace fusee;
+
+const WorkflowRef<std::string, std::string> kBook{"book"};
+const WorkflowRef<std::string, std::string> kTrip{"trip"};
+const Signal<bool> kConfirm{"confirm"};
+
+// One booking: a step that would call the supplier, keyed for idempotency.
+Task<std::string> book(Ctx& ctx, std::string item) {
+  auto reserve = [item](StepContext& step) { return item + " booked (" + step.key() + ")"; };
+  co_return co_await ctx.step("reserve", reserve);
+}
+
+Task<std::string> trip(Ctx& ctx, std::string traveller) {
+  // Three children started together: each runs at once, on its own shard.
+  std::vector<Future<std::string>> bookings;
+  for (std::string item : {"flight", "hotel", "car"})
+    bookings.push_back(ctx.child(kBook, ctx.run_id() + "-" + item, item).start());
+
+  // Two steps started together, awaited with the children.
+  auto fare = [] { return 420; };
+  auto nights = [] { return 3 * 90; };
+  Future<int> fare_cents = ctx.step("fare", fare).start();
+  Future<int> hotel_cents = ctx.step("nights", nights).start();
+
+  std::vector<std::string> booked = co_await ctx.all(bookings);
+  auto [flight_price, hotel_price] = co_await ctx.all(fare_cents, hotel_cents);
+
+  // A timeout: whichever of the timer and the confirmation comes first.
+  Future<void> patience = ctx.sleep("patience", std::chrono::hours(1)).start();
+  Future<std::optional<bool>> confirmed = ctx.wait_for(kConfirm).start();
+  bool in_time = co_await ctx.any(patience, confirmed) == 1;
+
+  std::string summary = traveller + ": ";
+  for (const auto& line : booked) summary += line + "; ";
+  summary += "total " + std::to_string(flight_price + hotel_price) + ", ";
+  summary += in_time ? "confirmed" : "not confirmed within the hour";
+  co_return summary;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3 || (argc == 3 && std::string_view(argv[2]) != "--silent")) {
+    std::fprintf(stderr, "usage: parallel DATA_DIR [--silent]\n");
+    return 2;
+  }
+  const bool silent = argc == 3;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = Config::local(argv[1]);
+  config.clock = clock;
+  auto engine = Engine::open(config);
+  engine->register_workflow(kBook, book);
+  engine->register_workflow(kTrip, trip);
+
+  (void)engine->start(kTrip, "trip-1", std::string("Ada"));
+  if (silent) {
+    // The hour passes (on the engine's clock) until the run has ended.
+    while (engine->get_run("trip-1")->status == RunStatus::running) clock->advance(std::chrono::minutes(10));
+  } else {
+    engine->signal("trip-1", kConfirm, true, "confirm-trip-1");
+  }
+  std::printf("%s\n", engine->result(kTrip, "trip-1").c_str());
+}
