@@ -20,6 +20,13 @@ struct StepCall {
   detail::StepBody body;
   std::uint32_t attempt = 1;
   detail::Completion* completion = nullptr;
+  // RetryPolicy::deadline as a time: set at the first attempt, journaled
+  // with each failed attempt so a replay keeps it.
+  std::optional<TimePoint> deadline;
+  // The attempt under way: whether its outcome is still awaited, and how
+  // it is asked to stop (attempt timeout, deadline).
+  bool attempt_open = false;
+  std::shared_ptr<std::stop_source> stop;
 };
 
 namespace {
@@ -439,6 +446,7 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
       }
       // Failed attempts so far: the next one runs at its recorded time.
       call->attempt = static_cast<std::uint32_t>(last.number) + 1;
+      if (!last.detail.empty()) call->deadline = from_ms(std::stoll(last.detail));
       park(position, completion);
       shard_.add_timer(from_ms(last.time_ms), this, [self = shared_from_this(), call] { self->run_step_attempt(call); });
       return end_command();
@@ -446,6 +454,7 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
     case Replay::none:
       break;
   }
+  if (policy.deadline.count() > 0) call->deadline = shard_.now() + policy.deadline;
   park(position, completion);
   run_step_attempt(call);
   return end_command();
@@ -456,8 +465,16 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
   // The step's outside effects wait for every earlier record of the run.
   shard_.after_run_durable(*this, [self = shared_from_this(), call](std::error_code error) {
     if (error || self->stopped_ || !self->waiting_at(call->position)) return;
-    StepContext step(fmt::format("{}/{}/{}/{}", self->id_, self->generation_, call->position, call->name),
-                     call->attempt);
+    const auto attempt = call->attempt;
+    call->attempt_open = true;
+    if (call->deadline && self->shard_.now() >= *call->deadline) {
+      self->finish_step_attempt(
+          call, {}, std::make_exception_ptr(Error(errc::timed_out, "the step's deadline passed before it")), attempt);
+      return;
+    }
+    call->stop = std::make_shared<std::stop_source>();
+    StepContext step(fmt::format("{}/{}/{}/{}", self->id_, self->generation_, call->position, call->name), attempt,
+                     call->stop->get_token());
     if (call->body.plain) {
       boost::json::value value;
       std::exception_ptr error;
@@ -466,23 +483,42 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
       } catch (...) {
         error = std::current_exception();
       }
-      self->finish_step_attempt(call, std::move(value), error);
+      self->finish_step_attempt(call, std::move(value), error, attempt);
       return;
+    }
+    // A coroutine step's attempt ends at its timeout or the step's deadline,
+    // whichever is first, if it has not ended before.
+    std::optional<TimePoint> until;
+    if (call->policy.attempt_timeout.count() > 0) until = self->shard_.now() + call->policy.attempt_timeout;
+    if (call->deadline && (!until || *call->deadline < *until)) until = call->deadline;
+    if (until) {
+      self->shard_.add_timer(*until, self.get(), [self, call, attempt] { self->on_attempt_timeout(call, attempt); });
     }
     auto shard_id = self->shard_.id();
     auto& core = self->shard_.core();
     drive_coroutine_step(call->body.coroutine, std::move(step),
-                         [self, call, shard_id, &core](boost::json::value value, std::exception_ptr error) {
-                           core.post_to_shard(shard_id, [self, call, value = std::move(value), error]() mutable {
-                             self->finish_step_attempt(call, std::move(value), error);
+                         [self, call, attempt, shard_id, &core](boost::json::value value, std::exception_ptr error) {
+                           core.post_to_shard(shard_id, [self, call, attempt, value = std::move(value), error]() mutable {
+                             self->finish_step_attempt(call, std::move(value), error, attempt);
                            });
                          });
   });
 }
 
+void Run::on_attempt_timeout(const std::shared_ptr<StepCall>& call, std::uint32_t attempt) {
+  if (stopped_ || !waiting_at(call->position) || call->attempt != attempt || !call->attempt_open) return;
+  if (call->stop) call->stop->request_stop();
+  bool deadline = call->deadline && shard_.now() >= *call->deadline;
+  auto text = deadline ? std::string("the step's deadline passed during the attempt")
+                       : fmt::format("the attempt took longer than its {} ms", call->policy.attempt_timeout.count());
+  finish_step_attempt(call, {}, std::make_exception_ptr(Error(errc::timed_out, text)), attempt);
+}
+
 void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json::value value,
-                              std::exception_ptr error) {
-  if (stopped_ || !waiting_at(call->position)) return;
+                              std::exception_ptr error, std::uint32_t attempt) {
+  // An attempt abandoned at its timeout may still finish: dropped.
+  if (stopped_ || !waiting_at(call->position) || attempt != call->attempt || !call->attempt_open) return;
+  call->attempt_open = false;
   auto& completion = *call->completion;
   if (!error) {
     auto record = make_record(RecordKind::step_completed, call->position, call->name);
@@ -502,12 +538,20 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
   } catch (...) {
   }
   auto message = describe_error(error);
+  TimePoint retry_at{};
+  bool deadline_passed = call->deadline && shard_.now() >= *call->deadline;
   if (retryable) {
     double backoff_ms = static_cast<double>(call->policy.initial_backoff.count()) *
                         std::pow(call->policy.multiplier, static_cast<double>(call->attempt - 1));
     backoff_ms = std::min(backoff_ms, static_cast<double>(call->policy.maximum_backoff.count()));
-    auto retry_at = shard_.now() + std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, backoff_ms)));
+    retry_at = shard_.now() + std::chrono::milliseconds(static_cast<std::int64_t>(std::max(0.0, backoff_ms)));
+    // No attempt starts past the step's deadline.
+    if (call->deadline && retry_at >= *call->deadline) deadline_passed = true;
+    if (deadline_passed) retryable = false;
+  }
+  if (retryable) {
     auto record = make_record(RecordKind::step_attempt_failed, call->position, call->name);
+    if (call->deadline) record.detail = std::to_string(to_ms(*call->deadline));
     record.number = call->attempt;
     record.time_ms = to_ms(retry_at);
     record.value = message;
@@ -518,6 +562,7 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
   }
   auto text = fmt::format("step '{}' of run '{}' failed after {} attempt{}: {}", call->name, id_, call->attempt,
                           call->attempt == 1 ? "" : "s", message);
+  if (deadline_passed) text += " (its deadline passed)";
   auto record = make_record(RecordKind::step_failed, call->position, call->name);
   record.number = call->attempt;
   record.value = text;

@@ -94,8 +94,12 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Continuations of commands, called by timers, durable waits and other
   // shards. Each ignores a call for a position the run no longer waits at.
   void run_step_attempt(const std::shared_ptr<StepCall>& call);
+  // The outcome of attempt `attempt` (dropped when that attempt was given
+  // up already, at its timeout).
   void finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json::value value,
-                           std::exception_ptr error);
+                           std::exception_ptr error, std::uint32_t attempt);
+  // A coroutine step's attempt reached its timeout or the step's deadline.
+  void on_attempt_timeout(const std::shared_ptr<StepCall>& call, std::uint32_t attempt);
   void on_sleep_fired(std::uint32_t position, const std::string& name);
   void on_wait_timeout(std::uint32_t position, const std::string& name);
   void on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome);

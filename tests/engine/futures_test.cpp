@@ -6,7 +6,9 @@
 // another set of commands is reported as nondeterminism.
 #include <doctest/doctest.h>
 
+#include <mutex>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -223,5 +225,112 @@ TEST_CASE("local mode: a replay whose any waits for other commands stops with no
   std::string message = error_message(errc::nondeterminism, [&] { (void)result_of(engine, kPair, "p-1"); });
   CHECK(message.find("[0, 1]") != std::string::npos);
   CHECK(message.find("[1, 0]") != std::string::npos);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a coroutine step past its attempt timeout is asked to stop, and the retry policy tries again", M,
+                   InMemory, OnDisk, Remote) {
+  Gate first_attempt_gate;
+  CallCounter entered;
+  std::mutex tokens_mu;
+  std::vector<std::stop_token> tokens;
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  const WorkflowRef<int, int> ref{"slow-then-quick"};
+  engine->register_workflow(ref, [&](Ctx& ctx, int) -> Task<int> {
+    auto call = [&](StepContext& step) -> Task<int> {
+      {
+        std::lock_guard lock(tokens_mu);
+        tokens.push_back(step.stop_token());
+      }
+      entered.add();
+      if (step.attempt() == 1) co_await first_attempt_gate.wait();  // an outside call that hangs
+      co_return static_cast<int>(step.attempt());
+    };
+    RetryPolicy policy;
+    policy.attempts = 3;
+    policy.attempt_timeout = 30s;
+    policy.initial_backoff = 1s;
+    co_return co_await ctx.step("call", call).retry(policy);
+  });
+
+  (void)engine->start(ref, "t-1", 0);
+  auto result = result_in_background(engine, ref, "t-1");
+  entered.require(1);
+  advance_until_ready(harness.clock(), 10s, result);
+  CHECK(result.get() == 2);
+  {
+    std::lock_guard lock(tokens_mu);
+    REQUIRE(tokens.size() == 2);
+    CHECK(tokens[0].stop_requested());  // the abandoned attempt was asked to stop
+    CHECK_FALSE(tokens[1].stop_requested());
+  }
+  first_attempt_gate.open();  // the first attempt ends late: its value is dropped
+  CHECK(result_of(engine, ref, "t-1") == 2);
+}
+
+TEST_CASE_TEMPLATE("a step's deadline across attempts ends its retries with step_failed", M, InMemory, OnDisk, Remote) {
+  CallCounter attempts;
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  const WorkflowRef<int, std::string> ref{"always-fails"};
+  engine->register_workflow(ref, [&](Ctx& ctx, int) -> Task<std::string> {
+    auto flaky = [&attempts]() -> int {
+      attempts.add();
+      throw std::runtime_error("supplier down");
+    };
+    RetryPolicy policy;
+    policy.attempts = 100;
+    policy.initial_backoff = 1s;
+    policy.multiplier = 1.0;
+    policy.deadline = 3500ms;
+    try {
+      co_await ctx.step("order", flaky).retry(policy);
+      co_return std::string("no failure");
+    } catch (const Error& error) {
+      co_return std::string(errc_name(error.error())) + "|" + error.what();
+    }
+  });
+
+  (void)engine->start(ref, "d-1", 0);
+  auto result = result_in_background(engine, ref, "d-1");
+  advance_until_ready(harness.clock(), 500ms, result);
+  auto message = result.get();
+  CHECK(message.starts_with("step_failed|"));
+  CHECK(message.find("its deadline passed") != std::string::npos);
+  // At 0, 1, 2 and 3 s when the engine keeps up with the clock (a slow
+  // reaction moves a retry later); never the 100 the policy allows.
+  CHECK(attempts.count() >= 2);
+  CHECK(attempts.count() <= 4);
+}
+
+TEST_CASE_TEMPLATE("a future's timeout gives nothing when time runs out first, and the command goes on", M, InMemory,
+                   OnDisk, Remote) {
+  CallCounter timed_out;
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  const WorkflowRef<int, int> ref{"reply-or-not"};
+  engine->register_workflow(ref, [&timed_out](Ctx& ctx, int) -> Task<int> {
+    Future<std::optional<int>> reply = ctx.wait_for(kGo).start();
+    auto in_time = co_await reply.timeout(1h);
+    if (in_time) co_return in_time->value_or(-2);
+    timed_out.add();
+    // Too late for the timeout, but the wait goes on: a later signal ends it.
+    auto late = co_await reply;
+    co_return 1000 + late.value_or(-2);
+  });
+
+  (void)engine->start(ref, "prompt", 0);
+  engine->signal("prompt", kGo, 7);
+  CHECK(result_of(engine, ref, "prompt") == 7);
+
+  (void)engine->start(ref, "slow", 0);
+  auto result = result_in_background(engine, ref, "slow");
+  // The timeout fires (the clock moves until it has); the run still waits.
+  advance_until(harness.clock(), 30min, [&](std::chrono::milliseconds wait) { return timed_out.wait_for(1, wait); });
+  CHECK_FALSE(result.ready(50ms));
+  engine->signal("slow", kGo, 9);
+  CHECK(result.get() == 1009);
 }
 }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -48,21 +49,37 @@ struct RetryPolicy {
   double multiplier = 2.0;
   // true: this error is final, no more attempts (TerminalError always is).
   std::function<bool(const std::exception&)> non_retryable;
+  // How long one attempt of a coroutine step may take (0: no limit). Past
+  // it the step's stop token asks it to stop, the attempt counts as failed
+  // (errc::timed_out) and the policy decides whether to try again; whatever
+  // the abandoned attempt returns later is dropped. A plain step cannot be
+  // interrupted, so it has no attempt timeout.
+  std::chrono::milliseconds attempt_timeout{0};
+  // How long the step may take across all its attempts, from its first
+  // attempt (0: no limit): no attempt starts or runs past it, and the step
+  // fails with errc::step_failed saying its deadline passed.
+  std::chrono::milliseconds deadline{0};
 };
 
 // What a step's function sees.
 class StepContext {
  public:
-  StepContext(std::string key, std::uint32_t attempt) : key_(std::move(key)), attempt_(attempt) {}
+  StepContext(std::string key, std::uint32_t attempt, std::stop_token stop = {})
+      : key_(std::move(key)), attempt_(attempt), stop_(std::move(stop)) {}
   // A deterministic idempotency key for outside services: the same for every
   // attempt and every replay of this step, different for every other step.
   const std::string& key() const { return key_; }
   // 1 for the first attempt.
   std::uint32_t attempt() const { return attempt_; }
+  // Stop requested: the attempt passed its timeout or the step its deadline
+  // (RetryPolicy); a coroutine step should give up soon, as its result will
+  // be dropped.
+  std::stop_token stop_token() const { return stop_; }
 
  private:
   std::string key_;
   std::uint32_t attempt_;
+  std::stop_token stop_;
 };
 
 namespace detail {
@@ -118,6 +135,7 @@ struct FutureHolder {
   virtual ~FutureHolder() = default;
   virtual Completion& completion() = 0;
   virtual T result() = 0;
+  virtual RunPort& port() = 0;
 };
 
 template <typename A, typename T>
@@ -125,6 +143,7 @@ struct FutureHolderOf final : FutureHolder<T> {
   explicit FutureHolderOf(A&& given) : awaitable(std::move(given)) {}
   Completion& completion() override { return awaitable.completion(); }
   T result() override { return awaitable.await_resume(); }
+  RunPort& port() override { return awaitable.port(); }
   A awaitable;
 };
 
@@ -144,6 +163,12 @@ class Future {
   void await_suspend(std::coroutine_handle<> waiter) { holder_->completion().waiters.push_back(waiter); }
   T await_resume() { return holder_->result(); }
   detail::Completion& completion() const { return holder_->completion(); }
+  // Waits at most `limit` for the command (through a journaled timer and
+  // Ctx::any): its result, or nothing when the time ran out first (for a
+  // command without a result, whether it completed). The command itself
+  // goes on; await the future again for its later result.
+  auto timeout(std::chrono::milliseconds limit) const;
+  detail::RunPort& port() const { return holder_->port(); }
 
  private:
   std::shared_ptr<detail::FutureHolder<T>> holder_;
@@ -171,6 +196,7 @@ class CommandAwaitable {
     return Future<T>(std::move(holder));
   }
   Completion& completion() { return completion_; }
+  RunPort& port() { return *port_; }
 
  protected:
   explicit CommandAwaitable(RunPort& port) : port_(&port) {}
@@ -398,6 +424,30 @@ class AnyAwaitable : public detail::CommandAwaitable<AnyAwaitable> {
  private:
   std::vector<detail::Completion*> candidates_;
 };
+
+namespace detail {
+
+// Future::timeout: a "timeout" sleep started now, then Ctx::any of the two.
+template <typename T>
+Task<std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>> with_timeout(Future<T> future,
+                                                                                  std::chrono::milliseconds limit) {
+  Future<void> timer = SleepAwaitable(future.port(), "timeout", limit).start();
+  std::size_t first = co_await AnyAwaitable(future.port(), {&future.completion(), &timer.completion()});
+  if constexpr (std::is_void_v<T>) {
+    if (first == 0) co_await future;
+    co_return first == 0;
+  } else {
+    if (first != 0) co_return std::nullopt;
+    co_return co_await future;
+  }
+}
+
+}  // namespace detail
+
+template <typename T>
+auto Future<T>::timeout(std::chrono::milliseconds limit) const {
+  return detail::with_timeout(*this, limit);
+}
 
 namespace detail {
 
