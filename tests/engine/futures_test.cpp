@@ -38,7 +38,7 @@ auto gated_step(Gate& gate, CallCounter& entered, int value) {
 // a "go" signal, and returns 10 x (the winner's index) + the winner's value.
 struct PairGates {
   Gate a, b;
-  CallCounter entered, settled;
+  CallCounter entered, decided, settled;
 };
 const WorkflowRef<bool, int> kPair{"pair"};
 
@@ -53,6 +53,7 @@ void register_pair(Engine& engine, PairGates& gates) {
       co_return x * 10 + y;
     }
     std::size_t first = co_await ctx.any(a, b);
+    gates.decided.add();
     (void)co_await ctx.all(a, b);
     gates.settled.add();
     (void)co_await ctx.wait_for(kGo);
@@ -89,7 +90,8 @@ TEST_CASE_TEMPLATE("any gives the command that completed first, and the others g
   (void)engine->start(kPair, "p-1", true);
   auto result = result_in_background(engine, kPair, "p-1");
   gates.entered.require(2);
-  gates.b.open();  // any is decided now; a is still in flight
+  gates.b.open();
+  gates.decided.require(1);  // any is decided; a is still in flight
   gates.a.open();
   engine->signal("p-1", kGo, 0);
   CHECK(result.get() == 12);  // b (index 1) won, with its value 2
@@ -105,6 +107,7 @@ TEST_CASE_TEMPLATE("a reopened run replays any's journaled winner, not the order
     (void)engine->start(kPair, "p-1", true);
     gates.entered.require(2);
     gates.b.open();
+    gates.decided.require(1);
     gates.a.open();
     gates.settled.require(1);  // both completed, b first; the run waits for "go"
     engine->shutdown();
@@ -210,6 +213,7 @@ TEST_CASE("local mode: a replay whose any waits for other commands stops with no
     (void)engine->start(kPair, "p-1", true);
     gates.entered.require(2);
     gates.b.open();
+    gates.decided.require(1);
     gates.a.open();
     gates.settled.require(1);
     engine->shutdown();
