@@ -41,8 +41,13 @@ test: build
 test-long: build
 	@scripts/run-tests $(BUILD) unit crash slow
 
+# -fno-sanitize=function: clang 14's check of indirect calls' function types
+# cannot compile some coroutines at -O0 ("Cannot represent a difference
+# across sections"); the rest of UBSan stays on.
 $(ASAN_BUILD)/build.ninja: | deps
-	@$(MESON_ENV) meson setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false >$(ASAN_BUILD).setup.log || (cat $(ASAN_BUILD).setup.log; exit 1)
+	@$(MESON_ENV) meson setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dcpp_args=-fno-sanitize=function -Dcpp_link_args=-fno-sanitize=function >$(ASAN_BUILD).setup.log || \
+	  (cat $(ASAN_BUILD).setup.log; exit 1)
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	@ninja -C $(ASAN_BUILD) -j$(JOBS)

@@ -19,7 +19,7 @@ inline constexpr std::uint8_t kJournalFormatVersion = 1;
 enum class RecordKind : std::uint8_t {
   run_started = 1,          // name: workflow; value: input; time_ms: start; number: deadline ms (0 none)
   step_completed = 2,       // position, name: step; value: result
-  step_attempt_failed = 3,  // position, name; number: attempt; time_ms: retry at; value: error text
+  step_attempt_failed = 3,  // position, name; number: attempt; time_ms: retry at; detail: deadline ms or empty; value: error text
   step_failed = 4,          // position, name; number: attempts made; value: error text
   sleep_started = 5,        // position, name: timer; time_ms: due
   sleep_fired = 6,          // position, name

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "base/assert.hpp"
@@ -446,7 +447,13 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
       }
       // Failed attempts so far: the next one runs at its recorded time.
       call->attempt = static_cast<std::uint32_t>(last.number) + 1;
-      if (!last.detail.empty()) call->deadline = from_ms(std::stoll(last.detail));
+      // The step's deadline, journaled as milliseconds (none when empty).
+      std::int64_t deadline_ms = 0;
+      const auto& text = last.detail;
+      if (!text.empty() &&
+          std::from_chars(text.data(), text.data() + text.size(), deadline_ms).ec == std::errc{}) {
+        call->deadline = from_ms(deadline_ms);
+      }
       park(position, completion);
       shard_.add_timer(from_ms(last.time_ms), this, [self = shared_from_this(), call] { self->run_step_attempt(call); });
       return end_command();
