@@ -138,6 +138,16 @@ constexpr double kFanoutStepsPerSecondAimMin = 50'000;
 constexpr double kFanoutP99OverP50AimMax = 3.0;
 constexpr double kMemoryStepsPerSecondAimMin = 500'000;
 
+// Every case repeats its timed round until it has timed min_seconds and at
+// least min_rounds rounds: a window of a few milliseconds measures the
+// scheduler, and the spread over rounds says how steady a figure is.
+struct RoundRule {
+  double min_seconds = 1.0;
+  std::uint32_t min_rounds = 3;
+  // Whether a case that has timed `rounds` rounds, `seconds` in all, goes on.
+  bool more(std::uint32_t rounds, double seconds) const { return rounds < min_rounds || seconds < min_seconds; }
+};
+
 struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
@@ -152,11 +162,7 @@ struct Options {
   std::uint32_t shards = 0;  // 0: the engine's default (the number of CPUs)
   std::uint32_t starters = 2;
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
-  // Every case repeats its timed round until it has timed this long and at
-  // least min_rounds rounds: a window of a few milliseconds measures the
-  // scheduler, and the spread over rounds says how steady a figure is.
-  double min_seconds = 1.0;
-  std::uint32_t min_rounds = 3;
+  RoundRule rounds;
 
   bool wants(std::string_view name) const { return std::find(cases.begin(), cases.end(), name) != cases.end(); }
 };
@@ -212,6 +218,27 @@ fusee::Result<RawFloor> measure_floor(const std::string& dir, std::size_t iterat
     return floor;
   }
   return floor;
+}
+
+// A local case's fresh directory, and the disk's raw flush measured in it.
+RawFloor make_case_dir(const std::string& dir, std::size_t raw_iterations) {
+  std::filesystem::create_directory(dir);
+  auto floor = measure_floor(dir, raw_iterations);
+  if (!floor) throw std::system_error(floor.error(), "raw flush");
+  return *floor;
+}
+
+void remove_case_dir(const std::string& dir) {
+  std::error_code removed;
+  std::filesystem::remove_all(dir, removed);
+}
+
+// Local mode in the case's directory, writing directly (the raw floor's way).
+fusee::Config local_direct(const std::string& dir, std::uint32_t shards) {
+  fusee::Config config = fusee::Config::local(dir);
+  config.shards = shards;
+  config.flush = fusee::FlushMethod::direct;
+  return config;
 }
 
 // ---------------------------------------------------------------------------
@@ -287,11 +314,10 @@ void start_and_await(fusee::Engine& engine, const std::vector<std::string>& ids,
 // Measures the raw flush in the case's fresh directory (local mode), opens a
 // fresh engine there, runs the case, shuts the engine down and removes the
 // directory. Throws fusee::Error or std::runtime_error.
-CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, double min_seconds,
-                    std::uint32_t min_rounds) {
-  fusee::Config config = spec.local ? fusee::Config::local(spec.data_dir) : fusee::Config::memory();
+CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, const RoundRule& rule) {
+  fusee::Config config = fusee::Config::memory();
   config.shards = shards;
-  if (spec.local) config.flush = fusee::FlushMethod::direct;
+  if (spec.local) config = local_direct(spec.data_dir, shards);
   fusee::io::PosixFileSystem server_fs;
   std::unique_ptr<fusee::server::LogService> service;
 
@@ -307,12 +333,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   result.runs = spec.runs;
   result.steps_per_run = spec.steps_per_run;
 
-  if (spec.local) {
-    std::filesystem::create_directory(spec.data_dir);
-    auto floor = measure_floor(spec.data_dir, raw_iterations);
-    if (!floor) throw std::system_error(floor.error(), "raw flush");
-    result.raw = *floor;
-  }
+  if (spec.local) result.raw = make_case_dir(spec.data_dir, raw_iterations);
   if (!spec.transport.empty()) {
     fusee::server::LogServiceOptions service_options;
     service_options.dir = spec.data_dir + "/server";
@@ -357,7 +378,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   const auto counts_before = log_counts();
   std::vector<double> step_us;
   double timed_seconds = 0;
-  for (std::uint32_t round = 0; round < min_rounds || timed_seconds < min_seconds; ++round) {
+  for (std::uint32_t round = 0; rule.more(round, timed_seconds); ++round) {
     for (std::uint32_t run = 0; run < spec.runs; ++run) ids[run] = fmt::format("{}-{}-{}", spec.name, round, run);
     std::fill(times.step_us.begin(), times.step_us.end(), 0.0);
     std::vector<StarterOutput> outputs(starters);
@@ -397,10 +418,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   partner.reset();
   if (service) service->stop();
   service.reset();
-  if (spec.local) {
-    std::error_code removed;
-    std::filesystem::remove_all(spec.data_dir, removed);
-  }
+  if (spec.local) remove_case_dir(spec.data_dir);
 
   result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
@@ -413,23 +431,16 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
 // result costs without an HTTP client in front, beside the raw flush. Each
 // round is spec.runs calls one after another, each timed alone; rounds repeat
 // as in run_case.
-CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, double min_seconds,
-                          std::uint32_t min_rounds) {
+CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations,
+                          const RoundRule& rule) {
   CaseResult result;
   result.name = spec.name;
   result.local = true;
   result.runs = spec.runs;
   result.steps_per_run = 1;
   result.starters = 1;
-  std::filesystem::create_directory(spec.data_dir);
-  auto floor = measure_floor(spec.data_dir, raw_iterations);
-  if (!floor) throw std::system_error(floor.error(), "raw flush");
-  result.raw = *floor;
-
-  fusee::Config config = fusee::Config::local(spec.data_dir);
-  config.shards = shards;
-  config.flush = fusee::FlushMethod::direct;
-  auto engine = fusee::Engine::open(config);
+  result.raw = make_case_dir(spec.data_dir, raw_iterations);
+  auto engine = fusee::Engine::open(local_direct(spec.data_dir, shards));
   result.shards = engine->shard_count();
   engine->register_workflow(one_step_ref(), [](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
     co_await ctx.step("noop", [] {});
@@ -442,7 +453,7 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
   std::vector<std::string> ids(spec.runs);
   std::vector<double> call_us;
   double timed_seconds = 0;
-  for (std::uint32_t round = 0; round < min_rounds || timed_seconds < min_seconds; ++round) {
+  for (std::uint32_t round = 0; rule.more(round, timed_seconds); ++round) {
     for (std::uint32_t run = 0; run < spec.runs; ++run) ids[run] = fmt::format("{}-{}-{}", spec.name, round, run);
     std::vector<double> round_us;
     round_us.reserve(spec.runs);
@@ -465,8 +476,7 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
     result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
   engine->shutdown();
   engine.reset();
-  std::error_code removed;
-  std::filesystem::remove_all(spec.data_dir, removed);
+  remove_case_dir(spec.data_dir);
 
   result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
@@ -573,43 +583,34 @@ const fusee::WorkflowRef<std::uint32_t, std::uint32_t>& child_ref() {
   return ref;
 }
 
-// Rounds of `one_round(together, round)` each way until each way has timed
-// min_seconds and min_rounds rounds; the ways alternate, so a drift in the
+// Rounds of `one_round(together, round)` (its elapsed ms) each way until
+// each way has its rounds by `rule`; the ways alternate, so a drift in the
 // disk's speed touches both.
 template <typename Round>
-void alternate_rounds(ParallelResult& result, double min_seconds, std::uint32_t min_rounds, Round one_round) {
-  double together_total = 0;
-  double one_by_one_total = 0;
-  for (std::uint32_t round = 0;
-       round < min_rounds || together_total < min_seconds * 1000 || one_by_one_total < min_seconds * 1000; ++round) {
-    if (round < min_rounds || together_total < min_seconds * 1000) {
-      double ms = one_round(true, round);
-      together_total += ms;
-      result.together_ms.push_back(ms);
+void alternate_rounds(ParallelResult& result, const RoundRule& rule, Round one_round) {
+  double together_s = 0;
+  double one_by_one_s = 0;
+  for (std::uint32_t round = 0; rule.more(round, together_s) || rule.more(round, one_by_one_s); ++round) {
+    if (rule.more(round, together_s)) {
+      result.together_ms.push_back(one_round(true, round));
+      together_s += result.together_ms.back() / 1000;
     }
-    if (round < min_rounds || one_by_one_total < min_seconds * 1000) {
-      double ms = one_round(false, round);
-      one_by_one_total += ms;
-      result.one_by_one_ms.push_back(ms);
+    if (rule.more(round, one_by_one_s)) {
+      result.one_by_one_ms.push_back(one_round(false, round));
+      one_by_one_s += result.one_by_one_ms.back() / 1000;
     }
   }
 }
 
 ParallelResult run_parallel_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations,
-                                 double min_seconds, std::uint32_t min_rounds) {
+                                 const RoundRule& rule) {
   ParallelResult result;
   result.name = spec.name;
-  std::filesystem::create_directory(spec.data_dir);
-  auto floor = measure_floor(spec.data_dir, raw_iterations);
-  if (!floor) throw std::system_error(floor.error(), "raw flush");
-  result.raw = *floor;
-  fusee::Config config = fusee::Config::local(spec.data_dir);
-  config.shards = shards;
-  config.flush = fusee::FlushMethod::direct;
+  result.raw = make_case_dir(spec.data_dir, raw_iterations);
   WaitService waits;
-  auto engine = fusee::Engine::open(config);
+  auto engine = fusee::Engine::open(local_direct(spec.data_dir, shards));
 
-  engine->register_workflow(waiting_steps_ref(), [&waits](fusee::Ctx& ctx, bool together) -> fusee::Task<std::uint32_t> {
+  auto waiting_steps = [&waits](fusee::Ctx& ctx, bool together) -> fusee::Task<std::uint32_t> {
     auto wait = [&waits]() -> fusee::Task<std::uint32_t> {
       co_await waits.after(kParallelStepWait);
       co_return 1;
@@ -621,12 +622,15 @@ ParallelResult run_parallel_case(const CaseSpec& spec, std::uint32_t shards, std
         started.push_back(ctx.step(fmt::format("wait-{}", step), wait).start());
       for (auto one : co_await ctx.all(started)) done += one;
     } else {
-      for (std::uint32_t step = 0; step < kParallelSteps; ++step) done += co_await ctx.step(fmt::format("wait-{}", step), wait);
+      for (std::uint32_t step = 0; step < kParallelSteps; ++step)
+        done += co_await ctx.step(fmt::format("wait-{}", step), wait);
     }
     co_return done;
-  });
+  };
+  engine->register_workflow(waiting_steps_ref(), waiting_steps);
   engine->register_workflow(child_ref(), [](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
-    for (std::uint32_t step = 0; step < kParallelChildSteps; ++step) co_await ctx.step(fmt::format("noop-{}", step), [] {});
+    for (std::uint32_t step = 0; step < kParallelChildSteps; ++step)
+      co_await ctx.step(fmt::format("noop-{}", step), [] {});
     co_return input;
   });
   engine->register_workflow(parent_ref(), [](fusee::Ctx& ctx, bool together) -> fusee::Task<std::uint32_t> {
@@ -649,7 +653,7 @@ ParallelResult run_parallel_case(const CaseSpec& spec, std::uint32_t shards, std
     if (result.raw.measured)
       result.aim_max_ms = 2.0 * double(kParallelStepWait.count()) + 4 * result.raw.latency.p50_us / 1000;
     (void)engine->execute(waiting_steps_ref(), "warmup", true);
-    alternate_rounds(result, min_seconds, min_rounds, [&](bool together, std::uint32_t round) {
+    alternate_rounds(result, rule, [&](bool together, std::uint32_t round) {
       auto id = fmt::format("{}-{}", together ? "together" : "one-by-one", round);
       auto started = Clock::now();
       if (engine->execute(waiting_steps_ref(), id, together) != kParallelSteps)
@@ -660,7 +664,7 @@ ParallelResult run_parallel_case(const CaseSpec& spec, std::uint32_t shards, std
     result.work = fmt::format("{} parents x {} children x {} steps", kParallelParents, kParallelChildrenPerParent,
                               kParallelChildSteps);
     (void)engine->execute(parent_ref(), "warmup", true);
-    alternate_rounds(result, min_seconds, min_rounds, [&](bool together, std::uint32_t round) {
+    alternate_rounds(result, rule, [&](bool together, std::uint32_t round) {
       std::vector<std::string> ids;
       for (std::uint32_t parent = 0; parent < kParallelParents; ++parent)
         ids.push_back(fmt::format("{}-{}-{}", together ? "together" : "one-by-one", round, parent));
@@ -679,8 +683,7 @@ ParallelResult run_parallel_case(const CaseSpec& spec, std::uint32_t shards, std
   }
   engine->shutdown();
   engine.reset();
-  std::error_code removed;
-  std::filesystem::remove_all(spec.data_dir, removed);
+  remove_case_dir(spec.data_dir);
   return result;
 }
 
@@ -755,7 +758,8 @@ void print_table_row(const CaseResult& result) {
 }
 
 void print_spread_table(const std::vector<CaseResult>& results) {
-  fmt::print("\nspread over rounds (a round: the case's runs, started together; start's one after another; min / median / max)\n");
+  fmt::print("\nspread over rounds (a round: the case's runs, started together; start's one after another; "
+             "min / median / max)\n");
   fmt::print("{:<17} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9} {:>9}\n", "case", "rounds", "steps/s min", "median",
              "max", "p50 min", "median", "max");
   for (const auto& result : results) {
@@ -766,11 +770,10 @@ void print_spread_table(const std::vector<CaseResult>& results) {
   }
 }
 
-void print_raw_json(const CaseResult& result, const std::string& dir) {
-  const RawFloor& raw = result.raw;
+void print_raw_json(const std::string& for_case, const RawFloor& raw, const std::string& dir) {
   JsonLine line("raw_flush");
   line.field("case", fusee::bench::flush_method_name(raw.method))
-      .field("for_case", result.name)
+      .field("for_case", for_case)
       .field("dir", dir)
       .field("block_bytes", fusee::bench::kRawFlushBlockBytes)
       .field("supported", raw.measured);
@@ -970,7 +973,8 @@ int run(const Options& options) {
     specs.push_back({std::string(kCaseStart), true, data_dir(kCaseStart), options.start_runs, 1, 1});
   std::vector<CaseSpec> parallel_specs;
   if (options.wants(kCaseParallelSteps))
-    parallel_specs.push_back({std::string(kCaseParallelSteps), true, data_dir(kCaseParallelSteps), 1, kParallelSteps, 1});
+    parallel_specs.push_back(
+        {std::string(kCaseParallelSteps), true, data_dir(kCaseParallelSteps), 1, kParallelSteps, 1});
   if (options.wants(kCaseParallelChildren))
     parallel_specs.push_back({std::string(kCaseParallelChildren), true, data_dir(kCaseParallelChildren),
                               kParallelParents, kParallelChildrenPerParent * kParallelChildSteps, 1});
@@ -980,10 +984,8 @@ int run(const Options& options) {
   for (const auto& spec : specs) {
     try {
       results.push_back(spec.name == kCaseStart
-                            ? run_start_case(spec, options.shards, options.raw_iterations, options.min_seconds,
-                                             options.min_rounds)
-                            : run_case(spec, options.shards, options.raw_iterations, options.min_seconds,
-                                       options.min_rounds));
+                            ? run_start_case(spec, options.shards, options.raw_iterations, options.rounds)
+                            : run_case(spec, options.shards, options.raw_iterations, options.rounds));
     } catch (const std::exception& failure) {
       fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
       return 1;
@@ -995,7 +997,7 @@ int run(const Options& options) {
   for (const auto& spec : parallel_specs) {
     try {
       parallel.push_back(
-          run_parallel_case(spec, options.shards, options.raw_iterations, options.min_seconds, options.min_rounds));
+          run_parallel_case(spec, options.shards, options.raw_iterations, options.rounds));
     } catch (const std::exception& failure) {
       fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
       return 1;
@@ -1014,12 +1016,12 @@ int run(const Options& options) {
   std::fflush(stdout);
 
   for (const auto& result : results) {
-    if (result.local) print_raw_json(result, options.dir);
+    if (result.local) print_raw_json(result.name, result.raw, options.dir);
     print_case_json(result);
   }
   for (auto& line : server_lines) line.print();
   for (const auto& result : parallel) {
-    print_raw_json(CaseResult{.name = result.name, .raw = result.raw}, options.dir);
+    print_raw_json(result.name, result.raw, options.dir);
     print_parallel_json(result);
   }
   for (const auto& aim : aims) print_aim_json(aim);
@@ -1062,10 +1064,11 @@ int main(int argc, char** argv) {
   app.add_option("--raw-iterations", options.raw_iterations, "timed raw flush writes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--min-seconds", options.min_seconds, "each case repeats its round until it has timed this long")
+  app.add_option("--min-seconds", options.rounds.min_seconds,
+                 "each case repeats its round until it has timed this long")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--min-rounds", options.min_rounds, "and at least this many rounds")
+  app.add_option("--min-rounds", options.rounds.min_rounds, "and at least this many rounds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -397,8 +397,8 @@ void Run::complete(detail::Completion& completion) {
   for (auto waiter : waiters) resume(waiter);
 }
 
-void Run::park(std::uint32_t position, detail::Completion& completion) {
-  pending_[position] = Pending{&completion, {}, false, {}, {}};
+Run::Pending& Run::park(std::uint32_t position, detail::Completion& completion) {
+  return pending_[position] = Pending{&completion, {}, false, {}, {}};
 }
 
 Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_view name,
@@ -505,9 +505,10 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
     auto& core = self->shard_.core();
     drive_coroutine_step(call->body.coroutine, std::move(step),
                          [self, call, attempt, shard_id, &core](boost::json::value value, std::exception_ptr error) {
-                           core.post_to_shard(shard_id, [self, call, attempt, value = std::move(value), error]() mutable {
-                             self->finish_step_attempt(call, std::move(value), error, attempt);
-                           });
+                           core.post_to_shard(shard_id,
+                                              [self, call, attempt, value = std::move(value), error]() mutable {
+                                                self->finish_step_attempt(call, std::move(value), error, attempt);
+                                              });
                          });
   });
 }
@@ -602,8 +603,7 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
       break;
     }
   }
-  park(position, completion);
-  auto& pending = pending_[position];
+  auto& pending = park(position, completion);
   pending.parkable = true;
   pending.since = shard_.now();
   pending.due = due;
@@ -663,8 +663,7 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
     record.time_ms = deadline ? to_ms(*deadline) : -1;
     append(std::move(record));
   }
-  park(position, completion);
-  auto& pending = pending_[position];
+  auto& pending = park(position, completion);
   pending.signal = std::string(signal);
   pending.parkable = true;
   pending.since = shard_.now();

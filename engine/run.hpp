@@ -180,8 +180,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   void resume(std::coroutine_handle<> handle);
   void on_code_returned();
   bool waiting_at(std::uint32_t position) const { return pending_.count(position) > 0; }
-  // The command at `position` waits for an event (a timer, a signal, a child).
-  void park(std::uint32_t position, detail::Completion& completion);
+
   // now() and random(): the recorded value, or a new one from produce().
   bool record_value(std::string_view name, const std::function<boost::json::value()>& produce,
                     detail::Completion& completion);
@@ -223,6 +222,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     std::optional<TimePoint> due;  // parkable: when it ends by itself
   };
   std::map<std::uint32_t, Pending> pending_;
+  // The command at `position` waits for an event (a timer, a signal, a
+  // child); its entry, to fill in.
+  Pending& park(std::uint32_t position, detail::Completion& completion);
   // Ctx::any calls not resolved yet: their position, their candidates'.
   struct Select {
     std::uint32_t position = 0;

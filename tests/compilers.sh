@@ -49,8 +49,8 @@ for form in 1 2 3; do
 done
 
 cp -r "$prefix/include" "$scratch/rule-off"
-sed -i 's/^#define FUSEE_STEP_FUNCTION_BY_NAME 1$/#define FUSEE_STEP_FUNCTION_BY_NAME 0/' "$scratch/rule-off/fusee/compiler.hpp"
-grep -q '^#define FUSEE_STEP_FUNCTION_BY_NAME 0$' "$scratch/rule-off/fusee/compiler.hpp"
+sed -i 's/^#define FUSEE_REFUSE_BRACED_TEMPORARIES 1$/#define FUSEE_REFUSE_BRACED_TEMPORARIES 0/' "$scratch/rule-off/fusee/compiler.hpp"
+grep -q '^#define FUSEE_REFUSE_BRACED_TEMPORARIES 0$' "$scratch/rule-off/fusee/compiler.hpp"
 for form in 1 2 3; do
   g++ -std=c++20 -g -fsanitize=address -I"$scratch/rule-off" -DFORM=$form "$source" -o "$scratch/gcc-form" \
     "${static_libs[@]}"

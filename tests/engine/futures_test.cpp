@@ -62,6 +62,20 @@ void register_pair(Engine& engine, PairGates& gates) {
   });
 }
 
+// Runs pair "p-1" with `any` until both steps completed, b first (so the
+// journal says b won), and it waits for "go"; then shuts the engine down.
+void run_pair_until_go(EngineHarness& harness, PairGates& gates) {
+  auto engine = harness.open();
+  register_pair(*engine, gates);
+  (void)engine->start(kPair, "p-1", true);
+  gates.entered.require(2);
+  gates.b.open();
+  gates.decided.require(1);
+  gates.a.open();
+  gates.settled.require(1);
+  engine->shutdown();
+}
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -101,17 +115,7 @@ TEST_CASE_TEMPLATE("a reopened run replays any's journaled winner, not the order
                    Remote) {
   PairGates gates;
   EngineHarness harness(M::mode);
-  {
-    auto engine = harness.open();
-    register_pair(*engine, gates);
-    (void)engine->start(kPair, "p-1", true);
-    gates.entered.require(2);
-    gates.b.open();
-    gates.decided.require(1);
-    gates.a.open();
-    gates.settled.require(1);  // both completed, b first; the run waits for "go"
-    engine->shutdown();
-  }
+  run_pair_until_go(harness, gates);
   // On replay both steps complete at once, a first: only the journal says b won.
   PairGates replay_gates;
   auto engine = harness.open();
@@ -207,17 +211,7 @@ TEST_CASE_TEMPLATE("a sleep and a signal wait started together: any gives whiche
 TEST_CASE("local mode: a replay whose any waits for other commands stops with nondeterminism naming both sets") {
   PairGates gates;
   EngineHarness harness(Mode::local);
-  {
-    auto engine = harness.open();
-    register_pair(*engine, gates);
-    (void)engine->start(kPair, "p-1", true);
-    gates.entered.require(2);
-    gates.b.open();
-    gates.decided.require(1);
-    gates.a.open();
-    gates.settled.require(1);
-    engine->shutdown();
-  }
+  run_pair_until_go(harness, gates);
   auto engine = harness.open();
   engine->register_workflow(kPair, [](Ctx& ctx, bool) -> Task<int> {
     auto quick = [] { return 1; };

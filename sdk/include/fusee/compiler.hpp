@@ -9,7 +9,7 @@
 //    in `co_await ctx.step("x", [text] { ... })`, or a struct written
 //    `Order{...}` -- after copying it bytewise, which corrupts the heap.
 //    Temporaries made by a constructor or returned by a call are handled
-//    correctly, and so are named objects. With FUSEE_STEP_FUNCTION_BY_NAME,
+//    correctly, and so are named objects. With FUSEE_REFUSE_BRACED_TEMPORARIES,
 //    the calls that take such an argument (Ctx::step's function,
 //    Ctx::child's input, Stream::write's chunk) refuse a temporary that may
 //    be one, at compile time, saying to name it first.
@@ -20,12 +20,12 @@
 #if __clang_major__ < 14
 #error "Fusee needs clang 14 or later (or GCC 12 or later): see docs/compilers.md"
 #endif
-#define FUSEE_STEP_FUNCTION_BY_NAME 0
+#define FUSEE_REFUSE_BRACED_TEMPORARIES 0
 #elif defined(__GNUC__)
 #if __GNUC__ < 12
 #error "Fusee needs GCC 12 or later (or clang 14 or later): older GCC miscompiles coroutines; see docs/compilers.md"
 #endif
-#define FUSEE_STEP_FUNCTION_BY_NAME 1
+#define FUSEE_REFUSE_BRACED_TEMPORARIES 1
 #else
 #error "Fusee supports clang 14+ and GCC 12+ only: see docs/compilers.md"
 #endif

@@ -214,10 +214,10 @@ class CommandAwaitable {
 // refuse it at compile time on GCC.
 template <typename F>
 inline constexpr bool kGccMiscompilesTemporaryFunction =
-    FUSEE_STEP_FUNCTION_BY_NAME && !std::is_lvalue_reference_v<F> && !std::is_trivially_copyable_v<std::decay_t<F>>;
+    FUSEE_REFUSE_BRACED_TEMPORARIES && !std::is_lvalue_reference_v<F> && !std::is_trivially_copyable_v<std::decay_t<F>>;
 template <typename T>
 inline constexpr bool kGccMiscompilesTemporaryValue =
-    FUSEE_STEP_FUNCTION_BY_NAME && !std::is_lvalue_reference_v<T> && std::is_aggregate_v<std::remove_cvref_t<T>> &&
+    FUSEE_REFUSE_BRACED_TEMPORARIES && !std::is_lvalue_reference_v<T> && std::is_aggregate_v<std::remove_cvref_t<T>> &&
     !std::is_trivially_destructible_v<std::remove_cvref_t<T>>;
 
 template <typename F>
