@@ -20,6 +20,14 @@ struct StartRequest {
   StartOptions options;
 };
 
+// How a cancel request stops a run (Shard::handle_cancel).
+enum class CancelMode {
+  cancel,        // its waits throw errc::cancelled; a second cancel terminates
+  parent_close,  // as cancel, from a parent's ParentClose policy: never
+                 // escalates, so it may be sent again (after a crash)
+  terminate,     // it ends at once
+};
+
 class EngineCore {
  public:
   virtual ~EngineCore() = default;
@@ -34,6 +42,11 @@ class EngineCore {
   // Starts (or attaches to) a child run on its shard; on_end runs on the
   // child's shard when it ends (a start that fails ends it at once).
   virtual void start_child(StartRequest request, std::function<void(const Outcome&)> on_end) = 0;
+  // Cancels or terminates run `id` (a child, by its parent's ParentClose);
+  // done runs (on any thread) once the request is durable, or the run had
+  // ended, or it cannot be (errors are not reported: the parent goes on).
+  virtual void close_child(const std::string& id, const std::string& reason, CancelMode mode,
+                           std::function<void()> done) = 0;
   // A shard's journal failed (the log was poisoned or refused a write): the
   // shard's runs cannot go on until a reopen. Tells the operator once.
   virtual void storage_failed(std::uint32_t shard, std::error_code error) = 0;

@@ -80,6 +80,8 @@ const char* record_kind_name(RecordKind kind) {
     case RecordKind::run_failed: return "run_failed";
     case RecordKind::run_cancelled: return "run_cancelled";
     case RecordKind::any_resolved: return "any_resolved";
+    case RecordKind::cancel_requested: return "cancel_requested";
+    case RecordKind::cancel_delivered: return "cancel_delivered";
   }
   return "unknown";
 }
@@ -91,6 +93,8 @@ bool is_positional(RecordKind kind) {
     case RecordKind::run_completed:
     case RecordKind::run_failed:
     case RecordKind::run_cancelled:
+    case RecordKind::cancel_requested:
+    case RecordKind::cancel_delivered:
       return false;
     default:
       return true;

@@ -29,14 +29,16 @@ enum class RecordKind : std::uint8_t {
   stream_chunk = 10,        // position, name: stream; number: offset; value: chunk
   stream_closed = 11,       // position, name: stream
   value_recorded = 12,      // position, name: "now" | "random"; value
-  child_started = 13,       // position, name: child id; detail: workflow; value: input
+  child_started = 13,       // position, name: child id; detail: workflow; value: input; number: ParentClose
   child_completed = 14,     // position, name: child id; flag: succeeded; detail: error code; value: result or message
   run_completed = 15,       // value: result
   run_failed = 16,          // detail: error code name; value: message
   run_cancelled = 17,       // value: reason
   any_resolved = 18,        // position, name: "any"; value: the candidates' positions; number: the winner's position
+  cancel_requested = 19,    // detail: request id (may be empty); value: reason
+  cancel_delivered = 20,    // detail: the error message; value: the cancelled commands, [[position, command, name], ...]
 };
-inline constexpr std::uint8_t kRecordKindMax = 18;
+inline constexpr std::uint8_t kRecordKindMax = 20;
 
 const char* record_kind_name(RecordKind kind);
 

@@ -67,8 +67,8 @@ std::string describe_error(const std::exception_ptr& error) {
 }
 
 // The command a record belongs to, as nondeterminism messages name it.
-const char* command_of(RecordKind kind) {
-  switch (kind) {
+const char* command_of(const JournalRecord& record) {
+  switch (record.kind) {
     case RecordKind::step_completed:
     case RecordKind::step_attempt_failed:
     case RecordKind::step_failed:
@@ -90,6 +90,8 @@ const char* command_of(RecordKind kind) {
       return "child";
     case RecordKind::any_resolved:
       return "any";
+    case RecordKind::cancel_delivered:
+      return record.detail.c_str();  // the cancelled command's, as the record lists it
     default:
       return "?";
   }
@@ -98,6 +100,11 @@ const char* command_of(RecordKind kind) {
 // The message a failure record carries (its value is a JSON string).
 std::string text_of(const boost::json::value& value) {
   return value.is_string() ? std::string(value.get_string()) : std::string();
+}
+
+// The error a cancelled command throws.
+std::string cancel_text(const std::string& id, const std::string& reason) {
+  return fmt::format("run '{}' was cancelled: {}", id, reason);
 }
 
 }  // namespace
@@ -227,6 +234,40 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
       streams[record.name].close_written = true;
       streams[record.name].closed = true;
       break;
+    case RecordKind::child_started:
+      if (record.number != 0) {
+        open_children_[record.position] = OpenChild{record.name, static_cast<ParentClose>(record.number)};
+      }
+      break;
+    case RecordKind::child_completed:
+      open_children_.erase(record.position);
+      break;
+    case RecordKind::cancel_requested:
+      cancel_requested_ = true;
+      cancel_undelivered_ = true;
+      cancel_message_ = cancel_text(id_, text_of(record.value));
+      if (!record.detail.empty()) cancel_ids.insert(record.detail);
+      break;
+    case RecordKind::cancel_delivered: {
+      // One record for all the commands cancelled together; replay finds it
+      // at each one's position.
+      cancel_undelivered_ = false;
+      if (!record.value.is_array()) return make_error_code(wal::errc::corrupt);
+      for (const auto& entry : record.value.get_array()) {
+        auto listed = boost::json::try_value_to<std::tuple<std::uint32_t, std::string, std::string>>(entry);
+        if (!listed) return make_error_code(wal::errc::corrupt);
+        auto& [position, command, name] = *listed;
+        if (position >= journal_.size() + kPositionsAheadMax) return make_error_code(wal::errc::corrupt);
+        if (position >= journal_.size()) journal_.resize(position + 1);
+        auto marker = record;
+        marker.position = position;
+        marker.name = name;
+        marker.detail = command;
+        marker.value = record.detail;
+        journal_[position].records.push_back(std::move(marker));
+      }
+      break;
+    }
     case RecordKind::run_completed:
       ending_ = true;
       finish(Outcome{RunStatus::completed, record.value, errc::failed, {}}, from_ms(record.time_ms));
@@ -256,6 +297,10 @@ void Run::begin(const WorkflowFn& fn) {
   ctx_ = std::make_unique<Ctx>(*this);
   task_ = fn(*ctx_, input_);
   resume(task_.handle());
+  // A cancel recorded before the code ran (its workflow was not registered),
+  // or before a crash took its delivery: the code has replayed what the
+  // journal holds and waits now.
+  deliver_cancel();
 }
 
 void Run::resume(std::coroutine_handle<> handle) {
@@ -270,7 +315,7 @@ void Run::on_code_returned() {
     if (journal_[position].records.empty()) continue;
     const auto& first = journal_[position].records.front();
     diverge(fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' at {}", id_,
-                        position_, command_of(first.kind), first.name, position));
+                        position_, command_of(first), first.name, position));
     return;
   }
   Outcome outcome;
@@ -278,7 +323,8 @@ void Run::on_code_returned() {
     outcome.value = task_.handle().promise().take();
     outcome.status = RunStatus::completed;
   } catch (const Error& e) {
-    outcome.status = RunStatus::failed;
+    // A cancellation the code let escape ends the run cancelled.
+    outcome.status = e.error() == errc::cancelled ? RunStatus::cancelled : RunStatus::failed;
     outcome.code = e.error();
     outcome.message = e.what();
   } catch (...) {
@@ -297,7 +343,10 @@ void Run::stop() {
   // The started commands' Futures hold their state through the engine while
   // they are in flight; let go of it once the frames are gone.
   std::vector<std::shared_ptr<void>> started;
-  for (auto& [position, pending] : pending_) started.push_back(std::move(pending.completion->keep_alive));
+  for (auto& [position, pending] : pending_) {
+    started.push_back(std::move(pending.completion->keep_alive));
+    if (pending.step && pending.step->stop) pending.step->stop->request_stop();  // its result is not wanted
+  }
   for (auto& select : selects_) started.push_back(std::move(select.completion->keep_alive));
   pending_.clear();
   selects_.clear();
@@ -389,6 +438,10 @@ void Run::complete(detail::Completion& completion) {
   // While the code runs (another command's call) nothing of it can be
   // waiting here: a started command has no awaiter yet.
   if (in_command_) return;
+  if (holding_resumes_) {
+    held_.emplace_back(&completion, std::move(keep));
+    return;
+  }
   if (completion.waiter) {
     resume(completion.waiter);
     return;
@@ -397,21 +450,93 @@ void Run::complete(detail::Completion& completion) {
   for (auto waiter : waiters) resume(waiter);
 }
 
-Run::Pending& Run::park(std::uint32_t position, detail::Completion& completion) {
-  return pending_[position] = Pending{&completion, {}, false, {}, {}};
+Run::Pending& Run::park(std::uint32_t position, detail::Completion& completion, const char* command,
+                        std::string_view name) {
+  auto& pending = pending_[position] = Pending{};
+  pending.completion = &completion;
+  pending.command = command;
+  pending.name = std::string(name);
+  return pending;
+}
+
+void Run::request_cancel(const std::string& reason) {
+  cancel_requested_ = true;
+  cancel_undelivered_ = true;
+  cancel_message_ = cancel_text(id_, reason);
+  deliver_cancel();
+}
+
+void Run::deliver_cancel() {
+  if (!cancel_undelivered_ || !code_started_ || stopped_ || ending_ || pending_.empty()) return;
+  cancel_undelivered_ = false;
+  auto record = make_record(RecordKind::cancel_delivered, 0, "");
+  record.detail = cancel_message_;
+  boost::json::array listed;
+  std::vector<std::pair<std::uint32_t, detail::Completion*>> cancelled;
+  for (auto& [position, pending] : pending_) {
+    listed.push_back(boost::json::array{position, pending.command, pending.name});
+    cancelled.emplace_back(position, pending.completion);
+    // A coroutine step's attempt is asked to stop; whatever it returns is
+    // dropped, as the step no longer waits.
+    if (pending.step && pending.step->stop) pending.step->stop->request_stop();
+  }
+  record.value = std::move(listed);
+  append(std::move(record));
+  // Every command completes before any code runs, so all of the cancel is
+  // journaled ahead of the clean-up's records.
+  holding_resumes_ = true;
+  for (auto& [position, completion] : cancelled) {
+    if (auto child = open_children_.find(position); child != open_children_.end()) {
+      close_child(child->second, fmt::format("its parent run '{}' was cancelled", id_));
+    }
+    completion->error = std::make_exception_ptr(Error(errc::cancelled, cancel_message_));
+    complete(*completion);
+  }
+  holding_resumes_ = false;
+  auto held = std::move(held_);
+  held_.clear();
+  std::vector<std::coroutine_handle<>> handles;
+  for (auto& [completion, keep] : held) {
+    if (completion->waiter) handles.push_back(std::exchange(completion->waiter, nullptr));
+    for (auto waiter : completion->waiters) handles.push_back(waiter);
+    completion->waiters.clear();
+  }
+  for (auto handle : handles) resume(handle);
+}
+
+void Run::close_child(const OpenChild& child, const std::string& why) {
+  auto mode = child.policy == ParentClose::terminate ? CancelMode::terminate : CancelMode::parent_close;
+  // After the child's start, which waits for the same records (the shard
+  // handles the two requests in the order they are sent).
+  shard_.after_run_durable(*this, [&core = shard_.core(), id = child.id, why, mode](std::error_code error) {
+    if (!error) core.close_child(id, why, mode, [] {});
+  });
 }
 
 Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_view name,
-                        const RecordedCommand*& out) {
+                        detail::Completion& completion, const RecordedCommand*& out) {
   if (position >= journal_.size() || journal_[position].records.empty()) return Replay::none;
   const auto& recorded = journal_[position];
   const auto& first = recorded.records.front();
-  std::string_view recorded_kind = command_of(first.kind);
+  std::string_view recorded_kind = command_of(first);
   if (recorded_kind != kind || first.name != name) {
     diverge(fmt::format("run '{}': nondeterminism at position {}: the journal has {} '{}' but the workflow asked "
                         "for {} '{}'",
                         id_, position, recorded_kind, first.name, kind, name));
-    return Replay::diverged;
+    return Replay::settled;
+  }
+  if (const auto& last = recorded.records.back(); last.kind == RecordKind::cancel_delivered) {
+    if (first.kind == RecordKind::child_started) {
+      // A crash may have taken the child's start or its close: both are
+      // idempotent, so they are sent again.
+      start_child_request(position, first.detail, first.name, first.value);
+      if (auto child = open_children_.find(position); child != open_children_.end()) {
+        close_child(child->second, fmt::format("its parent run '{}' was cancelled", id_));
+      }
+    }
+    completion.error = std::make_exception_ptr(Error(errc::cancelled, text_of(last.value)));
+    complete(completion);
+    return Replay::settled;
   }
   out = &recorded;
   return Replay::matched;
@@ -429,8 +554,8 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
   call->body = std::move(body);
   call->completion = &completion;
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "step", name, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "step", name, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched: {
       const auto& last = recorded->records.back();
@@ -454,7 +579,7 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
           std::from_chars(text.data(), text.data() + text.size(), deadline_ms).ec == std::errc{}) {
         call->deadline = from_ms(deadline_ms);
       }
-      park(position, completion);
+      park(position, completion, "step", name).step = call;
       shard_.add_timer(from_ms(last.time_ms), this, [self = shared_from_this(), call] { self->run_step_attempt(call); });
       return end_command();
     }
@@ -462,7 +587,7 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
       break;
   }
   if (policy.deadline.count() > 0) call->deadline = shard_.now() + policy.deadline;
-  park(position, completion);
+  park(position, completion, "step", name).step = call;
   run_step_attempt(call);
   return end_command();
 }
@@ -585,8 +710,8 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
   auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   TimePoint due;
-  switch (replay(position, "sleep", name, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "sleep", name, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched:
       if (recorded->records.back().kind == RecordKind::sleep_fired) {
@@ -603,7 +728,7 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
       break;
     }
   }
-  auto& pending = park(position, completion);
+  auto& pending = park(position, completion, "sleep", name);
   pending.parkable = true;
   pending.since = shard_.now();
   pending.due = due;
@@ -627,8 +752,8 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
   const RecordedCommand* recorded = nullptr;
   std::optional<TimePoint> deadline;
   bool started = false;
-  switch (replay(position, "wait_for", signal, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "wait_for", signal, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched: {
       const auto& last = recorded->records.back();
@@ -663,7 +788,7 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
     record.time_ms = deadline ? to_ms(*deadline) : -1;
     append(std::move(record));
   }
-  auto& pending = park(position, completion);
+  auto& pending = park(position, completion, "wait_for", signal);
   pending.signal = std::string(signal);
   pending.parkable = true;
   pending.since = shard_.now();
@@ -710,8 +835,8 @@ void Run::on_wait_timeout(std::uint32_t position, const std::string& name) {
 bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::Completion& completion) {
   auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "stream write", name, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "stream write", name, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched:
       completion.value = recorded->records.front().number;
@@ -743,8 +868,8 @@ bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::
 bool Run::stream_close(std::string_view name, detail::Completion& completion) {
   auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "stream close", name, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "stream close", name, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched:
       complete(completion);
@@ -799,8 +924,8 @@ bool Run::record_value(std::string_view name, const std::function<boost::json::v
                        detail::Completion& completion) {
   auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "value", name, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "value", name, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched:
       completion.value = recorded->records.front().value;
@@ -820,11 +945,11 @@ bool Run::record_value(std::string_view name, const std::function<boost::json::v
 // --- Children ---
 
 bool Run::child(std::string_view workflow, std::string_view child_id, boost::json::value input,
-                detail::Completion& completion) {
+                ParentClose on_parent_close, detail::Completion& completion) {
   auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "child", child_id, recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "child", child_id, completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched: {
       const auto& last = recorded->records.back();
@@ -838,7 +963,7 @@ bool Run::child(std::string_view workflow, std::string_view child_id, boost::jso
         complete(completion);
         return end_command();
       }
-      park(position, completion);
+      park(position, completion, "child", child_id);
       start_child_request(position, last.detail, std::string(child_id), last.value);
       return end_command();
     }
@@ -848,8 +973,12 @@ bool Run::child(std::string_view workflow, std::string_view child_id, boost::jso
   auto record = make_record(RecordKind::child_started, position, child_id);
   record.detail = std::string(workflow);
   record.value = input;
+  record.number = static_cast<std::uint64_t>(on_parent_close);
   append(std::move(record));
-  park(position, completion);
+  if (on_parent_close != ParentClose::abandon) {
+    open_children_[position] = OpenChild{std::string(child_id), on_parent_close};
+  }
+  park(position, completion, "child", child_id);
   start_child_request(position, std::string(workflow), std::string(child_id), input);
   return end_command();
 }
@@ -860,9 +989,11 @@ void Run::start_child_request(std::uint32_t position, const std::string& workflo
   // earlier record of the run to be durable, like a step's function, so a
   // crash cannot take back the decision that started it (a Ctx::any's
   // winner, a step's result) and replay start another child instead.
+  // It starts even when the parent no longer waits for it (cancelled, or
+  // ended): the journal says it started, and its ParentClose applies.
   shard_.after_run_durable(*this, [self = shared_from_this(), position, workflow, child_id,
                                    input](std::error_code error) {
-    if (error || self->stopped_ || !self->waiting_at(position)) return;
+    if (error || self->stopped_) return;
     auto& core = self->shard_.core();
     auto parent_shard = self->shard_.id();
     // Starting is idempotent (attach), so a replay asks again safely.
@@ -876,6 +1007,7 @@ void Run::start_child_request(std::uint32_t position, const std::string& workflo
 
 void Run::on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome) {
   if (stopped_ || !waiting_at(position)) return;
+  open_children_.erase(position);
   auto& completion = *pending_[position].completion;
   auto record = make_record(RecordKind::child_completed, position, child_id);
   record.flag = outcome.status == RunStatus::completed;
@@ -901,8 +1033,8 @@ bool Run::select(std::span<detail::Completion* const> candidates, detail::Comple
   for (const auto* candidate : candidates) positions.push_back(candidate->position);
   auto listed = [](const std::vector<std::uint32_t>& list) { return fmt::format("{}", fmt::join(list, ", ")); };
   const RecordedCommand* recorded = nullptr;
-  switch (replay(position, "any", "any", recorded)) {
-    case Replay::diverged:
+  switch (replay(position, "any", "any", completion, recorded)) {
+    case Replay::settled:
       return end_command();
     case Replay::matched: {
       const auto& record = recorded->records.front();

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/journal_record.hpp"
@@ -68,6 +69,19 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   void begin(const WorkflowFn& fn);
   bool code_started() const { return code_started_; }
   void deliver_signal(const std::string& name, boost::json::value value);
+  // Engine::cancel, recorded (cancel_requested appended): the commands the
+  // code waits for throw Error(errc::cancelled) with the reason -- now, or
+  // once it waits, if it waits for none.
+  void request_cancel(const std::string& reason);
+  bool cancel_requested() const { return cancel_requested_; }
+  // Child runs started with a ParentClose other than abandon and not known
+  // to have ended, by position; end_run closes them before the terminal
+  // record.
+  struct OpenChild {
+    std::string id;
+    ParentClose policy = ParentClose::abandon;
+  };
+  std::map<std::uint32_t, OpenChild> take_open_children() { return std::exchange(open_children_, {}); }
   // Stops the code for good (cancel, deadline); no record is written here.
   void stop();
   // The terminal record is durable: report the outcome.
@@ -86,7 +100,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool stream_close(std::string_view stream, detail::Completion& completion) override;
   bool now(detail::Completion& completion) override;
   bool random(detail::Completion& completion) override;
-  bool child(std::string_view workflow, std::string_view id, boost::json::value input,
+  bool child(std::string_view workflow, std::string_view id, boost::json::value input, ParentClose on_parent_close,
              detail::Completion& completion) override;
   bool select(std::span<detail::Completion* const> candidates, detail::Completion& completion) override;
   const std::string& run_id() const override { return id_; }
@@ -154,15 +168,25 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::size_t memory_bytes = kRunBaseBytes;
   static constexpr std::size_t kRunBaseBytes = 4096;  // Run, Ctx, coroutine frames, maps (measured: ~3.5 KiB)
   std::unordered_map<std::string, wal::Lsn> signal_ids;  // dedup: id -> LSN of its record
+  std::unordered_set<std::string> cancel_ids;            // dedup: ids of cancel requests recorded
   std::map<std::string, StreamState> streams;
   std::vector<std::function<void(const Outcome&)>> result_waiters;  // internal (children)
   std::vector<std::function<void(const Outcome&)>> external_waiters;
 
  private:
-  enum class Replay { none, matched, diverged };
+  enum class Replay { none, matched, settled };
   // Looks up the journal at `position` for a command of `kind` named
-  // `name`; on a mismatch marks the run stuck.
-  Replay replay(std::uint32_t position, const char* kind, std::string_view name, const RecordedCommand*& out);
+  // `name`: none, or matched (out: its records), or settled -- the run is
+  // stuck (a mismatch: nondeterminism) or the command was cancelled (it
+  // completed with the cancellation error).
+  Replay replay(std::uint32_t position, const char* kind, std::string_view name, detail::Completion& completion,
+                const RecordedCommand*& out);
+  // Cancels every command the code waits for, if a cancel waits to be
+  // delivered (request_cancel): one cancel_delivered record lists them,
+  // all complete with the error, and only then is anything resumed.
+  void deliver_cancel();
+  // A child's ParentClose applies (its parent was cancelled or ends).
+  void close_child(const OpenChild& child, const std::string& why);
   // Ctx::any: the winner is candidates[index]; journals it and completes.
   void resolve_select(std::uint32_t position, const std::vector<std::uint32_t>& candidates, std::size_t index,
                       detail::Completion& completion);
@@ -220,11 +244,14 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     bool parkable = false;         // a sleep or a wait_for
     TimePoint since;               // parkable: since when it waits
     std::optional<TimePoint> due;  // parkable: when it ends by itself
+    const char* command = "";      // as replay names it ("step", "sleep", ...)
+    std::string name;
+    std::shared_ptr<StepCall> step;  // a step: its attempt is asked to stop on cancel
   };
   std::map<std::uint32_t, Pending> pending_;
   // The command at `position` waits for an event (a timer, a signal, a
   // child); its entry, to fill in.
-  Pending& park(std::uint32_t position, detail::Completion& completion);
+  Pending& park(std::uint32_t position, detail::Completion& completion, const char* command, std::string_view name);
   // Ctx::any calls not resolved yet: their position, their candidates'.
   struct Select {
     std::uint32_t position = 0;
@@ -233,6 +260,16 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   };
   std::vector<Select> selects_;
   std::uint64_t completions_ = 0;  // commands completed so far (Completion::done_order)
+
+  // Cancellation: requested (recorded); not yet delivered to a wait; the
+  // error's text.
+  bool cancel_requested_ = false;
+  bool cancel_undelivered_ = false;
+  std::string cancel_message_;
+  // While deliver_cancel completes the commands: what to resume after.
+  bool holding_resumes_ = false;
+  std::vector<std::pair<detail::Completion*, std::shared_ptr<void>>> held_;
+  std::map<std::uint32_t, OpenChild> open_children_;
 
   bool stopped_ = false;
   bool ending_ = false;

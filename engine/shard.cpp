@@ -627,12 +627,51 @@ void Shard::start_code(Run& run) {
   if (auto fn = core_.workflow(run.workflow())) run.begin(*fn);
 }
 
-void Shard::end_run(Run& run, Outcome outcome) {
+void Shard::end_run(Run& run, Outcome outcome, DurableCallback on_durable) {
+  auto children = run.take_open_children();
+  if (children.empty()) {
+    append_terminal(run, std::move(outcome), std::move(on_durable));
+    return;
+  }
+  // The children's cancels are durable before the parent's end is: a crash
+  // in between replays the parent, which ends again and sends them again
+  // (a parent_close cancel is idempotent, and so is terminating an ended
+  // run). The other order could lose them for good.
+  struct Closing {
+    std::size_t left;
+    Outcome outcome;
+    DurableCallback on_durable;
+  };
+  auto closing = std::make_shared<Closing>(Closing{children.size(), std::move(outcome), std::move(on_durable)});
+  auto why = fmt::format("its parent run '{}' ended ({})", run.id(), run_status_name(closing->outcome.status));
+  // Sent once the run's records are durable, after its children's starts
+  // (which wait for the same): the child's shard sees the start first.
+  after_run_durable(run, [this, self = run.shared_from_this(), children = std::move(children), closing,
+                          why](std::error_code error) {
+    if (error) {
+      if (closing->on_durable) closing->on_durable(error);
+      return;
+    }
+    for (const auto& [position, child] : children) {
+      auto mode = child.policy == ParentClose::terminate ? CancelMode::terminate : CancelMode::parent_close;
+      core_.close_child(child.id, why, mode, [this, self, closing] {
+        core_.post_to_shard(id_, [this, self, closing] {
+          if (--closing->left == 0) {
+            append_terminal(*self, std::move(closing->outcome), std::move(closing->on_durable));
+          }
+        });
+      });
+    }
+  });
+}
+
+void Shard::append_terminal(Run& run, Outcome outcome, DurableCallback on_durable) {
   auto now = core_.now();
   auto record = terminal_record(run, outcome, now);
   append(run, record, [self = run.shared_from_this(), outcome = std::move(outcome), now]() mutable {
     self->finish(std::move(outcome), now);
   });
+  if (on_durable) after_run_durable(run, std::move(on_durable));
 }
 
 void Shard::handle_start(StartRequest request, bool internal,
@@ -795,7 +834,8 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
   run->deliver_signal(signal, std::move(value));
 }
 
-void Shard::handle_cancel(const std::string& id, const std::string& reason, Reply reply) {
+void Shard::handle_cancel(const std::string& id, const std::string& reason, CancelMode mode,
+                          const std::string& request_id, Reply reply) {
   std::error_code store_error;
   (void)find_run(id, store_error);  // wakes a parked run
   if (store_error) {
@@ -815,25 +855,47 @@ void Shard::handle_cancel(const std::string& id, const std::string& reason, Repl
     return;
   }
   auto run = found->second;
-  if (run->ending()) {
-    after_run_durable(*run, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
+  auto acknowledge = [reply](std::error_code error) { reply(error, error ? error.message() : ""); };
+  bool repeat = !request_id.empty() && run->cancel_ids.contains(request_id);
+  if (run->ending() || repeat || (mode == CancelMode::parent_close && run->cancel_requested())) {
+    after_run_durable(*run, acknowledge);
     return;
   }
-  auto now = core_.now();
-  Outcome outcome{RunStatus::cancelled, {}, errc::cancelled, fmt::format("run '{}' was cancelled: {}", id, reason)};
-  auto record = terminal_record(*run, outcome, now);
+  if (mode == CancelMode::terminate || run->cancel_requested()) {
+    // Terminate, or a second cancel: the code stops here.
+    if (storage_error_) {
+      reply(storage_error_, storage_error_.message());
+      return;
+    }
+    if (!waiting_appends_.empty()) {
+      reply(make_error_code(errc::busy), fmt::format("shard {} is busy: run '{}' was not stopped, try again", id_, id));
+      return;
+    }
+    auto message = mode == CancelMode::terminate
+                       ? fmt::format("run '{}' was terminated: {}", id, reason)
+                       : fmt::format("run '{}' was cancelled twice, which terminates it: {}", id, reason);
+    run->stop();
+    end_run(*run, Outcome{RunStatus::cancelled, {}, errc::cancelled, std::move(message)}, acknowledge);
+    return;
+  }
+  JournalRecord record;
+  record.kind = RecordKind::cancel_requested;
+  record.run_id = id;
+  record.generation = run->generation();
+  record.detail = request_id;
+  record.value = reason;
   auto lsn = append_external(*run, record);
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
                            ? fmt::format("shard {} is busy: cancel of run '{}' was not recorded", id_, id)
+                       : lsn.error() == make_error_code(errc::invalid_argument)
+                           ? fmt::format("cancel was not recorded: {}", oversize_message_)
                            : lsn.error().message());
     return;
   }
-  run->stop();
-  after_durable(*lsn, [run, reply, outcome = std::move(outcome), now](std::error_code error) mutable {
-    if (!error) run->finish(std::move(outcome), now);
-    reply(error, error ? error.message() : "");
-  });
+  if (!request_id.empty()) run->cancel_ids.insert(request_id);
+  after_durable(*lsn, acknowledge);
+  run->request_cancel(reason);
 }
 
 void Shard::handle_result(const std::string& id, std::function<void(const Outcome&)> reply) {

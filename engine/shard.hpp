@@ -107,8 +107,11 @@ class Shard {
   void add_timer(TimePoint due, const void* owner, std::function<void()> fire) {
     timers_.add(due, owner, std::move(fire));
   }
-  // A run's code returned: record the outcome; the run finishes once durable.
-  void end_run(Run& run, Outcome outcome);
+  // A run ends (its code returned, it was terminated, its deadline passed):
+  // its open children are closed by their ParentClose first, then the
+  // outcome is recorded; the run finishes once that is durable, and then
+  // on_durable runs (or with the error that means it never will be).
+  void end_run(Run& run, Outcome outcome, DurableCallback on_durable = {});
 
   // Requests (run on the shard thread through post()).
   using Reply = std::function<void(std::error_code, std::string message)>;
@@ -116,7 +119,10 @@ class Shard {
                     std::function<void(std::error_code, std::string message, StartOutcome)> reply);
   void handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
                      const std::string& signal_id, Reply reply);
-  void handle_cancel(const std::string& id, const std::string& reason, Reply reply);
+  // request_id (may be empty): a repeat of a recorded request is
+  // acknowledged and changes nothing.
+  void handle_cancel(const std::string& id, const std::string& reason, CancelMode mode, const std::string& request_id,
+                     Reply reply);
   void handle_result(const std::string& id, std::function<void(const Outcome&)> reply);
   void handle_read_stream(const std::string& id, const std::string& stream, StreamFrom from,
                           std::shared_ptr<detail::StreamFeed> feed, Reply reply);
@@ -176,6 +182,7 @@ class Shard {
                           detail::StreamFeed& feed, const Reply& reply);
   void arm_deadline(const std::shared_ptr<Run>& run);
   void fail_storage(std::error_code error);
+  void append_terminal(Run& run, Outcome outcome, DurableCallback on_durable);
 
   EngineCore& core_;
   ShardId id_;

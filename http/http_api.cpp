@@ -208,9 +208,9 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
       if (method != "GET") return wrong_method("GET");
       return get_run(id);
     }
-    if (parts.size() == 4 && parts[3] == "cancel") {
+    if (parts.size() == 4 && (parts[3] == "cancel" || parts[3] == "terminate")) {
       if (method != "POST") return wrong_method("POST");
-      return cancel(id, request);
+      return cancel(id, request, parts[3] == "terminate");
     }
     if (parts.size() == 5 && parts[3] == "signals") {
       if (method != "POST") return wrong_method("POST");
@@ -376,11 +376,11 @@ HttpResponse HttpApi::signal(const std::string& id, const std::string& name, con
   return json_response(202, json::object{{"id", id}, {"signal", name}, {"accepted", true}});
 }
 
-HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request) {
+HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request, bool terminate) {
   HttpResponse problem;
   auto body = body_object(request, problem);
   if (!body) return problem;
-  std::string reason = "cancelled over HTTP";
+  std::string reason = terminate ? "terminated over HTTP" : "cancelled over HTTP";
   if (auto given = string_field(*body, "reason", false, problem)) {
     reason = *given;
   } else if (problem.status != 200) {
@@ -388,11 +388,17 @@ HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request) 
   }
   if (!engine_.get_run(id)) return error(404, "not_found", fmt::format("no run '{}'", id));
   try {
-    engine_.cancel(id, reason);
+    if (terminate) {
+      engine_.terminate(id, reason);
+    } else {
+      engine_.cancel(id, reason);
+    }
   } catch (const Error& failure) {
     return from_error(failure);
   }
-  return json_response(202, json::object{{"id", id}, {"cancelled", true}});
+  // A cancel is accepted: the run ends once its code lets the cancellation
+  // through (GET .../result waits for that). A terminated run has ended.
+  return json_response(202, json::object{{"id", id}, {terminate ? "terminated" : "cancelled", true}});
 }
 
 HttpResponse HttpApi::metrics() {

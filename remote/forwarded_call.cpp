@@ -175,4 +175,20 @@ std::optional<Error> error_of(const json::object& answer) {
   return Error(engine::errc_from_name(name), message);
 }
 
+const char* cancel_mode_name(engine::CancelMode mode) {
+  switch (mode) {
+    case engine::CancelMode::cancel: return "cancel";
+    case engine::CancelMode::parent_close: return "parent_close";
+    case engine::CancelMode::terminate: return "terminate";
+  }
+  return "cancel";
+}
+
+engine::CancelMode cancel_mode_of(const std::string& name) {
+  for (auto mode : {engine::CancelMode::cancel, engine::CancelMode::parent_close, engine::CancelMode::terminate}) {
+    if (name == cancel_mode_name(mode)) return mode;
+  }
+  throw Error(errc::invalid_argument, fmt::format("unknown cancel mode '{}'", name));
+}
+
 }  // namespace fusee::remote::forwarded

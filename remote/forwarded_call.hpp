@@ -3,7 +3,8 @@
 // objects, {"op": ...} with the call's arguments, and the answers. Pure.
 //
 // Calls: start, child (start or attach, and answer when the run ends),
-// result, signal, cancel, get, list (one shard's runs in memory) and stream
+// result, signal, cancel (mode cancel, parent_close or terminate; a
+// request_id), get, list (one shard's runs in memory) and stream
 // (parts {"opened"} and {"chunk"}, then {"end"}). An answer is the call's
 // value, {"error": errc name, "message"}, or {"retry": why} when the holder
 // stopped before the run could answer (the caller asks the next holder).
@@ -42,6 +43,10 @@ RunFilter filter_of(const boost::json::value& value);
 
 boost::json::object from_json(const StreamFrom& from);
 StreamFrom stream_from_of(const boost::json::value& value);
+
+const char* cancel_mode_name(engine::CancelMode mode);
+// Throws Error (invalid_argument) for an unknown name.
+engine::CancelMode cancel_mode_of(const std::string& name);
 
 boost::json::object error_json(errc code, const std::string& message);
 // An answer's error as an Error, when it is one.

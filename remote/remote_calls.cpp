@@ -279,7 +279,16 @@ void RemoteCalls::serve(ShardRouter::Call call) {
     } else if (op == "cancel") {
       auto id = forwarded::text(*body, "id");
       auto reason = forwarded::text(*body, "reason");
-      post([&shard, id, reason, reply_to] { shard.handle_cancel(id, reason, reply_to); }, true);
+      // A call from before modes existed cancelled at once.
+      auto mode = body->contains("mode") ? forwarded::cancel_mode_of(forwarded::text(*body, "mode"))
+                                         : engine::CancelMode::terminate;
+      auto request_id = body->contains("request_id") ? forwarded::text(*body, "request_id") : std::string();
+      // A parent's close of its child is internal: never refused for a full queue.
+      auto from_parent = body->contains("from_parent") && body->at("from_parent").is_bool() &&
+                         body->at("from_parent").get_bool();
+      post([&shard, id, reason, mode, request_id,
+            reply_to] { shard.handle_cancel(id, reason, mode, request_id, reply_to); },
+           !from_parent);
     } else if (op == "get") {
       auto id = forwarded::text(*body, "id");
       post(

@@ -157,6 +157,38 @@ struct Engine::Impl final : engine::EngineCore {
         false);
   }
 
+  void close_child(const std::string& id, const std::string& reason, engine::CancelMode mode,
+                   std::function<void()> done) override {
+    if (auto shard = shard_of(id); !here(shard)) {
+      // As a child's start: asked as long as it takes (the request is
+      // idempotent); a call that fails lets the parent go on.
+      remote_calls->call(shard, cancel_call(id, reason, mode, {}, true), remote::Repeat::yes,
+                         std::chrono::steady_clock::duration::max(), nullptr,
+                         [done = std::move(done)](remote::RemoteCalls::Answer) { done(); });
+      return;
+    }
+    auto& target = shard_for(id);
+    if (!target.post(
+            [&target, id, reason, mode, done] {
+              target.handle_cancel(id, reason, mode, {}, [done](std::error_code, std::string) { done(); });
+            },
+            false)) {
+      done();  // shutting down: the parent's end is not recorded either
+    }
+  }
+  // Engine::cancel and Engine::terminate.
+  void stop_run(const std::string& id, const std::string& reason, engine::CancelMode mode);
+  // from_parent: a ParentClose, which a full queue does not refuse.
+  static boost::json::object cancel_call(const std::string& id, const std::string& reason, engine::CancelMode mode,
+                                         const std::string& request_id, bool from_parent) {
+    return boost::json::object{{"op", "cancel"},
+                               {"id", id},
+                               {"reason", reason},
+                               {"mode", remote::forwarded::cancel_mode_name(mode)},
+                               {"request_id", request_id},
+                               {"from_parent", from_parent}};
+  }
+
   void storage_failed(std::uint32_t shard, std::error_code error) override {
     std::string text;
     {
@@ -675,16 +707,28 @@ void Engine::signal_json(const std::string& id, const std::string& signal, boost
 }
 
 void Engine::cancel(const std::string& id, const std::string& reason) {
-  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
-    impl_->forward_as<void>(shard, boost::json::object{{"op", "cancel"}, {"id", id}, {"reason", reason}},
-                            remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object&) {})
+  impl_->stop_run(id, reason, engine::CancelMode::cancel);
+}
+
+void Engine::terminate(const std::string& id, const std::string& reason) {
+  impl_->stop_run(id, reason, engine::CancelMode::terminate);
+}
+
+void Engine::Impl::stop_run(const std::string& id, const std::string& reason, engine::CancelMode mode) {
+  if (auto shard = shard_of(id); !here(shard)) {
+    // Sent again if its holder goes mid-call: the request id makes a
+    // repeat of a recorded cancel change nothing (a second cancel would
+    // terminate the run).
+    auto request_id = mode == engine::CancelMode::cancel ? fmt::format("cancel-{:016x}", random()) : std::string();
+    forward_as<void>(shard, cancel_call(id, reason, mode, request_id, false), remote::Repeat::yes, remote::kHolderPatience,
+                     [](const boost::json::object&) {})
         .get();
     return;
   }
-  auto reply = impl_->request_async<Reply>(
-                        id, [id, reason](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
-                          shard.handle_cancel(id, reason, reply_to(promise));
-                        })
+  auto reply = request_async<Reply>(
+                   id, [id, reason, mode](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
+                     shard.handle_cancel(id, reason, mode, {}, reply_to(promise));
+                   })
                    .get();
   throw_if_failed(reply);
 }

@@ -10,6 +10,11 @@
 // the workflow continues at once; the next step's function runs only once
 // every earlier record of the run is durable, so an outside call is never
 // made on a result a crash could take back.
+//
+// Cancellation (Engine::cancel): every command the run waits for at that
+// moment throws Error(errc::cancelled), once; the code may catch it and run
+// clean-up commands, which work as usual. A run whose code lets that error
+// escape ends `cancelled`.
 #pragma once
 
 #include <boost/json.hpp>
@@ -82,6 +87,15 @@ class StepContext {
   std::stop_token stop_;
 };
 
+// What happens to a child run still running when its parent ends (or, for
+// a child the parent awaits, when the parent is cancelled), chosen at
+// ctx.child(...).on_parent_close(...). Journaled with the child's start.
+enum class ParentClose : std::uint8_t {
+  abandon = 0,    // the child goes on as a run of its own (the default)
+  cancel = 1,     // the child is cancelled (Engine::cancel): it may clean up
+  terminate = 2,  // the child is terminated (Engine::terminate)
+};
+
 namespace detail {
 
 // One command of a run. The engine fills it in on the run's shard thread and
@@ -123,7 +137,7 @@ class RunPort {
   virtual bool now(Completion& completion) = 0;
   virtual bool random(Completion& completion) = 0;
   virtual bool child(std::string_view workflow, std::string_view id, boost::json::value input,
-                     Completion& completion) = 0;
+                     ParentClose on_parent_close, Completion& completion) = 0;
   // Ctx::any: completion.value becomes the index (into candidates) of the
   // command that completed first, as the journal records it.
   virtual bool select(std::span<Completion* const> candidates, Completion& completion) = 0;
@@ -385,7 +399,8 @@ class Stream {
 };
 
 // A child run, awaited to its result; a child's failure surfaces as
-// errc::failed naming the child.
+// errc::failed naming the child. .on_parent_close() says what becomes of
+// the child if the parent ends or is cancelled first (ParentClose).
 template <typename Out>
 class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
  public:
@@ -394,8 +409,12 @@ class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
         workflow_(std::move(workflow)),
         id_(std::move(id)),
         input_(std::move(input)) {}
+  ChildAwaitable&& on_parent_close(ParentClose policy) && {
+    on_parent_close_ = policy;
+    return std::move(*this);
+  }
   bool issue(detail::Completion& completion) {
-    return this->port_->child(workflow_, id_, std::move(input_), completion);
+    return this->port_->child(workflow_, id_, std::move(input_), on_parent_close_, completion);
   }
   Out await_resume() {
     this->rethrow_if_failed();
@@ -406,6 +425,7 @@ class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
   std::string workflow_;
   std::string id_;
   boost::json::value input_;
+  ParentClose on_parent_close_ = ParentClose::abandon;
 };
 
 // Ctx::any: which of several started commands completed first (its index).

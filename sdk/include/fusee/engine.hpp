@@ -232,9 +232,18 @@ class Engine {
     signal_json(id, signal.name, boost::json::value_from(value), signal_id);
   }
 
-  // Stops the run: it fails with errc::cancelled and its reason; no more of
-  // its code runs. Returns once durable. No effect on a finished run.
+  // Asks the run to stop: every command its code waits for throws
+  // Error(errc::cancelled) with the reason, once (the next one it waits for,
+  // if it waits for none). The code may clean up; the run ends `cancelled`
+  // when that error escapes it (or as its code ends otherwise). A second
+  // cancel terminates the run. Returns once the request is durable, not
+  // when the run has ended (result() waits for that). No effect on a
+  // finished run; not_found for an unknown one.
   void cancel(const std::string& id, const std::string& reason);
+  // Stops the run at once: it ends `cancelled` with the reason, and no more
+  // of its code runs (no clean-up). Returns once its end is durable. No
+  // effect on a finished run.
+  void terminate(const std::string& id, const std::string& reason);
 
   StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
 
