@@ -989,11 +989,12 @@ void Run::start_child_request(std::uint32_t position, const std::string& workflo
   // earlier record of the run to be durable, like a step's function, so a
   // crash cannot take back the decision that started it (a Ctx::any's
   // winner, a step's result) and replay start another child instead.
-  // It starts even when the parent no longer waits for it (cancelled, or
-  // ended): the journal says it started, and its ParentClose applies.
+  // It starts even when the parent no longer waits for it (cancelled,
+  // terminated, ended): the journal says it started, and its ParentClose,
+  // sent after this, decides what becomes of it.
   shard_.after_run_durable(*this, [self = shared_from_this(), position, workflow, child_id,
                                    input](std::error_code error) {
-    if (error || self->stopped_) return;
+    if (error) return;
     auto& core = self->shard_.core();
     auto parent_shard = self->shard_.id();
     // Starting is idempotent (attach), so a replay asks again safely.
