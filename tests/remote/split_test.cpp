@@ -26,6 +26,8 @@ constexpr std::uint32_t kShards = 4;
 const WorkflowRef<int, int> kWait{"wait"};        // doubles, then waits for "go" and adds it
 const WorkflowRef<int, int> kFan{"fan"};          // starts `input` wait children and sums them
 const WorkflowRef<int, int> kCount{"count"};      // writes 0..input-1 to stream "out"
+// Starts `input` wait children together (ParentClose::cancel) and sums them.
+const WorkflowRef<int, int> kFanTogether{"fan-together"};
 const Signal<int> kGo{"go"};
 
 // kShards shards, started at once.
@@ -48,6 +50,17 @@ std::unique_ptr<Engine> open_worker(const Server& server, std::uint32_t shards_m
     for (int child = 0; child < children; ++child) {
       sum += co_await ctx.child(kWait, ctx.run_id() + "-" + std::to_string(child), child);
     }
+    co_return sum;
+  });
+  engine->register_workflow(kFanTogether, [](Ctx& ctx, int children) -> Task<int> {
+    std::vector<Future<int>> started;
+    for (int child = 0; child < children; ++child) {
+      started.push_back(ctx.child(kWait, ctx.run_id() + "-" + std::to_string(child), child)
+                            .on_parent_close(ParentClose::cancel)
+                            .start());
+    }
+    int sum = 0;
+    for (int value : co_await ctx.all(started)) sum += value;
     co_return sum;
   });
   engine->register_workflow(kCount, [](Ctx& ctx, int chunks) -> Task<int> {
@@ -156,6 +169,54 @@ TEST_SUITE("unit") {
       std::vector<int> chunks;
       while (auto chunk = reader.next()) chunks.push_back(static_cast<int>(chunk->value.as_int64()));
       CHECK(chunks == std::vector<int>{1, 2, 3, 4});
+    }
+  }
+
+  TEST_CASE("remote split: children started together run at once on both workers, and a cancelled parent closes them") {
+    Server server;
+    auto first = open_worker(server, 2);
+    auto second = open_worker(server, 2);
+    constexpr int kChildren = 8;
+    std::vector<bool> seen(kShards);
+    for (int child = 0; child < kChildren; ++child) seen[shard_of("ft-" + std::to_string(child))] = true;
+    REQUIRE(std::count(seen.begin(), seen.end(), true) >= 3);  // on both workers' shards
+
+    first->start(kFanTogether, "ft", kChildren);
+    // Every child runs before any has its signal: they were started together.
+    for (int child = 0; child < kChildren; ++child) {
+      auto id = "ft-" + std::to_string(child);
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!second->get_run(id) && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      REQUIRE(second->get_run(id).has_value());
+    }
+    for (int child = 0; child < kChildren; ++child) second->signal("ft-" + std::to_string(child), kGo, 1, "go");
+    CHECK(first->result(kFanTogether, "ft") == 2 * (kChildren * (kChildren - 1) / 2) + kChildren);
+
+    // A cancel through the other worker reaches the parent, and its
+    // ParentClose reaches every child, wherever it runs.
+    second->start(kFanTogether, "fc", kChildren);
+    for (int child = 0; child < kChildren; ++child) {
+      auto id = "fc-" + std::to_string(child);
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!first->get_run(id) && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+      REQUIRE(first->get_run(id).has_value());
+    }
+    first->cancel("fc", "enough");
+    std::vector<std::string> ended{"fc"};
+    for (int child = 0; child < kChildren; ++child) ended.push_back("fc-" + std::to_string(child));
+    for (const auto& id : ended) {
+      try {
+        (void)second->result(kWait, id);
+        FAIL("a cancelled run has no result");
+      } catch (const Error& error) {
+        CHECK(error.error() == errc::cancelled);
+      }
+    }
+    for (int child = 0; child < kChildren; ++child) {
+      auto info = second->get_run("fc-" + std::to_string(child));
+      REQUIRE(info.has_value());
+      CHECK(info->status == RunStatus::cancelled);
+      CHECK(info->error.find("its parent run 'fc' was cancelled") != std::string::npos);
     }
   }
 
