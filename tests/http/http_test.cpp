@@ -162,6 +162,11 @@ TEST_SUITE("unit") {
     call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"o-2","input":1})");
     auto cancelled = call(at, beast_http::verb::post, "/v1/runs/o-2/cancel", R"({"reason":"no longer wanted"})");
     CHECK(cancelled.status == 202);
+    CHECK(cancelled.json().at("cancelled") == true);
+    // The cancel is accepted; the run ends once its code lets it through.
+    // Attaching with execute waits for that.
+    auto ended = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"order","id":"o-2","input":1})");
+    CHECK(ended.json().at("status") == "cancelled");
     auto after = call(at, beast_http::verb::get, "/v1/runs/o-2").json();
     CHECK(after.at("status") == "cancelled");
     CHECK(after.at("error").as_string().find("no longer wanted") != json::string::npos);
@@ -189,6 +194,21 @@ TEST_SUITE("unit") {
     CHECK(metrics.body.find("# TYPE fusee_flush_latency_us histogram") != std::string::npos);
     CHECK(metrics.body.find("fusee_flush_latency_us_bucket{le=\"+Inf\"}") != std::string::npos);
     CHECK(metrics.body.find("fusee_staged_bytes") != std::string::npos);
+  }
+
+  TEST_CASE("http: terminate ends a run at once; cancel and terminate of a finished run change nothing") {
+    Served served(memory_config());
+    const auto& at = served.at;
+    REQUIRE(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"nap","id":"n-1","input":1})").status == 201);
+    auto terminated = call(at, beast_http::verb::post, "/v1/runs/n-1/terminate", R"({"reason":"operator"})");
+    CHECK(terminated.status == 202);
+    CHECK(terminated.json().at("terminated") == true);
+    auto run = call(at, beast_http::verb::get, "/v1/runs/n-1").json();  // ended when terminate answered
+    CHECK(run.at("status") == "cancelled");
+    CHECK(run.at("error") == "run 'n-1' was terminated: operator");
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/n-1/cancel").status == 202);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/n-1/terminate").status == 202);
+    CHECK(call(at, beast_http::verb::get, "/v1/runs/n-1").json().at("error") == "run 'n-1' was terminated: operator");
   }
 
   TEST_CASE("http: streams as NDJSON and as server-sent events, resumed from an offset") {
@@ -241,6 +261,8 @@ TEST_SUITE("unit") {
     expect(call(at, beast_http::verb::get, "/v1/runs/nobody"), 404, "not_found");
     expect(call(at, beast_http::verb::post, "/v1/runs/nobody/signals/approval", R"({"value":1})"), 404, "not_found");
     expect(call(at, beast_http::verb::post, "/v1/runs/nobody/cancel"), 404, "not_found");
+    expect(call(at, beast_http::verb::post, "/v1/runs/nobody/terminate"), 404, "not_found");
+    expect(call(at, beast_http::verb::get, "/v1/runs/nobody/terminate"), 405, "method_not_allowed");
     expect(call(at, beast_http::verb::get, "/v1/runs?status=sleeping"), 400, "invalid_argument");
     expect(call(at, beast_http::verb::get, "/v1/runs?limit=abc"), 400, "invalid_argument");
     expect(call(at, beast_http::verb::get, "/v1/runs/%zz"), 400, "invalid_argument");
