@@ -473,6 +473,13 @@ void Run::deliver_cancel() {
   record.detail = cancel_message_;
   boost::json::array listed;
   std::vector<std::pair<std::uint32_t, detail::Completion*>> cancelled;
+  // An undecided Ctx::any throws too (rather than naming a cancelled
+  // command as its winner); it goes first, so cancelling its candidates
+  // decides nothing.
+  for (auto& select : std::exchange(selects_, {})) {
+    listed.push_back(boost::json::array{select.position, "any", "any"});
+    cancelled.emplace_back(select.position, select.completion);
+  }
   for (auto& [position, pending] : pending_) {
     listed.push_back(boost::json::array{position, pending.command, pending.name});
     cancelled.emplace_back(position, pending.completion);

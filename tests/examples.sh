@@ -6,7 +6,7 @@
 # second run that resumes it (the quote step is not run again, the charge step
 # runs again under the same idempotency key) and ends with the same result as
 # the uninterrupted run; a third run that only reads the result. parallel:
-# confirmed in time, and silent until its timeout.
+# confirmed in time, silent until its timeout, and cancelled.
 # Usage: examples.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: examples.sh SOURCE_DIR BUILD_DIR}
@@ -22,6 +22,8 @@ out=$("$build/examples/parallel" "$scratch/parallel") || fail "parallel exited $
 [[ "$out" == "Ada: flight booked "*"car booked "*"total 690, confirmed" ]] || fail "parallel: $out"
 out=$("$build/examples/parallel" "$scratch/parallel-silent" --silent) || fail "parallel --silent exited $?: $out"
 [[ "$out" == *"total 690, not confirmed within the hour" ]] || fail "parallel --silent: $out"
+out=$("$build/examples/parallel" "$scratch/parallel-cancel" --cancel) || fail "parallel --cancel exited $?: $out"
+[[ "$out" == "cancelled: run 'trip-1' was cancelled: plans changed" ]] || fail "parallel --cancel: $out"
 
 # --- The tutorial's snippets are the program's code: each ```cpp block of
 # docs/tutorial.md is in examples/tutorial.cpp or examples/parallel.cpp,

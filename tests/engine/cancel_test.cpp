@@ -305,6 +305,41 @@ TEST_CASE_TEMPLATE("a replay that starts another command where the cancel was de
   CHECK(contains(message, "step 'b'"));
 }
 
+TEST_CASE_TEMPLATE("an undecided any throws the cancellation, and so does it on replay", M, InMemory, OnDisk,
+                   Remote) {
+  const WorkflowRef<int, int> ref{"races"};
+  auto races = [](Ctx& ctx, int) -> Task<int> {
+    Future<void> nap = ctx.sleep("nap", std::chrono::hours(1)).start();
+    Future<std::optional<int>> go = ctx.wait_for(kGo).start();
+    int thrown = 0;
+    try {
+      (void)co_await ctx.any(nap, go);
+    } catch (const Error& error) {
+      if (is_cancellation(error)) thrown = 10;
+    }
+    try {
+      (void)co_await go.timeout(std::chrono::hours(2));  // a new wait: not cancelled
+    } catch (const Error& error) {
+      if (is_cancellation(error)) thrown += 1;  // go itself was cancelled
+    }
+    auto more = co_await ctx.wait_for(kGo);
+    co_return thrown + more.value_or(0) * 100;
+  };
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  engine->register_workflow(ref, races);
+  (void)engine->start(ref, "r-1", 0);
+  engine->cancel("r-1", "stop");
+  if (M::mode != Mode::memory) {
+    // Replayed: the journal's cancellation, not a decision among the two.
+    engine->shutdown();
+    engine = harness.open();
+    engine->register_workflow(ref, races);
+  }
+  engine->signal("r-1", kGo, 2);
+  CHECK(result_of(engine, ref, "r-1") == 211);
+}
+
 TEST_CASE_TEMPLATE("a cancelled parent closes its children by their ParentClose", M, InMemory, OnDisk, Remote) {
   CleanUp cleanup;
   EngineHarness harness(M::mode);
