@@ -111,7 +111,10 @@ Counts count(const std::vector<RunRow>& rows) {
   Counts counts;
   for (const auto& row : rows) {
     switch (row.status) {
-      case RunStatus::running: (row.where == "parked" ? counts.parked : counts.loaded)++; break;
+      case RunStatus::running:
+      case RunStatus::stuck:  // (only code replaying the run can tell; inspect runs none)
+        (row.where == "parked" ? counts.parked : counts.loaded)++;
+        break;
       case RunStatus::completed: counts.completed++; break;
       case RunStatus::failed: counts.failed++; break;
       case RunStatus::cancelled: counts.cancelled++; break;
@@ -424,7 +427,7 @@ int show_batches(Inspection& inspection, const InspectOptions& options) {
 }
 
 std::optional<RunStatus> parse_status(const std::string& name) {
-  for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+  for (auto status : kRunStatuses) {
     if (name == run_status_name(status)) return status;
   }
   return std::nullopt;

@@ -47,6 +47,8 @@ class EngineCore {
   // ended, or it cannot be (errors are not reported: the parent goes on).
   virtual void close_child(const std::string& id, const std::string& reason, CancelMode mode,
                            std::function<void()> done) = 0;
+  // Tells the operator (Config::warn): a run got stuck, say.
+  virtual void warn_operator(const std::string& message) = 0;
   // A shard's journal failed (the log was poisoned or refused a write): the
   // shard's runs cannot go on until a reopen. Tells the operator once.
   virtual void storage_failed(std::uint32_t shard, std::error_code error) = 0;

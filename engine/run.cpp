@@ -193,7 +193,7 @@ RunInfo Run::info() const {
   RunInfo info;
   info.id = id_;
   info.workflow = workflow_;
-  info.status = finished_ ? outcome_.status : RunStatus::running;
+  info.status = finished_ ? outcome_.status : stuck_error_.empty() ? RunStatus::running : RunStatus::stuck;
   info.generation = generation_;
   info.started_at = started_at_;
   info.finished_at = finished_at_;
@@ -378,6 +378,9 @@ void Run::finish(Outcome outcome, TimePoint finished_at) {
 
 void Run::diverge(std::string message) {
   stuck_error_ = std::move(message);
+  shard_.core().warn_operator(fmt::format("{} -- the run is stuck until code that matches its journal is "
+                                          "registered and the engine reopened, or it is cancelled",
+                                          stuck_error_));
   stop();
   // Not journaled: with the workflow's code fixed, the next open replays on.
   auto external = std::move(external_waiters);
@@ -508,7 +511,12 @@ void Run::deliver_cancel() {
     for (auto waiter : completion->waiters) handles.push_back(waiter);
     completion->waiters.clear();
   }
-  for (auto handle : handles) resume(handle);
+  // (The code is suspended at one place, so one handle is resumed; past
+  // its end the others' frames would be gone.)
+  for (auto handle : handles) {
+    if (ending_) break;
+    resume(handle);
+  }
 }
 
 void Run::close_child(const OpenChild& child, const std::string& why) {

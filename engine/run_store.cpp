@@ -88,7 +88,7 @@ std::uint32_t get_u32(std::string_view in) {
 }
 
 RunStatus status_from_name(std::string_view name) {
-  for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+  for (auto status : kRunStatuses) {
     if (name == run_status_name(status)) return status;
   }
   return RunStatus::failed;

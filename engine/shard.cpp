@@ -628,6 +628,7 @@ void Shard::start_code(Run& run) {
 }
 
 void Shard::end_run(Run& run, Outcome outcome, DurableCallback on_durable) {
+  run.end_recorded = true;
   auto children = run.take_open_children();
   if (children.empty()) {
     append_terminal(run, std::move(outcome), std::move(on_durable));
@@ -857,11 +858,13 @@ void Shard::handle_cancel(const std::string& id, const std::string& reason, Canc
   auto run = found->second;
   auto acknowledge = [reply](std::error_code error) { reply(error, error ? error.message() : ""); };
   bool repeat = !request_id.empty() && run->cancel_ids.contains(request_id);
-  if (run->ending() || repeat || (mode == CancelMode::parent_close && run->cancel_requested())) {
+  // A stuck run's code does not run: any cancel ends it at once, durably.
+  bool stuck = !run->stuck_error().empty() && !run->end_recorded;
+  if (!stuck && (run->ending() || repeat || (mode == CancelMode::parent_close && run->cancel_requested()))) {
     after_run_durable(*run, acknowledge);
     return;
   }
-  if (mode == CancelMode::terminate || run->cancel_requested()) {
+  if (stuck || mode == CancelMode::terminate || run->cancel_requested()) {
     // Terminate, or a second cancel: the code stops here.
     if (storage_error_) {
       reply(storage_error_, storage_error_.message());
@@ -871,9 +874,9 @@ void Shard::handle_cancel(const std::string& id, const std::string& reason, Canc
       reply(make_error_code(errc::busy), fmt::format("shard {} is busy: run '{}' was not stopped, try again", id_, id));
       return;
     }
-    auto message = mode == CancelMode::terminate
-                       ? fmt::format("run '{}' was terminated: {}", id, reason)
-                       : fmt::format("run '{}' was cancelled twice, which terminates it: {}", id, reason);
+    auto message = mode == CancelMode::terminate ? fmt::format("run '{}' was terminated: {}", id, reason)
+                   : stuck ? fmt::format("run '{}' was cancelled while stuck (none of its code ran): {}", id, reason)
+                           : fmt::format("run '{}' was cancelled twice, which terminates it: {}", id, reason);
     run->stop();
     end_run(*run, Outcome{RunStatus::cancelled, {}, errc::cancelled, std::move(message)}, acknowledge);
     return;

@@ -32,6 +32,7 @@ const char* run_status_name(RunStatus status) noexcept {
     case RunStatus::completed: return "completed";
     case RunStatus::failed: return "failed";
     case RunStatus::cancelled: return "cancelled";
+    case RunStatus::stuck: return "stuck";
   }
   return "unknown";
 }

@@ -296,7 +296,9 @@ HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std:
       out["status"] = "completed";
       out["result"] = result.get();
     } catch (const Error& failure) {
-      out["status"] = failure.error() == errc::cancelled ? "cancelled" : "failed";
+      out["status"] = failure.error() == errc::cancelled        ? "cancelled"
+                      : failure.error() == errc::nondeterminism ? "stuck"
+                                                                : "failed";
       out["error"] = json::object{{"code", errc_name(failure.error())}, {"message", failure.what()}};
     }
     return json_response(200, out);
@@ -324,13 +326,13 @@ HttpResponse HttpApi::list(const std::map<std::string, std::string>& query) {
   if (auto workflow = query.find("workflow"); workflow != query.end()) filter.workflow = workflow->second;
   if (auto status = query.find("status"); status != query.end()) {
     bool known = false;
-    for (auto candidate : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+    for (auto candidate : kRunStatuses) {
       if (status->second == run_status_name(candidate)) {
         filter.status = candidate;
         known = true;
       }
     }
-    if (!known) return error(400, "invalid_argument", "status is one of running, completed, failed, cancelled");
+    if (!known) return error(400, "invalid_argument", "status is one of running, completed, failed, cancelled, stuck");
   }
   std::size_t limit = 100;
   if (auto given = query.find("limit"); given != query.end()) {
@@ -404,7 +406,7 @@ HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request, 
 HttpResponse HttpApi::metrics() {
   auto stats = engine_.stats();
   std::map<std::string, std::uint64_t> by_status;
-  for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+  for (auto status : kRunStatuses) {
     by_status[run_status_name(status)] = 0;
   }
   for (const auto& run : engine_.list_runs()) by_status[run_status_name(run.status)]++;

@@ -34,7 +34,7 @@ const json::object& object_of(const json::value& value, const char* what) {
 }
 
 RunStatus status_of(const std::string& name) {
-  for (auto status : {RunStatus::running, RunStatus::completed, RunStatus::failed, RunStatus::cancelled}) {
+  for (auto status : kRunStatuses) {
     if (name == run_status_name(status)) return status;
   }
   malformed("status");

@@ -189,6 +189,10 @@ struct Engine::Impl final : engine::EngineCore {
                                {"from_parent", from_parent}};
   }
 
+  void warn_operator(const std::string& message) override {
+    if (warn) warn(message);
+  }
+
   void storage_failed(std::uint32_t shard, std::error_code error) override {
     std::string text;
     {
@@ -872,7 +876,7 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
     auto some = part.get();
     std::move(some.begin(), some.end(), std::back_inserter(runs));
   }
-  if (impl_->store && filter.status != RunStatus::running) {
+  if (impl_->store && filter.status != RunStatus::running && filter.status != RunStatus::stuck) {
     // Finished runs that left memory, from the run store's index; a run
     // still in memory is the newer of the two.
     std::set<std::string> in_memory;
@@ -901,8 +905,9 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
 
 RunPage Engine::list_finished_runs(const RunFilter& filter, std::size_t limit, const std::string& cursor) {
   impl_->check_open();
-  if (filter.status == RunStatus::running) {
-    throw Error(errc::invalid_argument, "list_finished_runs: status running is not a finished status");
+  if (filter.status == RunStatus::running || filter.status == RunStatus::stuck) {
+    throw Error(errc::invalid_argument, fmt::format("list_finished_runs: status {} is not a finished status",
+                                                    run_status_name(*filter.status)));
   }
   limit = std::max<std::size_t>(1, limit);
   RunPage page;

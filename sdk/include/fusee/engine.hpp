@@ -45,7 +45,13 @@ struct StartOptions {
 
 enum class StartOutcome { started, attached };
 
-enum class RunStatus { running, completed, failed, cancelled };
+// stuck: the run's code asked for other commands than its journal holds
+// (nondeterminism; RunInfo::error names both and their position). It waits
+// for fixed code (the next open replays it) or a cancel or terminate, which
+// end it.
+enum class RunStatus { running, completed, failed, cancelled, stuck };
+inline constexpr std::array<RunStatus, 5> kRunStatuses = {RunStatus::running, RunStatus::completed, RunStatus::failed,
+                                                          RunStatus::cancelled, RunStatus::stuck};
 const char* run_status_name(RunStatus status) noexcept;
 
 struct RunInfo {
@@ -55,7 +61,7 @@ struct RunInfo {
   std::uint32_t generation = 0;  // 1 for the first run of an id, +1 per start_anew
   TimePoint started_at;
   std::optional<TimePoint> finished_at;
-  std::string error;  // failed or cancelled: why
+  std::string error;  // failed, cancelled or stuck: why
 };
 
 struct RunFilter {

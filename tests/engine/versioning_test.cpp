@@ -1,0 +1,137 @@
+// Changing a workflow's code under running runs: a run whose code diverges
+// from its journal is `stuck` everywhere it shows (get, list, the status
+// filter) and warned about once; a cancel of a stuck run is durable; patches
+// (Ctx::patched, Ctx::deprecate_patch) let new code take a new path only in
+// runs that reach it with the new code.
+#include <doctest/doctest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tests/engine/engine_harness.hpp"
+
+using namespace fusee;
+using namespace fusee::testing;
+
+namespace {
+
+const Signal<int> kGo{"go"};
+const WorkflowRef<int, int> kFlow{"flow"};
+
+// step "a", wait for "go", step "b": the code every run here starts with.
+void register_original(Engine& engine) {
+  engine.register_workflow(kFlow, [](Ctx& ctx, int input) -> Task<int> {
+    auto a = [input] { return input + 1; };
+    int x = co_await ctx.step("a", a);
+    auto go = co_await ctx.wait_for(kGo);
+    auto b = [x] { return x * 10; };
+    co_return co_await ctx.step("b", b) + go.value_or(0);
+  });
+}
+
+// The same, with step "a" renamed: a replay of an original run diverges.
+void register_renamed(Engine& engine) {
+  engine.register_workflow(kFlow, [](Ctx& ctx, int input) -> Task<int> {
+    auto a = [input] { return input + 1; };
+    int x = co_await ctx.step("a2", a);
+    co_return x;
+  });
+}
+
+// Config::warn's lines, kept.
+struct Warnings {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& line) {
+      std::lock_guard lock(mu);
+      lines.push_back(line);
+    };
+  }
+  std::vector<std::string> matching(const std::string& part) {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out;
+    for (const auto& line : lines) {
+      if (line.find(part) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+};
+
+// Starts "r-1" with the original code, then reopens with the renamed code.
+std::shared_ptr<Engine> reopen_stuck(EngineHarness& harness, Warnings& warnings) {
+  {
+    auto engine = harness.open();
+    register_original(*engine);
+    (void)engine->start(kFlow, "r-1", 1);
+    engine->shutdown();
+  }
+  auto config = harness.config();
+  config.warn = warnings.sink();
+  auto engine = harness.open(config);
+  register_renamed(*engine);
+  error_message(errc::nondeterminism, [&] { (void)result_of(engine, kFlow, "r-1"); });
+  return engine;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a run whose code diverged is stuck in get and list, and the operator is told once", M, OnDisk,
+                   Remote) {
+  EngineHarness harness(M::mode);
+  Warnings warnings;
+  auto engine = reopen_stuck(harness, warnings);
+  auto info = engine->get_run("r-1");
+  REQUIRE(info.has_value());
+  CHECK(info->status == RunStatus::stuck);
+  CHECK(contains(info->error, "position 0"));
+  CHECK(contains(info->error, "step 'a'"));
+  CHECK(contains(info->error, "step 'a2'"));
+  RunFilter stuck;
+  stuck.status = RunStatus::stuck;
+  auto listed = engine->list_runs(stuck);
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].id == "r-1");
+  RunFilter running;
+  running.status = RunStatus::running;
+  CHECK(engine->list_runs(running).empty());
+  auto lines = warnings.matching("r-1");
+  REQUIRE(lines.size() == 1);
+  CHECK(contains(lines[0], "step 'a2'"));
+  CHECK(contains(lines[0], "stuck"));
+}
+
+TEST_CASE_TEMPLATE("a cancel of a stuck run ends it durably: the next open with fixed code finds it cancelled", M,
+                   OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  Warnings warnings;
+  {
+    auto engine = reopen_stuck(harness, warnings);
+    engine->cancel("r-1", "bad deploy");
+    auto message = error_message(errc::cancelled, [&] { (void)result_of(engine, kFlow, "r-1"); });
+    CHECK(contains(message, "was cancelled while stuck"));
+    CHECK(engine->get_run("r-1")->status == RunStatus::cancelled);
+    engine->shutdown();
+  }
+  auto engine = harness.open();
+  register_original(*engine);
+  CHECK(engine->get_run("r-1")->status == RunStatus::cancelled);
+  error_message(errc::cancelled, [&] { (void)result_of(engine, kFlow, "r-1"); });
+}
+
+TEST_CASE_TEMPLATE("a stuck run goes on once the journal's code is back", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  Warnings warnings;
+  {
+    auto engine = reopen_stuck(harness, warnings);
+    engine->shutdown();
+  }
+  auto engine = harness.open();
+  register_original(*engine);
+  CHECK(engine->get_run("r-1")->status == RunStatus::running);
+  engine->signal("r-1", kGo, 5);
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+}
+}
