@@ -110,7 +110,7 @@ std::string cancel_text(const std::string& id, const std::string& reason) {
 }  // namespace
 
 errc errc_from_name(const std::string& name) {
-  for (int code = 1; code <= static_cast<int>(errc::unavailable); ++code) {
+  for (int code = 1; code <= static_cast<int>(kErrcLast); ++code) {
     if (name == errc_name(static_cast<errc>(code))) return static_cast<errc>(code);
   }
   return errc::failed;

@@ -45,6 +45,12 @@ std::string storage_message(const std::string& id, std::error_code error) {
 
 }  // namespace
 
+namespace {
+thread_local bool t_on_shard_thread = false;
+}  // namespace
+
+bool Shard::on_shard_thread() noexcept { return t_on_shard_thread; }
+
 Shard::Shard(EngineCore& core, ShardId id, JournalSink& sink, std::size_t queue_max)
     : core_(core), id_(id), sink_(sink), queue_max_(queue_max) {}
 
@@ -82,6 +88,7 @@ void Shard::stop() {
 }
 
 void Shard::loop() {
+  t_on_shard_thread = true;
   std::vector<Message> batch;
   while (true) {
     {

@@ -88,6 +88,10 @@ class Shard {
   // After every record is loaded: arms deadlines and timers of loaded runs.
   void finish_loading();
 
+  // Whether the calling thread is a shard's (a workflow's code, a plain
+  // step): a blocking Engine call there would wait on a shard, maybe its own.
+  static bool on_shard_thread() noexcept;
+
   // --- Shard thread ---
   ShardId id() const { return id_; }
   EngineCore& core() { return core_; }

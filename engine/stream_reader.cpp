@@ -1,3 +1,4 @@
+#include "engine/shard.hpp"
 #include "engine/stream_feed.hpp"
 #include "fusee/engine.hpp"
 
@@ -22,7 +23,15 @@ StreamReader::StreamReader(std::shared_ptr<detail::StreamFeed> feed) : feed_(std
 StreamReader::~StreamReader() = default;
 StreamReader::StreamReader(StreamReader&&) noexcept = default;
 StreamReader& StreamReader::operator=(StreamReader&&) noexcept = default;
-std::optional<StreamChunk> StreamReader::next() { return feed_->next(true); }
+std::optional<StreamChunk> StreamReader::next() {
+  // Chunks come from a shard's thread: waiting on one there could hang.
+  if (engine::Shard::on_shard_thread()) {
+    throw Error(errc::wrong_thread,
+                "StreamReader::next was called from a workflow or a step, on a shard's thread, where it would wait "
+                "on a shard (maybe its own): read streams from outside the engine's threads (try_next does not wait)");
+  }
+  return feed_->next(true);
+}
 std::optional<StreamChunk> StreamReader::try_next() { return feed_->next(false); }
 bool StreamReader::ended() const { return feed_->ended(); }
 

@@ -176,6 +176,17 @@ struct Engine::Impl final : engine::EngineCore {
       done();  // shutting down: the parent's end is not recorded either
     }
   }
+  // A call that waits for a shard, made on a shard's thread (from a
+  // workflow or a plain step), would hang when the run it waits on lives
+  // on that shard and work otherwise: refused every time instead.
+  static void refuse_on_shard_thread(const char* call) {
+    if (!engine::Shard::on_shard_thread()) return;
+    throw Error(errc::wrong_thread,
+                fmt::format("Engine::{} was called from a workflow or a step, on a shard's thread, where it would "
+                            "wait on a shard (maybe its own) and could hang: start a workflow from a workflow with "
+                            "ctx.child(...), and make Engine calls from outside the engine's threads",
+                            call));
+  }
   // Engine::cancel and Engine::terminate.
   void stop_run(const std::string& id, const std::string& reason, engine::CancelMode mode);
   // from_parent: a ParentClose, which a full queue does not refuse.
@@ -546,6 +557,7 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::shutdown() {
+  Impl::refuse_on_shard_thread("shutdown");
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
   // No new requests, and none left waiting on the shards.
@@ -583,6 +595,7 @@ void Engine::shutdown() {
 
 void Engine::checkpoint() {
   impl_->check_open();
+  Impl::refuse_on_shard_thread("checkpoint");
   if (!impl_->checkpointer) return;
   if (auto done = impl_->checkpointer->checkpoint_all(); !done) {
     auto stats = impl_->checkpointer->stats();
@@ -651,6 +664,7 @@ std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, 
 
 StartOutcome Engine::start_json(const std::string& workflow, const std::string& id, boost::json::value input,
                                 const StartOptions& options) {
+  Impl::refuse_on_shard_thread("start");
   return start_json_async(workflow, id, std::move(input), options).get();
 }
 
@@ -676,7 +690,10 @@ std::future<boost::json::value> Engine::result_json_async(const std::string& id)
       });
 }
 
-boost::json::value Engine::result_json(const std::string& id) { return result_json_async(id).get(); }
+boost::json::value Engine::result_json(const std::string& id) {
+  Impl::refuse_on_shard_thread("result");
+  return result_json_async(id).get();
+}
 
 namespace {
 // A reply that keeps its promise alive: shards answer after the request's
@@ -690,6 +707,7 @@ std::function<void(std::error_code, std::string)> reply_to(const std::shared_ptr
 
 void Engine::signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                          const std::string& signal_id) {
+  Impl::refuse_on_shard_thread("signal");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // A signal with an id is dropped when delivered twice; one without may
     // not be sent again.
@@ -719,6 +737,7 @@ void Engine::terminate(const std::string& id, const std::string& reason) {
 }
 
 void Engine::Impl::stop_run(const std::string& id, const std::string& reason, engine::CancelMode mode) {
+  refuse_on_shard_thread(mode == engine::CancelMode::terminate ? "terminate" : "cancel");
   if (auto shard = shard_of(id); !here(shard)) {
     // Sent again if its holder goes mid-call: the request id makes a
     // repeat of a recorded cancel change nothing (a second cancel would
@@ -815,6 +834,7 @@ bool in_time_range(const RunInfo& run, const RunFilter& filter) {
 }  // namespace
 
 std::optional<RunInfo> Engine::get_run(const std::string& id) {
+  Impl::refuse_on_shard_thread("get_run");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     return impl_->forward_as<std::optional<RunInfo>>(shard, boost::json::object{{"op", "get"}, {"id", id}},
                                                      remote::Repeat::yes, remote::kHolderPatience,
@@ -841,6 +861,7 @@ bool Engine::has_workflow(const std::string& name) const {
 
 std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   impl_->check_open();
+  Impl::refuse_on_shard_thread("list_runs");
   std::vector<std::future<std::vector<RunInfo>>> parts;
   for (auto& shard : impl_->shards) {
     if (!impl_->here(shard->id())) {

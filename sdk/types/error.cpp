@@ -34,6 +34,8 @@ const char* errc_name(errc code) noexcept {
     case errc::shut_down: return "shut_down";
     case errc::wrong_shard_count: return "wrong_shard_count";
     case errc::unavailable: return "unavailable";
+    case errc::conflict: return "conflict";
+    case errc::wrong_thread: return "wrong_thread";
   }
   return "unknown";
 }

@@ -23,7 +23,10 @@ enum class errc {
   shut_down,         // the engine is shut down
   wrong_shard_count, // the data directory has another shard count (see `fusee reshard`)
   unavailable,       // remote mode: no worker holds the run's shard now, or its holder went mid-call; try again
+  conflict,          // the id runs with another input (StartOptions::if_input_differs)
+  wrong_thread,      // a blocking Engine call from a workflow or a step: it would wait on a shard
 };
+inline constexpr errc kErrcLast = errc::wrong_thread;
 
 const std::error_category& error_category() noexcept;
 
