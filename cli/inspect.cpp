@@ -67,6 +67,7 @@ struct RunRow {
   std::string id;
   std::uint32_t shard = 0;
   std::uint32_t generation = 1;
+  std::uint32_t version = 1;
   std::string workflow;
   RunStatus status = RunStatus::running;
   std::string where;  // "log" (loaded at open), "parked", "store" (finished)
@@ -81,7 +82,8 @@ Result<std::vector<RunRow>> all_runs(Inspection& inspection, std::string& proble
   for (std::uint32_t shard = 0; shard < inspection.shards(); ++shard) {
     auto runs = FUSEE_TRY(engine::collect_runs(inspection.fs, inspection.offline, shard, &problem));
     for (const auto& run : runs) {
-      rows.push_back({run.id, run.shard, run.generation, run.workflow, run.status, where_of(run), run.started_ms, 0});
+      rows.push_back({run.id, run.shard, run.generation, run.version, run.workflow, run.status, where_of(run),
+                      run.started_ms, 0});
     }
   }
   if (inspection.offline.store) {
@@ -90,8 +92,8 @@ Result<std::vector<RunRow>> all_runs(Inspection& inspection, std::string& proble
     for (;;) {
       auto page = FUSEE_TRY(inspection.offline.store->list(query));
       for (const auto& run : page.runs) {
-        rows.push_back({run.id, engine::shard_of(run.id, inspection.shards()), run.generation, run.workflow,
-                        run.status, "store", run.started_ms, run.finished_ms});
+        rows.push_back({run.id, engine::shard_of(run.id, inspection.shards()), run.generation, run.version,
+                        run.workflow, run.status, "store", run.started_ms, run.finished_ms});
       }
       if (page.next_cursor.empty()) break;
       query.cursor = page.next_cursor;
@@ -446,6 +448,7 @@ int show_runs(Inspection& inspection, const InspectOptions& options) {
   Table table({{"id"},
                {"shard", Table::Align::right},
                {"gen", Table::Align::right},
+               {"ver", Table::Align::right},
                {"workflow"},
                {"status"},
                {"where"},
@@ -459,13 +462,15 @@ int show_runs(Inspection& inspection, const InspectOptions& options) {
     listed.push_back(json::object{{"id", row.id},
                                   {"shard", row.shard},
                                   {"generation", row.generation},
+                                  {"version", row.version},
                                   {"workflow", row.workflow},
                                   {"status", run_status_name(row.status)},
                                   {"where", row.where},
                                   {"started_ms", row.started_ms},
                                   {"finished_ms", row.finished_ms == 0 ? json::value(nullptr)
                                                                        : json::value(row.finished_ms)}});
-    table.add({row.id, std::to_string(row.shard), std::to_string(row.generation), row.workflow,
+    table.add({row.id, std::to_string(row.shard), std::to_string(row.generation), std::to_string(row.version),
+               row.workflow,
                run_status_name(row.status), row.where, time_text(row.started_ms), time_text(row.finished_ms)});
   }
   if (options.json) {
@@ -562,6 +567,7 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
       decoded.push_back(std::move(*record));
     }
     out["journal"] = json::object{{"generation", loaded->generation},
+                                  {"version", loaded->version},
                                   {"workflow", loaded->workflow},
                                   {"status", run_status_name(loaded->status)},
                                   {"where", where_of(*loaded)},
@@ -575,8 +581,8 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
   }
   fmt::print("run '{}' (shard {})\n", options.run_id, shard);
   if (finished) {
-    fmt::print("  finished     generation {}, {} {}, started {}, finished {}\n", finished->generation,
-               finished->workflow, run_status_name(finished->status), time_text(finished->started_ms),
+    fmt::print("  finished     generation {}, {} version {}, {}, started {}, finished {}\n", finished->generation,
+               finished->workflow, finished->version, run_status_name(finished->status), time_text(finished->started_ms),
                time_text(finished->finished_ms));
     fmt::print("  input        {}\n", short_json(finished->input, 100));
     if (finished->status == RunStatus::completed) {
@@ -586,7 +592,8 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
     }
   }
   if (loaded) {
-    fmt::print("  journal      generation {}, {} {}, {} records{}\n", loaded->generation, loaded->workflow,
+    fmt::print("  journal      generation {}, {} version {}, {}, {} records{}\n", loaded->generation, loaded->workflow,
+               loaded->version,
                run_status_name(loaded->status), loaded->records.size(),
                loaded->parked ? " (parked in the store)" : " (recovery loads it)");
     Table table({{"source"},

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/outcome.hpp"
@@ -31,8 +32,14 @@ enum class CancelMode {
 class EngineCore {
  public:
   virtual ~EngineCore() = default;
-  // The registered workflow, or null.
-  virtual std::shared_ptr<const WorkflowFn> workflow(const std::string& name) const = 0;
+  // The code registered for a workflow's version, or null.
+  virtual std::shared_ptr<const WorkflowFn> workflow(const std::string& name, std::uint32_t version) const = 0;
+  // The newest version registered under a name; nothing when none is.
+  virtual std::optional<std::uint32_t> newest_version(const std::string& name) const = 0;
+  // Why a signal to a run of `workflow` is refused (its declared signals);
+  // empty when it is taken.
+  virtual std::string check_signal(const std::string& workflow, const std::string& signal,
+                                   const boost::json::value& value) const = 0;
   virtual TimePoint now() const = 0;
   virtual std::uint64_t random() = 0;
   // Runs fn on the shard that owns run id `id`. Internal messages are never

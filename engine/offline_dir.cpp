@@ -1,5 +1,7 @@
 #include "engine/offline_dir.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -120,6 +122,7 @@ class Assembler {
       slot.shard = shard_;
       slot.generation = record->generation;
       slot.workflow = record->name;
+      if (!record->detail.empty()) slot.version = static_cast<std::uint32_t>(std::strtoul(record->detail.c_str(), nullptr, 10));
       slot.started_ms = record->time_ms;
       run = &slot;
     } else {

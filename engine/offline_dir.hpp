@@ -62,6 +62,7 @@ struct OfflineRun {
   std::uint32_t shard = 0;
   std::uint32_t generation = 1;
   std::string workflow;
+  std::uint32_t version = 1;  // the workflow version it started on
   std::int64_t started_ms = 0;
   // Still parked: recovery leaves it in the store until something wakes it.
   std::optional<ParkedRun> parked;

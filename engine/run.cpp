@@ -116,12 +116,13 @@ errc errc_from_name(const std::string& name) {
   return errc::failed;
 }
 
-Run::Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, boost::json::value input,
-         TimePoint started_at, std::optional<TimePoint> deadline)
+Run::Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, std::uint32_t version,
+         boost::json::value input, TimePoint started_at, std::optional<TimePoint> deadline)
     : shard_(shard),
       id_(std::move(id)),
       generation_(generation),
       workflow_(std::move(workflow)),
+      version_(version),
       input_(std::move(input)),
       started_at_(started_at),
       deadline_(deadline) {}
@@ -133,6 +134,7 @@ FinishedRun Run::summary() const {
   run.id = id_;
   run.generation = generation_;
   run.workflow = workflow_;
+  run.version = version_;
   run.input = input_;
   run.status = outcome_.status;
   if (outcome_.status == RunStatus::completed) {
@@ -193,12 +195,16 @@ RunInfo Run::info() const {
   RunInfo info;
   info.id = id_;
   info.workflow = workflow_;
-  info.status = finished_ ? outcome_.status : stuck_error_.empty() ? RunStatus::running : RunStatus::stuck;
+  info.status = finished_                                               ? outcome_.status
+                : stuck_error_.empty() && waiting_for_code_.empty() ? RunStatus::running
+                                                                    : RunStatus::stuck;
+  info.version = version_;
   info.generation = generation_;
   info.started_at = started_at_;
   info.finished_at = finished_at_;
   if (finished_ && outcome_.status != RunStatus::completed) info.error = outcome_.message;
   if (!stuck_error_.empty()) info.error = stuck_error_;
+  if (!finished_ && !waiting_for_code_.empty()) info.error = waiting_for_code_;
   return info;
 }
 

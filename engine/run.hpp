@@ -55,8 +55,8 @@ struct StepCall;
 
 class Run final : public detail::RunPort, public std::enable_shared_from_this<Run> {
  public:
-  Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, boost::json::value input,
-      TimePoint started_at, std::optional<TimePoint> deadline);
+  Run(Shard& shard, std::string id, std::uint32_t generation, std::string workflow, std::uint32_t version,
+      boost::json::value input, TimePoint started_at, std::optional<TimePoint> deadline);
   ~Run() override;
 
   // --- Recovery (before the code starts) ---
@@ -122,6 +122,14 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   const std::string& id() const { return id_; }
   std::uint32_t generation() const { return generation_; }
   const std::string& workflow() const { return workflow_; }
+  std::uint32_t version() const { return version_; }
+  // Why the run's code cannot start (its version is not registered); empty
+  // clears it. Whether that is news (to warn about).
+  bool waiting_for_code(std::string why) {
+    bool news = !why.empty() && why != waiting_for_code_;
+    waiting_for_code_ = std::move(why);
+    return news;
+  }
   const boost::json::value& input() const { return input_; }
   TimePoint started_at() const { return started_at_; }
   std::optional<TimePoint> deadline() const { return deadline_; }
@@ -220,6 +228,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::string id_;
   std::uint32_t generation_;
   std::string workflow_;
+  std::uint32_t version_;
+  std::string waiting_for_code_;
   boost::json::value input_;
   TimePoint started_at_;
   std::optional<TimePoint> deadline_;

@@ -101,6 +101,7 @@ std::string encode_finished_run(const FinishedRun& run) {
   object["id"] = run.id;
   object["generation"] = run.generation;
   object["workflow"] = run.workflow;
+  object["version"] = run.version;
   object["input"] = run.input;
   object["status"] = run_status_name(run.status);
   object["result"] = run.result;
@@ -124,6 +125,7 @@ std::optional<FinishedRun> decode_finished_run(std::string_view text) {
     run.id = boost::json::value_to<std::string>(object.at("id"));
     run.generation = boost::json::value_to<std::uint32_t>(object.at("generation"));
     run.workflow = boost::json::value_to<std::string>(object.at("workflow"));
+    if (const auto* version = object.if_contains("version")) run.version = boost::json::value_to<std::uint32_t>(*version);
     run.input = object.at("input");
     run.status = status_from_name(object.at("status").as_string());
     run.result = object.at("result");

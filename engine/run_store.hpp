@@ -29,6 +29,7 @@ struct FinishedRun {
   std::string id;
   std::uint32_t generation = 1;
   std::string workflow;
+  std::uint32_t version = 1;  // the workflow version it ran
   boost::json::value input;
   RunStatus status = RunStatus::completed;
   boost::json::value result;  // completed

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "base/assert.hpp"
 #include "wal/errc.hpp"
@@ -344,7 +345,14 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
     if (slot) loaded_bytes_ -= slot->memory_bytes;
     std::optional<TimePoint> deadline;
     if (record.number != 0) deadline = from_ms(static_cast<std::int64_t>(record.number));
-    slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, record.value,
+    // The workflow version the run started on (none recorded: version 1,
+    // from before versions).
+    std::uint32_t version = 1;
+    if (!record.detail.empty()) {
+      auto parsed = std::from_chars(record.detail.data(), record.detail.data() + record.detail.size(), version);
+      if (parsed.ec != std::errc{} || version == 0) return make_error_code(wal::errc::corrupt);
+    }
+    slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, version, record.value,
                                  from_ms(record.time_ms), deadline);
     slot->started_lsn = lsn;
     loaded_bytes_ += slot->memory_bytes;
@@ -631,7 +639,18 @@ void Shard::arm_deadline(const std::shared_ptr<Run>& run) {
 
 void Shard::start_code(Run& run) {
   if (run.code_started() || run.ending()) return;
-  if (auto fn = core_.workflow(run.workflow())) run.begin(*fn);
+  if (auto fn = core_.workflow(run.workflow(), run.version())) {
+    run.waiting_for_code({});
+    run.begin(*fn);
+    return;
+  }
+  // Code of another version is there, not the run's: it waits, visibly.
+  if (auto newest = core_.newest_version(run.workflow())) {
+    auto why = fmt::format("run '{}' started on version {} of workflow '{}', whose code is not registered (the "
+                           "newest registered is version {}): it waits for that code",
+                           run.id(), run.version(), run.workflow(), *newest);
+    if (run.waiting_for_code(why)) core_.warn_operator(why);
+  }
 }
 
 void Shard::end_run(Run& run, Outcome outcome, DurableCallback on_durable) {
@@ -738,7 +757,8 @@ void Shard::handle_start(StartRequest request, bool internal,
       generation = finished.generation + 1;
     }
   }
-  if (!core_.workflow(request.workflow)) {
+  auto version = core_.newest_version(request.workflow);
+  if (!version) {
     reply(make_error_code(errc::unknown_workflow),
           fmt::format("no workflow named '{}' is registered (run '{}')", request.workflow, request.id),
           StartOutcome::started);
@@ -747,12 +767,14 @@ void Shard::handle_start(StartRequest request, bool internal,
   auto now = core_.now();
   std::optional<TimePoint> deadline;
   if (request.options.deadline) deadline = now + *request.options.deadline;
-  auto run = std::make_shared<Run>(*this, request.id, generation, request.workflow, request.input, now, deadline);
+  auto run = std::make_shared<Run>(*this, request.id, generation, request.workflow, *version, request.input, now,
+                                  deadline);
   JournalRecord record;
   record.kind = RecordKind::run_started;
   record.run_id = request.id;
   record.generation = generation;
   record.name = request.workflow;
+  record.detail = std::to_string(*version);
   record.value = std::move(request.input);
   record.time_ms = to_ms(now);
   record.number = deadline ? static_cast<std::uint64_t>(to_ms(*deadline)) : 0;
@@ -821,6 +843,10 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
     return;
   }
   auto run = found->second;
+  if (auto why = core_.check_signal(run->workflow(), signal, value); !why.empty()) {
+    reply(make_error_code(errc::invalid_argument), why);
+    return;
+  }
   JournalRecord record;
   record.kind = RecordKind::signal_received;
   record.run_id = id;

@@ -49,6 +49,7 @@ json::object run_json(const RunInfo& info) {
                    {"workflow", info.workflow},
                    {"status", run_status_name(info.status)},
                    {"generation", info.generation},
+                   {"version", info.version},
                    {"started_at_ms", to_ms(info.started_at)}};
   out["finished_at_ms"] = info.finished_at ? json::value(to_ms(*info.finished_at)) : json::value(nullptr);
   out["error"] = info.error.empty() ? json::value(nullptr) : json::value(info.error);

@@ -107,6 +107,7 @@ json::object run_info_json(const RunInfo& info) {
                       {"workflow", info.workflow},
                       {"status", run_status_name(info.status)},
                       {"generation", info.generation},
+                      {"version", info.version},
                       {"started_ms", engine::to_ms(info.started_at)},
                       {"error", info.error}};
   if (info.finished_at) object["finished_ms"] = engine::to_ms(*info.finished_at);
@@ -120,6 +121,7 @@ RunInfo run_info_of(const json::value& value) {
   info.workflow = text(object, "workflow");
   info.status = status_of(text(object, "status"));
   info.generation = static_cast<std::uint32_t>(number(object, "generation"));
+  if (object.contains("version")) info.version = static_cast<std::uint32_t>(number(object, "version"));
   info.started_at = engine::from_ms(number(object, "started_ms"));
   if (object.contains("finished_ms")) info.finished_at = engine::from_ms(number(object, "finished_ms"));
   info.error = text(object, "error");

@@ -74,9 +74,15 @@ struct Engine::Impl final : engine::EngineCore {
   std::vector<std::unique_ptr<engine::Shard>> shards;
   std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
+  // The registered workflows by name: code by version, the newest
+  // registration's input check, and the signals declared.
+  struct Registered {
+    std::map<std::uint32_t, std::shared_ptr<const WorkflowFn>> versions;
+    InputCheck input;
+    std::map<std::string, InputCheck> signals;
+  };
   mutable std::shared_mutex registry_mu;
-  std::unordered_map<std::string, std::shared_ptr<const WorkflowFn>> registry;
-  std::unordered_map<std::string, InputCheck> input_checks;  // under registry_mu
+  std::unordered_map<std::string, Registered> registry;
   std::mutex shutdown_mu;
   std::atomic<bool> shut{false};
   // Remote mode with the shards split among workers (Config::server_shards_max):
@@ -99,10 +105,36 @@ struct Engine::Impl final : engine::EngineCore {
   std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
 
   // --- EngineCore ---
-  std::shared_ptr<const WorkflowFn> workflow(const std::string& name) const override {
+  std::shared_ptr<const WorkflowFn> workflow(const std::string& name, std::uint32_t version) const override {
     std::shared_lock lock(registry_mu);
     auto found = registry.find(name);
-    return found == registry.end() ? nullptr : found->second;
+    if (found == registry.end()) return nullptr;
+    auto code = found->second.versions.find(version);
+    return code == found->second.versions.end() ? nullptr : code->second;
+  }
+  std::optional<std::uint32_t> newest_version(const std::string& name) const override {
+    std::shared_lock lock(registry_mu);
+    auto found = registry.find(name);
+    if (found == registry.end() || found->second.versions.empty()) return std::nullopt;
+    return found->second.versions.rbegin()->first;
+  }
+  std::string check_signal(const std::string& workflow, const std::string& signal,
+                           const boost::json::value& value) const override {
+    std::shared_lock lock(registry_mu);
+    auto found = registry.find(workflow);
+    if (found == registry.end() || found->second.signals.empty()) return {};
+    auto declared = found->second.signals.find(signal);
+    if (declared == found->second.signals.end()) {
+      std::string names;
+      for (const auto& [name, check] : found->second.signals) names += (names.empty() ? "'" : ", '") + name + "'";
+      return fmt::format("workflow '{}' takes no signal '{}' (it takes {})", workflow, signal, names);
+    }
+    if (!declared->second) return {};
+    if (auto why = declared->second(value); !why.empty()) {
+      return fmt::format("signal '{}': the value {} does not fit the type workflow '{}' takes: {}", signal,
+                         boost::json::serialize(value), workflow, why);
+    }
+    return {};
   }
   TimePoint now() const override { return clock->now(); }
   std::uint64_t random() override {
@@ -605,14 +637,31 @@ void Engine::checkpoint() {
 }
 
 void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, InputCheck check) {
+  WorkflowRegistration registration;
+  registration.input = std::move(check);
+  register_workflow_json(name, std::move(fn), std::move(registration));
+}
+
+void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, WorkflowRegistration registration) {
   impl_->check_open();
+  if (registration.version == 0) {
+    throw Error(errc::invalid_argument, fmt::format("workflow '{}': versions start at 1", name));
+  }
   {
     std::unique_lock lock(impl_->registry_mu);
-    if (impl_->registry.contains(name)) {
-      throw Error(errc::invalid_argument, fmt::format("a workflow named '{}' is already registered", name));
+    auto& registered = impl_->registry[name];
+    if (registered.versions.contains(registration.version)) {
+      throw Error(errc::invalid_argument, fmt::format("version {} of workflow '{}' is already registered",
+                                                      registration.version, name));
     }
-    impl_->registry.emplace(name, std::make_shared<const WorkflowFn>(std::move(fn)));
-    if (check) impl_->input_checks.emplace(name, std::move(check));
+    bool newest = registered.versions.empty() || registration.version > registered.versions.rbegin()->first;
+    registered.versions.emplace(registration.version, std::make_shared<const WorkflowFn>(std::move(fn)));
+    // New runs take the newest version: its input and signals are the ones checked.
+    if (newest) {
+      registered.input = std::move(registration.input);
+      registered.signals.clear();
+      for (auto& [signal, signal_check] : registration.signals) registered.signals[signal] = std::move(signal_check);
+    }
   }
   for (auto& shard : impl_->shards) {
     (void)shard->post([shard = shard.get(), name] { shard->handle_registered(name); }, false);
@@ -624,8 +673,8 @@ std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, 
   if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
   {
     std::shared_lock lock(impl_->registry_mu);
-    if (auto check = impl_->input_checks.find(workflow); check != impl_->input_checks.end()) {
-      if (auto why = check->second(input); !why.empty()) {
+    if (auto check = impl_->registry.find(workflow); check != impl_->registry.end() && check->second.input) {
+      if (auto why = check->second.input(input); !why.empty()) {
         throw Error(errc::invalid_argument, fmt::format("the input does not fit workflow '{}': {}", workflow, why));
       }
     }
@@ -815,6 +864,7 @@ RunInfo run_info_of(const engine::FinishedRun& finished) {
   RunInfo info;
   info.id = finished.id;
   info.workflow = finished.workflow;
+  info.version = finished.version;
   info.status = finished.status;
   info.generation = finished.generation;
   info.started_at = engine::from_ms(finished.started_ms);
@@ -856,7 +906,8 @@ std::optional<RunInfo> Engine::get_run(const std::string& id) {
 
 bool Engine::has_workflow(const std::string& name) const {
   std::shared_lock lock(impl_->registry_mu);
-  return impl_->registry.contains(name);
+  auto found = impl_->registry.find(name);
+  return found != impl_->registry.end() && !found->second.versions.empty();
 }
 
 std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {

@@ -135,3 +135,99 @@ TEST_CASE_TEMPLATE("a stuck run goes on once the journal's code is back", M, OnD
   CHECK(result_of(engine, kFlow, "r-1") == 25);
 }
 }
+
+namespace {
+
+// Waits for "go" (declared as a Signal<int> when `declare`), and returns
+// its value; a value that does not convert gives -1.
+const WorkflowRef<int, int> kTyped{"typed"};
+
+void register_typed(Engine& engine, bool declare) {
+  auto code = [](Ctx& ctx, int) -> Task<int> {
+    try {
+      auto go = co_await ctx.wait_for(kGo);
+      co_return go.value_or(0);
+    } catch (const Error& error) {
+      if (error.error() != errc::invalid_argument) throw;
+    }
+    co_return -1;
+  };
+  if (declare) {
+    engine.register_workflow(kTyped, code, kGo);
+  } else {
+    engine.register_workflow(kTyped, code);
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a declared signal whose value does not fit, or an undeclared one, is refused before it is recorded",
+                   M, InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_typed(*engine, true);
+  (void)engine->start(kTyped, "t-1", 0);
+  auto message = error_message(errc::invalid_argument, [&] {
+    engine->signal_json("t-1", "go", boost::json::value("ten"));
+  });
+  CHECK(contains(message, "signal 'go': the value \"ten\" does not fit the type workflow 'typed' takes"));
+  message = error_message(errc::invalid_argument, [&] { engine->signal_json("t-1", "stop", 1); });
+  CHECK(contains(message, "workflow 'typed' takes no signal 'stop' (it takes 'go')"));
+  engine->signal("t-1", kGo, 7);  // the refused ones left nothing behind
+  CHECK(result_of(engine, kTyped, "t-1") == 7);
+}
+
+TEST_CASE_TEMPLATE("an undeclared signal's value that does not fit throws an error the workflow can catch", M,
+                   InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_typed(*engine, false);
+  (void)engine->start(kTyped, "t-1", 0);
+  engine->signal_json("t-1", "go", boost::json::value("ten"));
+  CHECK(result_of(engine, kTyped, "t-1") == -1);
+}
+
+TEST_CASE_TEMPLATE("a run replays on the version it started with; without that code it is stuck until it comes", M,
+                   OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  {
+    auto engine = harness.open();
+    register_original(*engine);  // version 1
+    (void)engine->start(kFlow, "r-1", 1);
+    CHECK(engine->get_run("r-1")->version == 1);
+    engine->shutdown();
+  }
+  Warnings warnings;
+  auto config = harness.config();
+  config.warn = warnings.sink();
+  auto engine = harness.open(config);
+  engine->register_workflow(kFlow, 2, [](Ctx& ctx, int input) -> Task<int> {
+    auto renamed = [input] { return input + 100; };
+    co_return co_await ctx.step("a2", renamed);
+  });
+  // The old run waits for its code, visibly; new runs take version 2.
+  auto info = engine->get_run("r-1");
+  REQUIRE(info.has_value());
+  CHECK(info->status == RunStatus::stuck);
+  CHECK(info->version == 1);
+  CHECK(contains(info->error, "version 1 of workflow 'flow'"));
+  CHECK(warnings.matching("r-1").size() == 1);
+  CHECK(engine->execute(kFlow, "r-2", 1) == 101);
+  CHECK(engine->get_run("r-2")->version == 2);
+  // Version 1's code comes back: the old run goes on with it.
+  engine->register_workflow(kFlow, 1, [](Ctx& ctx, int input) -> Task<int> {
+    auto a = [input] { return input + 1; };
+    int x = co_await ctx.step("a", a);
+    auto go = co_await ctx.wait_for(kGo);
+    auto b = [x] { return x * 10; };
+    co_return co_await ctx.step("b", b) + go.value_or(0);
+  });
+  engine->signal("r-1", kGo, 5);
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+  CHECK(engine->get_run("r-1")->version == 1);
+  error_message(errc::invalid_argument, [&] {
+    engine->register_workflow(kFlow, 2, [](Ctx&, int) -> Task<int> { co_return 0; });
+  });
+}
+}

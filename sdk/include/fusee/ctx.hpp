@@ -329,10 +329,20 @@ class WaitAwaitable : public detail::CommandAwaitable<WaitAwaitable<T>> {
     return std::move(*this);
   }
   bool issue(detail::Completion& completion) { return this->port_->wait_for(name_, timeout_, completion); }
+  // A value that does not fit T throws Error(invalid_argument), which the
+  // workflow may catch (the signal is used up). Declaring the workflow's
+  // signals at registration refuses such a value before it is recorded.
   std::optional<T> await_resume() {
     this->rethrow_if_failed();
     if (this->completion_.empty) return std::nullopt;
-    return boost::json::value_to<T>(this->completion_.value);
+    auto converted = boost::json::try_value_to<T>(this->completion_.value);
+    if (!converted) {
+      throw Error(errc::invalid_argument, "signal '" + name_ + "': the value " +
+                                              boost::json::serialize(this->completion_.value) +
+                                              " does not fit the type the workflow waits for: " +
+                                              converted.error().message());
+    }
+    return std::move(*converted);
   }
 
  private:

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusee/config.hpp"
@@ -59,6 +60,7 @@ struct RunInfo {
   std::string workflow;
   RunStatus status = RunStatus::running;
   std::uint32_t generation = 0;  // 1 for the first run of an id, +1 per start_anew
+  std::uint32_t version = 0;     // the workflow version it runs (0: not known, a parked run's)
   TimePoint started_at;
   std::optional<TimePoint> finished_at;
   std::string error;  // failed, cancelled or stuck: why
@@ -159,6 +161,15 @@ using WorkflowFn = std::function<Task<boost::json::value>(Ctx&, boost::json::val
 // anything is recorded.
 using InputCheck = std::function<std::string(const boost::json::value&)>;
 
+// What register_workflow_json takes besides the code.
+struct WorkflowRegistration {
+  std::uint32_t version = 1;  // 1 and up
+  InputCheck input;           // empty: any input
+  // The signals the workflow takes and a check of each one's value; empty:
+  // any signal.
+  std::vector<std::pair<std::string, InputCheck>> signals;
+};
+
 namespace detail {
 template <typename In, typename Out, typename F>
 Task<boost::json::value> adapt_workflow(F fn, Ctx& ctx, boost::json::value input) {
@@ -182,18 +193,42 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Registers a workflow; unfinished runs of it resume now. fn(Ctx&, In)
-  // returns Task<Out>. Registering a name twice is an error.
-  template <typename In, typename Out, typename F>
-  void register_workflow(const WorkflowRef<In, Out>& ref, F fn) {
+  // returns Task<Out>. Registering a name and version twice is an error.
+  //
+  // signals: the signals the workflow takes, declared with their types. A
+  // signal of another name, or whose value does not fit its type, is then
+  // refused (errc::invalid_argument) before anything is recorded. A
+  // workflow that declares none takes any.
+  //
+  // version (1 without one): each run records the version it started
+  // with and replays on that version's code; a new run takes the newest
+  // registered. A run whose version has no code registered while another
+  // version has is `stuck` (and warned about) until that code is
+  // registered. See docs/engine.md, "Changing a workflow's code".
+  template <typename In, typename Out, typename F, typename... S>
+  void register_workflow(const WorkflowRef<In, Out>& ref, F fn, const Signal<S>&... signals) {
+    register_workflow(ref, 1, std::move(fn), signals...);
+  }
+  template <typename In, typename Out, typename F, typename... S>
+  void register_workflow(const WorkflowRef<In, Out>& ref, std::uint32_t version, F fn, const Signal<S>&... signals) {
+    WorkflowRegistration registration;
+    registration.version = version;
+    registration.input = [](const boost::json::value& input) -> std::string {
+      auto converted = boost::json::try_value_to<In>(input);
+      return converted ? std::string() : converted.error().message();
+    };
+    (registration.signals.emplace_back(signals.name,
+                                       [](const boost::json::value& value) -> std::string {
+                                         auto converted = boost::json::try_value_to<S>(value);
+                                         return converted ? std::string() : converted.error().message();
+                                       }),
+     ...);
     register_workflow_json(
         ref.name,
         [fn = std::move(fn)](Ctx& ctx, boost::json::value input) {
           return detail::adapt_workflow<In, Out>(fn, ctx, std::move(input));
         },
-        [](const boost::json::value& input) -> std::string {
-          auto converted = boost::json::try_value_to<In>(input);
-          return converted ? std::string() : converted.error().message();
-        });
+        std::move(registration));
   }
 
   template <typename In, typename Out>
@@ -281,6 +316,7 @@ class Engine {
 
   // The untyped API underneath (JSON in, JSON out), also used by the server.
   void register_workflow_json(const std::string& name, WorkflowFn fn, InputCheck check = {});
+  void register_workflow_json(const std::string& name, WorkflowFn fn, WorkflowRegistration registration);
   StartOutcome start_json(const std::string& workflow, const std::string& id, boost::json::value input,
                           const StartOptions& options = {});
   boost::json::value result_json(const std::string& id);
