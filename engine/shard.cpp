@@ -704,6 +704,22 @@ void Shard::append_terminal(Run& run, Outcome outcome, DurableCallback on_durabl
 void Shard::handle_start(StartRequest request, bool internal,
                          std::function<void(std::error_code, std::string, StartOutcome)> reply) {
   std::uint32_t generation = 1;
+  // Attaching to the id's run: the outcome, or nothing when the start gave
+  // another workflow or input and the caller asked to refuse that (then it
+  // was answered here).
+  auto attach_to = [&](const std::string& workflow, const boost::json::value& input) -> std::optional<StartOutcome> {
+    if (workflow == request.workflow && input == request.input) return StartOutcome::attached;
+    if (request.options.if_input_differs == IfInputDiffers::reject) {
+      reply(make_error_code(errc::conflict),
+            workflow != request.workflow
+                ? fmt::format("run '{}' is a run of workflow '{}', not '{}'", request.id, workflow, request.workflow)
+                : fmt::format("run '{}' of workflow '{}' has another input: {}", request.id, workflow,
+                              boost::json::serialize(input)),
+            StartOutcome::attached_other_input);
+      return std::nullopt;
+    }
+    return StartOutcome::attached_other_input;
+  };
   std::error_code store_error;
   auto existing = find_run(request.id, store_error);
   if (store_error) {
@@ -718,8 +734,10 @@ void Shard::handle_start(StartRequest request, bool internal,
               StartOutcome::attached);
         return;
       }
-      after_run_durable(*existing, [reply](std::error_code error) {
-        reply(error, error ? "the run's start is not durable: " + error.message() : "", StartOutcome::attached);
+      auto outcome = attach_to(existing->workflow(), existing->input());
+      if (!outcome) return;
+      after_run_durable(*existing, [reply, outcome = *outcome](std::error_code error) {
+        reply(error, error ? "the run's start is not durable: " + error.message() : "", outcome);
       });
       return;
     }
@@ -731,7 +749,7 @@ void Shard::handle_start(StartRequest request, bool internal,
       return;
     }
     if (request.options.if_finished == IfFinished::attach) {
-      reply({}, {}, StartOutcome::attached);
+      if (auto outcome = attach_to(existing->workflow(), existing->input())) reply({}, {}, *outcome);
       return;
     }
     generation = existing->generation() + 1;
@@ -751,7 +769,7 @@ void Shard::handle_start(StartRequest request, bool internal,
         return;
       }
       if (request.options.if_finished == IfFinished::attach) {
-        reply({}, {}, StartOutcome::attached);
+        if (auto outcome = attach_to(finished.workflow, finished.input)) reply({}, {}, *outcome);
         return;
       }
       generation = finished.generation + 1;

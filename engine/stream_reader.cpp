@@ -35,6 +35,15 @@ std::optional<StreamChunk> StreamReader::next() {
 std::optional<StreamChunk> StreamReader::try_next() { return feed_->next(false); }
 bool StreamReader::ended() const { return feed_->ended(); }
 
+const char* start_outcome_name(StartOutcome outcome) noexcept {
+  switch (outcome) {
+    case StartOutcome::started: return "started";
+    case StartOutcome::attached: return "attached";
+    case StartOutcome::attached_other_input: return "attached_other_input";
+  }
+  return "unknown";
+}
+
 const char* run_status_name(RunStatus status) noexcept {
   switch (status) {
     case RunStatus::running: return "running";

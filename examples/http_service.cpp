@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     int total = quote + approval.value_or(0);
     co_await ctx.stream("progress").write(total);
     co_return total;
-  });
+  }, kApproval);  // the signals it takes, with their types: others are refused
   std::printf("listening on %s\n", engine->http_endpoint().c_str());
   std::fflush(stdout);
 

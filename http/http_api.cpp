@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
 #include <future>
@@ -73,7 +74,10 @@ std::vector<std::string> split_path(std::string_view path) {
 }
 
 // The body as a JSON object; an empty body is an empty object.
-std::optional<json::object> body_object(const HttpRequest& request, HttpResponse& problem) {
+// The body as a JSON object with no field but `fields` (a misspelt option
+// is refused rather than ignored); nothing, with `problem` set, otherwise.
+std::optional<json::object> body_object(const HttpRequest& request, HttpResponse& problem,
+                                        std::initializer_list<std::string_view> fields) {
   if (request.body.empty()) return json::object{};
   boost::system::error_code error;
   auto value = json::parse(request.body, error);
@@ -83,6 +87,14 @@ std::optional<json::object> body_object(const HttpRequest& request, HttpResponse
   }
   if (!value.is_object()) {
     problem = HttpApi::error(400, "invalid_argument", "the body must be a JSON object");
+    return std::nullopt;
+  }
+  for (const auto& [key, field_value] : value.as_object()) {
+    if (std::find(fields.begin(), fields.end(), std::string_view(key)) != fields.end()) continue;
+    std::string known;
+    for (auto field : fields) known += (known.empty() ? "\"" : ", \"") + std::string(field) + "\"";
+    problem = HttpApi::error(400, "invalid_argument",
+                             fmt::format("unknown field \"{}\" (this request takes {})", std::string(key), known));
     return std::nullopt;
   }
   return value.as_object();
@@ -244,7 +256,7 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
 
 HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std::map<std::string, std::string>& query) {
   HttpResponse problem;
-  auto body = body_object(request, problem);
+  auto body = body_object(request, problem, {"workflow", "id", "input", "deadline_ms", "if_running", "if_finished", "if_input_differs"});
   if (!body) return problem;
   auto workflow = string_field(*body, "workflow", true, problem);
   if (!workflow) return problem;
@@ -276,6 +288,22 @@ HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std:
   } else if (problem.status != 200) {
     return problem;
   }
+  if (auto policy = string_field(*body, "if_running", false, problem)) {
+    if (*policy != "attach" && *policy != "reject") {
+      return error(400, "invalid_argument", "\"if_running\" is one of attach, reject");
+    }
+    options.if_running = *policy == "reject" ? IfRunning::reject : IfRunning::attach;
+  } else if (problem.status != 200) {
+    return problem;
+  }
+  if (auto policy = string_field(*body, "if_input_differs", false, problem)) {
+    if (*policy != "report" && *policy != "reject") {
+      return error(400, "invalid_argument", "\"if_input_differs\" is one of report, reject");
+    }
+    options.if_input_differs = *policy == "reject" ? IfInputDiffers::reject : IfInputDiffers::report;
+  } else if (problem.status != 200) {
+    return problem;
+  }
   std::chrono::milliseconds timeout = options_.execute_timeout_max;
   if (execute) {
     if (auto given = query.find("timeout_ms"); given != query.end()) {
@@ -286,7 +314,7 @@ HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std:
   }
   try {
     auto outcome = engine_.start_json(*workflow, *id, std::move(input), options);
-    json::object out{{"id", *id}, {"outcome", outcome == StartOutcome::started ? "started" : "attached"}};
+    json::object out{{"id", *id}, {"outcome", start_outcome_name(outcome)}};
     if (!execute) return json_response(outcome == StartOutcome::started ? 201 : 200, out);
     auto result = engine_.result_json_async(*id);
     if (result.wait_for(timeout) != std::future_status::ready) {
@@ -362,7 +390,7 @@ HttpResponse HttpApi::list(const std::map<std::string, std::string>& query) {
 
 HttpResponse HttpApi::signal(const std::string& id, const std::string& name, const HttpRequest& request) {
   HttpResponse problem;
-  auto body = body_object(request, problem);
+  auto body = body_object(request, problem, {"value", "signal_id"});
   if (!body) return problem;
   json::value value = nullptr;
   if (const auto* given = body->if_contains("value")) value = *given;
@@ -382,7 +410,7 @@ HttpResponse HttpApi::signal(const std::string& id, const std::string& name, con
 
 HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request, bool terminate) {
   HttpResponse problem;
-  auto body = body_object(request, problem);
+  auto body = body_object(request, problem, {"reason"});
   if (!body) return problem;
   std::string reason = terminate ? "terminated over HTTP" : "cancelled over HTTP";
   if (auto given = string_field(*body, "reason", false, problem)) {

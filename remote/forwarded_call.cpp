@@ -65,7 +65,8 @@ json::object start_call(const engine::StartRequest& request) {
                     {"if_running", request.options.if_running == IfRunning::reject ? "reject" : "attach"},
                     {"if_finished", request.options.if_finished == IfFinished::reject   ? "reject"
                                     : request.options.if_finished == IfFinished::attach ? "attach"
-                                                                                        : "start_anew"}};
+                                                                                        : "start_anew"},
+                    {"if_input_differs", request.options.if_input_differs == IfInputDiffers::reject ? "reject" : "report"}};
   if (request.options.deadline) call["deadline_ms"] = request.options.deadline->count();
   return call;
 }
@@ -81,6 +82,9 @@ engine::StartRequest start_request_of(const json::object& call) {
   request.options.if_finished = if_finished == "reject"   ? IfFinished::reject
                                 : if_finished == "attach" ? IfFinished::attach
                                                           : IfFinished::start_anew;
+  if (call.contains("if_input_differs") && text(call, "if_input_differs") == "reject") {
+    request.options.if_input_differs = IfInputDiffers::reject;
+  }
   if (call.contains("deadline_ms")) request.options.deadline = std::chrono::milliseconds(number(call, "deadline_ms"));
   return request;
 }

@@ -226,7 +226,7 @@ void RemoteCalls::serve(ShardRouter::Call call) {
                                  if (error) {
                                    answer(forwarded::error_json(code_of(error), message));
                                  } else {
-                                   answer({{"outcome", outcome == StartOutcome::started ? "started" : "attached"}});
+                                   answer({{"outcome", start_outcome_name(outcome)}});
                                  }
                                });
           },

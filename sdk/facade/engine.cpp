@@ -690,7 +690,10 @@ std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, 
     return impl_->forward_as<StartOutcome>(
         shard, remote::forwarded::start_call(engine::StartRequest{workflow, id, std::move(input), options}), repeat,
         remote::kHolderPatience, [](const boost::json::object& answer) {
-          return remote::forwarded::text(answer, "outcome") == "started" ? StartOutcome::started : StartOutcome::attached;
+          auto outcome = remote::forwarded::text(answer, "outcome");
+          return outcome == "started"                ? StartOutcome::started
+                 : outcome == "attached_other_input" ? StartOutcome::attached_other_input
+                                                     : StartOutcome::attached;
         });
   }
   return impl_->request_async<StartOutcome>(

@@ -120,15 +120,21 @@ TEST_CASE_TEMPLATE("start returns started and result waits until the run finishe
   CHECK(after_wait.count() == 1);
 }
 
-TEST_CASE_TEMPLATE("starting an id that is running attaches by default and the first input wins", M, InMemory,
-                   OnDisk, Remote) {
+TEST_CASE_TEMPLATE("starting an id that is running attaches by default, says when the input differs, and the first "
+                   "input wins", M, InMemory, OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   register_await_go(*engine, calls, after_wait);
 
   CHECK(engine->start(kAwaitGo, "w-1", std::string("first")) == StartOutcome::started);
-  CHECK(engine->start(kAwaitGo, "w-1", std::string("second")) == StartOutcome::attached);
+  CHECK(engine->start(kAwaitGo, "w-1", std::string("first")) == StartOutcome::attached);
+  CHECK(engine->start(kAwaitGo, "w-1", std::string("second")) == StartOutcome::attached_other_input);
+  StartOptions strict;
+  strict.if_input_differs = IfInputDiffers::reject;
+  CHECK(engine->start(kAwaitGo, "w-1", std::string("first"), strict) == StartOutcome::attached);
+  auto message = error_message(errc::conflict, [&] { (void)engine->start(kAwaitGo, "w-1", std::string("second"), strict); });
+  CHECK(contains(message, "run 'w-1' of workflow 'await-go' has another input: \"first\""));
   engine->signal("w-1", kGo, std::string("v"));
   CHECK(result_of(engine, kAwaitGo, "w-1") == "first:v");
   CHECK(calls.count() == 1);
@@ -162,7 +168,14 @@ TEST_CASE_TEMPLATE("starting a finished id attaches by default without running t
 
   CHECK(engine->start(kGreet, "g-1", std::string("ada")) == StartOutcome::started);
   CHECK(result_of(engine, kGreet, "g-1") == "hello ada");
-  CHECK(engine->start(kGreet, "g-1", std::string("bob")) == StartOutcome::attached);
+  CHECK(engine->start(kGreet, "g-1", std::string("bob")) == StartOutcome::attached_other_input);
+  CHECK(engine->start(kGreet, "g-1", std::string("ada")) == StartOutcome::attached);
+  StartOptions strict;
+  strict.if_input_differs = IfInputDiffers::reject;
+  error_message(errc::conflict, [&] { (void)engine->start(kGreet, "g-1", std::string("bob"), strict); });
+  engine->checkpoint();  // local mode: the finished run's input, from the run store
+  CHECK(engine->start(kGreet, "g-1", std::string("bob")) == StartOutcome::attached_other_input);
+  CHECK(engine->start(kGreet, "g-1", std::string("ada")) == StartOutcome::attached);
   CHECK(result_of(engine, kGreet, "g-1") == "hello ada");
   CHECK(calls.count() == 1);
   CHECK(run_info(*engine, "g-1").generation == 1);

@@ -98,7 +98,7 @@ struct Served {
       int total = quote + approval.value_or(0);
       co_await ctx.stream("progress").write(total);
       co_return total;
-    });
+    }, kApproval);
     engine->register_workflow(kEcho, [](Ctx& ctx, std::string text) -> Task<std::string> {
       co_return co_await ctx.step("echo", [text] { return text; });
     });
@@ -211,6 +211,33 @@ TEST_SUITE("unit") {
     CHECK(call(at, beast_http::verb::get, "/v1/runs/n-1").json().at("error") == "run 'n-1' was terminated: operator");
   }
 
+  TEST_CASE("http: a start says when the id runs with another input, and a declared signal refuses other values") {
+    Served served(memory_config());
+    const auto& at = served.at;
+    auto expect = [&](const Reply& reply, unsigned status, const std::string& error) {
+      CHECK(reply.status == status);
+      CHECK(reply.error() == error);
+    };
+    REQUIRE(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"twice","input":1})").status == 201);
+    auto again = call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"twice","input":2})");
+    CHECK(again.status == 200);
+    CHECK(again.json().at("outcome") == "attached_other_input");
+    expect(call(at, beast_http::verb::post, "/v1/runs",
+                R"({"workflow":"order","id":"twice","input":2,"if_input_differs":"reject"})"),
+           409, "conflict");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"twice","input":1,"if_running":"reject"})"),
+           409, "already_exists");
+    // The order declares its approval signal: a value of another type, or
+    // another signal, is refused and records nothing.
+    expect(call(at, beast_http::verb::post, "/v1/runs/twice/signals/approval", R"({"value":"ten"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/twice/signals/refund", R"({"value":1})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/twice/signals/approval", R"({"value":1,"id":"a"})"), 400,
+           "invalid_argument");
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/twice/signals/approval", R"({"value":5})").status == 202);
+  }
+
   TEST_CASE("http: streams as NDJSON and as server-sent events, resumed from an offset") {
     Served served(memory_config());
     const auto& at = served.at;
@@ -257,6 +284,12 @@ TEST_SUITE("unit") {
     expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","input":"not a number"})"), 400,
            "invalid_argument");
     expect(call(at, beast_http::verb::post, "/v1/runs/execute?timeout_ms=0", R"({"workflow":"echo","id":"x"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","if_runing":"reject"})"), 400,
+           "invalid_argument");  // a misspelt option is refused, not ignored
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","if_running":"maybe"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"order","id":"x","if_input_differs":"x"})"), 400,
            "invalid_argument");
     expect(call(at, beast_http::verb::get, "/v1/runs/nobody"), 404, "not_found");
     expect(call(at, beast_http::verb::post, "/v1/runs/nobody/signals/approval", R"({"value":1})"), 404, "not_found");

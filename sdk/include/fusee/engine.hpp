@@ -35,16 +35,24 @@ namespace fusee {
 // idempotent (as in DBOS and Restate): starting an id again attaches to it.
 enum class IfRunning { reject, attach };
 enum class IfFinished { reject, attach, start_anew };
+// When the id's run (running, or finished and attached to) has another
+// input than the start gives: attach and say so
+// (StartOutcome::attached_other_input), or refuse (errc::conflict).
+enum class IfInputDiffers { report, reject };
 
 struct StartOptions {
   IfRunning if_running = IfRunning::attach;
   IfFinished if_finished = IfFinished::attach;
+  IfInputDiffers if_input_differs = IfInputDiffers::report;
   // The run fails with errc::timed_out if it has not finished by then
   // (measured from its start, on the engine clock, across restarts).
   std::optional<std::chrono::milliseconds> deadline;
 };
 
-enum class StartOutcome { started, attached };
+// attached_other_input: attached to a run of the id whose input differs
+// from the one given (which is not used).
+enum class StartOutcome { started, attached, attached_other_input };
+const char* start_outcome_name(StartOutcome outcome) noexcept;
 
 // stuck: the run's code asked for other commands than its journal holds
 // (nondeterminism; RunInfo::error names both and their position). It waits
