@@ -82,6 +82,7 @@ const char* record_kind_name(RecordKind kind) {
     case RecordKind::any_resolved: return "any_resolved";
     case RecordKind::cancel_requested: return "cancel_requested";
     case RecordKind::cancel_delivered: return "cancel_delivered";
+    case RecordKind::patch_marked: return "patch_marked";
   }
   return "unknown";
 }

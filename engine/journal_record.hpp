@@ -37,8 +37,9 @@ enum class RecordKind : std::uint8_t {
   any_resolved = 18,        // position, name: "any"; value: the candidates' positions; number: the winner's position
   cancel_requested = 19,    // detail: request id (may be empty); value: reason
   cancel_delivered = 20,    // detail: the error message; value: the cancelled commands, [[position, command, name], ...]
+  patch_marked = 21,        // position, name: the patch id (Ctx::patched took the new code's path)
 };
-inline constexpr std::uint8_t kRecordKindMax = 20;
+inline constexpr std::uint8_t kRecordKindMax = 21;
 
 const char* record_kind_name(RecordKind kind);
 

@@ -92,6 +92,8 @@ const char* command_of(const JournalRecord& record) {
       return "any";
     case RecordKind::cancel_delivered:
       return record.detail.c_str();  // the cancelled command's, as the record lists it
+    case RecordKind::patch_marked:
+      return "patch";
     default:
       return "?";
   }
@@ -1044,6 +1046,28 @@ void Run::on_child_done(std::uint32_t position, const std::string& child_id, con
   }
   append(std::move(record));
   complete(completion);
+}
+
+// --- Ctx::patched ---
+
+bool Run::patched(std::string_view id, bool deprecated) {
+  FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
+  if (position_ < journal_.size()) {
+    const auto& recorded = journal_[position_].records;
+    if (!recorded.empty() && recorded.front().kind == RecordKind::patch_marked && recorded.front().name == id) {
+      ++position_;  // the run took the new path here before
+      return true;
+    }
+    // The journal goes on past here without the marker: the old code wrote
+    // it, and the run keeps to the old path (nothing is taken or recorded).
+    return false;
+  }
+  // Live: the run reaches the change with the new code. A deprecated patch
+  // records nothing (its marker is only read, for runs that have it).
+  if (deprecated) return true;
+  append(make_record(RecordKind::patch_marked, position_, id));
+  ++position_;
+  return true;
 }
 
 // --- Ctx::any ---

@@ -103,6 +103,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool child(std::string_view workflow, std::string_view id, boost::json::value input, ParentClose on_parent_close,
              detail::Completion& completion) override;
   bool select(std::span<detail::Completion* const> candidates, detail::Completion& completion) override;
+  bool patched(std::string_view id, bool deprecated) override;
   const std::string& run_id() const override { return id_; }
 
   // Continuations of commands, called by timers, durable waits and other

@@ -231,3 +231,70 @@ TEST_CASE_TEMPLATE("a run replays on the version it started with; without that c
   });
 }
 }
+
+namespace {
+
+const WorkflowRef<int, int> kPatched{"patched"};
+
+// step "a", then (stage 1) the bonus step only under ctx.patched("bonus"),
+// (stage 2) always, after deprecate_patch; then wait for "go", step "b".
+// The original (stage 0) has no bonus step at all.
+void register_stage(Engine& engine, int stage) {
+  engine.register_workflow(kPatched, [stage](Ctx& ctx, int input) -> Task<int> {
+    auto a = [input] { return input + 1; };
+    int x = co_await ctx.step("a", a);
+    bool bonus = false;
+    if (stage == 1) bonus = ctx.patched("bonus");
+    if (stage == 2) {
+      ctx.deprecate_patch("bonus");
+      bonus = true;
+    }
+    if (bonus) {
+      auto add = [x] { return x + 1000; };
+      x = co_await ctx.step("bonus", add);
+    }
+    auto go = co_await ctx.wait_for(kGo);
+    auto b = [x] { return x * 10; };
+    co_return co_await ctx.step("b", b) + go.value_or(0);
+  });
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a patch: runs from before it keep the old path, new runs take the new one, and neither flips", M,
+                   OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  {
+    auto engine = harness.open();
+    register_stage(*engine, 0);
+    (void)engine->start(kPatched, "old", 1);  // waits for "go" past the patch point
+    engine->shutdown();
+  }
+  {
+    auto engine = harness.open();
+    register_stage(*engine, 1);
+    (void)engine->start(kPatched, "new", 1);  // reaches the patch point with the new code
+    engine->shutdown();
+  }
+  {
+    // Both replay on stage 1's code: each keeps its path.
+    auto engine = harness.open();
+    register_stage(*engine, 1);
+    engine->signal("old", kGo, 0);
+    engine->signal("new", kGo, 0);
+    CHECK(result_of(engine, kPatched, "old") == 20);
+    CHECK(result_of(engine, kPatched, "new") == 10020);
+    (void)engine->start(kPatched, "waits", 1);  // has the marker, and waits
+    engine->shutdown();
+  }
+  // Stage 2: only the new path; a run with the marker still finds it.
+  auto engine = harness.open();
+  register_stage(*engine, 2);
+  engine->signal("waits", kGo, 0);
+  CHECK(result_of(engine, kPatched, "waits") == 10020);
+  (void)engine->start(kPatched, "fresh", 1);  // records no marker, takes the new path
+  engine->signal("fresh", kGo, 3);
+  CHECK(result_of(engine, kPatched, "fresh") == 10023);
+}
+}

@@ -141,6 +141,9 @@ class RunPort {
   // Ctx::any: completion.value becomes the index (into candidates) of the
   // command that completed first, as the journal records it.
   virtual bool select(std::span<Completion* const> candidates, Completion& completion) = 0;
+  // Ctx::patched (deprecated: Ctx::deprecate_patch): whether the run takes
+  // patch `id`'s code path. Synchronous; never suspends.
+  virtual bool patched(std::string_view id, bool deprecated) = 0;
   virtual const std::string& run_id() const = 0;
 };
 
@@ -618,6 +621,20 @@ class Ctx {
     for (const auto& future : futures) candidates.push_back(&future.completion());
     return AnyAwaitable(*port_, std::move(candidates));
   }
+
+  // Whether this run takes the new code path of change `id` (Temporal's
+  // patched): true for a run that reaches this point with the new code,
+  // false for one whose journal the old code wrote past it. The answer is
+  // journaled (a patch_marked record when true), so it never flips on
+  // replay. Put the new path under if (ctx.patched("id")) and keep the old
+  // one in the else until no run started before the change is left.
+  bool patched(std::string_view id) { return port_->patched(id, false); }
+  // The second step of retiring a patch, once every run without its marker
+  // has finished: the code keeps only the new path, and runs that took it
+  // still find their marker here. Records nothing. Remove the call once no
+  // run with the marker is left (docs/engine.md, "Changing a workflow's
+  // code").
+  void deprecate_patch(std::string_view id) { (void)port_->patched(id, true); }
 
   // The engine clock's time, journaled (the same value on replay).
   ValueAwaitable<TimePoint> now() { return ValueAwaitable<TimePoint>(*port_, &detail::RunPort::now); }
