@@ -6,7 +6,8 @@
 # second run that resumes it (the quote step is not run again, the charge step
 # runs again under the same idempotency key) and ends with the same result as
 # the uninterrupted run; a third run that only reads the result. parallel:
-# confirmed in time, silent until its timeout, and cancelled.
+# confirmed in time, silent until its timeout, and cancelled. versioning: an
+# order from before a patch keeps the old path, a new one takes the new.
 # Usage: examples.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: examples.sh SOURCE_DIR BUILD_DIR}
@@ -24,11 +25,14 @@ out=$("$build/examples/parallel" "$scratch/parallel-silent" --silent) || fail "p
 [[ "$out" == *"total 690, not confirmed within the hour" ]] || fail "parallel --silent: $out"
 out=$("$build/examples/parallel" "$scratch/parallel-cancel" --cancel) || fail "parallel --cancel exited $?: $out"
 [[ "$out" == "cancelled: run 'trip-1' was cancelled: plans changed" ]] || fail "parallel --cancel: $out"
+out=$("$build/examples/versioning" "$scratch/versioning" old) || fail "versioning old exited $?: $out"
+out=$("$build/examples/versioning" "$scratch/versioning" new) || fail "versioning new exited $?: $out"
+[[ "$out" == $'order-1: 200\norder-2: 180' ]] || fail "versioning: $out"
 
 # --- The tutorial's snippets are the program's code: each ```cpp block of
 # docs/tutorial.md is in examples/tutorial.cpp or examples/parallel.cpp,
 # each ```meson block in examples/meson.build, verbatim.
-cpp_text=$(<"$top/examples/tutorial.cpp")$'\n'$(<"$top/examples/parallel.cpp")
+cpp_text=$(<"$top/examples/tutorial.cpp")$'\n'$(<"$top/examples/parallel.cpp")$'\n'$(<"$top/examples/versioning.cpp")
 meson_text=$(<"$top/examples/meson.build")
 snippets=0
 block=""
@@ -39,7 +43,7 @@ while IFS= read -r line || [ -n "$line" ]; do
     block=""
   elif [ -n "$kind" ] && [ "$line" = '```' ]; then
     snippets=$((snippets + 1))
-    if [ "$kind" = cpp ]; then text=$cpp_text; file="examples/tutorial.cpp or examples/parallel.cpp"; else text=$meson_text; file=examples/meson.build; fi
+    if [ "$kind" = cpp ]; then text=$cpp_text; file="examples/tutorial.cpp, parallel.cpp or versioning.cpp"; else text=$meson_text; file=examples/meson.build; fi
     [[ "$text" == *"$block"* ]] ||
       fail "docs/tutorial.md snippet $snippets ($kind) is not in $file verbatim:"$'\n'"$block"
     kind=""
