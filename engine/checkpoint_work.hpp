@@ -59,7 +59,8 @@ struct CheckpointWork {
   std::vector<Park> parks;
   std::vector<JournalCopy> journal;  // records of unfinished runs, new since the last checkpoint
   std::vector<FinishedRun> finished;
-  std::vector<std::pair<std::string, std::string>> streams;  // finished run id -> its streams (JSON)
+  std::vector<std::pair<std::string, std::string>> streams;   // finished run id -> its streams (JSON)
+  std::vector<std::pair<std::string, std::string>> journals;  // finished run id -> its journal (JSON)
   // Runs the shard unloads once the store holds them: those that finished
   // (their summary is in the store) and those parked (unless they woke
   // meanwhile). Touched only on the shard's thread.

@@ -137,6 +137,7 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     batch.put_finished(run);
   }
   for (const auto& [id, streams] : work.streams) batch.put_streams(id, streams);
+  for (const auto& [id, journal] : work.journals) batch.put_journal_of_finished(id, journal);
   for (const auto& run : work.revived) {
     if (run.place == JournalPlace::parked && !move_journal(batch, work.shard, run.id, JournalPlace::parked,
                                                            JournalPlace::live)) {

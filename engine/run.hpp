@@ -177,6 +177,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // An estimate of the memory the run holds (the parking budget).
   std::size_t memory_bytes = kRunBaseBytes;
   static constexpr std::size_t kRunBaseBytes = 4096;  // Run, Ctx, coroutine frames, maps (measured: ~3.5 KiB)
+  // Every record of the run so far, in journal order, when the shard keeps
+  // journals of finished runs (Config::keep_finished_journals).
+  std::vector<JournalRecord> history;
   std::unordered_map<std::string, wal::Lsn> signal_ids;  // dedup: id -> LSN of its record
   std::unordered_set<std::string> cancel_ids;            // dedup: ids of cancel requests recorded
   std::map<std::string, StreamState> streams;

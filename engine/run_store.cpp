@@ -10,6 +10,7 @@
 //   'P' u32 shard, id                        -> a parked run (JSON: workflow, generation, times)
 //   'W' u32 shard, time, id                  -> "" (index: parked runs by wake time)
 //   'S' id                                   -> a finished run's streams
+//   'H' id                                   -> a finished run's journal (JSON)
 // time is the finish time in ms with its sign bit flipped, so that negative
 // times sort first.
 #include "engine/run_store.hpp"
@@ -59,6 +60,7 @@ std::string checkpoint_key(std::uint32_t shard) {
   return key;
 }
 std::string streams_key(const std::string& id) { return "S" + id; }
+std::string history_key(const std::string& id) { return "H" + id; }
 std::string shard_prefix(char kind, std::uint32_t shard) {
   std::string key(1, kind);
   put_u32(key, shard);
@@ -191,6 +193,7 @@ void RunStore::Batch::erase_finished(const FinishedRun& run) {
   (void)batch.Delete(index_key(workflow_prefix(run.workflow), run.finished_ms, run.id));
   (void)batch.Delete(index_key(status_prefix(run.status), run.finished_ms, run.id));
   (void)batch.Delete(streams_key(run.id));
+  (void)batch.Delete(history_key(run.id));
 }
 
 void RunStore::Batch::put_checkpoint(const Checkpoint& checkpoint) {
@@ -248,7 +251,7 @@ class BatchChecker final : public rocksdb::WriteBatch::Handler {
   rocksdb::Status check(std::uint32_t family, const rocksdb::Slice& key) {
     if (family != 0 || key.empty()) return rocksdb::Status::InvalidArgument("not a run store key");
     switch (key[0]) {
-      case 'f': case 't': case 'w': case 's': case 'S':
+      case 'f': case 't': case 'w': case 's': case 'S': case 'H':
         return rocksdb::Status::OK();
       case 'c': case 'j': case 'k': case 'P': case 'W': {
         if (key.size() < 5) return rocksdb::Status::InvalidArgument("a short key");
@@ -328,6 +331,10 @@ void RunStore::Batch::erase_journal(JournalPlace place, std::uint32_t shard, con
   (void)impl_->batch.DeleteRange(prefix, prefix_end(prefix));
 }
 
+void RunStore::Batch::put_journal_of_finished(const std::string& id, const std::string& journal) {
+  (void)impl_->batch.Put(history_key(id), journal);
+}
+
 void RunStore::Batch::put_streams(const std::string& id, const std::string& streams) {
   (void)impl_->batch.Put(streams_key(id), streams);
 }
@@ -346,6 +353,7 @@ class RocksRunStore final : public RunStore {
   Result<RunPage> list(const RunQuery& query) override;
   Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard) override;
   Result<std::optional<std::string>> streams(const std::string& id) override;
+  Result<std::optional<std::string>> journal_of_finished(const std::string& id) override;
   Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit) override;
   Result<void> read_journal(JournalPlace place, std::uint32_t shard, const std::string& id,
                             const JournalVisitor& visit) override;
@@ -481,6 +489,14 @@ Result<std::optional<Checkpoint>> RocksRunStore::checkpoint(std::uint32_t shard)
   checkpoint.replay_from = get_u64(std::string_view(value).substr(16));
   checkpoint.state = value.substr(24);
   return std::optional<Checkpoint>(std::move(checkpoint));
+}
+
+Result<std::optional<std::string>> RocksRunStore::journal_of_finished(const std::string& id) {
+  std::string value;
+  auto status = db->Get(rocksdb::ReadOptions(), history_key(id), &value);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  if (!status.ok()) return to_error(status, nullptr);
+  return std::optional<std::string>(std::move(value));
 }
 
 Result<std::optional<std::string>> RocksRunStore::streams(const std::string& id) {

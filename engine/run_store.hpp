@@ -138,6 +138,9 @@ class RunStore {
     void erase_parked(std::uint32_t shard, const ParkedRun& run);
     // A finished run's streams (opaque here), read back by streams().
     void put_streams(const std::string& id, const std::string& streams);
+    // A finished run's journal (JSON, engine/journal_json.hpp), read back by
+    // journal_of_finished(); it goes with the run.
+    void put_journal_of_finished(const std::string& id, const std::string& journal);
 
     // The ids of the finished and parked runs put (remote mode's id filters
     // learn them).
@@ -163,6 +166,7 @@ class RunStore {
   [[nodiscard]] virtual Result<RunPage> list(const RunQuery& query) = 0;
   [[nodiscard]] virtual Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard) = 0;
   [[nodiscard]] virtual Result<std::optional<std::string>> streams(const std::string& id) = 0;
+  [[nodiscard]] virtual Result<std::optional<std::string>> journal_of_finished(const std::string& id) = 0;
   using JournalVisitor =
       std::function<Result<void>(const std::string& id, std::uint64_t lsn, std::span<const std::byte>)>;
   // Visits the live journal records of every run stored for `shard`: run by

@@ -1,4 +1,5 @@
 #include "engine/shard.hpp"
+#include "engine/journal_json.hpp"
 #include "wal/limits.hpp"
 
 #include <fmt/format.h>
@@ -201,6 +202,7 @@ void Shard::append(Run& run, const JournalRecord& record, std::function<void()> 
         false);
     return;
   }
+  if (keep_history_) run.history.push_back(record);
   if (waiting_appends_.empty()) {
     auto lsn = sink_.append(id_, scratch_);
     if (lsn) {
@@ -233,6 +235,7 @@ Result<Lsn> Shard::append_external(Run& run, const JournalRecord& record) {
     fail_storage(lsn.error());
     return lsn.error();
   }
+  if (keep_history_) run.history.push_back(record);
   assigned(run, *lsn, scratch_, {});
   return *lsn;
 }
@@ -378,6 +381,7 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
     // Replayed from the log past the checkpoint: the next checkpoint keeps it.
     since_checkpoint_.push_back(SinceCheckpoint{run, lsn, {bytes.begin(), bytes.end()}});
   }
+  if (keep_history_) run->history.push_back(record);
   return run->load(record, lsn);
 }
 
@@ -504,6 +508,7 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
     }
     work.finished.push_back(run->summary());
     if (!run->streams.empty()) work.streams.emplace_back(run->id(), run->streams_json());
+    if (keep_history_ && !run->history.empty()) work.journals.emplace_back(run->id(), journal_json(run->history));
     work.unload_finished.push_back(std::move(run));
   }
   finished_since_checkpoint_.clear();
@@ -1125,6 +1130,41 @@ void Shard::handle_registered(const std::string& workflow) {
     if (run->workflow() == workflow && !run->code_started() && !run->ending()) waiting.push_back(run);
   }
   for (auto& run : waiting) start_code(*run);
+}
+
+void Shard::handle_journal(const std::string& id, std::function<void(std::error_code, std::string)> reply) {
+  std::error_code store_error;
+  (void)find_run(id, store_error);  // wakes a parked run: its journal comes back with it
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(id, store_error));
+    return;
+  }
+  if (auto found = runs_.find(id); found != runs_.end()) {
+    if (found->second->history.empty()) {
+      reply(make_error_code(errc::not_found), fmt::format("run '{}': its journal is not kept", id));
+      return;
+    }
+    reply({}, journal_json(found->second->history));
+    return;
+  }
+  if (store_ != nullptr) {
+    auto stored = store_->journal_of_finished(id);
+    if (!stored) {
+      reply(make_error_code(errc::storage), storage_message(id, stored.error()));
+      return;
+    }
+    if (*stored) {
+      reply({}, std::move(**stored));
+      return;
+    }
+    auto finished = stored_run(id);
+    if (finished && *finished) {
+      reply(make_error_code(errc::not_found),
+            fmt::format("run '{}' finished, and its journal was not kept (Config::keep_finished_journals)", id));
+      return;
+    }
+  }
+  reply(make_error_code(errc::not_found), fmt::format("no run '{}'", id));
 }
 
 }  // namespace fusee::engine

@@ -62,6 +62,8 @@ class Shard {
 
   // Local mode: where finished runs and checkpoints go. Set before load().
   void set_store(RunStore* store) { store_ = store; }
+  // Config::keep_finished_journals. Set before load().
+  void set_keep_history(bool keep) { keep_history_ = keep; }
   // Parking (local mode): a run waiting at a sleep or wait_for longer than
   // park_after leaves memory at the next checkpoint; past the memory budget
   // (bytes, 0: none) the longest-waiting go early, and the shard asks for
@@ -135,6 +137,10 @@ class Shard {
   // store), without loading it. Nothing when there is no such run.
   std::optional<RunInfo> handle_get(const std::string& id, RunInfo (*from_finished)(const FinishedRun&));
   void handle_registered(const std::string& workflow);
+  // A run's journal as JSON (engine/journal_json.hpp), wherever it is;
+  // not_found when there is none (an unknown run, or a finished one whose
+  // journal was not kept).
+  void handle_journal(const std::string& id, std::function<void(std::error_code, std::string)> reply);
   // Subscribes to a run's end (children): fn runs on this shard's thread.
   void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);
 
@@ -231,6 +237,7 @@ class Shard {
   std::string oversize_message_;  // why append_external last refused a record as too large
 
   RunStore* store_ = nullptr;
+  bool keep_history_ = true;
   bool keep_for_checkpoints_ = true;  // false once checkpoints stopped
   // Records appended (or replayed from the log) since the last checkpoint,
   // in LSN order, with their bytes: the next checkpoint stores those of

@@ -222,6 +222,18 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
       if (method != "GET") return wrong_method("GET");
       return get_run(id);
     }
+    if (parts.size() == 4 && parts[3] == "journal") {
+      if (method != "GET") return wrong_method("GET");
+      try {
+        auto text = engine_.journal_json(id);
+        HttpResponse response;
+        response.status = 200;
+        response.body = std::move(text) + "\n";
+        return response;
+      } catch (const Error& failure) {
+        return from_error(failure);
+      }
+    }
     if (parts.size() == 4 && (parts[3] == "cancel" || parts[3] == "terminate")) {
       if (method != "POST") return wrong_method("POST");
       return cancel(id, request, parts[3] == "terminate");

@@ -24,6 +24,7 @@ const char* store_op_name(StoreOp op) {
     case StoreOp::all_parked: return "all_parked";
     case StoreOp::expire_finished: return "expire_finished";
     case StoreOp::id_filters: return "id_filters";
+    case StoreOp::journal_of_finished: return "journal_of_finished";
   }
   return "unknown";
 }
@@ -60,7 +61,7 @@ std::optional<StoreCall> decode_store_call(std::span<const std::byte> payload) {
         !r.text(call.query.cursor) || !r.u32(epochs)) {
       return false;
     }
-    if (op < 1 || op > static_cast<std::uint8_t>(StoreOp::id_filters)) return false;
+    if (op < 1 || op > static_cast<std::uint8_t>(StoreOp::journal_of_finished)) return false;
     call.op = static_cast<StoreOp>(op);
     if (place != static_cast<std::uint8_t>(JournalPlace::live) && place != static_cast<std::uint8_t>(JournalPlace::parked)) {
       return false;

@@ -32,6 +32,7 @@ enum class StoreOp : std::uint8_t {
   all_parked = 10,
   expire_finished = 11,
   id_filters = 12,  // limit: the shard count; a row per shard (IdFilter::encode)
+  journal_of_finished = 13,  // id; the journal kept (JSON) or none
 };
 
 const char* store_op_name(StoreOp op);
@@ -39,7 +40,7 @@ const char* store_op_name(StoreOp op);
 struct StoreCall {
   StoreOp op = StoreOp::finished;
   std::uint32_t shard = 0;
-  std::string id;                           // finished, streams, read_journal, parked
+  std::string id;                           // finished, streams, journal_of_finished, read_journal, parked
   engine::JournalPlace place = engine::JournalPlace::live;  // read_journal
   std::int64_t ms = 0;                      // parked_by_wake: from; expire_finished: before
   std::uint32_t limit = 0;                  // parked_by_wake: rows at most

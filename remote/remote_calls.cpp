@@ -289,6 +289,15 @@ void RemoteCalls::serve(ShardRouter::Call call) {
       post([&shard, id, reason, mode, request_id,
             reply_to] { shard.handle_cancel(id, reason, mode, request_id, reply_to); },
            !from_parent);
+    } else if (op == "journal") {
+      auto id = forwarded::text(*body, "id");
+      post(
+          [&shard, id, answer] {
+            shard.handle_journal(id, [answer](std::error_code error, std::string text) {
+              answer(error ? forwarded::error_json(code_of(error), text) : json::object{{"journal", text}});
+            });
+          },
+          true);
     } else if (op == "get") {
       auto id = forwarded::text(*body, "id");
       post(

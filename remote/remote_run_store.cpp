@@ -147,6 +147,15 @@ Result<std::optional<Checkpoint>> RemoteRunStore::checkpoint(std::uint32_t shard
   return call_optional<Checkpoint>(std::move(request), decode_checkpoint);
 }
 
+Result<std::optional<std::string>> RemoteRunStore::journal_of_finished(const std::string& id) {
+  StoreCall request;
+  request.op = StoreOp::journal_of_finished;
+  request.id = id;
+  return call_optional<std::string>(std::move(request), [](std::span<const std::byte> bytes) {
+    return std::optional<std::string>(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  });
+}
+
 Result<std::optional<std::string>> RemoteRunStore::streams(const std::string& id) {
   StoreCall request;
   request.op = StoreOp::streams;

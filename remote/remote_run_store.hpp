@@ -43,6 +43,7 @@ class RemoteRunStore final : public engine::RunStore {
   Result<engine::RunPage> list(const engine::RunQuery& query) override;
   Result<std::optional<engine::Checkpoint>> checkpoint(std::uint32_t shard) override;
   Result<std::optional<std::string>> streams(const std::string& id) override;
+  Result<std::optional<std::string>> journal_of_finished(const std::string& id) override;
   Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit) override;
   Result<void> read_journal(engine::JournalPlace place, std::uint32_t shard, const std::string& id,
                             const JournalVisitor& visit) override;

@@ -99,6 +99,11 @@ StoreReply StoreService::serve(const StoreCall& call, const std::function<bool(s
       return StoreReply{{}, {}, protocol::encode_optional(*checkpoint ? std::optional(protocol::encode_checkpoint(**checkpoint))
                                                                     : std::nullopt)};
     }
+    case StoreOp::journal_of_finished: {
+      auto journal = store_.journal_of_finished(call.id);
+      if (!journal) return failed(journal.error(), fmt::format("reading run '{}''s journal", call.id));
+      return StoreReply{{}, {}, protocol::encode_optional(*journal ? std::optional(to_bytes(**journal)) : std::nullopt)};
+    }
     case StoreOp::streams: {
       auto streams = store_.streams(call.id);
       if (!streams) return failed(streams.error(), fmt::format("reading run '{}''s streams", call.id));

@@ -480,6 +480,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     impl->shards.push_back(
         std::make_unique<engine::Shard>(*impl, shard, *impl->sink, std::max<std::size_t>(1, config.shard_queue_max)));
     impl->shards.back()->set_store(impl->store.get());
+    impl->shards.back()->set_keep_history(config.keep_finished_journals);
   }
   impl->root = root;
   // Recovery: each shard's runs from its checkpoint (the run store's
@@ -806,6 +807,28 @@ void Engine::Impl::stop_run(const std::string& id, const std::string& reason, en
                    })
                    .get();
   throw_if_failed(reply);
+}
+
+std::string Engine::journal_json(const std::string& id) {
+  Impl::refuse_on_shard_thread("journal_json");
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    return impl_
+        ->forward_as<std::string>(shard, boost::json::object{{"op", "journal"}, {"id", id}}, remote::Repeat::yes,
+                                  remote::kHolderPatience,
+                                  [](const boost::json::object& answer) { return remote::forwarded::text(answer, "journal"); })
+        .get();
+  }
+  struct Answer {
+    std::error_code error;
+    std::string text;
+  };
+  auto answer = impl_->request_async<Answer>(id, [id](engine::Shard& shard, const std::shared_ptr<std::promise<Answer>>& promise) {
+                      shard.handle_journal(id, [promise](std::error_code error, std::string text) {
+                        promise->set_value(Answer{error, std::move(text)});
+                      });
+                    }).get();
+  if (answer.error) throw_error(answer.error, answer.text);
+  return answer.text;
 }
 
 StreamReader Engine::read_stream(const std::string& id, const std::string& stream, StreamFrom from) {

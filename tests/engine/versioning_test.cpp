@@ -7,6 +7,7 @@
 
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/engine/engine_harness.hpp"
@@ -80,8 +81,8 @@ std::shared_ptr<Engine> reopen_stuck(EngineHarness& harness, Warnings& warnings)
 TEST_SUITE("unit") {
 TEST_CASE_TEMPLATE("a run whose code diverged is stuck in get and list, and the operator is told once", M, OnDisk,
                    Remote) {
+  Warnings warnings;  // outlives the harness, whose engines warn until they shut down
   EngineHarness harness(M::mode);
-  Warnings warnings;
   auto engine = reopen_stuck(harness, warnings);
   auto info = engine->get_run("r-1");
   REQUIRE(info.has_value());
@@ -105,8 +106,8 @@ TEST_CASE_TEMPLATE("a run whose code diverged is stuck in get and list, and the 
 
 TEST_CASE_TEMPLATE("a cancel of a stuck run ends it durably: the next open with fixed code finds it cancelled", M,
                    OnDisk, Remote) {
+  Warnings warnings;  // outlives the harness, whose engines warn until they shut down
   EngineHarness harness(M::mode);
-  Warnings warnings;
   {
     auto engine = reopen_stuck(harness, warnings);
     engine->cancel("r-1", "bad deploy");
@@ -122,8 +123,8 @@ TEST_CASE_TEMPLATE("a cancel of a stuck run ends it durably: the next open with 
 }
 
 TEST_CASE_TEMPLATE("a stuck run goes on once the journal's code is back", M, OnDisk, Remote) {
+  Warnings warnings;  // outlives the harness, whose engines warn until they shut down
   EngineHarness harness(M::mode);
-  Warnings warnings;
   {
     auto engine = reopen_stuck(harness, warnings);
     engine->shutdown();
@@ -190,6 +191,7 @@ TEST_CASE_TEMPLATE("an undeclared signal's value that does not fit throws an err
 
 TEST_CASE_TEMPLATE("a run replays on the version it started with; without that code it is stuck until it comes", M,
                    OnDisk, Remote) {
+  Warnings warnings;  // outlives the harness
   EngineHarness harness(M::mode);
   {
     auto engine = harness.open();
@@ -198,7 +200,6 @@ TEST_CASE_TEMPLATE("a run replays on the version it started with; without that c
     CHECK(engine->get_run("r-1")->version == 1);
     engine->shutdown();
   }
-  Warnings warnings;
   auto config = harness.config();
   config.warn = warnings.sink();
   auto engine = harness.open(config);
@@ -296,5 +297,74 @@ TEST_CASE_TEMPLATE("a patch: runs from before it keep the old path, new runs tak
   (void)engine->start(kPatched, "fresh", 1);  // records no marker, takes the new path
   engine->signal("fresh", kGo, 3);
   CHECK(result_of(engine, kPatched, "fresh") == 10023);
+}
+}
+
+namespace {
+
+boost::json::object journal_of(Engine& engine, const std::string& id) {
+  return boost::json::parse(engine.journal_json(id)).as_object();
+}
+
+// The commands of a journal: "command name outcome" each.
+std::vector<std::string> commands_of(const boost::json::object& journal) {
+  std::vector<std::string> out;
+  for (const auto& command : journal.at("commands").as_array()) {
+    const auto& entry = command.as_object();
+    out.push_back(std::string(entry.at("command").as_string()) + " " + std::string(entry.at("name").as_string()) +
+                  " " + std::string(entry.at("outcome").as_string()));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a run's journal reads the same running, finished, checkpointed and reopened", M, InMemory, OnDisk,
+                   Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_original(*engine);
+  (void)engine->start(kFlow, "r-1", 1);
+  auto give_up = std::chrono::steady_clock::now() + kPatience;
+  while (commands_of(journal_of(*engine, "r-1")).size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  CHECK(commands_of(journal_of(*engine, "r-1")) ==
+        std::vector<std::string>{"step a completed", "wait_for go waiting"});
+  engine->signal("r-1", kGo, 5);
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+  const std::vector<std::string> finished{"step a completed", "wait_for go completed", "step b completed"};
+  auto journal = journal_of(*engine, "r-1");
+  CHECK(commands_of(journal) == finished);
+  const auto& records = journal.at("records").as_array();
+  CHECK(records.front().at("kind") == "run_started");
+  CHECK(records.back().at("kind") == "run_completed");
+  CHECK(journal.at("commands").as_array()[0].at("value") == 2);
+  CHECK(journal.at("commands").as_array()[0].at("attempts") == 1);
+  engine->checkpoint();  // local and remote mode: the run leaves memory for the run store
+  CHECK(commands_of(journal_of(*engine, "r-1")) == finished);
+  if (M::mode != Mode::memory) {
+    engine->shutdown();
+    engine = harness.open();
+    CHECK(commands_of(journal_of(*engine, "r-1")) == finished);
+  }
+  error_message(errc::not_found, [&] { (void)engine->journal_json("nobody"); });
+}
+
+TEST_CASE_TEMPLATE("with keep_finished_journals off, a finished run keeps its summary and no journal", M, OnDisk,
+                   Remote) {
+  EngineHarness harness(M::mode);
+  auto config = harness.config();
+  config.keep_finished_journals = false;
+  auto engine = harness.open(config);
+  register_original(*engine);
+  (void)engine->start(kFlow, "r-1", 1);
+  engine->signal("r-1", kGo, 5);
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+  engine->checkpoint();
+  auto message = error_message(errc::not_found, [&] { (void)engine->journal_json("r-1"); });
+  CHECK(contains(message, "keep_finished_journals"));
+  CHECK(engine->get_run("r-1")->status == RunStatus::completed);
 }
 }

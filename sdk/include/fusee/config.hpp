@@ -61,6 +61,11 @@ struct Config {
   // How long a finished run (input, result, status, times, streams) stays
   // in the run store for result(), list_runs() and read_stream().
   std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
+  // Whether a run's journal is kept with it once it finished, for as long
+  // as the run (Engine::journal_json, GET /v1/runs/{id}/journal, `fusee
+  // inspect DIR run ID`). Off: finished runs keep their summary only, and
+  // loaded runs hold no second copy of their records.
+  bool keep_finished_journals = true;
   // Remote mode: the server's address, and its token (TCP, when it wants one).
   std::string server;
   std::string server_token;

@@ -298,6 +298,12 @@ class Engine {
 
   StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
 
+  // The run's journal as JSON -- {"records": [...], "commands": [...]},
+  // docs/engine.md "History" -- for a running, parked or finished run (a
+  // finished one's while the run store keeps it, with
+  // Config::keep_finished_journals). Throws not_found otherwise.
+  std::string journal_json(const std::string& id);
+
   // One run by id, wherever it is; nothing when there is no such run.
   std::optional<RunInfo> get_run(const std::string& id);
   bool has_workflow(const std::string& name) const;

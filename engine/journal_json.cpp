@@ -1,0 +1,124 @@
+#include "engine/journal_json.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace fusee::engine {
+namespace {
+
+// The command a positional record belongs to, as docs/journal-format.md names it.
+const char* command_name(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::step_completed:
+    case RecordKind::step_attempt_failed:
+    case RecordKind::step_failed:
+      return "step";
+    case RecordKind::sleep_started:
+    case RecordKind::sleep_fired:
+      return "sleep";
+    case RecordKind::wait_started:
+    case RecordKind::wait_completed:
+      return "wait_for";
+    case RecordKind::stream_chunk:
+      return "stream write";
+    case RecordKind::stream_closed:
+      return "stream close";
+    case RecordKind::value_recorded:
+      return "value";
+    case RecordKind::child_started:
+    case RecordKind::child_completed:
+      return "child";
+    case RecordKind::any_resolved:
+      return "any";
+    case RecordKind::patch_marked:
+      return "patch";
+    default:
+      return "?";
+  }
+}
+
+// Where a command got to, from its last record.
+const char* outcome_of(RecordKind last) {
+  switch (last) {
+    case RecordKind::step_completed:
+    case RecordKind::sleep_fired:
+    case RecordKind::wait_completed:
+    case RecordKind::stream_chunk:
+    case RecordKind::stream_closed:
+    case RecordKind::value_recorded:
+    case RecordKind::child_completed:
+    case RecordKind::any_resolved:
+    case RecordKind::patch_marked:
+      return "completed";
+    case RecordKind::step_failed:
+      return "failed";
+    default:
+      return "waiting";
+  }
+}
+
+}  // namespace
+
+boost::json::object record_json(const JournalRecord& record) {
+  return {{"kind", record_kind_name(record.kind)},
+          {"generation", record.generation},
+          {"position", is_positional(record.kind) ? boost::json::value(record.position) : boost::json::value(nullptr)},
+          {"name", record.name},
+          {"detail", record.detail},
+          {"number", record.number},
+          {"time_ms", record.time_ms},
+          {"flag", record.flag},
+          {"value", record.value}};
+}
+
+std::string journal_json(const std::vector<JournalRecord>& records) {
+  boost::json::array all;
+  struct Command {
+    boost::json::object entry;
+    std::uint64_t attempts = 0;
+  };
+  std::map<std::uint32_t, Command> commands;
+  for (const auto& record : records) {
+    all.push_back(record_json(record));
+    if (record.kind == RecordKind::cancel_delivered && record.value.is_array()) {
+      // One record for every command it cancelled.
+      for (const auto& listed : record.value.get_array()) {
+        if (!listed.is_array() || listed.get_array().size() != 3 || !listed.get_array()[0].is_number()) continue;
+        auto position = listed.get_array()[0].to_number<std::uint32_t>();
+        auto& command = commands[position].entry;
+        if (command.empty()) {
+          command = {{"position", position}, {"command", listed.get_array()[1]}, {"name", listed.get_array()[2]}};
+        }
+        command["outcome"] = "cancelled";
+        command["message"] = record.detail;
+      }
+      continue;
+    }
+    if (!is_positional(record.kind)) continue;
+    auto& command = commands[record.position];
+    if (command.entry.empty()) {
+      command.entry = {{"position", record.position}, {"command", command_name(record.kind)}, {"name", record.name}};
+    }
+    // Times where the record has one: a sleep's due time, a retry's, a wait's timeout.
+    if (record.time_ms > 0) command.entry["time_ms"] = record.time_ms;
+    if (record.kind == RecordKind::child_started || record.kind == RecordKind::stream_chunk) {
+      command.entry["input"] = record.value;
+    }
+    if (record.kind == RecordKind::step_attempt_failed) command.attempts = record.number + 1;
+    if (record.kind == RecordKind::step_completed || record.kind == RecordKind::step_failed) {
+      command.attempts = record.kind == RecordKind::step_failed ? record.number : std::max<std::uint64_t>(command.attempts, 1);
+    }
+    command.entry["outcome"] = outcome_of(record.kind);
+    command.entry["last_record"] = record_kind_name(record.kind);
+    if (record.kind != RecordKind::child_started && record.kind != RecordKind::sleep_started &&
+        record.kind != RecordKind::wait_started) {
+      command.entry["value"] = record.value;
+    }
+    if (command.attempts > 0) command.entry["attempts"] = command.attempts;
+  }
+  boost::json::array by_position;
+  for (auto& [position, command] : commands) by_position.push_back(std::move(command.entry));
+  return boost::json::serialize(boost::json::object{{"records", std::move(all)}, {"commands", std::move(by_position)}});
+}
+
+}  // namespace fusee::engine

@@ -1,0 +1,18 @@
+// A run's journal as JSON, for people and tools (GET /v1/runs/{id}/journal,
+// Engine::journal_json, the run store's kept journals of finished runs):
+// {"records": [every record in journal order], "commands": [one entry per
+// command position: its command, name, outcome, attempts and times]}. Pure.
+#pragma once
+
+#include <boost/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/journal_record.hpp"
+
+namespace fusee::engine {
+
+boost::json::object record_json(const JournalRecord& record);
+std::string journal_json(const std::vector<JournalRecord>& records);
+
+}  // namespace fusee::engine
