@@ -531,6 +531,20 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
     }
     finished = *found;
   }
+  // A finished run's journal, kept with it (Config::keep_finished_journals).
+  std::optional<json::object> kept;
+  if (finished && inspection.offline.store) {
+    auto stored = inspection.offline.store->journal_of_finished(options.run_id);
+    if (!stored) {
+      fmt::print(stderr, "fusee inspect: cannot read the run store: {}\n", stored.error().message());
+      return 1;
+    }
+    if (*stored) {
+      boost::system::error_code error;
+      auto parsed = json::parse(**stored, error);
+      if (!error && parsed.is_object()) kept = parsed.as_object();
+    }
+  }
   if (!loaded && !finished) {
     if (options.json) {
       print_json(json::object{{"id", options.run_id}, {"shard", shard}, {"found", false}});
@@ -551,6 +565,7 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
                                    {"message", finished->message},
                                    {"started_ms", finished->started_ms},
                                    {"finished_ms", finished->finished_ms}};
+    out["finished"].as_object()["journal"] = kept ? json::value(*kept) : json::value(nullptr);
   } else {
     out["finished"] = nullptr;
   }
@@ -612,6 +627,24 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
                  engine::record_kind_name(record.kind), std::to_string(record.position), record.name, record.detail,
                  std::to_string(record.number), record.time_ms > 0 ? time_text(record.time_ms) : "-",
                  short_json(record.value)});
+    }
+    table.print(stdout, "    ");
+  } else if (kept && kept->contains("commands") && kept->at("commands").is_array()) {
+    const auto& commands = kept->at("commands").as_array();
+    fmt::print("  journal      kept with the finished run: {} commands, {} records\n", commands.size(),
+               kept->contains("records") && kept->at("records").is_array() ? kept->at("records").as_array().size() : 0);
+    Table table({{"pos", Table::Align::right}, {"command"}, {"name"}, {"outcome"}, {"attempts", Table::Align::right},
+                 {"value"}});
+    auto text_of = [](const json::object& entry, const char* key) {
+      const auto* value = entry.if_contains(key);
+      if (value == nullptr) return std::string("-");
+      return value->is_string() ? std::string(value->as_string()) : short_json(*value);
+    };
+    for (const auto& command : commands) {
+      if (!command.is_object()) continue;
+      const auto& entry = command.as_object();
+      table.add({text_of(entry, "position"), text_of(entry, "command"), text_of(entry, "name"), text_of(entry, "outcome"),
+                 text_of(entry, "attempts"), entry.contains("value") ? short_json(entry.at("value")) : "-"});
     }
     table.print(stdout, "    ");
   } else {

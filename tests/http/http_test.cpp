@@ -155,6 +155,16 @@ TEST_SUITE("unit") {
     CHECK(executed.status == 200);
     CHECK(executed.json().at("status") == "completed");
     CHECK(executed.json().at("result") == "hi");
+    auto journal = call(at, beast_http::verb::get, "/v1/runs/e-1/journal");
+    CHECK(journal.status == 200);
+    auto journal_json = journal.json();
+    const auto& commands = journal_json.at("commands").as_array();
+    REQUIRE(commands.size() == 1);
+    CHECK(commands[0].at("command") == "step");
+    CHECK(commands[0].at("name") == "echo");
+    CHECK(commands[0].at("outcome") == "completed");
+    CHECK(commands[0].at("value") == "hi");
+    CHECK(journal_json.at("records").as_array().back().at("kind") == "run_completed");
     auto slow = call(at, beast_http::verb::post, "/v1/runs/execute?timeout_ms=50", R"({"workflow":"nap","id":"n-1","input":1})");
     CHECK(slow.status == 504);
     CHECK(slow.error() == "timed_out");
@@ -295,6 +305,8 @@ TEST_SUITE("unit") {
     expect(call(at, beast_http::verb::post, "/v1/runs/nobody/signals/approval", R"({"value":1})"), 404, "not_found");
     expect(call(at, beast_http::verb::post, "/v1/runs/nobody/cancel"), 404, "not_found");
     expect(call(at, beast_http::verb::post, "/v1/runs/nobody/terminate"), 404, "not_found");
+    expect(call(at, beast_http::verb::get, "/v1/runs/nobody/journal"), 404, "not_found");
+    expect(call(at, beast_http::verb::post, "/v1/runs/nobody/journal"), 405, "method_not_allowed");
     expect(call(at, beast_http::verb::get, "/v1/runs/nobody/terminate"), 405, "method_not_allowed");
     expect(call(at, beast_http::verb::get, "/v1/runs?status=sleeping"), 400, "invalid_argument");
     expect(call(at, beast_http::verb::get, "/v1/runs?limit=abc"), 400, "invalid_argument");
