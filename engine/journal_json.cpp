@@ -71,6 +71,42 @@ boost::json::object record_json(const JournalRecord& record) {
           {"value", record.value}};
 }
 
+std::optional<std::vector<JournalRecord>> records_of_journal_json(const std::string& text) {
+  boost::system::error_code error;
+  auto parsed = boost::json::parse(text, error);
+  if (error || !parsed.is_object() || !parsed.as_object().contains("records")) return std::nullopt;
+  const auto& listed = parsed.as_object().at("records");
+  if (!listed.is_array()) return std::nullopt;
+  std::vector<JournalRecord> records;
+  try {
+    for (const auto& entry : listed.as_array()) {
+      const auto& object = entry.as_object();
+      JournalRecord record;
+      auto kind = boost::json::value_to<std::string>(object.at("kind"));
+      bool known = false;
+      for (std::uint8_t number = 1; number <= kRecordKindMax; ++number) {
+        if (kind == record_kind_name(static_cast<RecordKind>(number))) {
+          record.kind = static_cast<RecordKind>(number);
+          known = true;
+        }
+      }
+      if (!known) return std::nullopt;
+      record.generation = boost::json::value_to<std::uint32_t>(object.at("generation"));
+      if (!object.at("position").is_null()) record.position = boost::json::value_to<std::uint32_t>(object.at("position"));
+      record.name = boost::json::value_to<std::string>(object.at("name"));
+      record.detail = boost::json::value_to<std::string>(object.at("detail"));
+      record.number = boost::json::value_to<std::uint64_t>(object.at("number"));
+      record.time_ms = boost::json::value_to<std::int64_t>(object.at("time_ms"));
+      record.flag = object.at("flag").as_bool();
+      record.value = object.at("value");
+      records.push_back(std::move(record));
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return records;
+}
+
 std::string journal_json(const std::vector<JournalRecord>& records) {
   boost::json::array all;
   struct Command {

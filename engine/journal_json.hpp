@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 namespace fusee::engine {
 
 boost::json::object record_json(const JournalRecord& record);
+// The records of a journal_json text; nothing when it is not one.
+std::optional<std::vector<JournalRecord>> records_of_journal_json(const std::string& text);
 std::string journal_json(const std::vector<JournalRecord>& records);
 
 }  // namespace fusee::engine

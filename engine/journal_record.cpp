@@ -83,6 +83,7 @@ const char* record_kind_name(RecordKind kind) {
     case RecordKind::cancel_requested: return "cancel_requested";
     case RecordKind::cancel_delivered: return "cancel_delivered";
     case RecordKind::patch_marked: return "patch_marked";
+    case RecordKind::run_reset: return "run_reset";
   }
   return "unknown";
 }
@@ -96,6 +97,7 @@ bool is_positional(RecordKind kind) {
     case RecordKind::run_cancelled:
     case RecordKind::cancel_requested:
     case RecordKind::cancel_delivered:
+    case RecordKind::run_reset:
       return false;
     default:
       return true;

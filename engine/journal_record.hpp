@@ -38,8 +38,9 @@ enum class RecordKind : std::uint8_t {
   cancel_requested = 19,    // detail: request id (may be empty); value: reason
   cancel_delivered = 20,    // detail: the error message; value: the cancelled commands, [[position, command, name], ...]
   patch_marked = 21,        // position, name: the patch id (Ctx::patched took the new code's path)
+  run_reset = 22,           // detail: reason; number: the generation reset; time_ms; value: {"position", "dropped"}
 };
-inline constexpr std::uint8_t kRecordKindMax = 21;
+inline constexpr std::uint8_t kRecordKindMax = 22;
 
 const char* record_kind_name(RecordKind kind);
 

@@ -167,6 +167,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::vector<std::function<void(std::error_code)>> gated;
   wal::Lsn started_lsn = 0;                              // run_started
   bool end_recorded = false;  // Shard::end_run began: its terminal record is (or will be) appended
+  bool superseded = false;    // Engine::reset replaced it with a new generation
   // Where the run store keeps the run's records from earlier checkpoints
   // (none yet), and its parked entry there, if it has one.
   std::optional<JournalPlace> journal_place;

@@ -512,6 +512,8 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
     work.unload_finished.push_back(std::move(run));
   }
   finished_since_checkpoint_.clear();
+  for (auto& stored : superseded_) work.erased.push_back(std::move(stored));
+  superseded_.clear();
   // Waiting runs whose records are all durable leave memory (parking).
   std::unordered_set<const Run*> parking;
   if (store_ != nullptr) {
@@ -538,7 +540,7 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
   while (!since_checkpoint_.empty() && since_checkpoint_.front().lsn <= work.lsn) {
     auto& entry = since_checkpoint_.front();
     auto& run = *entry.run;
-    if (!run.finished()) {
+    if (!run.finished() && !run.superseded) {
       bool parks = parking.contains(&run);
       bool leave_out = defer && !parks && !run.journal_place &&
                        (run.deferred_at == 0 || run.deferred_at == checkpoints_taken_);
@@ -1165,6 +1167,175 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
     }
   }
   reply(make_error_code(errc::not_found), fmt::format("no run '{}'", id));
+}
+
+void Shard::handle_reset(const std::string& id, const ResetPoint& point, const std::string& reason, Reply reply) {
+  std::error_code store_error;
+  auto existing = find_run(id, store_error);  // wakes a parked run
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(id, store_error));
+    return;
+  }
+  std::vector<JournalRecord> old;
+  if (existing) {
+    if (existing->ending() && !existing->finished() && existing->stuck_error().empty()) {
+      reply(make_error_code(errc::busy), fmt::format("run '{}' is ending: reset it once it has ended", id));
+      return;
+    }
+    old = existing->history;
+  } else if (store_ != nullptr) {
+    auto stored = store_->journal_of_finished(id);
+    if (!stored) {
+      reply(make_error_code(errc::storage), storage_message(id, stored.error()));
+      return;
+    }
+    if (*stored) {
+      auto records = records_of_journal_json(**stored);
+      if (!records) {
+        reply(make_error_code(errc::storage), fmt::format("run '{}': its kept journal does not decode", id));
+        return;
+      }
+      old = std::move(*records);
+    } else if (auto finished = stored_run(id); !finished || !*finished) {
+      reply(make_error_code(errc::not_found), fmt::format("reset: no run '{}'", id));
+      return;
+    }
+  } else {
+    reply(make_error_code(errc::not_found), fmt::format("reset: no run '{}'", id));
+    return;
+  }
+  if (old.empty() || old.front().kind != RecordKind::run_started) {
+    reply(make_error_code(errc::invalid_argument),
+          fmt::format("reset: run '{}' has no journal kept (Config::keep_finished_journals)", id));
+    return;
+  }
+  const auto& started = old.front();
+  // The cut: commands before `cut` are kept.
+  std::uint32_t cut = 0;
+  if (point.position) {
+    cut = *point.position;
+  } else if (point.after_step) {
+    bool found = false;
+    for (const auto& record : old) {
+      if (record.kind == RecordKind::step_completed && record.name == *point.after_step) {
+        cut = std::max(cut, record.position + 1);
+        found = true;
+      }
+    }
+    if (!found) {
+      reply(make_error_code(errc::invalid_argument),
+            fmt::format("reset: run '{}' has no completed step '{}'", id, *point.after_step));
+      return;
+    }
+  } else {
+    reply(make_error_code(errc::invalid_argument), "reset: a position or a step to reset after is needed");
+    return;
+  }
+  // A cancellation is kept only whole: when every command it reached is.
+  bool keep_cancel = true;
+  for (const auto& record : old) {
+    if (record.kind != RecordKind::cancel_delivered || !record.value.is_array()) continue;
+    for (const auto& listed : record.value.as_array()) {
+      if (listed.is_array() && !listed.as_array().empty() && listed.as_array()[0].is_number() &&
+          listed.as_array()[0].to_number<std::uint32_t>() >= cut) {
+        keep_cancel = false;
+      }
+    }
+  }
+  std::vector<JournalRecord> kept;
+  boost::json::array dropped;
+  for (const auto& record : old) {
+    bool keep = false;
+    switch (record.kind) {
+      case RecordKind::run_started:
+      case RecordKind::run_completed:
+      case RecordKind::run_failed:
+      case RecordKind::run_cancelled:
+      case RecordKind::run_reset:
+        break;
+      case RecordKind::signal_received:
+        keep = true;  // every signal: those the kept waits took, and the rest for the new code
+        break;
+      case RecordKind::cancel_requested:
+      case RecordKind::cancel_delivered:
+        keep = keep_cancel;
+        break;
+      default:
+        keep = is_positional(record.kind) && record.position < cut;
+        break;
+    }
+    if (keep) {
+      kept.push_back(record);
+    } else if (record.kind != RecordKind::run_started) {
+      dropped.push_back(record_json(record));
+    }
+  }
+  auto version = core_.newest_version(started.name);
+  if (!version) {
+    reply(make_error_code(errc::unknown_workflow),
+          fmt::format("reset: no code of workflow '{}' is registered (run '{}')", started.name, id));
+    return;
+  }
+  std::uint32_t generation = started.generation + 1;
+  auto now = core_.now();
+  auto run = std::make_shared<Run>(*this, id, generation, started.name, *version, started.value, now, std::nullopt);
+  JournalRecord record = started;
+  record.run_id = id;
+  record.generation = generation;
+  record.detail = std::to_string(*version);
+  record.time_ms = to_ms(now);
+  record.number = 0;
+  auto lsn = append_external(*run, record);
+  if (!lsn) {
+    reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
+                           ? fmt::format("shard {} is busy: run '{}' was not reset, try again", id_, id)
+                           : lsn.error().message());
+    return;
+  }
+  run->started_lsn = *lsn;
+  (void)run->load(record, *lsn);
+  for (auto copy : kept) {
+    copy.run_id = id;
+    copy.generation = generation;
+    append(*run, copy, {});
+    if (auto loaded = run->load(copy, run->last_lsn); !loaded) {
+      reply(loaded.error(), fmt::format("reset: run '{}''s journal does not replay", id));
+      return;
+    }
+  }
+  JournalRecord reset_record;
+  reset_record.kind = RecordKind::run_reset;
+  reset_record.run_id = id;
+  reset_record.generation = generation;
+  reset_record.detail = reason;
+  reset_record.number = started.generation;
+  reset_record.time_ms = to_ms(now);
+  reset_record.value = boost::json::object{{"position", cut}, {"dropped", dropped}};
+  if (encode_record(reset_record).size() > wal::kRecordBytesMax / 2) {
+    // Too much to journal again: the count says what went.
+    reset_record.value = boost::json::object{{"position", cut}, {"dropped_count", dropped.size()}};
+  }
+  append(*run, reset_record, {});
+  if (existing) {
+    if (!existing->finished()) {
+      // The old generation stops here; whoever waited for the id's result
+      // waits for the new one.
+      existing->superseded = true;
+      existing->stop();
+      run->external_waiters = std::move(existing->external_waiters);
+      run->result_waiters = std::move(existing->result_waiters);
+      if (store_ != nullptr && (existing->journal_place || existing->parked_entry)) {
+        superseded_.push_back(CheckpointWork::Stored{id, existing->journal_place, existing->parked_entry});
+      }
+    }
+    loaded_bytes_ -= existing->memory_bytes;
+  }
+  loaded_bytes_ += run->memory_bytes;
+  runs_[id] = run;
+  after_run_durable(*run, [reply](std::error_code error) {
+    reply(error, error ? "the reset is not durable: " + error.message() : "");
+  });
+  start_code(*run);
 }
 
 }  // namespace fusee::engine

@@ -141,6 +141,7 @@ class Shard {
   // not_found when there is none (an unknown run, or a finished one whose
   // journal was not kept).
   void handle_journal(const std::string& id, std::function<void(std::error_code, std::string)> reply);
+  void handle_reset(const std::string& id, const ResetPoint& point, const std::string& reason, Reply reply);
   // Subscribes to a run's end (children): fn runs on this shard's thread.
   void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);
 
@@ -249,6 +250,8 @@ class Shard {
   };
   std::deque<SinceCheckpoint> since_checkpoint_;
   std::vector<std::shared_ptr<Run>> finished_since_checkpoint_;
+  // Runs a reset replaced: what the store holds of them goes at the next checkpoint.
+  std::vector<CheckpointWork::Stored> superseded_;
   std::uint64_t checkpoints_taken_ = 0;
   std::unordered_map<std::string, bool> held_by_store_;  // recovery's store_holds answers
   // Parking.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <optional>
 #include <vector>
@@ -221,6 +222,10 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
     if (parts.size() == 3) {
       if (method != "GET") return wrong_method("GET");
       return get_run(id);
+    }
+    if (parts.size() == 4 && parts[3] == "reset") {
+      if (method != "POST") return wrong_method("POST");
+      return reset(id, request);
     }
     if (parts.size() == 4 && parts[3] == "journal") {
       if (method != "GET") return wrong_method("GET");
@@ -443,6 +448,40 @@ HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request, 
   // A cancel is accepted: the run ends once its code lets the cancellation
   // through (GET .../result waits for that). A terminated run has ended.
   return json_response(202, json::object{{"id", id}, {terminate ? "terminated" : "cancelled", true}});
+}
+
+HttpResponse HttpApi::reset(const std::string& id, const HttpRequest& request) {
+  HttpResponse problem;
+  auto body = body_object(request, problem, {"position", "after_step", "reason"});
+  if (!body) return problem;
+  ResetPoint point;
+  if (const auto* position = body->if_contains("position"); position != nullptr && !position->is_null()) {
+    if (!position->is_int64() || position->as_int64() < 0 || position->as_int64() > UINT32_MAX) {
+      return error(400, "invalid_argument", "\"position\" must be a command position (a whole number from 0)");
+    }
+    point.position = static_cast<std::uint32_t>(position->as_int64());
+  }
+  if (auto step = string_field(*body, "after_step", false, problem)) {
+    point.after_step = *step;
+  } else if (problem.status != 200) {
+    return problem;
+  }
+  if (point.position.has_value() == point.after_step.has_value()) {
+    return error(400, "invalid_argument", "give one of \"position\" and \"after_step\"");
+  }
+  std::string reason = "reset over HTTP";
+  if (auto given = string_field(*body, "reason", false, problem)) {
+    reason = *given;
+  } else if (problem.status != 200) {
+    return problem;
+  }
+  try {
+    engine_.reset(id, point, reason);
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+  auto info = engine_.get_run(id);
+  return json_response(202, json::object{{"id", id}, {"reset", true}, {"generation", info ? info->generation : 0}});
 }
 
 HttpResponse HttpApi::metrics() {

@@ -289,6 +289,13 @@ void RemoteCalls::serve(ShardRouter::Call call) {
       post([&shard, id, reason, mode, request_id,
             reply_to] { shard.handle_cancel(id, reason, mode, request_id, reply_to); },
            !from_parent);
+    } else if (op == "reset") {
+      auto id = forwarded::text(*body, "id");
+      auto reason = forwarded::text(*body, "reason");
+      ResetPoint point;
+      if (body->contains("position")) point.position = static_cast<std::uint32_t>(body->at("position").to_number<std::uint64_t>());
+      if (body->contains("after_step")) point.after_step = forwarded::text(*body, "after_step");
+      post([&shard, id, point, reason, reply_to] { shard.handle_reset(id, point, reason, reply_to); }, true);
     } else if (op == "journal") {
       auto id = forwarded::text(*body, "id");
       post(

@@ -809,6 +809,26 @@ void Engine::Impl::stop_run(const std::string& id, const std::string& reason, en
   throw_if_failed(reply);
 }
 
+void Engine::reset(const std::string& id, const ResetPoint& point, const std::string& reason) {
+  Impl::refuse_on_shard_thread("reset");
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    boost::json::object call{{"op", "reset"}, {"id", id}, {"reason", reason}};
+    if (point.position) call["position"] = *point.position;
+    if (point.after_step) call["after_step"] = *point.after_step;
+    // Not sent again: a second reset would cut the new generation.
+    impl_->forward_as<void>(shard, std::move(call), remote::Repeat::never, remote::kHolderPatience,
+                            [](const boost::json::object&) {})
+        .get();
+    return;
+  }
+  auto reply = impl_->request_async<Reply>(
+                        id, [id, point, reason](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
+                          shard.handle_reset(id, point, reason, reply_to(promise));
+                        })
+                   .get();
+  throw_if_failed(reply);
+}
+
 std::string Engine::journal_json(const std::string& id) {
   Impl::refuse_on_shard_thread("journal_json");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -366,5 +367,97 @@ TEST_CASE_TEMPLATE("with keep_finished_journals off, a finished run keeps its su
   auto message = error_message(errc::not_found, [&] { (void)engine->journal_json("r-1"); });
   CHECK(contains(message, "keep_finished_journals"));
   CHECK(engine->get_run("r-1")->status == RunStatus::completed);
+}
+}
+
+namespace {
+
+const WorkflowRef<int, int> kBilling{"billing"};
+
+// quote (counted), then charge: broken (throws) or fixed.
+void register_billing(Engine& engine, std::uint32_t version, bool fixed, CallCounter& quotes) {
+  engine.register_workflow(kBilling, version, [fixed, &quotes](Ctx& ctx, int input) -> Task<int> {
+    auto quote = [&quotes, input] {
+      quotes.add();
+      return input * 10;
+    };
+    int price = co_await ctx.step("quote", quote);
+    auto charge = [fixed, price]() -> int {
+      if (!fixed) throw std::runtime_error("charge: off by one");
+      return price + 1;
+    };
+    co_return co_await ctx.step("charge", charge);
+  });
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("reset: a failed run runs again from after a step on the code registered now", M, InMemory, OnDisk,
+                   Remote) {
+  CallCounter quotes;
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_billing(*engine, 1, false, quotes);
+  (void)engine->start(kBilling, "b-1", 4);
+  error_message(errc::step_failed, [&] { (void)result_of(engine, kBilling, "b-1"); });
+  engine->checkpoint();  // local and remote: the finished run and its journal go to the run store
+  register_billing(*engine, 2, true, quotes);  // the fix
+  engine->reset("b-1", ResetPoint::after("quote"), "charge fixed");
+  CHECK(result_of(engine, kBilling, "b-1") == 41);
+  CHECK(quotes.count() == 1);  // the kept quote was not run again
+  auto info = engine->get_run("b-1");
+  REQUIRE(info.has_value());
+  CHECK(info->generation == 2);
+  CHECK(info->version == 2);
+  CHECK(info->status == RunStatus::completed);
+  // The new generation's journal says where it came from, and keeps the old one's dropped records.
+  auto journal = journal_of(*engine, "b-1");
+  bool reset_seen = false;
+  for (const auto& record : journal.at("records").as_array()) {
+    if (record.at("kind") != "run_reset") continue;
+    reset_seen = true;
+    CHECK(record.at("detail") == "charge fixed");
+    CHECK(record.at("number") == 1);
+    CHECK(record.at("value").at("position") == 1);
+    CHECK(record.at("value").at("dropped").as_array().size() >= 1);
+  }
+  CHECK(reset_seen);
+  error_message(errc::invalid_argument, [&] { engine->reset("b-1", ResetPoint::after("nothing"), "x"); });
+  error_message(errc::not_found, [&] { engine->reset("nobody", ResetPoint::before_position(0), "x"); });
+  if (M::mode != Mode::memory) {
+    engine->shutdown();
+    CallCounter again;
+    engine = harness.open();
+    register_billing(*engine, 2, true, again);
+    CHECK(result_of(engine, kBilling, "b-1") == 41);
+    CHECK(again.count() == 0);
+  }
+}
+
+TEST_CASE_TEMPLATE("reset: a waiting run keeps its signals for the new generation", M, InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_original(*engine);
+  (void)engine->start(kFlow, "r-1", 1);
+  engine->signal("r-1", kGo, 5);
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+  // Reset to after step a: the wait for "go" runs again and finds the signal.
+  engine->reset("r-1", ResetPoint::after("a"), "again");
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+  CHECK(engine->get_run("r-1")->generation == 2);
+}
+
+TEST_CASE_TEMPLATE("reset: a stuck run starts over on the code registered now", M, OnDisk, Remote) {
+  Warnings warnings;
+  EngineHarness harness(M::mode);
+  auto engine = reopen_stuck(harness, warnings);  // the renamed code is registered
+  engine->reset("r-1", ResetPoint::before_position(0), "new code");
+  CHECK(result_of(engine, kFlow, "r-1") == 2);
+  CHECK(engine->get_run("r-1")->status == RunStatus::completed);
+  engine->shutdown();
+  engine = harness.open();
+  register_renamed(*engine);
+  CHECK(result_of(engine, kFlow, "r-1") == 2);
 }
 }

@@ -74,6 +74,15 @@ struct RunInfo {
   std::string error;  // failed, cancelled or stuck: why
 };
 
+// Where Engine::reset cuts a run's journal: before a command position, or
+// right after the last completion of a named step.
+struct ResetPoint {
+  std::optional<std::uint32_t> position;
+  std::optional<std::string> after_step;
+  static ResetPoint before_position(std::uint32_t position) { return {position, std::nullopt}; }
+  static ResetPoint after(std::string step) { return {std::nullopt, std::move(step)}; }
+};
+
 struct RunFilter {
   std::optional<std::string> workflow;
   std::optional<RunStatus> status;
@@ -297,6 +306,16 @@ class Engine {
   void terminate(const std::string& id, const std::string& reason);
 
   StreamReader read_stream(const std::string& id, const std::string& stream, StreamFrom from = StreamFrom::earliest());
+
+  // Starts a new generation of the run that keeps its journal before the
+  // point (and every signal it received) and runs the rest on the code
+  // registered now -- its newest version (Temporal's reset). For a running,
+  // stuck, parked or finished run whose journal is kept
+  // (Config::keep_finished_journals); the old generation's records past
+  // the point stay readable in the new one's run_reset record. Returns once
+  // the new generation's start is durable. Throws not_found,
+  // invalid_argument (no such point; no journal kept), busy.
+  void reset(const std::string& id, const ResetPoint& point, const std::string& reason);
 
   // The run's journal as JSON -- {"records": [...], "commands": [...]},
   // docs/engine.md "History" -- for a running, parked or finished run (a
