@@ -248,6 +248,31 @@ TEST_SUITE("unit") {
     CHECK(call(at, beast_http::verb::post, "/v1/runs/twice/signals/approval", R"({"value":5})").status == 202);
   }
 
+  TEST_CASE("http: reset starts a new generation from a point of the journal") {
+    Served served(memory_config());
+    const auto& at = served.at;
+    auto executed = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"e-1","input":"hi"})");
+    REQUIRE(executed.json().at("status") == "completed");
+    auto reset = call(at, beast_http::verb::post, "/v1/runs/e-1/reset", R"({"position":0,"reason":"again"})");
+    CHECK(reset.status == 202);
+    CHECK(reset.json().at("generation") == 2);
+    auto again = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"e-1","input":"hi"})");
+    CHECK(again.json().at("status") == "completed");
+    CHECK(again.json().at("result") == "hi");
+    auto expect = [&](const Reply& reply, unsigned status, const std::string& error) {
+      CHECK(reply.status == status);
+      CHECK(reply.error() == error);
+    };
+    expect(call(at, beast_http::verb::post, "/v1/runs/e-1/reset", R"({})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/e-1/reset", R"({"position":0,"after_step":"echo"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/e-1/reset", R"({"position":-1})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/e-1/reset", R"({"after_step":"nothing"})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/nobody/reset", R"({"position":0})"), 404, "not_found");
+    expect(call(at, beast_http::verb::get, "/v1/runs/e-1/reset"), 405, "method_not_allowed");
+  }
+
   TEST_CASE("http: streams as NDJSON and as server-sent events, resumed from an offset") {
     Served served(memory_config());
     const auto& at = served.at;
