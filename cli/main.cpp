@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   demo_command->add_flag("--final", demo.final)->group("");
   demo_command->add_option("--shards-max", demo.shards_max)->group("");
   demo_command->add_flag("--partner", demo.partner)->group("");
+  demo_command->add_flag("--patched", demo.patched)->group("");
   demo_command->add_flag("--split", demo.split,
                          "With --remote or --server: two workers split the shards (a server of 4); the killed one's "
                          "half goes to its successor");

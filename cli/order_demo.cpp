@@ -113,7 +113,7 @@ void send_state(Child& child, const std::string& state) {
 // Starts `fusee demo --child ...`; send_state() gives it the ledger's state
 // on its stdin.
 std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t seed, std::uint32_t allow, bool final,
-                                 const std::string& server, bool partner = false) {
+                                 const std::string& server, bool partner = false, bool patched = false) {
   int report[2], input[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
   if (::pipe2(input, O_CLOEXEC) != 0) {
@@ -129,6 +129,7 @@ std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t 
                                 std::to_string(seed),               "--allow",
                                 std::to_string(allow)};
   if (final) args.emplace_back("--final");
+  if (patched) args.emplace_back("--patched");
   if (!server.empty()) {
     args.emplace_back("--server");
     args.push_back(server);
@@ -274,6 +275,11 @@ int run_order_demo(const OrderDemoOptions& options) {
   }
 
   OrderLedger ledger(seed, options.orders, kApprovalTimeout);
+  // The second half of the lives runs changed code: a patch, while orders
+  // are in flight (the split demo's partner keeps the first code throughout,
+  // as in a rolling deploy).
+  const int patch_life = std::max(1, (options.kills + 1) / 2);
+  ledger.set_patched_from(patch_life);
   std::vector<std::string> failures;  // about the children themselves
   const auto started = Clock::now();
   int kills = 0;
@@ -334,7 +340,7 @@ int run_order_demo(const OrderDemoOptions& options) {
     if (partner_reader) partner_reader->set_life(life);
     const bool final = life == options.kills;
     const auto allow = allow_for(life);
-    auto child = standby ? standby : spawn_child(options, seed, allow, final, server_address);
+    auto child = standby ? standby : spawn_child(options, seed, allow, final, server_address, false, life >= patch_life);
     standby.reset();
     if (!child) {
       fmt::print(stderr, "fusee demo: cannot start the worker process: {}\n", std::strerror(errno));
@@ -359,7 +365,8 @@ int run_order_demo(const OrderDemoOptions& options) {
       // and be left stale (it is then deposed, and must reopen).
       if (service && !final && !standby && reader.heard()) {
         // The holder has its leases; the next worker connects and waits for them.
-        standby = spawn_child(options, seed, allow_for(life + 1), life + 1 == options.kills, server_address);
+        standby = spawn_child(options, seed, allow_for(life + 1), life + 1 == options.kills, server_address, false,
+                              life + 1 >= patch_life);
       }
     }
     const bool ended_by_itself = !open;
@@ -441,9 +448,10 @@ int run_order_demo(const OrderDemoOptions& options) {
   const auto totals = ledger.totals();
   const auto elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   fmt::print("fusee demo: {} runs finished ({} shipped, {} rejected, {} expired), {} step runs ({} repeated after a "
-             "kill before they were durable), {} kills, {} chunks, {} signals, {} violations, {:.1f} s (seed {})\n",
+             "kill before they were durable), {} kills, {} chunks, {} signals, {} took the life-{} patch, {} "
+             "violations, {:.1f} s (seed {})\n",
              totals.finished, totals.shipped, totals.rejected, totals.expired, totals.step_runs, totals.step_reruns,
-             kills, totals.chunks, totals.signals, violations.size(), elapsed_s, seed);
+             kills, totals.chunks, totals.signals, ledger.took_patch(), patch_life, violations.size(), elapsed_s, seed);
   return violations.empty() ? 0 : 1;
 }
 

@@ -44,6 +44,7 @@ struct OrderDemoOptions {
   std::string server;       // remote mode: the log service's address
   std::uint32_t shards_max = 0;  // remote mode: Config::server_shards_max
   bool partner = false;          // split: only run the orders of its shards and answer for them
+  bool patched = false;          // the second phase's workflow code (a patch)
 };
 
 // Returns the process exit code: 0 when every check held, 1 on a violation,

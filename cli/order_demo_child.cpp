@@ -175,8 +175,9 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   config.checkpoint_interval = kCheckpointInterval;
   config.server_shards_max = options.shards_max;
   auto engine = Engine::open(config);
-  engine->register_workflow(kOrderWorkflow, [&world](Ctx& ctx, Order order) {
-    return order_workflow(ctx, std::move(order), world);
+  const bool patched = options.patched;
+  engine->register_workflow(kOrderWorkflow, [&world, patched](Ctx& ctx, Order order) {
+    return order_workflow(ctx, std::move(order), world, patched);
   });
   return engine;
 }

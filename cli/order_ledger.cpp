@@ -18,11 +18,11 @@ namespace {
 // only a clear ordering counts as evidence.
 constexpr std::int64_t kClockSlackMs = 20;
 
-constexpr std::array<std::string_view, 4> kSteps{kQuoteStep, kReserveStep, kChargeStep, kShipStep};
+constexpr std::array<std::string_view, 5> kSteps{kQuoteStep, kReserveStep, kChargeStep, kFraudStep, kShipStep};
 // When each step starts in the workflow: steps of one rank run at the same
 // time (quote and reserve), so only a step of a later rank running shows that
 // an earlier one's result was durable.
-constexpr std::array<int, 4> kStepRanks{0, 0, 1, 2};
+constexpr std::array<int, 5> kStepRanks{0, 0, 1, 2, 3};
 
 std::size_t step_position(std::string_view step) {
   return static_cast<std::size_t>(std::find(kSteps.begin(), kSteps.end(), step) - kSteps.begin());
@@ -227,8 +227,35 @@ std::optional<std::int64_t> OrderLedger::earliest_timeout_ms(const RunRecord& ru
   return first + approval_timeout_.count();
 }
 
+std::uint64_t OrderLedger::took_patch() const {
+  return static_cast<std::uint64_t>(std::count_if(runs_.begin(), runs_.end(), [](const RunRecord& run) {
+    auto found = run.steps.find(kFraudStep);
+    return found != run.steps.end() && !found->second.empty();
+  }));
+}
+
 void OrderLedger::check_steps(const RunRecord& run, std::vector<std::string>& out) const {
   const auto& id = run.order.id;
+  if (auto fraud = run.steps.find(kFraudStep); fraud != run.steps.end() && !fraud->second.empty()) {
+    // The patch's answer never flips: the old code's journal past the patch
+    // point keeps the order on the old path.
+    for (std::size_t offset = 0; offset < run.chunks.size(); ++offset) {
+      const auto* object = run.chunks[offset].value.if_object();
+      const auto* phase = object ? object->if_contains("phase") : nullptr;
+      if (phase && phase->is_string() && phase->get_string() == "awaiting_approval" &&
+          run.chunks[offset].life < patched_from_) {
+        out.push_back(fmt::format("{}: ran the {} patch's step in life {}, but life {}, before the patch, had "
+                                  "delivered its awaiting_approval chunk: the old code had written its journal past "
+                                  "the patch point",
+                                  id, kFraudPatch, fraud->second.front().life, run.chunks[offset].life));
+      }
+    }
+    for (const auto& execution : fraud->second) {
+      if (execution.life < patched_from_)
+        out.push_back(fmt::format("{}: the {} step ran in life {}, whose code has no such step", id, kFraudStep,
+                                  execution.life));
+    }
+  }
   std::set<std::string> keys_seen;
   for (const auto& [step, executions] : run.steps) {
     // One attempt per step (no retry policy), so at most one execution a life.

@@ -19,7 +19,10 @@
 //  - every run finished with the receipt and the progress stream that its
 //    order, its approval outcome and its charge key determine, and no result
 //    ever changed between lives;
-//  - no wait timed out before its timeout could have passed.
+//  - no wait timed out before its timeout could have passed;
+//  - the second phase's patch never flips: an order whose journal the first
+//    code wrote past the patch point (a life before the patch delivered its
+//    awaiting_approval chunk) never runs the fraud check.
 //
 // Times: `ran` lines carry the child's system clock; the parent stamps every
 // line with its own system clock when it reads it (an upper bound on when the
@@ -30,6 +33,7 @@
 
 #include <boost/json.hpp>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -86,6 +90,10 @@ class OrderLedger {
     std::uint64_t starts = 0;           // distinct starts acknowledged
   };
   Totals totals() const;
+  // Lives from this one on run the patched code (fusee demo's second phase).
+  void set_patched_from(int life) { patched_from_ = life; }
+  // Orders that ran the patch's fraud check.
+  std::uint64_t took_patch() const;
 
  private:
   struct StepRun {
@@ -128,6 +136,7 @@ class OrderLedger {
   std::optional<std::int64_t> earliest_timeout_ms(const RunRecord& run) const;
 
   std::chrono::milliseconds approval_timeout_;
+  int patched_from_ = INT_MAX;
   std::vector<RunRecord> runs_;
   std::map<std::string, std::size_t, std::less<>> index_;
   std::vector<std::string> feed_violations_;

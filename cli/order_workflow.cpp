@@ -153,13 +153,15 @@ std::vector<std::string_view> steps_before_chunk(const json::value& chunk) {
   if (!phase || !phase->is_string()) return {};
   const auto& name = phase->get_string();
   if (name == "quoted") return {kQuoteStep, kReserveStep};
-  if (name == "charged" || name == "awaiting_approval" || name == "approved" || name == "rejected" || name == "expired")
-    return {kQuoteStep, kReserveStep, kChargeStep};
-  if (name == "shipped") return {kQuoteStep, kReserveStep, kChargeStep, kShipStep};
+  if (name == "charged") return {kQuoteStep, kReserveStep, kChargeStep};
+  // The fraud check, when the order took it, is journaled before these.
+  if (name == "awaiting_approval" || name == "approved" || name == "rejected" || name == "expired")
+    return {kQuoteStep, kReserveStep, kChargeStep, kFraudStep};
+  if (name == "shipped") return {kQuoteStep, kReserveStep, kChargeStep, kFraudStep, kShipStep};
   return {};
 }
 
-Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services) {
+Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services, bool patched) {
   Stream progress = ctx.stream(std::string(kProgressStream));
 
   // Each step function is a named local, not a lambda written inside the
@@ -192,6 +194,18 @@ Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services) {
   };
   const std::string payment = co_await ctx.step(std::string(kChargeStep), charge);
   co_await progress.write(charged_chunk(payment));
+
+  // The second phase's change. It writes no chunk and changes no result, so
+  // the ledger's other checks hold for either path; its own check is that
+  // an order whose journal went past this point under the old code never
+  // runs it.
+  if (patched && ctx.patched(kFraudPatch)) {
+    const auto check = [id = order.id, &services](StepContext& step) {
+      services.step_running(id, kFraudStep, step);
+      return true;
+    };
+    (void)co_await ctx.step(std::string(kFraudStep), check);
+  }
 
   co_await progress.write(awaiting_chunk());
   const std::optional<Approval> approval = co_await ctx.wait_for(kApprovalSignal).timeout(kApprovalTimeout);

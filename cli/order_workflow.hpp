@@ -67,6 +67,11 @@ inline constexpr std::string_view kQuoteStep = "quote";
 inline constexpr std::string_view kReserveStep = "reserve";
 inline constexpr std::string_view kChargeStep = "charge";
 inline constexpr std::string_view kShipStep = "ship";
+// The second phase's code change: a fraud check after the charge, under
+// ctx.patched(kFraudPatch), so orders whose journal the first code wrote past
+// that point keep the old path.
+inline constexpr std::string_view kFraudStep = "fraud_check";
+inline constexpr std::string_view kFraudPatch = "fraud-check";
 
 // What the approval desk does with an order.
 enum class Plan { approve, reject, stay_silent };
@@ -128,6 +133,7 @@ class ServiceCall {
 };
 
 // The workflow itself. services must outlive the run.
-Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services);
+// patched: the second phase's code (docs/cli.md, `fusee demo`).
+Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services, bool patched);
 
 }  // namespace fusee::cli
