@@ -200,6 +200,7 @@ TEST_SUITE("unit") {
     CHECK(metrics.headers["Content-Type"].starts_with("text/plain"));
     CHECK(metrics.body.find("fusee_runs{status=\"completed\"} 2") != std::string::npos);
     CHECK(metrics.body.find("fusee_runs{status=\"running\"} 1") != std::string::npos);
+    CHECK(metrics.body.find("fusee_runs{status=\"stuck\"} 0") != std::string::npos);
     CHECK(metrics.body.find("# TYPE fusee_flushes_total counter") != std::string::npos);
     CHECK(metrics.body.find("# TYPE fusee_flush_latency_us histogram") != std::string::npos);
     CHECK(metrics.body.find("fusee_flush_latency_us_bucket{le=\"+Inf\"}") != std::string::npos);
