@@ -461,3 +461,23 @@ TEST_CASE_TEMPLATE("reset: a stuck run starts over on the code registered now", 
   CHECK(result_of(engine, kFlow, "r-1") == 2);
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("new runs take the newest version, and a live run that reaches a patch journals it", M, InMemory,
+                   OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_stage(*engine, 1);  // version 1: the patch
+  engine->register_workflow(kFlow, 3, [](Ctx&, int input) -> Task<int> { co_return input * 3; });
+  engine->register_workflow(kFlow, 2, [](Ctx&, int input) -> Task<int> { co_return input * 2; });
+  CHECK(engine->execute(kFlow, "v-1", 5) == 15);
+  CHECK(engine->get_run("v-1")->version == 3);
+  (void)engine->start(kPatched, "p-1", 1);
+  engine->signal("p-1", kGo, 0);
+  CHECK(result_of(engine, kPatched, "p-1") == 10020);
+  auto journal = journal_of(*engine, "p-1");
+  CHECK(commands_of(journal) == std::vector<std::string>{"step a completed", "patch bonus completed",
+                                                         "step bonus completed", "wait_for go completed",
+                                                         "step b completed"});
+}
+}
