@@ -129,7 +129,12 @@ Run::Run(Shard& shard, std::string id, std::uint32_t generation, std::string wor
       started_at_(started_at),
       deadline_(deadline) {}
 
-Run::~Run() = default;
+// A run dropped while commands are in flight (at shutdown): their Futures
+// hold their own state through the engine (Completion::keep_alive) until
+// released here.
+Run::~Run() {
+  if (!stopped_) stop();
+}
 
 FinishedRun Run::summary() const {
   FinishedRun run;

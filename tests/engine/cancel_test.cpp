@@ -290,8 +290,11 @@ TEST_CASE_TEMPLATE("a replay that starts another command where the cancel was de
     engine->cancel("f-1", "stop");
     state.cleaning.require(1);
     engine->shutdown();
+    // Let every coroutine step end (its result is dropped): one suspended
+    // forever would keep its run alive.
     state.a.open();
     state.b.open();
+    state.cleanup.open();
   }
   auto engine = harness.open();
   engine->register_workflow(kInFlight, [](Ctx& ctx, int) -> Task<int> {

@@ -481,3 +481,26 @@ TEST_CASE_TEMPLATE("new runs take the newest version, and a live run that reache
                                                          "step b completed"});
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a parked run's journal reads as a loaded one's", M, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto config = harness.config();
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  config.park_after = std::chrono::seconds(10);
+  auto engine = harness.open(config);
+  register_original(*engine);
+  (void)engine->start(kFlow, "r-1", 1);
+  // Parked once its wait is durable and park_after has passed.
+  auto give_up = std::chrono::steady_clock::now() + kPatience;
+  while (engine->stats().runs_parked == 0) {
+    harness.clock().advance(std::chrono::seconds(11));
+    engine->checkpoint();
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < give_up, "the run never parked");
+  }
+  CHECK(commands_of(journal_of(*engine, "r-1")) ==
+        std::vector<std::string>{"step a completed", "wait_for go waiting"});
+  engine->signal("r-1", kGo, 5);
+  CHECK(result_of(engine, kFlow, "r-1") == 25);
+}
+}
