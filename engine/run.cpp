@@ -423,6 +423,11 @@ void Run::append(JournalRecord record, std::function<void()> after_durable) {
 }
 
 std::uint32_t Run::begin_command(detail::Completion& completion) {
+  if (in_query_) {
+    throw Error(errc::invalid_argument, fmt::format("run '{}': a query handler cannot start commands (it reads the "
+                                                    "run's state; change it with a signal)",
+                                                    id_));
+  }
   FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
   in_command_ = true;
   completed_at_once_ = false;
@@ -1073,6 +1078,35 @@ bool Run::patched(std::string_view id, bool deprecated) {
   append(make_record(RecordKind::patch_marked, position_, id));
   ++position_;
   return true;
+}
+
+// --- Ctx::on_query ---
+
+void Run::on_query(std::string name, detail::QueryHandler handler) { queries_[std::move(name)] = std::move(handler); }
+
+Result<boost::json::value> Run::answer_query(const std::string& name, const boost::json::value& arg, std::string& why) {
+  auto found = queries_.find(name);
+  if (found == queries_.end()) {
+    std::string names;
+    for (const auto& [known, handler] : queries_) names += (names.empty() ? "'" : ", '") + known + "'";
+    why = fmt::format("run '{}' has no query '{}' ({})", id_, name,
+                      names.empty() ? std::string("it registered none") : "it answers " + names);
+    return make_error_code(errc::not_found);
+  }
+  in_query_ = true;
+  try {
+    auto answer = found->second(arg);
+    in_query_ = false;
+    return answer;
+  } catch (const Error& error) {
+    in_query_ = false;
+    why = error.what();
+    return make_error_code(error.error());
+  } catch (const std::exception& error) {
+    in_query_ = false;
+    why = fmt::format("run '{}': query '{}' failed: {}", id_, name, error.what());
+    return make_error_code(errc::failed);
+  }
 }
 
 // --- Ctx::any ---

@@ -104,6 +104,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
              detail::Completion& completion) override;
   bool select(std::span<detail::Completion* const> candidates, detail::Completion& completion) override;
   bool patched(std::string_view id, bool deprecated) override;
+  void on_query(std::string name, detail::QueryHandler handler) override;
+  // Engine::query: the handler's answer, or why there is none.
+  Result<boost::json::value> answer_query(const std::string& name, const boost::json::value& arg, std::string& why);
   const std::string& run_id() const override { return id_; }
 
   // Continuations of commands, called by timers, durable waits and other
@@ -286,6 +289,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool holding_resumes_ = false;
   std::vector<std::pair<detail::Completion*, std::shared_ptr<void>>> held_;
   std::map<std::uint32_t, OpenChild> open_children_;
+  std::map<std::string, detail::QueryHandler> queries_;
+  bool in_query_ = false;  // a query handler runs: it may not start commands
 
   bool stopped_ = false;
   bool ending_ = false;

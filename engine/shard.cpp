@@ -1338,4 +1338,46 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   start_code(*run);
 }
 
+void Shard::handle_query(const std::string& id, const std::string& name, const boost::json::value& arg,
+                         std::function<void(std::error_code, std::string)> reply) {
+  std::error_code store_error;
+  auto run = find_run(id, store_error);  // a parked run comes back (its replay registers its handlers)
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(id, store_error));
+    return;
+  }
+  if (!run) {
+    auto stored = stored_run(id);
+    bool finished = stored && *stored;
+    reply(make_error_code(errc::not_found), finished ? fmt::format("query: run '{}' has finished; queries answer "
+                                                                   "running runs (its journal tells what happened)",
+                                                                   id)
+                                                     : fmt::format("query: no run '{}'", id));
+    return;
+  }
+  if (run->finished() || run->ending()) {
+    if (!run->stuck_error().empty()) {
+      reply(make_error_code(errc::nondeterminism), run->stuck_error());
+    } else {
+      reply(make_error_code(errc::not_found),
+            fmt::format("query: run '{}' has finished; queries answer running runs (its journal tells what happened)",
+                        id));
+    }
+    return;
+  }
+  if (!run->code_started()) {
+    reply(make_error_code(errc::unavailable),
+          fmt::format("query: run '{}' is not running code here yet (workflow '{}' version {} is not registered)",
+                      id, run->workflow(), run->version()));
+    return;
+  }
+  std::string why;
+  auto answer = run->answer_query(name, arg, why);
+  if (!answer) {
+    reply(answer.error(), why);
+    return;
+  }
+  reply({}, boost::json::serialize(*answer));
+}
+
 }  // namespace fusee::engine

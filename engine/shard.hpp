@@ -142,6 +142,9 @@ class Shard {
   // journal was not kept).
   void handle_journal(const std::string& id, std::function<void(std::error_code, std::string)> reply);
   void handle_reset(const std::string& id, const ResetPoint& point, const std::string& reason, Reply reply);
+  // Engine::query: the answer (JSON text), or the error and why.
+  void handle_query(const std::string& id, const std::string& name, const boost::json::value& arg,
+                    std::function<void(std::error_code, std::string)> reply);
   // Subscribes to a run's end (children): fn runs on this shard's thread.
   void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);
 

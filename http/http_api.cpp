@@ -223,6 +223,10 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
       if (method != "GET") return wrong_method("GET");
       return get_run(id);
     }
+    if (parts.size() == 5 && parts[3] == "queries") {
+      if (method != "POST") return wrong_method("POST");
+      return answer_query(id, parts[4], request);
+    }
     if (parts.size() == 4 && parts[3] == "reset") {
       if (method != "POST") return wrong_method("POST");
       return reset(id, request);
@@ -448,6 +452,20 @@ HttpResponse HttpApi::cancel(const std::string& id, const HttpRequest& request, 
   // A cancel is accepted: the run ends once its code lets the cancellation
   // through (GET .../result waits for that). A terminated run has ended.
   return json_response(202, json::object{{"id", id}, {terminate ? "terminated" : "cancelled", true}});
+}
+
+HttpResponse HttpApi::answer_query(const std::string& id, const std::string& name, const HttpRequest& request) {
+  HttpResponse problem;
+  auto body = body_object(request, problem, {"arg"});
+  if (!body) return problem;
+  json::value arg = nullptr;
+  if (const auto* given = body->if_contains("arg")) arg = *given;
+  try {
+    auto answer = engine_.query_json(id, name, std::move(arg));
+    return json_response(200, json::object{{"id", id}, {"query", name}, {"answer", std::move(answer)}});
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
 }
 
 HttpResponse HttpApi::reset(const std::string& id, const HttpRequest& request) {

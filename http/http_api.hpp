@@ -61,6 +61,7 @@ class HttpApi {
   HttpResponse list(const std::map<std::string, std::string>& query);
   HttpResponse signal(const std::string& id, const std::string& name, const HttpRequest& request);
   HttpResponse reset(const std::string& id, const HttpRequest& request);
+  HttpResponse answer_query(const std::string& id, const std::string& name, const HttpRequest& request);
   // POST .../cancel, or .../terminate.
   HttpResponse cancel(const std::string& id, const HttpRequest& request, bool terminate);
   HttpResponse metrics();

@@ -296,6 +296,18 @@ void RemoteCalls::serve(ShardRouter::Call call) {
       if (body->contains("position")) point.position = static_cast<std::uint32_t>(body->at("position").to_number<std::uint64_t>());
       if (body->contains("after_step")) point.after_step = forwarded::text(*body, "after_step");
       post([&shard, id, point, reason, reply_to] { shard.handle_reset(id, point, reason, reply_to); }, true);
+    } else if (op == "query") {
+      auto id = forwarded::text(*body, "id");
+      auto name = forwarded::text(*body, "name");
+      auto arg = body->contains("arg") ? body->at("arg") : json::value();
+      post(
+          [&shard, id, name, arg, answer] {
+            shard.handle_query(id, name, arg, [answer](std::error_code error, std::string text) {
+              answer(error ? forwarded::error_json(code_of(error), text)
+                           : json::object{{"answer", json::parse(text)}});
+            });
+          },
+          true);
     } else if (op == "journal") {
       auto id = forwarded::text(*body, "id");
       post(

@@ -829,6 +829,35 @@ void Engine::reset(const std::string& id, const ResetPoint& point, const std::st
   throw_if_failed(reply);
 }
 
+boost::json::value Engine::query_json(const std::string& id, const std::string& name, boost::json::value arg) {
+  Impl::refuse_on_shard_thread("query");
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    return impl_
+        ->forward_as<boost::json::value>(
+            shard, boost::json::object{{"op", "query"}, {"id", id}, {"name", name}, {"arg", std::move(arg)}},
+            remote::Repeat::yes, remote::kHolderPatience,
+            [](const boost::json::object& answer) {
+              if (!answer.contains("answer")) throw Error(errc::storage, "a forwarded query without its answer");
+              return answer.at("answer");
+            })
+        .get();
+  }
+  struct Answer {
+    std::error_code error;
+    std::string text;
+  };
+  auto answer = impl_->request_async<Answer>(
+                         id, [id, name, arg = std::move(arg)](engine::Shard& shard,
+                                                              const std::shared_ptr<std::promise<Answer>>& promise) {
+                           shard.handle_query(id, name, arg, [promise](std::error_code error, std::string text) {
+                             promise->set_value(Answer{error, std::move(text)});
+                           });
+                         })
+                    .get();
+  if (answer.error) throw_error(answer.error, answer.text);
+  return boost::json::parse(answer.text);
+}
+
 std::string Engine::journal_json(const std::string& id) {
   Impl::refuse_on_shard_thread("journal_json");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {

@@ -249,6 +249,31 @@ TEST_SUITE("unit") {
     CHECK(call(at, beast_http::verb::post, "/v1/runs/twice/signals/approval", R"({"value":5})").status == 202);
   }
 
+  TEST_CASE("http: a query answers from a running run") {
+    Config config = memory_config();
+    config.clock = std::make_shared<ManualClock>();
+    config.http_listen = "127.0.0.1:0";
+    auto engine = Engine::open(config);
+    const WorkflowRef<int, int> counter{"counter"};
+    engine->register_workflow(counter, [](Ctx& ctx, int start) -> Task<int> {
+      int total = start;
+      ctx.on_query<int>("times", [&total](int factor) { return total * factor; });
+      (void)co_await ctx.wait_for(kApproval);
+      co_return total;
+    });
+    const auto at = engine->http_endpoint();
+    REQUIRE(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"counter","id":"q-1","input":7})").status == 201);
+    auto answered = call(at, beast_http::verb::post, "/v1/runs/q-1/queries/times", R"({"arg":3})");
+    CHECK(answered.status == 200);
+    CHECK(answered.json().at("answer") == 21);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/q-1/queries/times", R"({"arg":"x"})").status == 400);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/q-1/queries/nothing").status == 404);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/q-1/queries/times", R"({"argument":3})").status == 400);
+    CHECK(call(at, beast_http::verb::get, "/v1/runs/q-1/queries/times").status == 405);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/nobody/queries/times").status == 404);
+    engine->shutdown();
+  }
+
   TEST_CASE("http: reset starts a new generation from a point of the journal") {
     Served served(memory_config());
     const auto& at = served.at;

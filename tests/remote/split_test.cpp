@@ -41,6 +41,8 @@ std::unique_ptr<Engine> open_worker(const Server& server, std::uint32_t shards_m
   config.warn = [](const std::string&) {};
   auto engine = Engine::open(config);
   engine->register_workflow(kWait, [](Ctx& ctx, int input) -> Task<int> {
+    // Registered before the first command: answered once the start is acknowledged.
+    ctx.on_query("input", [input] { return input; });
     int doubled = co_await ctx.step("double", [input] { return input * 2; });
     auto go = co_await ctx.wait_for(kGo);
     co_return doubled + go.value_or(0);
@@ -125,6 +127,18 @@ TEST_SUITE("unit") {
     }
     CHECK_FALSE(first->get_run("no-such-run").has_value());
     CHECK_FALSE(second->get_run("no-such-run").has_value());
+
+    // Queries through either worker, wherever the run is.
+    for (std::size_t run = 0; run < 4; ++run) {
+      CHECK(first->query<int>(ids[run], "input") == static_cast<int>(run));
+      CHECK(second->query<int>(ids[run], "input") == static_cast<int>(run));
+    }
+    try {
+      (void)second->query<int>(ids[0], "nothing");
+      FAIL("an unknown query");
+    } catch (const Error& error) {
+      CHECK(error.error() == errc::not_found);
+    }
 
     // Signals and a cancel through the other worker; results through either.
     for (std::size_t run = 0; run + 1 < ids.size(); ++run) second->signal(ids[run], kGo, 1000, "go-" + ids[run]);

@@ -117,6 +117,9 @@ struct Completion {
   std::shared_ptr<void> keep_alive;
 };
 
+// A query handler, type-erased: the argument and the answer as JSON.
+using QueryHandler = std::function<boost::json::value(const boost::json::value&)>;
+
 struct StepBody {
   std::function<boost::json::value(StepContext&)> plain;
   std::function<Task<boost::json::value>(StepContext&)> coroutine;
@@ -144,6 +147,8 @@ class RunPort {
   // Ctx::patched (deprecated: Ctx::deprecate_patch): whether the run takes
   // patch `id`'s code path. Synchronous; never suspends.
   virtual bool patched(std::string_view id, bool deprecated) = 0;
+  // Ctx::on_query: replaces any handler of that name.
+  virtual void on_query(std::string name, QueryHandler handler) = 0;
   virtual const std::string& run_id() const = 0;
 };
 
@@ -635,6 +640,31 @@ class Ctx {
   // run with the marker is left (docs/engine.md, "Changing a workflow's
   // code").
   void deprecate_patch(std::string_view id) { (void)port_->patched(id, true); }
+
+  // Registers a read-only query handler (Engine::query, HTTP
+  // POST /v1/runs/{id}/queries/{name}): fn() or fn(Arg) returns a
+  // JSON-convertible answer, computed from the run's state when asked,
+  // between its commands, on its shard's thread; nothing is journaled. It
+  // usually captures the coroutine's locals by reference, which live as
+  // long as the handler may be called. A handler cannot start commands (a
+  // query that tries fails with errc::invalid_argument). Registered again
+  // on replay, so a parked or reopened run answers too.
+  template <typename Arg = void, typename F>
+  void on_query(std::string name, F fn) {
+    port_->on_query(std::move(name), [fn = std::move(fn)](const boost::json::value& arg) mutable -> boost::json::value {
+      if constexpr (std::is_void_v<Arg>) {
+        (void)arg;
+        return detail::to_json(fn());
+      } else {
+        auto converted = boost::json::try_value_to<Arg>(arg);
+        if (!converted) {
+          throw Error(errc::invalid_argument, "the query's argument " + boost::json::serialize(arg) +
+                                                  " does not fit its type: " + converted.error().message());
+        }
+        return detail::to_json(fn(std::move(*converted)));
+      }
+    });
+  }
 
   // The engine clock's time, journaled (the same value on replay).
   ValueAwaitable<TimePoint> now() { return ValueAwaitable<TimePoint>(*port_, &detail::RunPort::now); }

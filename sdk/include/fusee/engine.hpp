@@ -317,6 +317,22 @@ class Engine {
   // invalid_argument (no such point; no journal kept), busy.
   void reset(const std::string& id, const ResetPoint& point, const std::string& reason);
 
+  // Asks a running run's query handler (Ctx::on_query): its answer, from
+  // the run's current state; nothing is journaled. A parked run is brought
+  // back to answer. Throws not_found (no such run or query, or the run
+  // finished), invalid_argument (an argument that does not fit, a handler
+  // that starts a command), unavailable (the run's code is not registered
+  // here), nondeterminism (the run is stuck).
+  template <typename T>
+  T query(const std::string& id, const std::string& name) {
+    return boost::json::value_to<T>(query_json(id, name, nullptr));
+  }
+  template <typename T, typename Arg>
+  T query(const std::string& id, const std::string& name, const Arg& arg) {
+    return boost::json::value_to<T>(query_json(id, name, boost::json::value_from(arg)));
+  }
+  boost::json::value query_json(const std::string& id, const std::string& name, boost::json::value arg);
+
   // The run's journal as JSON -- {"records": [...], "commands": [...]},
   // docs/engine.md "History" -- for a running, parked or finished run (a
   // finished one's while the run store keeps it, with
