@@ -363,6 +363,7 @@ void Run::stop() {
   for (auto& select : selects_) started.push_back(std::move(select.completion->keep_alive));
   pending_.clear();
   selects_.clear();
+  queries_.clear();  // they read the frames' locals
   // Destroys the code's frames; callbacks still pending find stopped_.
   task_ = Task<boost::json::value>();
   ctx_.reset();
@@ -1061,6 +1062,10 @@ void Run::on_child_done(std::uint32_t position, const std::string& child_id, con
 // --- Ctx::patched ---
 
 bool Run::patched(std::string_view id, bool deprecated) {
+  if (in_query_) {
+    throw Error(errc::invalid_argument,
+                fmt::format("run '{}': a query handler cannot ask ctx.patched (it would journal)", id_));
+  }
   FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
   if (position_ < journal_.size()) {
     const auto& recorded = journal_[position_].records;

@@ -28,6 +28,7 @@ void register_counter(Engine& engine) {
       (void)ctx.step("sneaky", nothing).start();  // refused: queries read
       return 0;
     });
+    ctx.on_query("patch", [&ctx] { return ctx.patched("sneaky"); });  // refused too
     for (;;) {
       auto value = co_await ctx.wait_for(kAdd);
       if (!value || *value == 0) break;
@@ -54,9 +55,11 @@ TEST_CASE_TEMPLATE("a query answers from the run's current state, and journals n
   CHECK(boost::json::parse(engine->journal_json("c-1")).at("records").as_array().size() == records);
 
   auto message = error_message(errc::not_found, [&] { (void)engine->query<int>("c-1", "nothing"); });
-  CHECK(contains(message, "run 'c-1' has no query 'nothing' (it answers 'meddle', 'times', 'total')"));
+  CHECK(contains(message, "run 'c-1' has no query 'nothing' (it answers 'meddle', 'patch', 'times', 'total')"));
   message = error_message(errc::invalid_argument, [&] { (void)engine->query<int>("c-1", "meddle"); });
   CHECK(contains(message, "a query handler cannot start commands"));
+  message = error_message(errc::invalid_argument, [&] { (void)engine->query<bool>("c-1", "patch"); });
+  CHECK(contains(message, "a query handler cannot ask ctx.patched"));
   message = error_message(errc::invalid_argument, [&] { (void)engine->query<int>("c-1", "times", "ten"); });
   CHECK(contains(message, "does not fit its type"));
   CHECK(engine->query<int>("c-1", "total") == 8);  // the refused ones changed nothing
