@@ -85,6 +85,7 @@
 #include <coroutine>
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -115,6 +116,10 @@ constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
 constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
 constexpr std::string_view kCaseStart = "start";
+// query and signal: sequential calls against one run that waits, beside each
+// other (a query answers from memory; a signal waits for its durable record).
+constexpr std::string_view kCaseQuery = "query";
+constexpr std::string_view kCaseSignal = "signal";
 constexpr std::string_view kCaseParallelSteps = "parallel_steps";
 constexpr std::string_view kCaseParallelChildren = "parallel_children";
 // parallel_steps: 100 coroutine steps of one run, each waiting 10 ms.
@@ -154,6 +159,7 @@ struct Options {
                                     std::string(kCaseMemory),    std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
                                     std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
+                                    std::string(kCaseQuery),          std::string(kCaseSignal),
                                     std::string(kCaseParallelSteps), std::string(kCaseParallelChildren)};
   std::uint32_t chain_steps = 1000;
   std::uint32_t start_runs = 200;  // start: sequential execute() calls per round
@@ -247,6 +253,8 @@ fusee::Config local_direct(const std::string& dir, std::uint32_t shards) {
 struct CaseResult {
   std::string name;
   bool local = true;
+  // query and signal: durable writes per timed call.
+  std::optional<double> durable_writes_per_call;
   std::uint32_t shards = 0;  // what the engine ran with
   std::uint32_t runs = 0;
   std::uint32_t steps_per_run = 0;
@@ -480,6 +488,83 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
 
   result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
+  result.latency = fusee::bench::summarize_latencies(std::move(call_us));
+  return result;
+}
+
+// query and signal: spec.runs sequential calls a round against one run that
+// waits for signals and answers a query, in this process, local mode, direct
+// writes; each call timed alone, rounds as in run_case. A query reads the
+// run's state on its shard (no record); a signal returns once its record is
+// durable. durable_writes_per_call says which was which.
+CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, const RoundRule& rule,
+                         bool query) {
+  CaseResult result;
+  result.name = spec.name;
+  result.local = true;
+  result.runs = spec.runs;
+  result.steps_per_run = 1;
+  result.starters = 1;
+  result.raw = make_case_dir(spec.data_dir, raw_iterations);
+  auto engine = fusee::Engine::open(local_direct(spec.data_dir, shards));
+  result.shards = engine->shard_count();
+  const fusee::WorkflowRef<std::uint32_t, std::uint32_t> counter{"counter"};
+  const fusee::Signal<std::uint32_t> add{"add"};
+  engine->register_workflow(counter, [add](fusee::Ctx& ctx, std::uint32_t start) -> fusee::Task<std::uint32_t> {
+    std::uint32_t total = start;
+    ctx.on_query("total", [&total] { return total; });
+    for (;;) {
+      auto value = co_await ctx.wait_for(add);
+      if (!value || *value == 0) break;
+      total += *value;
+    }
+    co_return total;
+  });
+  const std::string id = spec.name + "-run";
+  (void)engine->start(counter, id, 0u);
+  std::uint32_t expected = 0;
+  auto call = [&] {
+    if (query) {
+      if (engine->query<std::uint32_t>(id, "total") != expected) throw std::runtime_error("a query answered wrong");
+    } else {
+      engine->signal(id, add, 1u);
+      ++expected;
+    }
+  };
+  for (std::uint32_t warmup = 0; warmup < kWarmupSteps; ++warmup) call();
+  auto stats_before = engine->stats();
+  std::vector<double> call_us;
+  double timed_seconds = 0;
+  std::uint64_t calls = 0;
+  for (std::uint32_t round = 0; rule.more(round, timed_seconds); ++round) {
+    std::vector<double> round_us;
+    round_us.reserve(spec.runs);
+    const auto round_started = Clock::now();
+    for (std::uint32_t n = 0; n < spec.runs; ++n) {
+      const auto called = Clock::now();
+      call();
+      round_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - called).count());
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - round_started).count();
+    timed_seconds += seconds;
+    calls += spec.runs;
+    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) / seconds : 0);
+    result.round_p50_us.push_back(fusee::bench::summarize_latencies(round_us).p50_us);
+    call_us.insert(call_us.end(), round_us.begin(), round_us.end());
+    result.rounds = round + 1;
+  }
+  auto stats_after = engine->stats();
+  const auto batches = stats_after.batches_written - stats_before.batches_written;
+  if (batches > 0)
+    result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
+  result.durable_writes_per_call = calls > 0 ? double(batches) / double(calls) : 0;
+  engine->signal(id, add, 0u);
+  (void)engine->result(counter, id);
+  engine->shutdown();
+  engine.reset();
+  remove_case_dir(spec.data_dir);
+  result.seconds = timed_seconds;
+  result.steps_per_s = result.seconds > 0 ? double(calls) / result.seconds : 0;
   result.latency = fusee::bench::summarize_latencies(std::move(call_us));
   return result;
 }
@@ -825,6 +910,7 @@ void print_case_json(const CaseResult& result) {
         .field("p99_over_raw", round_to_digits(ratio(result.latency.p99_us, raw_p99_us(result)), 3))
         .field("records_per_flush", round_to_digits(result.records_per_flush, 2));
   }
+  if (result.durable_writes_per_call) line.field("durable_writes_per_call", round_to_digits(*result.durable_writes_per_call, 3));
   line.print();
 }
 
@@ -971,6 +1057,10 @@ int run(const Options& options) {
                      options.steps, options.starters, "unix", true});
   if (options.wants(kCaseStart))
     specs.push_back({std::string(kCaseStart), true, data_dir(kCaseStart), options.start_runs, 1, 1});
+  if (options.wants(kCaseQuery))
+    specs.push_back({std::string(kCaseQuery), true, data_dir(kCaseQuery), options.start_runs, 1, 1});
+  if (options.wants(kCaseSignal))
+    specs.push_back({std::string(kCaseSignal), true, data_dir(kCaseSignal), options.start_runs, 1, 1});
   std::vector<CaseSpec> parallel_specs;
   if (options.wants(kCaseParallelSteps))
     parallel_specs.push_back(
@@ -983,9 +1073,11 @@ int run(const Options& options) {
   std::vector<CaseResult> results;
   for (const auto& spec : specs) {
     try {
-      results.push_back(spec.name == kCaseStart
-                            ? run_start_case(spec, options.shards, options.raw_iterations, options.rounds)
-                            : run_case(spec, options.shards, options.raw_iterations, options.rounds));
+      results.push_back(
+          spec.name == kCaseStart ? run_start_case(spec, options.shards, options.raw_iterations, options.rounds)
+          : spec.name == kCaseQuery || spec.name == kCaseSignal
+              ? run_call_case(spec, options.shards, options.raw_iterations, options.rounds, spec.name == kCaseQuery)
+              : run_case(spec, options.shards, options.raw_iterations, options.rounds));
     } catch (const std::exception& failure) {
       fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
       return 1;
@@ -1007,6 +1099,8 @@ int run(const Options& options) {
   print_parallel(parallel);
   for (const auto& result : results) {
     if (result.local) fmt::print("{}: {:.1f} records per flush\n", result.name, result.records_per_flush);
+    if (result.durable_writes_per_call)
+      fmt::print("{}: {:.3f} durable writes per call\n", result.name, *result.durable_writes_per_call);
   }
 
   auto server_lines = print_server_step_cost(results);
@@ -1037,12 +1131,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, start, parallel_steps, parallel_children")
+                 "fanout_split_unix, start, query, signal, parallel_steps, parallel_children")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
-                             std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
-                             std::string(kCaseParallelSteps), std::string(kCaseParallelChildren)}))
+                             std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
+                             std::string(kCaseSignal), std::string(kCaseParallelSteps),
+                             std::string(kCaseParallelChildren)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)
