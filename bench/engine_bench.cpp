@@ -434,6 +434,35 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   return result;
 }
 
+// Times `calls` sequential calls of call(n) a round, each alone, rounds
+// until the rule has enough (prepare(round) runs before a round, untimed):
+// fills the result's rounds and round figures, and gives every call's
+// latency and the seconds timed.
+template <typename Prepare, typename Call>
+std::vector<double> time_sequential_rounds(std::uint32_t calls, const RoundRule& rule, CaseResult& result,
+                                           double& timed_seconds, Prepare prepare, Call call) {
+  std::vector<double> call_us;
+  timed_seconds = 0;
+  for (std::uint32_t round = 0; rule.more(round, timed_seconds); ++round) {
+    prepare(round);
+    std::vector<double> round_us;
+    round_us.reserve(calls);
+    const auto round_started = Clock::now();
+    for (std::uint32_t n = 0; n < calls; ++n) {
+      const auto called = Clock::now();
+      call(n);
+      round_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - called).count());
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - round_started).count();
+    timed_seconds += seconds;
+    result.round_steps_per_s.push_back(seconds > 0 ? double(calls) / seconds : 0);
+    result.round_p50_us.push_back(fusee::bench::summarize_latencies(round_us).p50_us);
+    call_us.insert(call_us.end(), round_us.begin(), round_us.end());
+    result.rounds = round + 1;
+  }
+  return call_us;
+}
+
 // start: sequential Engine::execute() of a one-step workflow in this
 // process, local mode, direct writes: what starting a run and getting its
 // result costs without an HTTP client in front, beside the raw flush. Each
@@ -459,26 +488,16 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
 
   auto stats_before = engine->stats();
   std::vector<std::string> ids(spec.runs);
-  std::vector<double> call_us;
   double timed_seconds = 0;
-  for (std::uint32_t round = 0; rule.more(round, timed_seconds); ++round) {
-    for (std::uint32_t run = 0; run < spec.runs; ++run) ids[run] = fmt::format("{}-{}-{}", spec.name, round, run);
-    std::vector<double> round_us;
-    round_us.reserve(spec.runs);
-    const auto round_started = Clock::now();
-    for (std::uint32_t run = 0; run < spec.runs; ++run) {
-      const auto called = Clock::now();
-      if (engine->execute(one_step_ref(), ids[run], run) != run)
-        throw std::runtime_error(fmt::format("{} returned another value", ids[run]));
-      round_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - called).count());
-    }
-    const double seconds = std::chrono::duration<double>(Clock::now() - round_started).count();
-    timed_seconds += seconds;
-    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) / seconds : 0);
-    result.round_p50_us.push_back(fusee::bench::summarize_latencies(round_us).p50_us);
-    call_us.insert(call_us.end(), round_us.begin(), round_us.end());
-    result.rounds = round + 1;
-  }
+  auto call_us = time_sequential_rounds(
+      spec.runs, rule, result, timed_seconds,
+      [&](std::uint32_t round) {
+        for (std::uint32_t run = 0; run < spec.runs; ++run) ids[run] = fmt::format("{}-{}-{}", spec.name, round, run);
+      },
+      [&](std::uint32_t run) {
+        if (engine->execute(one_step_ref(), ids[run], run) != run)
+          throw std::runtime_error(fmt::format("{} returned another value", ids[run]));
+      });
   auto stats_after = engine->stats();
   if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
     result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
@@ -533,26 +552,10 @@ CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t
   };
   for (std::uint32_t warmup = 0; warmup < kWarmupSteps; ++warmup) call();
   auto stats_before = engine->stats();
-  std::vector<double> call_us;
   double timed_seconds = 0;
-  std::uint64_t calls = 0;
-  for (std::uint32_t round = 0; rule.more(round, timed_seconds); ++round) {
-    std::vector<double> round_us;
-    round_us.reserve(spec.runs);
-    const auto round_started = Clock::now();
-    for (std::uint32_t n = 0; n < spec.runs; ++n) {
-      const auto called = Clock::now();
-      call();
-      round_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - called).count());
-    }
-    const double seconds = std::chrono::duration<double>(Clock::now() - round_started).count();
-    timed_seconds += seconds;
-    calls += spec.runs;
-    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) / seconds : 0);
-    result.round_p50_us.push_back(fusee::bench::summarize_latencies(round_us).p50_us);
-    call_us.insert(call_us.end(), round_us.begin(), round_us.end());
-    result.rounds = round + 1;
-  }
+  auto call_us = time_sequential_rounds(
+      spec.runs, rule, result, timed_seconds, [](std::uint32_t) {}, [&](std::uint32_t) { call(); });
+  const std::uint64_t calls = call_us.size();
   auto stats_after = engine->stats();
   const auto batches = stats_after.batches_written - stats_before.batches_written;
   if (batches > 0)

@@ -29,6 +29,12 @@ enum class CancelMode {
   terminate,     // it ends at once
 };
 
+// How a parent's ParentClose reaches its child (never abandon: such a
+// child is not closed at all).
+inline CancelMode close_mode(ParentClose policy) {
+  return policy == ParentClose::terminate ? CancelMode::terminate : CancelMode::parent_close;
+}
+
 class EngineCore {
  public:
   virtual ~EngineCore() = default;

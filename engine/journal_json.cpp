@@ -6,37 +6,6 @@
 namespace fusee::engine {
 namespace {
 
-// The command a positional record belongs to, as docs/journal-format.md names it.
-const char* command_name(RecordKind kind) {
-  switch (kind) {
-    case RecordKind::step_completed:
-    case RecordKind::step_attempt_failed:
-    case RecordKind::step_failed:
-      return "step";
-    case RecordKind::sleep_started:
-    case RecordKind::sleep_fired:
-      return "sleep";
-    case RecordKind::wait_started:
-    case RecordKind::wait_completed:
-      return "wait_for";
-    case RecordKind::stream_chunk:
-      return "stream write";
-    case RecordKind::stream_closed:
-      return "stream close";
-    case RecordKind::value_recorded:
-      return "value";
-    case RecordKind::child_started:
-    case RecordKind::child_completed:
-      return "child";
-    case RecordKind::any_resolved:
-      return "any";
-    case RecordKind::patch_marked:
-      return "patch";
-    default:
-      return "?";
-  }
-}
-
 // Where a command got to, from its last record.
 const char* outcome_of(RecordKind last) {
   switch (last) {

@@ -88,6 +88,36 @@ const char* record_kind_name(RecordKind kind) {
   return "unknown";
 }
 
+const char* command_name(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::step_completed:
+    case RecordKind::step_attempt_failed:
+    case RecordKind::step_failed:
+      return "step";
+    case RecordKind::sleep_started:
+    case RecordKind::sleep_fired:
+      return "sleep";
+    case RecordKind::wait_started:
+    case RecordKind::wait_completed:
+      return "wait_for";
+    case RecordKind::stream_chunk:
+      return "stream write";
+    case RecordKind::stream_closed:
+      return "stream close";
+    case RecordKind::value_recorded:
+      return "value";
+    case RecordKind::child_started:
+    case RecordKind::child_completed:
+      return "child";
+    case RecordKind::any_resolved:
+      return "any";
+    case RecordKind::patch_marked:
+      return "patch";
+    default:
+      return "?";
+  }
+}
+
 bool is_positional(RecordKind kind) {
   switch (kind) {
     case RecordKind::run_started:

@@ -44,6 +44,11 @@ inline constexpr std::uint8_t kRecordKindMax = 22;
 
 const char* record_kind_name(RecordKind kind);
 
+// The command a positional record belongs to ("step", "sleep", "wait_for",
+// "stream write", "stream close", "value", "child", "any", "patch"; "?" for
+// others), as docs/journal-format.md and nondeterminism messages name it.
+const char* command_name(RecordKind kind);
+
 // Whether records of this kind belong to a command position of the run.
 bool is_positional(RecordKind kind);
 

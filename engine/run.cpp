@@ -66,37 +66,10 @@ std::string describe_error(const std::exception_ptr& error) {
   }
 }
 
-// The command a record belongs to, as nondeterminism messages name it.
+// The command a record belongs to, as nondeterminism messages name it (a
+// cancel_delivered record stands for the command it lists).
 const char* command_of(const JournalRecord& record) {
-  switch (record.kind) {
-    case RecordKind::step_completed:
-    case RecordKind::step_attempt_failed:
-    case RecordKind::step_failed:
-      return "step";
-    case RecordKind::sleep_started:
-    case RecordKind::sleep_fired:
-      return "sleep";
-    case RecordKind::wait_started:
-    case RecordKind::wait_completed:
-      return "wait_for";
-    case RecordKind::stream_chunk:
-      return "stream write";
-    case RecordKind::stream_closed:
-      return "stream close";
-    case RecordKind::value_recorded:
-      return "value";
-    case RecordKind::child_started:
-    case RecordKind::child_completed:
-      return "child";
-    case RecordKind::any_resolved:
-      return "any";
-    case RecordKind::cancel_delivered:
-      return record.detail.c_str();  // the cancelled command's, as the record lists it
-    case RecordKind::patch_marked:
-      return "patch";
-    default:
-      return "?";
-  }
+  return record.kind == RecordKind::cancel_delivered ? record.detail.c_str() : command_name(record.kind);
 }
 
 // The message a failure record carries (its value is a JSON string).
@@ -539,7 +512,7 @@ void Run::deliver_cancel() {
 }
 
 void Run::close_child(const OpenChild& child, const std::string& why) {
-  auto mode = child.policy == ParentClose::terminate ? CancelMode::terminate : CancelMode::parent_close;
+  auto mode = close_mode(child.policy);
   // After the child's start, which waits for the same records (the shard
   // handles the two requests in the order they are sent).
   shard_.after_run_durable(*this, [&core = shard_.core(), id = child.id, why, mode](std::error_code error) {

@@ -687,7 +687,7 @@ void Shard::end_run(Run& run, Outcome outcome, DurableCallback on_durable) {
       return;
     }
     for (const auto& [position, child] : children) {
-      auto mode = child.policy == ParentClose::terminate ? CancelMode::terminate : CancelMode::parent_close;
+      auto mode = close_mode(child.policy);
       core_.close_child(child.id, why, mode, [this, self, closing] {
         core_.post_to_shard(id_, [this, self, closing] {
           if (--closing->left == 0) {

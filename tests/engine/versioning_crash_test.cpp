@@ -11,9 +11,11 @@
 #include <fusee/fusee.hpp>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 
+#include "tests/support/crash_points.hpp"
 #include "tests/support/fault_file_system.hpp"
 
 using namespace fusee;
@@ -170,25 +172,14 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
 TEST_SUITE("crash") {
   TEST_CASE("engine: crashes around a reset and a patch lose no acknowledged reset and flip no patch") {
     auto clock = std::make_shared<ManualClock>();
-    std::uint64_t crash_points = 0;
-    std::uint64_t crash_states = 0;
-    for (std::uint64_t crash_at = 0;; ++crash_at) {
-      FaultFileSystem fs;
-      fs.set_crash_after_ops(crash_at);
-      Life life;
-      crashing_life(fs, clock, life);
-      ++crash_points;
-      std::vector<CrashOutcome> outcomes{CrashOutcome::drop_all(), CrashOutcome::keep_all(CrashOutcome::Names::keep),
-                                         CrashOutcome::random_subset(crash_at), CrashOutcome::tear(crash_at)};
-      for (const auto& outcome : outcomes) {
-        auto image = fs.crash_image(outcome);
-        check_after_crash(*image, clock, life, "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe());
-        ++crash_states;
-      }
-      if (!fs.crashed()) break;
-    }
-    std::cout << "versioning crash enumeration: " << crash_points << " crash points, " << crash_states
-              << " crash states checked\n";
+    auto crash_points = enumerate_crash_points(
+        [&](FaultFileSystem& fs) {
+          auto life = std::make_unique<Life>();
+          crashing_life(fs, clock, *life);
+          return life;
+        },
+        [&](FaultFileSystem& image, Life& life, const std::string& where) { check_after_crash(image, clock, life, where); });
+    std::cout << "versioning crash enumeration: " << crash_points << " crash points, " << crash_points * 4 << " crash states checked\n";
     CHECK(crash_points > 10);
   }
 }

@@ -1,0 +1,37 @@
+// Crash-point enumeration for a workload of one or more engine lives: the
+// workload runs on a FaultFileSystem frozen after 0, 1, 2, ... operations
+// until it runs to its end, and each frozen state is crashed four ways
+// (nothing pending kept, all kept with names, a random subset, a torn write)
+// and handed to `check`. Returns the number of crash points.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/support/fault_file_system.hpp"
+
+namespace fusee::testing {
+
+// life(fs) runs the workload and returns what it acknowledged;
+// check(image, acknowledged, where) reopens the crash image and checks it.
+template <typename Life, typename Check>
+std::uint64_t enumerate_crash_points(Life life, Check check) {
+  std::uint64_t crash_points = 0;
+  for (std::uint64_t crash_at = 0;; ++crash_at) {
+    FaultFileSystem fs;
+    fs.set_crash_after_ops(crash_at);
+    auto acknowledged = life(fs);
+    ++crash_points;
+    std::vector<CrashOutcome> outcomes{CrashOutcome::drop_all(), CrashOutcome::keep_all(CrashOutcome::Names::keep),
+                                       CrashOutcome::random_subset(crash_at), CrashOutcome::tear(crash_at)};
+    for (const auto& outcome : outcomes) {
+      auto image = fs.crash_image(outcome);
+      check(*image, *acknowledged, "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe());
+    }
+    if (!fs.crashed()) break;  // the workload ran to its end: every point is covered
+  }
+  return crash_points;
+}
+
+}  // namespace fusee::testing
