@@ -26,6 +26,7 @@
 #include "remote/remote_run_store.hpp"
 #include "remote/remote_sink.hpp"
 #include "remote/shard_router.hpp"
+#include "sdk/facade/settle.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
 #include "wal/log.hpp"
@@ -258,24 +259,32 @@ struct Engine::Impl final : engine::EngineCore {
   template <typename T, typename Convert>
   std::future<T> forward_as(std::uint32_t shard, boost::json::object call, remote::Repeat repeat,
                             std::chrono::steady_clock::duration patience, Convert convert) {
+    std::promise<T> promise;
+    auto future = promise.get_future();
+    forward_to(std::make_shared<detail::Settle<T>>(std::move(promise)), shard, std::move(call), repeat, patience,
+               std::move(convert));
+    return future;
+  }
+
+  // The same, answering `settle` (a promise or an Engine::Then callback).
+  template <typename T, typename Convert>
+  void forward_to(std::shared_ptr<detail::Settle<T>> settle, std::uint32_t shard, boost::json::object call,
+                  remote::Repeat repeat, std::chrono::steady_clock::duration patience, Convert convert) {
     check_open();
-    auto promise = std::make_shared<std::promise<T>>();
-    auto future = promise->get_future();
     remote_calls->call(shard, std::move(call), repeat, patience, nullptr,
-                       [promise, convert = std::move(convert)](remote::RemoteCalls::Answer answer) {
+                       [settle, convert = std::move(convert)](remote::RemoteCalls::Answer answer) {
                          try {
                            if (auto* error = std::get_if<Error>(&answer)) throw *error;
                            if constexpr (std::is_void_v<T>) {
                              convert(std::get<boost::json::object>(answer));
-                             promise->set_value();
+                             settle->set_value();
                            } else {
-                             promise->set_value(convert(std::get<boost::json::object>(answer)));
+                             settle->set_value(convert(std::get<boost::json::object>(answer)));
                            }
                          } catch (...) {
-                           promise->set_exception(std::current_exception());
+                           settle->set_exception(std::current_exception());
                          }
                        });
-    return future;
   }
 
   // Recovers one shard: its checkpoint's journals from the run store, then
@@ -368,24 +377,31 @@ struct Engine::Impl final : engine::EngineCore {
     if (shut.load()) throw Error(errc::shut_down, "the engine is shut down");
   }
 
-  // Runs fn on the run's shard as an external request; fn fulfils the
+  // Runs fn on the run's shard as an external request; fn settles the
   // promise there. A full queue fails the future with errc::busy at once.
   template <typename T>
   std::future<T> request_async(const std::string& id,
-                               std::function<void(engine::Shard&, const std::shared_ptr<std::promise<T>>&)> fn) {
+                               std::function<void(engine::Shard&, const std::shared_ptr<detail::Settle<T>>&)> fn) {
+    std::promise<T> promise;
+    auto future = promise.get_future();
+    request_to(std::make_shared<detail::Settle<T>>(std::move(promise)), id, std::move(fn));
+    return future;
+  }
+
+  // The same, answering `settle` (a promise or an Engine::Then callback).
+  template <typename T>
+  void request_to(std::shared_ptr<detail::Settle<T>> settle, const std::string& id,
+                  std::function<void(engine::Shard&, const std::shared_ptr<detail::Settle<T>>&)> fn) {
     check_open();
     auto& shard = shard_for(id);
-    auto promise = std::make_shared<std::promise<T>>();
-    auto future = promise->get_future();
-    bool posted = shard.post([&shard, promise, fn = std::move(fn)] { fn(shard, promise); }, true);
+    bool posted = shard.post([&shard, settle, fn = std::move(fn)] { fn(shard, settle); }, true);
     if (!posted) {
       check_open();
-      promise->set_exception(std::make_exception_ptr(
+      settle->set_exception(std::make_exception_ptr(
           Error(errc::busy, fmt::format("shard {} is busy (its request queue is full): nothing was recorded, try "
                                         "again",
                                         shard.id()))));
     }
-    return future;
   }
 
 };
@@ -669,8 +685,8 @@ void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, Work
   }
 }
 
-std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, const std::string& id,
-                                                  boost::json::value input, const StartOptions& options) {
+void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
+                      const std::string& id, boost::json::value input, const StartOptions& options) {
   if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
   {
     std::shared_lock lock(impl_->registry_mu);
@@ -688,31 +704,45 @@ std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, 
     auto repeat = options.if_running == IfRunning::attach && options.if_finished == IfFinished::attach
                       ? remote::Repeat::yes
                       : remote::Repeat::never;
-    return impl_->forward_as<StartOutcome>(
-        shard, remote::forwarded::start_call(engine::StartRequest{workflow, id, std::move(input), options}), repeat,
+    impl_->forward_to(
+        std::move(settle), shard, remote::forwarded::start_call(engine::StartRequest{workflow, id, std::move(input), options}), repeat,
         remote::kHolderPatience, [](const boost::json::object& answer) {
           auto outcome = remote::forwarded::text(answer, "outcome");
           return outcome == "started"                ? StartOutcome::started
                  : outcome == "attached_other_input" ? StartOutcome::attached_other_input
                                                      : StartOutcome::attached;
         });
+    return;
   }
-  return impl_->request_async<StartOutcome>(
-      id, [workflow, id, input = std::move(input), options](
-              engine::Shard& shard, const std::shared_ptr<std::promise<StartOutcome>>& promise) mutable {
+  impl_->request_to<StartOutcome>(
+      std::move(settle), id, [workflow, id, input = std::move(input), options](
+              engine::Shard& shard, const std::shared_ptr<detail::Settle<StartOutcome>>& settle) mutable {
         shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
-                           [promise](std::error_code error, std::string message, StartOutcome outcome) {
+                           [settle](std::error_code error, std::string message, StartOutcome outcome) {
                              if (!error) {
-                               promise->set_value(outcome);
+                               settle->set_value(outcome);
                                return;
                              }
                              try {
                                throw_error(error, message);
                              } catch (...) {
-                               promise->set_exception(std::current_exception());
+                               settle->set_exception(std::current_exception());
                              }
                            });
       });
+}
+
+std::future<StartOutcome> Engine::start_json_async(const std::string& workflow, const std::string& id,
+                                                  boost::json::value input, const StartOptions& options) {
+  std::promise<StartOutcome> promise;
+  auto future = promise.get_future();
+  start_to(std::make_shared<detail::Settle<StartOutcome>>(std::move(promise)), workflow, id, std::move(input), options);
+  return future;
+}
+
+void Engine::start_json_then(const std::string& workflow, const std::string& id, boost::json::value input,
+                             const StartOptions& options, Then<StartOutcome> then) {
+  start_to(std::make_shared<detail::Settle<StartOutcome>>(std::move(then)), workflow, id, std::move(input), options);
 }
 
 StartOutcome Engine::start_json(const std::string& workflow, const std::string& id, boost::json::value input,
@@ -721,26 +751,38 @@ StartOutcome Engine::start_json(const std::string& workflow, const std::string& 
   return start_json_async(workflow, id, std::move(input), options).get();
 }
 
-std::future<boost::json::value> Engine::result_json_async(const std::string& id) {
+void Engine::result_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, const std::string& id) {
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // A result waits as long as the run takes, across takeovers.
-    return impl_->forward_as<boost::json::value>(
-        shard, boost::json::object{{"op", "result"}, {"id", id}}, remote::Repeat::yes,
+    impl_->forward_to(
+        std::move(settle), shard, boost::json::object{{"op", "result"}, {"id", id}}, remote::Repeat::yes,
         std::chrono::steady_clock::duration::max(), [](const boost::json::object& answer) {
           if (!answer.contains("outcome")) throw Error(errc::storage, "a forwarded result without its outcome");
           return remote::forwarded::outcome_of(answer.at("outcome")).value_or_throw();
         });
+    return;
   }
-  return impl_->request_async<boost::json::value>(
-      id, [id](engine::Shard& shard, const std::shared_ptr<std::promise<boost::json::value>>& promise) {
-        shard.handle_result(id, [promise](const engine::Outcome& outcome) {
+  impl_->request_to<boost::json::value>(
+      std::move(settle), id, [id](engine::Shard& shard, const std::shared_ptr<detail::Settle<boost::json::value>>& settle) {
+        shard.handle_result(id, [settle](const engine::Outcome& outcome) {
           if (outcome.status == RunStatus::completed) {
-            promise->set_value(outcome.value);
+            settle->set_value(outcome.value);
           } else {
-            promise->set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
+            settle->set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
           }
         });
       });
+}
+
+std::future<boost::json::value> Engine::result_json_async(const std::string& id) {
+  std::promise<boost::json::value> promise;
+  auto future = promise.get_future();
+  result_to(std::make_shared<detail::Settle<boost::json::value>>(std::move(promise)), id);
+  return future;
+}
+
+void Engine::result_json_then(const std::string& id, Then<boost::json::value> then) {
+  result_to(std::make_shared<detail::Settle<boost::json::value>>(std::move(then)), id);
 }
 
 boost::json::value Engine::result_json(const std::string& id) {
@@ -751,7 +793,7 @@ boost::json::value Engine::result_json(const std::string& id) {
 namespace {
 // A reply that keeps its promise alive: shards answer after the request's
 // message is gone (once a record is durable).
-std::function<void(std::error_code, std::string)> reply_to(const std::shared_ptr<std::promise<Reply>>& promise) {
+std::function<void(std::error_code, std::string)> reply_to(const std::shared_ptr<detail::Settle<Reply>>& promise) {
   return [promise](std::error_code error, std::string message) {
     promise->set_value(Reply{error, std::move(message)});
   };
@@ -775,7 +817,7 @@ void Engine::signal_json(const std::string& id, const std::string& signal, boost
   }
   auto reply = impl_->request_async<Reply>(id, [id, signal, value = std::move(value), signal_id](
                                                    engine::Shard& shard,
-                                                   const std::shared_ptr<std::promise<Reply>>& promise) mutable {
+                                                   const std::shared_ptr<detail::Settle<Reply>>& promise) mutable {
                       shard.handle_signal(id, signal, std::move(value), signal_id, reply_to(promise));
                     }).get();
   throw_if_failed(reply);
@@ -802,7 +844,7 @@ void Engine::Impl::stop_run(const std::string& id, const std::string& reason, en
     return;
   }
   auto reply = request_async<Reply>(
-                   id, [id, reason, mode](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
+                   id, [id, reason, mode](engine::Shard& shard, const std::shared_ptr<detail::Settle<Reply>>& promise) {
                      shard.handle_cancel(id, reason, mode, {}, reply_to(promise));
                    })
                    .get();
@@ -822,7 +864,7 @@ void Engine::reset(const std::string& id, const ResetPoint& point, const std::st
     return;
   }
   auto reply = impl_->request_async<Reply>(
-                        id, [id, point, reason](engine::Shard& shard, const std::shared_ptr<std::promise<Reply>>& promise) {
+                        id, [id, point, reason](engine::Shard& shard, const std::shared_ptr<detail::Settle<Reply>>& promise) {
                           shard.handle_reset(id, point, reason, reply_to(promise));
                         })
                    .get();
@@ -848,7 +890,7 @@ boost::json::value Engine::query_json(const std::string& id, const std::string& 
   };
   auto answer = impl_->request_async<Answer>(
                          id, [id, name, arg = std::move(arg)](engine::Shard& shard,
-                                                              const std::shared_ptr<std::promise<Answer>>& promise) {
+                                                              const std::shared_ptr<detail::Settle<Answer>>& promise) {
                            shard.handle_query(id, name, arg, [promise](std::error_code error, std::string text) {
                              promise->set_value(Answer{error, std::move(text)});
                            });
@@ -871,7 +913,7 @@ std::string Engine::journal_json(const std::string& id) {
     std::error_code error;
     std::string text;
   };
-  auto answer = impl_->request_async<Answer>(id, [id](engine::Shard& shard, const std::shared_ptr<std::promise<Answer>>& promise) {
+  auto answer = impl_->request_async<Answer>(id, [id](engine::Shard& shard, const std::shared_ptr<detail::Settle<Answer>>& promise) {
                       shard.handle_journal(id, [promise](std::error_code error, std::string text) {
                         promise->set_value(Answer{error, std::move(text)});
                       });
@@ -926,7 +968,7 @@ StreamReader Engine::read_stream(const std::string& id, const std::string& strea
   }
   auto reply = impl_->request_async<Reply>(id, [id, stream, from, feed](
                                                    engine::Shard& shard,
-                                                   const std::shared_ptr<std::promise<Reply>>& promise) {
+                                                   const std::shared_ptr<detail::Settle<Reply>>& promise) {
                       shard.handle_read_stream(id, stream, from, feed, reply_to(promise));
                     }).get();
   throw_if_failed(reply);
@@ -973,7 +1015,7 @@ std::optional<RunInfo> Engine::get_run(const std::string& id) {
   }
   return impl_->request_async<std::optional<RunInfo>>(
                   id,
-                  [id](engine::Shard& shard, const std::shared_ptr<std::promise<std::optional<RunInfo>>>& promise) {
+                  [id](engine::Shard& shard, const std::shared_ptr<detail::Settle<std::optional<RunInfo>>>& promise) {
                     promise->set_value(shard.handle_get(id, &run_info_of));
                   })
       .get();

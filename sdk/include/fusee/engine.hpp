@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "fusee/config.hpp"
@@ -30,6 +31,11 @@
 #include "fusee/task.hpp"
 
 namespace fusee {
+
+namespace detail {
+template <typename T>
+class Settle;  // sdk/facade/settle.hpp
+}  // namespace detail
 
 // What start() does when the id is taken. The defaults make start
 // idempotent (as in DBOS and Restate): starting an id again attaches to it.
@@ -372,6 +378,19 @@ class Engine {
   std::future<StartOutcome> start_json_async(const std::string& workflow, const std::string& id,
                                              boost::json::value input, const StartOptions& options = {});
   std::future<boost::json::value> result_json_async(const std::string& id);
+
+  // The calls an asynchronous server makes (the HTTP server does): as the
+  // *_async ones, but the answer -- the value, or the fusee::Error -- goes to
+  // `then`, called once, on an engine thread (a shard's, or the one reading a
+  // server's answers). `then` must return quickly and must not call the
+  // engine's blocking calls. A request refused before it is sent (a bad
+  // argument, a shut engine) throws here, as the *_async calls do.
+  template <typename T>
+  using Then = std::function<void(std::variant<T, Error>)>;
+  void start_json_then(const std::string& workflow, const std::string& id, boost::json::value input,
+                       const StartOptions& options, Then<StartOutcome> then);
+  void result_json_then(const std::string& id, Then<boost::json::value> then);
+
   void signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                    const std::string& signal_id = {});
 
@@ -382,6 +401,9 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
+  void start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
+                const std::string& id, boost::json::value input, const StartOptions& options);
+  void result_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, const std::string& id);
   std::unique_ptr<Impl> impl_;
 };
 
