@@ -18,6 +18,9 @@ const char* outcome_of(RecordKind last) {
     case RecordKind::child_completed:
     case RecordKind::any_resolved:
     case RecordKind::patch_marked:
+    case RecordKind::update_taken:
+    case RecordKind::update_answered:
+    case RecordKind::awakeable_completed:
       return "completed";
     case RecordKind::step_failed:
       return "failed";

@@ -84,6 +84,11 @@ const char* record_kind_name(RecordKind kind) {
     case RecordKind::cancel_delivered: return "cancel_delivered";
     case RecordKind::patch_marked: return "patch_marked";
     case RecordKind::run_reset: return "run_reset";
+    case RecordKind::update_accepted: return "update_accepted";
+    case RecordKind::update_taken: return "update_taken";
+    case RecordKind::update_answered: return "update_answered";
+    case RecordKind::awakeable_created: return "awakeable_created";
+    case RecordKind::awakeable_completed: return "awakeable_completed";
   }
   return "unknown";
 }
@@ -113,6 +118,13 @@ const char* command_name(RecordKind kind) {
       return "any";
     case RecordKind::patch_marked:
       return "patch";
+    case RecordKind::update_taken:
+      return "next_update";
+    case RecordKind::update_answered:
+      return "reply";
+    case RecordKind::awakeable_created:
+    case RecordKind::awakeable_completed:
+      return "awakeable";
     default:
       return "?";
   }
@@ -128,6 +140,7 @@ bool is_positional(RecordKind kind) {
     case RecordKind::cancel_requested:
     case RecordKind::cancel_delivered:
     case RecordKind::run_reset:
+    case RecordKind::update_accepted:
       return false;
     default:
       return true;

@@ -39,14 +39,19 @@ enum class RecordKind : std::uint8_t {
   cancel_delivered = 20,    // detail: the error message; value: the cancelled commands, [[position, command, name], ...]
   patch_marked = 21,        // position, name: the patch id (Ctx::patched took the new code's path)
   run_reset = 22,           // detail: reason; number: the generation reset; time_ms; value: {"position", "dropped"}
+  update_accepted = 23,     // name: update; detail: update id; value: argument
+  update_taken = 24,        // position, name: update; detail: update id; value: argument
+  update_answered = 25,     // position, name: update; detail: update id; flag: succeeded; value: result or message
+  awakeable_created = 26,   // position, name: awakeable; detail: the token's secret part
+  awakeable_completed = 27, // position, name: awakeable; flag: succeeded; value: value or message
 };
-inline constexpr std::uint8_t kRecordKindMax = 22;
+inline constexpr std::uint8_t kRecordKindMax = 27;
 
 const char* record_kind_name(RecordKind kind);
 
 // The command a positional record belongs to ("step", "sleep", "wait_for",
-// "stream write", "stream close", "value", "child", "any", "patch"; "?" for
-// others), as docs/journal-format.md and nondeterminism messages name it.
+// "stream write", "stream close", "value", "child", "any", "patch",
+// "next_update", "reply", "awakeable"; "?" for others), as docs/journal-format.md and nondeterminism messages name it.
 const char* command_name(RecordKind kind);
 
 // Whether records of this kind belong to a command position of the run.

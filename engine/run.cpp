@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "base/assert.hpp"
+#include "engine/awakeable_token.hpp"
 #include "engine/shard.hpp"
 #include "wal/errc.hpp"
 
@@ -82,6 +83,12 @@ std::string cancel_text(const std::string& id, const std::string& reason) {
   return fmt::format("run '{}' was cancelled: {}", id, reason);
 }
 
+// A reply's or a completion's record, as its caller sees it.
+Outcome answer_of(bool succeeded, const boost::json::value& value, const char* what, const std::string& name) {
+  if (succeeded) return Outcome{RunStatus::completed, value, errc::failed, {}};
+  return Outcome{RunStatus::failed, {}, errc::failed, fmt::format("{} '{}' failed: {}", what, name, text_of(value))};
+}
+
 }  // namespace
 
 errc errc_from_name(const std::string& name) {
@@ -127,6 +134,15 @@ FinishedRun Run::summary() const {
   run.finished_ms = finished_at_ ? to_ms(*finished_at_) : 0;
   for (const auto& [signal_id, lsn] : signal_ids) run.signal_ids.push_back(signal_id);
   std::sort(run.signal_ids.begin(), run.signal_ids.end());
+  for (const auto& [update_id, update] : updates) {
+    if (update.answered && update.answer.status == RunStatus::completed) {
+      run.update_answers[update_id] = boost::json::object{{"ok", true}, {"value", update.answer.value}};
+    } else {
+      auto answer = update.answered ? update.answer : unanswered_update(update_id, update.name);
+      run.update_answers[update_id] =
+          boost::json::object{{"ok", false}, {"code", errc_name(answer.code)}, {"message", answer.message}};
+    }
+  }
   return run;
 }
 
@@ -145,6 +161,14 @@ bool Run::parkable() const {
   if (pending_.size() != 1 || !pending_.begin()->second.parkable || !selects_.empty()) return false;
   if (appends_waiting > 0 || !gated.empty() || !external_waiters.empty() || !result_waiters.empty()) return false;
   if (!stuck_error_.empty()) return false;
+  // A caller waiting for an update's answer, or a completion for its
+  // record's durability, is held by this Run.
+  for (const auto& [update_id, update] : updates) {
+    if (!update.waiters.empty()) return false;
+  }
+  for (const auto& [position, awakeable] : awakeables_) {
+    if (!awakeable.waiters.empty()) return false;
+  }
   // A reader whose StreamReader is gone holds the only other reference.
   return std::all_of(streams.begin(), streams.end(), [](const auto& entry) {
     const auto& readers = entry.second.readers;
@@ -209,6 +233,34 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
         if (!queue.empty()) queue.pop_front();
       }
       break;
+    case RecordKind::update_accepted:
+      update_mailbox_[record.name].emplace_back(record.detail, record.value);
+      updates[record.detail].name = record.name;
+      break;
+    case RecordKind::update_taken: {
+      auto& queue = update_mailbox_[record.name];
+      auto taken = std::find_if(queue.begin(), queue.end(), [&](const auto& entry) { return entry.first == record.detail; });
+      if (taken != queue.end()) queue.erase(taken);
+      break;
+    }
+    case RecordKind::update_answered: {
+      auto& update = updates[record.detail];
+      update.name = record.name;
+      update.answered = true;
+      update.durable = true;
+      update.answer = answer_of(record.flag, record.value, "update", record.name);
+      break;
+    }
+    case RecordKind::awakeable_created:
+      awakeables_[record.position] = AwakeableState{record.name, record.detail};
+      break;
+    case RecordKind::awakeable_completed: {
+      auto& awakeable = awakeables_[record.position];
+      awakeable.completed = true;
+      awakeable.durable = true;
+      awakeable.outcome = answer_of(record.flag, record.value, "awakeable", record.name);
+      break;
+    }
     case RecordKind::stream_chunk: {
       auto& stream = streams[record.name];
       if (record.number != stream.chunks.size()) return make_error_code(wal::errc::corrupt);
@@ -337,6 +389,7 @@ void Run::stop() {
   pending_.clear();
   selects_.clear();
   queries_.clear();  // they read the frames' locals
+  update_validators_.clear();
   // Destroys the code's frames; callbacks still pending find stopped_.
   task_ = Task<boost::json::value>();
   ctx_.reset();
@@ -357,6 +410,8 @@ void Run::finish(Outcome outcome, TimePoint finished_at) {
     for (auto& reader : stream.readers) reader.feed->end();
     stream.readers.clear();
   }
+  update_mailbox_.clear();
+  fail_callers({});
   auto internal = std::move(result_waiters);
   auto external = std::move(external_waiters);
   for (auto& waiter : internal) waiter(outcome_);
@@ -373,6 +428,7 @@ void Run::diverge(std::string message) {
   auto external = std::move(external_waiters);
   Outcome outcome{RunStatus::failed, {}, errc::nondeterminism, stuck_error_};
   for (auto& waiter : external) waiter(outcome);
+  fail_callers(outcome);
 }
 
 void Run::on_deadline() {
@@ -1169,6 +1225,257 @@ void Run::resolve_selects(const detail::Completion& done) {
         std::find(select.candidates.begin(), select.candidates.end(), done.position) - select.candidates.begin());
     resolve_select(select.position, select.candidates, index, *select.completion);
   }
+}
+
+// --- Updates ---
+
+void Run::on_update(std::string name, detail::UpdateValidator validator) {
+  update_validators_[std::move(name)] = std::move(validator);
+}
+
+Result<void> Run::validate_update(const std::string& name, const boost::json::value& arg, std::string& why) {
+  auto found = update_validators_.find(name);
+  if (found == update_validators_.end()) {
+    std::string names;
+    for (const auto& [known, validator] : update_validators_) names += (names.empty() ? "'" : ", '") + known + "'";
+    why = fmt::format("run '{}' takes no update '{}' ({})", id_, name,
+                      names.empty() ? std::string("it declared none") : "it takes " + names);
+    return make_error_code(errc::not_found);
+  }
+  // Like a query, the validator reads: it may not start commands.
+  in_query_ = true;
+  try {
+    auto refused = found->second(arg);
+    in_query_ = false;
+    if (refused.empty()) return ok();
+    why = fmt::format("run '{}' rejected update '{}': {}", id_, name, refused);
+    return make_error_code(errc::rejected);
+  } catch (const Error& error) {
+    in_query_ = false;
+    why = fmt::format("run '{}': the validator of update '{}' failed: {}", id_, name, error.what());
+    return make_error_code(error.error() == errc::invalid_argument ? errc::invalid_argument : errc::rejected);
+  } catch (const std::exception& error) {
+    in_query_ = false;
+    why = fmt::format("run '{}': the validator of update '{}' failed: {}", id_, name, error.what());
+    return make_error_code(errc::rejected);
+  }
+}
+
+void Run::deliver_update(const std::string& name, const std::string& update_id, boost::json::value arg) {
+  // The earliest started next_update of this name takes it (positions are
+  // the order the code started them in, so a replay agrees).
+  if (!stopped_) {
+    for (auto& [position, pending] : pending_) {
+      if (pending.update != name) continue;
+      auto record = make_record(RecordKind::update_taken, position, name);
+      record.detail = update_id;
+      record.value = arg;
+      append(std::move(record));
+      auto& completion = *pending.completion;
+      completion.value = boost::json::object{{"id", update_id}, {"arg", std::move(arg)}};
+      complete(completion);
+      return;
+    }
+  }
+  update_mailbox_[name].emplace_back(update_id, std::move(arg));
+}
+
+bool Run::next_update(std::string_view name, detail::Completion& completion) {
+  auto position = begin_command(completion);
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "next_update", name, completion, recorded)) {
+    case Replay::settled:
+      return end_command();
+    case Replay::matched: {
+      const auto& taken = recorded->records.front();
+      completion.value = boost::json::object{{"id", taken.detail}, {"arg", taken.value}};
+      complete(completion);
+      return end_command();
+    }
+    case Replay::none:
+      break;
+  }
+  auto queued = update_mailbox_.find(std::string(name));
+  if (queued != update_mailbox_.end() && !queued->second.empty()) {
+    auto [update_id, arg] = std::move(queued->second.front());
+    queued->second.pop_front();
+    auto record = make_record(RecordKind::update_taken, position, name);
+    record.detail = update_id;
+    record.value = arg;
+    append(std::move(record));
+    completion.value = boost::json::object{{"id", std::move(update_id)}, {"arg", std::move(arg)}};
+    complete(completion);
+    return end_command();
+  }
+  auto& pending = park(position, completion, "next_update", name);
+  pending.update = std::string(name);
+  pending.parkable = true;
+  pending.since = shard_.now();
+  return end_command();
+}
+
+bool Run::reply_update(std::string_view name, std::string_view update_id, bool succeeded, boost::json::value value,
+                       detail::Completion& completion) {
+  auto position = begin_command(completion);
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "reply", name, completion, recorded)) {
+    case Replay::settled:
+      return end_command();
+    case Replay::matched:
+      if (recorded->records.front().detail != update_id) {
+        diverge(fmt::format("run '{}': nondeterminism at position {}: the journal answers update '{}' id '{}' but "
+                            "the workflow answered id '{}'",
+                            id_, position, name, recorded->records.front().detail, update_id));
+        return end_command();
+      }
+      complete(completion);
+      return end_command();
+    case Replay::none:
+      break;
+  }
+  auto found = updates.find(std::string(update_id));
+  if (found == updates.end() || found->second.answered) {
+    // Nothing recorded: a replay reaches the same refusal.
+    completion.error = std::make_exception_ptr(
+        Error(errc::invalid_argument,
+              found == updates.end()
+                  ? fmt::format("run '{}': no update '{}' with id '{}' was accepted", id_, name, update_id)
+                  : fmt::format("run '{}': update '{}' id '{}' was answered already", id_, name, update_id)));
+    complete(completion);
+    return end_command();
+  }
+  auto& update = found->second;
+  update.answered = true;
+  update.answer = answer_of(succeeded, value, "update", update.name);
+  auto record = make_record(RecordKind::update_answered, position, name);
+  record.detail = std::string(update_id);
+  record.flag = succeeded;
+  record.value = std::move(value);
+  // The caller hears the answer once it is durable, never before.
+  append(std::move(record), [self = shared_from_this(), id = std::string(update_id)] {
+    auto answered = self->updates.find(id);
+    if (answered == self->updates.end()) return;
+    answered->second.durable = true;
+    auto waiters = std::move(answered->second.waiters);
+    answered->second.waiters.clear();
+    for (auto& waiter : waiters) waiter(answered->second.answer);
+  });
+  complete(completion);
+  return end_command();
+}
+
+Outcome Run::unanswered_update(const std::string& update_id, const std::string& name) const {
+  return Outcome{RunStatus::failed, {}, errc::failed,
+                 fmt::format("run '{}' ended before it answered update '{}' (id '{}')", id_, name, update_id)};
+}
+
+void Run::fail_callers(const Outcome& why) {
+  for (auto& [update_id, update] : updates) {
+    if (update.waiters.empty() || (update.answered && update.durable)) continue;
+    auto outcome = why.status != RunStatus::running ? why : unanswered_update(update_id, update.name);
+    auto waiters = std::move(update.waiters);
+    update.waiters.clear();
+    for (auto& waiter : waiters) waiter(outcome);
+  }
+  if (why.status == RunStatus::running) return;
+  for (auto& [position, awakeable] : awakeables_) {
+    auto waiters = std::move(awakeable.waiters);
+    awakeable.waiters.clear();
+    for (auto& waiter : waiters) waiter(make_error_code(why.code), why.message);
+  }
+}
+
+// --- Awakeables ---
+
+bool Run::awakeable(std::string_view name, detail::Completion& completion) {
+  auto position = begin_command(completion);
+  if (auto known = awakeables_.find(position); known != awakeables_.end()) {
+    completion.token = format_token(AwakeableToken{id_, position, known->second.secret});
+  }
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "awakeable", name, completion, recorded)) {
+    case Replay::settled:
+      return end_command();
+    case Replay::matched: {
+      auto& state = awakeables_[position];
+      if (state.completed) {
+        if (state.outcome.status == RunStatus::completed) {
+          completion.value = state.outcome.value;
+        } else {
+          completion.error = std::make_exception_ptr(Error(state.outcome.code, state.outcome.message));
+        }
+        complete(completion);
+        return end_command();
+      }
+      break;
+    }
+    case Replay::none: {
+      AwakeableState state{std::string(name), new_secret()};
+      auto record = make_record(RecordKind::awakeable_created, position, name);
+      record.detail = state.secret;
+      append(std::move(record));
+      completion.token = format_token(AwakeableToken{id_, position, state.secret});
+      awakeables_[position] = std::move(state);
+      break;
+    }
+  }
+  auto& pending = park(position, completion, "awakeable", name);
+  pending.parkable = true;
+  pending.since = shard_.now();
+  return end_command();
+}
+
+void Run::complete_awakeable(std::uint32_t position, const std::string& secret, bool succeeded,
+                             boost::json::value value, std::function<void(std::error_code, std::string)> reply) {
+  auto found = awakeables_.find(position);
+  if (found == awakeables_.end() || !same_secret(found->second.secret, secret)) {
+    // The same answer for a wrong secret as for no awakeable: a guess learns nothing.
+    reply(make_error_code(errc::not_found), fmt::format("run '{}' has no awakeable with this token", id_));
+    return;
+  }
+  auto& state = found->second;
+  auto outcome = answer_of(succeeded, value, "awakeable", state.name);
+  if (state.completed) {
+    bool same = state.outcome.status == outcome.status &&
+                (outcome.status == RunStatus::completed ? state.outcome.value == outcome.value
+                                                        : state.outcome.message == outcome.message);
+    if (!same) {
+      reply(make_error_code(errc::already_exists),
+            fmt::format("awakeable '{}' of run '{}' was already completed, with another {}", state.name, id_,
+                        state.outcome.status == RunStatus::completed ? "value" : "failure"));
+    } else if (state.durable) {
+      reply({}, {});  // a repeat of the completion: acknowledged, nothing recorded again
+    } else {
+      state.waiters.push_back(std::move(reply));
+    }
+    return;
+  }
+  if (!waiting_at(position)) {
+    reply(make_error_code(errc::not_found),
+          fmt::format("awakeable '{}' of run '{}' no longer waits (the run was cancelled)", state.name, id_));
+    return;
+  }
+  state.completed = true;
+  state.outcome = outcome;
+  state.waiters.push_back(std::move(reply));
+  auto record = make_record(RecordKind::awakeable_completed, position, state.name);
+  record.flag = succeeded;
+  record.value = std::move(value);
+  append(std::move(record), [self = shared_from_this(), position] {
+    auto completed = self->awakeables_.find(position);
+    if (completed == self->awakeables_.end()) return;
+    completed->second.durable = true;
+    auto waiters = std::move(completed->second.waiters);
+    completed->second.waiters.clear();
+    for (auto& waiter : waiters) waiter({}, {});
+  });
+  auto& completion = *pending_[position].completion;
+  if (outcome.status == RunStatus::completed) {
+    completion.value = outcome.value;
+  } else {
+    completion.error = std::make_exception_ptr(Error(outcome.code, outcome.message));
+  }
+  complete(completion);
 }
 
 }  // namespace fusee::engine

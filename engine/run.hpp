@@ -105,9 +105,43 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool select(std::span<detail::Completion* const> candidates, detail::Completion& completion) override;
   bool patched(std::string_view id, bool deprecated) override;
   void on_query(std::string name, detail::QueryHandler handler) override;
+  void on_update(std::string name, detail::UpdateValidator validator) override;
+  bool next_update(std::string_view name, detail::Completion& completion) override;
+  bool reply_update(std::string_view name, std::string_view update_id, bool succeeded, boost::json::value value,
+                    detail::Completion& completion) override;
+  bool awakeable(std::string_view name, detail::Completion& completion) override;
   // Engine::query: the handler's answer, or why there is none.
   Result<boost::json::value> answer_query(const std::string& name, const boost::json::value& arg, std::string& why);
   const std::string& run_id() const override { return id_; }
+
+  // --- Updates (the shard accepts them, the code takes and answers them) ---
+  // Whether the run takes update `name` with `arg` now: not_found when it
+  // declared no such update, rejected when its validator says no (why).
+  Result<void> validate_update(const std::string& name, const boost::json::value& arg, std::string& why);
+  // An accepted update (its update_accepted appended): the code's earliest
+  // waiting next_update of that name takes it, or it waits in the mailbox.
+  void deliver_update(const std::string& name, const std::string& update_id, boost::json::value arg);
+  struct UpdateState {
+    std::string name;
+    bool answered = false;  // update_answered appended
+    bool durable = false;   // ... and durable: callers may see it
+    Outcome answer;
+    std::vector<std::function<void(const Outcome&)>> waiters;  // callers, until durable
+  };
+  std::unordered_map<std::string, UpdateState> updates;  // by update id
+  // What the caller of an update the run ended without answering gets.
+  Outcome unanswered_update(const std::string& update_id, const std::string& name) const;
+  // Ends every caller's wait this run will never answer: update callers
+  // (with `why`, or -- its status running -- "ended before it answered"),
+  // and with `why`, completers waiting for their record's durability.
+  void fail_callers(const Outcome& why);
+
+  // --- Awakeables ---
+  // Completes the awakeable at `position` when `secret` is its own; reply
+  // once the completion is durable. A repeat with the same outcome is
+  // acknowledged; another gets already_exists.
+  void complete_awakeable(std::uint32_t position, const std::string& secret, bool succeeded, boost::json::value value,
+                          std::function<void(std::error_code, std::string)> reply);
 
   // Continuations of commands, called by timers, durable waits and other
   // shards. Each ignores a call for a position the run no longer waits at.
@@ -210,6 +244,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Resolves the pending Ctx::any calls among whose candidates `done` is.
   void resolve_selects(const detail::Completion& done);
   void diverge(std::string message);
+
   // Appends a record of this run (positional fields filled by caller).
   void append(JournalRecord record, std::function<void()> after_durable = {});
   JournalRecord make_record(RecordKind kind, std::uint32_t position, std::string_view name) const;
@@ -266,6 +301,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     const char* command = "";      // as replay names it ("step", "sleep", ...)
     std::string name;
     std::shared_ptr<StepCall> step;  // a step: its attempt is asked to stop on cancel
+    std::string update;              // next_update: the update's name
   };
   std::map<std::uint32_t, Pending> pending_;
   // The command at `position` waits for an event (a timer, a signal, a
@@ -290,6 +326,18 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::vector<std::pair<detail::Completion*, std::shared_ptr<void>>> held_;
   std::map<std::uint32_t, OpenChild> open_children_;
   std::map<std::string, detail::QueryHandler> queries_;
+  std::map<std::string, detail::UpdateValidator> update_validators_;
+  // Accepted updates no next_update took yet, by name: (id, argument).
+  std::unordered_map<std::string, std::deque<std::pair<std::string, boost::json::value>>> update_mailbox_;
+  struct AwakeableState {
+    std::string name;
+    std::string secret;
+    bool completed = false;  // awakeable_completed appended
+    bool durable = false;
+    Outcome outcome;
+    std::vector<std::function<void(std::error_code, std::string)>> waiters;  // completers, until durable
+  };
+  std::map<std::uint32_t, AwakeableState> awakeables_;  // by position
   bool in_query_ = false;  // a query handler runs: it may not start commands
 
   bool stopped_ = false;

@@ -39,6 +39,10 @@ struct FinishedRun {
   std::int64_t finished_ms = 0;
   // Signal ids delivered to the run: a repeat is acknowledged, not refused.
   std::vector<std::string> signal_ids;
+  // Update ids the run accepted, and their answers: {id: {"ok": true,
+  // "value": ...} or {"ok": false, "code": errc name, "message": ...}}, so a
+  // repeat gets the same answer after the run ended.
+  boost::json::object update_answers;
 
   friend bool operator==(const FinishedRun&, const FinishedRun&) = default;
 };

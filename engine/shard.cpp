@@ -1,4 +1,6 @@
 #include "engine/shard.hpp"
+
+#include "engine/awakeable_token.hpp"
 #include "engine/journal_json.hpp"
 #include "wal/limits.hpp"
 
@@ -307,6 +309,7 @@ void Shard::fail_waiters(std::error_code error) {
                                             : fmt::format("run '{}' cannot go on: the log failed: {}", id,
                                                           error.message())};
     for (auto& waiter : waiters) waiter(outcome);
+    run->fail_callers(outcome);
     for (auto& [name, stream] : run->streams) {
       for (auto& reader : stream.readers) reader.feed->end(error);
       stream.readers.clear();
@@ -1254,7 +1257,8 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
       case RecordKind::run_reset:
         break;
       case RecordKind::signal_received:
-        keep = true;  // every signal: those the kept waits took, and the rest for the new code
+      case RecordKind::update_accepted:
+        keep = true;  // every signal and update: those the kept commands took, and the rest for the new code
         break;
       case RecordKind::cancel_requested:
       case RecordKind::cancel_delivered:
@@ -1378,6 +1382,148 @@ void Shard::handle_query(const std::string& id, const std::string& name, const b
     return;
   }
   reply({}, boost::json::serialize(*answer));
+}
+
+void Shard::handle_update(std::optional<StartRequest> start, const std::string& id, const std::string& name,
+                          const boost::json::value& arg, const std::string& update_id,
+                          std::function<void(const Outcome&)> reply) {
+  auto fail = [&reply](errc code, std::string message) {
+    reply(Outcome{RunStatus::failed, {}, code, std::move(message)});
+  };
+  if (start) {
+    // A start refused at once answers here; one that fails later (the log)
+    // fails the update's record too, which follows it.
+    // (The start's reply may come later, once its record is durable.)
+    auto refused = std::make_shared<std::optional<Outcome>>();
+    handle_start(std::move(*start), false, [refused](std::error_code error, std::string message, StartOutcome) {
+      if (error) {
+        auto code = error.category() == error_category() ? static_cast<errc>(error.value()) : errc::storage;
+        *refused = Outcome{RunStatus::failed, {}, code, std::move(message)};
+      }
+    });
+    if (*refused) {
+      reply(**refused);
+      return;
+    }
+  }
+  std::error_code store_error;
+  auto run = find_run(id, store_error);  // a parked run comes back (its replay declares its updates again)
+  if (store_error) {
+    fail(errc::storage, storage_message(id, store_error));
+    return;
+  }
+  if (!run) {
+    auto stored = stored_run(id);
+    if (!stored) {
+      fail(errc::storage, storage_message(id, stored.error()));
+    } else if (!*stored) {
+      fail(errc::not_found, fmt::format("update '{}': no run '{}'", name, id));
+    } else if (const auto* answer = (*stored)->update_answers.if_contains(update_id)) {
+      // A repeat after the run ended: the answer the run store keeps.
+      const auto& object = answer->as_object();
+      if (object.at("ok").as_bool()) {
+        reply(Outcome{RunStatus::completed, object.at("value"), errc::failed, {}});
+      } else {
+        fail(errc_from_name(std::string(object.at("code").as_string())),
+             std::string(object.at("message").as_string()));
+      }
+    } else {
+      fail(errc::not_found, fmt::format("update '{}': run '{}' has finished; it takes no more updates", name, id));
+    }
+    return;
+  }
+  if (auto known = run->updates.find(update_id); known != run->updates.end()) {
+    // The same id again: the same answer, once it is durable.
+    auto& update = known->second;
+    if (update.answered && update.durable) {
+      reply(update.answer);
+    } else if (!run->ending() && run->stuck_error().empty()) {
+      update.waiters.push_back(std::move(reply));
+    } else if (!run->stuck_error().empty()) {
+      fail(errc::nondeterminism, run->stuck_error());
+    } else if (run->finished()) {
+      reply(run->unanswered_update(update_id, update.name));
+    } else {
+      update.waiters.push_back(std::move(reply));  // the run's end answers it
+    }
+    return;
+  }
+  if (run->finished() || run->ending()) {
+    if (!run->stuck_error().empty()) {
+      fail(errc::nondeterminism, run->stuck_error());
+    } else {
+      fail(errc::not_found, fmt::format("update '{}': run '{}' has finished; it takes no more updates", name, id));
+    }
+    return;
+  }
+  if (!run->code_started()) {
+    fail(errc::unavailable,
+         fmt::format("update '{}': run '{}' is not running code here yet (workflow '{}' version {} is not registered)",
+                     name, id, run->workflow(), run->version()));
+    return;
+  }
+  std::string why;
+  if (auto valid = run->validate_update(name, arg, why); !valid) {
+    fail(static_cast<errc>(valid.error().value()), why);
+    return;
+  }
+  JournalRecord record;
+  record.kind = RecordKind::update_accepted;
+  record.run_id = id;
+  record.generation = run->generation();
+  record.name = name;
+  record.detail = update_id;
+  record.value = arg;
+  auto lsn = append_external(*run, record);
+  if (!lsn) {
+    fail(static_cast<errc>(lsn.error() == make_error_code(errc::busy) || lsn.error() == make_error_code(errc::invalid_argument)
+                               ? lsn.error().value()
+                               : static_cast<int>(errc::storage)),
+         lsn.error() == make_error_code(errc::busy)
+             ? fmt::format("shard {} is busy: update '{}' to run '{}' was not recorded", id_, name, id)
+         : lsn.error() == make_error_code(errc::invalid_argument)
+             ? fmt::format("update '{}' was not recorded: {}", name, oversize_message_)
+             : lsn.error().message());
+    return;
+  }
+  // Registered before the delivery: the code may take and answer it at once.
+  auto& update = run->updates[update_id];
+  update.name = name;
+  update.waiters.push_back(std::move(reply));
+  run->deliver_update(name, update_id, arg);
+}
+
+void Shard::handle_awakeable(const std::string& token_text, bool succeeded, boost::json::value value, Reply reply) {
+  auto token = parse_token(token_text);
+  if (!token) {
+    reply(make_error_code(errc::invalid_argument),
+          "not an awakeable token (tokens look like awk1.<hex>.<position>.<32 hex digits>)");
+    return;
+  }
+  std::error_code store_error;
+  auto run = find_run(token->run_id, store_error);  // a parked run comes back to take it
+  if (store_error) {
+    reply(make_error_code(errc::storage), storage_message(token->run_id, store_error));
+    return;
+  }
+  if (!run || run->finished() || run->ending()) {
+    bool finished = run != nullptr;
+    if (!run) {
+      auto stored = stored_run(token->run_id);
+      finished = stored && *stored;
+    }
+    reply(make_error_code(errc::not_found),
+          finished ? fmt::format("run '{}' has finished: its awakeables can no longer be completed", token->run_id)
+                   : fmt::format("no run '{}' is running", token->run_id));
+    return;
+  }
+  if (!run->code_started()) {
+    reply(make_error_code(errc::unavailable),
+          fmt::format("run '{}' is not running code here yet (workflow '{}' version {} is not registered)",
+                      token->run_id, run->workflow(), run->version()));
+    return;
+  }
+  run->complete_awakeable(token->position, token->secret, succeeded, std::move(value), std::move(reply));
 }
 
 }  // namespace fusee::engine

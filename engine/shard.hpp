@@ -145,6 +145,15 @@ class Shard {
   // Engine::query: the answer (JSON text), or the error and why.
   void handle_query(const std::string& id, const std::string& name, const boost::json::value& arg,
                     std::function<void(std::error_code, std::string)> reply);
+  // Engine::update: validates, journals and delivers the update (update_id
+  // not empty), answering once the code's answer is durable; a known
+  // update_id gets its update's answer, also after the run ended. With
+  // `start` (update-with-start), the run is started first.
+  void handle_update(std::optional<StartRequest> start, const std::string& id, const std::string& name,
+                     const boost::json::value& arg, const std::string& update_id,
+                     std::function<void(const Outcome&)> reply);
+  // Engine::complete_awakeable / fail_awakeable, once durable.
+  void handle_awakeable(const std::string& token, bool succeeded, boost::json::value value, Reply reply);
   // Subscribes to a run's end (children): fn runs on this shard's thread.
   void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);
 

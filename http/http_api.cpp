@@ -29,6 +29,7 @@ unsigned status_of(errc code) {
     case errc::unknown_workflow: return 404;
     case errc::already_exists: return 409;
     case errc::conflict: return 409;
+    case errc::rejected: return 422;
     case errc::invalid_argument: return 400;
     case errc::wrong_shard_count: return 400;
     case errc::busy: return 503;

@@ -4,7 +4,9 @@
 //
 // Calls: start, child (start or attach, and answer when the run ends),
 // result, signal, cancel (mode cancel, parent_close or terminate; a
-// request_id), get, list (one shard's runs in memory) and stream
+// request_id), reset, query, update (with an update_id, and a start for
+// update-with-start; answered with its outcome), awakeable (a completion
+// by token), journal, get, list (one shard's runs in memory) and stream
 // (parts {"opened"} and {"chunk"}, then {"end"}). An answer is the call's
 // value, {"error": errc name, "message"}, or {"retry": why} when the holder
 // stopped before the run could answer (the caller asks the next holder).

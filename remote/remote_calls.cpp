@@ -308,6 +308,34 @@ void RemoteCalls::serve(ShardRouter::Call call) {
             });
           },
           true);
+    } else if (op == "update") {
+      auto id = forwarded::text(*body, "id");
+      auto name = forwarded::text(*body, "name");
+      auto update_id = forwarded::text(*body, "update_id");
+      auto arg = body->contains("arg") ? body->at("arg") : json::value();
+      std::optional<engine::StartRequest> start;
+      if (const auto* given = body->if_contains("start")) {
+        if (!given->is_object()) throw Error(errc::invalid_argument, "a forwarded update's start is not an object");
+        start = forwarded::start_request_of(given->as_object());
+      }
+      post(
+          [&shard, start = std::move(start), id, name, arg, update_id, answer]() mutable {
+            shard.handle_update(std::move(start), id, name, arg, update_id, [answer](const engine::Outcome& outcome) {
+              if (outcome.status != RunStatus::completed && outcome.code == errc::shut_down) {
+                answer(retry("the worker is shutting down"));
+              } else {
+                answer({{"outcome", forwarded::outcome_json(outcome)}});
+              }
+            });
+          },
+          true);
+    } else if (op == "awakeable") {
+      auto token = forwarded::text(*body, "token");
+      bool succeeded = body->contains("succeeded") && body->at("succeeded").is_bool() && body->at("succeeded").get_bool();
+      auto value = body->contains("value") ? body->at("value") : json::value();
+      post([&shard, token, succeeded, value,
+            reply_to] { shard.handle_awakeable(token, succeeded, value, reply_to); },
+           true);
     } else if (op == "journal") {
       auto id = forwarded::text(*body, "id");
       post(

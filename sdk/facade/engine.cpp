@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/awakeable_token.hpp"
 #include "engine/checkpointer.hpp"
 #include "engine/data_dir.hpp"
 #include "engine/engine_core.hpp"
@@ -869,6 +870,124 @@ void Engine::reset(const std::string& id, const ResetPoint& point, const std::st
                         })
                    .get();
   throw_if_failed(reply);
+}
+
+void Engine::update_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, UpdateCall call) {
+  if (call.run_id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
+  if (call.update.empty()) throw Error(errc::invalid_argument, "an update's name must not be empty");
+  if (call.update_id.empty()) {
+    // Made up here, before it is sent: a call repeated between workers
+    // after a lost answer carries the same id, so it counts once.
+    call.update_id = fmt::format("update-{:016x}{:016x}", impl_->random(), impl_->random());
+  }
+  if (call.start) {
+    std::shared_lock lock(impl_->registry_mu);
+    if (auto check = impl_->registry.find(call.start->workflow);
+        check != impl_->registry.end() && check->second.input) {
+      if (auto why = check->second.input(call.start->input); !why.empty()) {
+        throw Error(errc::invalid_argument,
+                    fmt::format("the input does not fit workflow '{}': {}", call.start->workflow, why));
+      }
+    }
+  }
+  auto settle_with = [](const std::shared_ptr<detail::Settle<boost::json::value>>& settle, const engine::Outcome& outcome) {
+    if (outcome.status == RunStatus::completed) {
+      settle->set_value(outcome.value);
+    } else {
+      settle->set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
+    }
+  };
+  if (auto shard = impl_->shard_of(call.run_id); !impl_->here(shard)) {
+    boost::json::object forwarded{{"op", "update"},     {"id", call.run_id},           {"name", call.update},
+                                  {"arg", call.arg},    {"update_id", call.update_id}};
+    if (call.start) {
+      forwarded["start"] = remote::forwarded::start_call(
+          engine::StartRequest{call.start->workflow, call.run_id, call.start->input, call.start->options});
+    }
+    // Sent again after a lost answer: the update id makes it count once.
+    impl_->forward_to(std::move(settle), shard, std::move(forwarded), remote::Repeat::yes,
+                      std::chrono::steady_clock::duration::max(), [](const boost::json::object& answer) {
+                        if (!answer.contains("outcome")) throw Error(errc::storage, "a forwarded update without its outcome");
+                        return remote::forwarded::outcome_of(answer.at("outcome")).value_or_throw();
+                      });
+    return;
+  }
+  auto run_id = call.run_id;  // (the lambda takes call: read the id first)
+  impl_->request_to<boost::json::value>(
+      std::move(settle), run_id,
+      [call = std::move(call), settle_with](engine::Shard& shard,
+                                            const std::shared_ptr<detail::Settle<boost::json::value>>& settle) {
+        std::optional<engine::StartRequest> start;
+        if (call.start) {
+          start = engine::StartRequest{call.start->workflow, call.run_id, call.start->input, call.start->options};
+        }
+        shard.handle_update(std::move(start), call.run_id, call.update, call.arg, call.update_id,
+                            [settle, settle_with](const engine::Outcome& outcome) { settle_with(settle, outcome); });
+      });
+}
+
+std::future<boost::json::value> Engine::update_json_async(UpdateCall call) {
+  std::promise<boost::json::value> promise;
+  auto future = promise.get_future();
+  update_to(std::make_shared<detail::Settle<boost::json::value>>(std::move(promise)), std::move(call));
+  return future;
+}
+
+boost::json::value Engine::update_json(UpdateCall call) {
+  Impl::refuse_on_shard_thread("update");
+  return update_json_async(std::move(call)).get();
+}
+
+void Engine::update_json_then(UpdateCall call, Then<boost::json::value> then) {
+  update_to(std::make_shared<detail::Settle<boost::json::value>>(std::move(then)), std::move(call));
+}
+
+void Engine::complete_awakeable_to(std::shared_ptr<detail::Settle<void>> settle, const std::string& token,
+                                   bool succeeded, boost::json::value value) {
+  auto parsed = engine::parse_token(token);
+  if (!parsed) {
+    throw Error(errc::invalid_argument,
+                "not an awakeable token (tokens look like awk1.<hex>.<position>.<32 hex digits>)");
+  }
+  if (auto shard = impl_->shard_of(parsed->run_id); !impl_->here(shard)) {
+    // A repeat of the same completion is acknowledged, so it may be sent again.
+    impl_->forward_to(std::move(settle), shard,
+                      boost::json::object{{"op", "awakeable"},
+                                          {"token", token},
+                                          {"succeeded", succeeded},
+                                          {"value", std::move(value)}},
+                      remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object&) {});
+    return;
+  }
+  impl_->request_to<void>(std::move(settle), parsed->run_id,
+                          [token, succeeded, value = std::move(value)](
+                              engine::Shard& shard, const std::shared_ptr<detail::Settle<void>>& settle) mutable {
+                            shard.handle_awakeable(token, succeeded, std::move(value),
+                                                   [settle](std::error_code error, std::string message) {
+                                                     if (!error) {
+                                                       settle->set_value();
+                                                       return;
+                                                     }
+                                                     try {
+                                                       throw_error(error, message);
+                                                     } catch (...) {
+                                                       settle->set_exception(std::current_exception());
+                                                     }
+                                                   });
+                          });
+}
+
+void Engine::complete_awakeable_json(const std::string& token, bool succeeded, boost::json::value value) {
+  Impl::refuse_on_shard_thread("complete_awakeable");
+  std::promise<void> promise;
+  auto future = promise.get_future();
+  complete_awakeable_to(std::make_shared<detail::Settle<void>>(std::move(promise)), token, succeeded, std::move(value));
+  future.get();
+}
+
+void Engine::complete_awakeable_then(const std::string& token, bool succeeded, boost::json::value value,
+                                     Then<std::monostate> then) {
+  complete_awakeable_to(std::make_shared<detail::Settle<void>>(std::move(then)), token, succeeded, std::move(value));
 }
 
 boost::json::value Engine::query_json(const std::string& id, const std::string& name, boost::json::value arg) {

@@ -36,6 +36,7 @@ const char* errc_name(errc code) noexcept {
     case errc::unavailable: return "unavailable";
     case errc::conflict: return "conflict";
     case errc::wrong_thread: return "wrong_thread";
+    case errc::rejected: return "rejected";
   }
   return "unknown";
 }

@@ -115,10 +115,15 @@ struct Completion {
   // A started command's own state (its Future's), kept alive by the engine
   // until the command completes or the run stops.
   std::shared_ptr<void> keep_alive;
+  // Ctx::awakeable: its token, set when the command starts.
+  std::string token;
 };
 
 // A query handler, type-erased: the argument and the answer as JSON.
 using QueryHandler = std::function<boost::json::value(const boost::json::value&)>;
+// An update's validator, type-erased: why it refuses the argument, or "" to
+// accept it. Also checks that the argument fits the update's type.
+using UpdateValidator = std::function<std::string(const boost::json::value&)>;
 
 struct StepBody {
   std::function<boost::json::value(StepContext&)> plain;
@@ -149,6 +154,17 @@ class RunPort {
   virtual bool patched(std::string_view id, bool deprecated) = 0;
   // Ctx::on_query: replaces any handler of that name.
   virtual void on_query(std::string name, QueryHandler handler) = 0;
+  // Ctx::on_update: the run takes update `name` from now on (replaces any
+  // validator of that name).
+  virtual void on_update(std::string name, UpdateValidator validator) = 0;
+  // Ctx::next_update: completion.value becomes {"id": ..., "arg": ...}.
+  virtual bool next_update(std::string_view name, Completion& completion) = 0;
+  // Ctx::reply / reply_error: answers update `update_id`; completes at once.
+  virtual bool reply_update(std::string_view name, std::string_view update_id, bool succeeded,
+                            boost::json::value value, Completion& completion) = 0;
+  // Ctx::awakeable: completion.token is set at once; the command completes
+  // with the value (or the failure) someone sends with the token.
+  virtual bool awakeable(std::string_view name, Completion& completion) = 0;
   virtual const std::string& run_id() const = 0;
 };
 
@@ -463,6 +479,98 @@ class AnyAwaitable : public detail::CommandAwaitable<AnyAwaitable> {
   std::vector<detail::Completion*> candidates_;
 };
 
+// An accepted update the code took (Ctx::next_update): answer it with
+// Ctx::reply or Ctx::reply_error. Its id is the caller's (or one the engine
+// gave it); the same id sent again gets the same answer.
+template <typename Arg, typename Out>
+struct UpdateRequest {
+  std::string name;
+  std::string id;
+  Arg arg;
+};
+
+template <typename Arg, typename Out>
+class NextUpdateAwaitable : public detail::CommandAwaitable<NextUpdateAwaitable<Arg, Out>> {
+ public:
+  NextUpdateAwaitable(detail::RunPort& port, std::string name)
+      : detail::CommandAwaitable<NextUpdateAwaitable<Arg, Out>>(port), name_(std::move(name)) {}
+  bool issue(detail::Completion& completion) { return this->port_->next_update(name_, completion); }
+  // The argument was checked against Arg when the update was accepted (its
+  // validator converts it), so a mismatch here means the workflow's code
+  // changed the type: Error(invalid_argument), which the code may catch.
+  UpdateRequest<Arg, Out> await_resume() {
+    this->rethrow_if_failed();
+    const auto& taken = this->completion_.value.as_object();
+    auto converted = boost::json::try_value_to<Arg>(taken.at("arg"));
+    if (!converted) {
+      throw Error(errc::invalid_argument, "update '" + name_ + "': the argument " +
+                                              boost::json::serialize(taken.at("arg")) +
+                                              " does not fit its type: " + converted.error().message());
+    }
+    return UpdateRequest<Arg, Out>{name_, boost::json::value_to<std::string>(taken.at("id")), std::move(*converted)};
+  }
+
+ private:
+  std::string name_;
+};
+
+class ReplyAwaitable : public detail::CommandAwaitable<ReplyAwaitable> {
+ public:
+  ReplyAwaitable(detail::RunPort& port, std::string name, std::string update_id, bool succeeded,
+                 boost::json::value value)
+      : CommandAwaitable(port),
+        name_(std::move(name)),
+        update_id_(std::move(update_id)),
+        succeeded_(succeeded),
+        value_(std::move(value)) {}
+  bool issue(detail::Completion& completion) {
+    return port_->reply_update(name_, update_id_, succeeded_, std::move(value_), completion);
+  }
+  void await_resume() { rethrow_if_failed(); }
+
+ private:
+  std::string name_;
+  std::string update_id_;
+  bool succeeded_;
+  boost::json::value value_;
+};
+
+// Ctx::awakeable's command: completes with what is sent with the token.
+template <typename T>
+class AwakeableAwaitable : public detail::CommandAwaitable<AwakeableAwaitable<T>> {
+ public:
+  AwakeableAwaitable(detail::RunPort& port, std::string name)
+      : detail::CommandAwaitable<AwakeableAwaitable<T>>(port), name_(std::move(name)) {}
+  bool issue(detail::Completion& completion) { return this->port_->awakeable(name_, completion); }
+  // A value that does not fit T throws Error(invalid_argument); a failure
+  // sent with the token throws Error(failed) with its message.
+  T await_resume() {
+    this->rethrow_if_failed();
+    if constexpr (std::is_void_v<T>) {
+      return;
+    } else {
+      auto converted = boost::json::try_value_to<T>(this->completion_.value);
+      if (!converted) {
+        throw Error(errc::invalid_argument, "awakeable '" + name_ + "': the value " +
+                                                boost::json::serialize(this->completion_.value) +
+                                                " does not fit its type: " + converted.error().message());
+      }
+      return std::move(*converted);
+    }
+  }
+
+ private:
+  std::string name_;
+};
+
+// Ctx::awakeable's answer: the token to hand to whoever completes it, and
+// the Future of what they send.
+template <typename T>
+struct Awakeable {
+  std::string token;
+  Future<T> future;
+};
+
 namespace detail {
 
 // Future::timeout: a "timeout" sleep started now, then Ctx::any of the two.
@@ -664,6 +772,71 @@ class Ctx {
         return detail::to_json(fn(std::move(*converted)));
       }
     });
+  }
+
+  // Declares that the run takes update `ref` from now on (Engine::update,
+  // HTTP POST /v1/runs/{id}/updates/{name}); an update the run has not
+  // declared is refused. The validator, when given -- validator(const Arg&)
+  // returning a std::string, empty to accept -- runs when an update comes,
+  // on the run's current state, like a query: it may not start commands, and
+  // an update it refuses fails with errc::rejected, nothing recorded. An
+  // accepted update is journaled and waits for the code to take it
+  // (next_update), so the code decides where in its order of commands
+  // updates are handled. Registered again on replay, like queries.
+  template <typename Arg, typename Out>
+  void on_update(const Update<Arg, Out>& ref) {
+    on_update(ref, [](const Arg&) { return std::string(); });
+  }
+  template <typename Arg, typename Out, typename F>
+  void on_update(const Update<Arg, Out>& ref, F validator) {
+    port_->on_update(ref.name, [validator = std::move(validator)](const boost::json::value& arg) mutable {
+      auto converted = boost::json::try_value_to<Arg>(arg);
+      if (!converted) {
+        throw Error(errc::invalid_argument, "the argument " + boost::json::serialize(arg) +
+                                                " does not fit its type: " + converted.error().message());
+      }
+      return std::string(validator(*converted));
+    });
+  }
+  // The next accepted update of `ref` (in the order they were accepted): a
+  // command like wait_for; .start() it to wait together with other work
+  // (Ctx::any).
+  template <typename Arg, typename Out>
+  NextUpdateAwaitable<Arg, Out> next_update(const Update<Arg, Out>& ref) {
+    return NextUpdateAwaitable<Arg, Out>(*port_, ref.name);
+  }
+  // Answers an update taken with next_update: journaled, and the caller gets
+  // the answer once that record is durable. Each update is answered once
+  // (a second answer throws Error(invalid_argument)). An update still
+  // unanswered when the run ends fails with errc::failed.
+  template <typename Arg, typename Out, typename V>
+  ReplyAwaitable reply(const UpdateRequest<Arg, Out>& request, const V& value) {
+    static_assert(!std::is_void_v<Out>, "this update answers nothing: call reply(request)");
+    const Out& converted = value;
+    return ReplyAwaitable(*port_, request.name, request.id, true, detail::to_json(converted));
+  }
+  template <typename Arg, typename Out>
+  ReplyAwaitable reply(const UpdateRequest<Arg, Out>& request) {
+    static_assert(std::is_void_v<Out>, "this update answers a value: call reply(request, value)");
+    return ReplyAwaitable(*port_, request.name, request.id, true, nullptr);
+  }
+  // The update failed: its caller gets Error(errc::failed) with the message.
+  template <typename Arg, typename Out>
+  ReplyAwaitable reply_error(const UpdateRequest<Arg, Out>& request, std::string message) {
+    return ReplyAwaitable(*port_, request.name, request.id, false, boost::json::value(message));
+  }
+
+  // A completion from outside (Restate's awakeable): a token to hand to
+  // another system, and a Future of the value it sends back with it
+  // (Engine::complete_awakeable, or HTTP POST /v1/awakeables/{token}/complete)
+  // or of its failure (fail_awakeable: Error(errc::failed)). A command: the
+  // token is journaled, so it is the same after a crash, and it survives
+  // parking and resharding. The token carries a random part the engine
+  // checks, and completes the awakeable once.
+  template <typename T>
+  Awakeable<T> awakeable(std::string name) {
+    Future<T> future = AwakeableAwaitable<T>(*port_, std::move(name)).start();
+    return Awakeable<T>{future.completion().token, std::move(future)};
   }
 
   // The engine clock's time, journaled (the same value on replay).

@@ -55,6 +55,23 @@ struct StartOptions {
   std::optional<std::chrono::milliseconds> deadline;
 };
 
+// An update to send (Engine::update_json_async and _then). update_id: the
+// same id sent again gets the same answer (empty: the engine makes one up,
+// so the call is sent at most once). With `start`, the run is started first
+// when it is not running -- update-with-start, one call.
+struct UpdateStart {
+  std::string workflow;
+  boost::json::value input;
+  StartOptions options;
+};
+struct UpdateCall {
+  std::string run_id;
+  std::string update;
+  boost::json::value arg;
+  std::string update_id;
+  std::optional<UpdateStart> start;
+};
+
 // attached_other_input: attached to a run of the id whose input differs
 // from the one given (which is not used).
 enum class StartOutcome { started, attached, attached_other_input };
@@ -323,6 +340,50 @@ class Engine {
   // invalid_argument (no such point; no journal kept), busy.
   void reset(const std::string& id, const ResetPoint& point, const std::string& reason);
 
+  // Sends update `ref` to run `id` and waits for the answer the run's code
+  // gives it (Ctx::next_update, Ctx::reply), which is durable when it comes
+  // back. The run's validator (Ctx::on_update) decides first: a refused
+  // update throws rejected and nothing is recorded. The same update_id sent
+  // again -- after a lost answer, a crash, or the run's end -- gets the same
+  // answer without running again. Throws not_found (no such run, the run
+  // finished, or it takes no such update), rejected, invalid_argument (an
+  // argument that does not fit), failed (the code answered with
+  // reply_error, or the run ended without answering), unavailable,
+  // nondeterminism, busy.
+  template <typename A, typename O>
+  O update(const std::string& id, const Update<A, O>& ref, const A& arg, const std::string& update_id = {}) {
+    return detail::from_json<O>(update_json_async(UpdateCall{id, ref.name, boost::json::value_from(arg), update_id, {}}).get());
+  }
+  // The same, starting the run first if it is not running (options decide
+  // what an existing run means, as for start).
+  template <typename In, typename Out, typename A, typename O>
+  O update_with_start(const WorkflowRef<In, Out>& workflow, const std::string& id, const In& input,
+                      const Update<A, O>& ref, const A& arg, const std::string& update_id = {},
+                      const StartOptions& options = {}) {
+    return detail::from_json<O>(
+        update_json_async(UpdateCall{id, ref.name, boost::json::value_from(arg), update_id,
+                                     UpdateStart{workflow.name, boost::json::value_from(input), options}})
+            .get());
+  }
+  boost::json::value update_json(UpdateCall call);
+  std::future<boost::json::value> update_json_async(UpdateCall call);
+
+  // Completes the awakeable a run made (Ctx::awakeable) with a value, or
+  // fails it (its Future throws Error(failed) with the message); returns
+  // once durable. A token completes once: the same completion again is
+  // acknowledged, another throws already_exists. Throws invalid_argument
+  // (not a token), not_found (a wrong token, a finished run, a cancelled
+  // awakeable), unavailable, busy.
+  template <typename T>
+  void complete_awakeable(const std::string& token, const T& value) {
+    complete_awakeable_json(token, true, boost::json::value_from(value));
+  }
+  void complete_awakeable(const std::string& token) { complete_awakeable_json(token, true, nullptr); }
+  void fail_awakeable(const std::string& token, const std::string& message) {
+    complete_awakeable_json(token, false, boost::json::value(message));
+  }
+  void complete_awakeable_json(const std::string& token, bool succeeded, boost::json::value value);
+
   // Asks a running run's query handler (Ctx::on_query): its answer, from
   // the run's current state; nothing is journaled. A parked run is brought
   // back to answer. Throws not_found (no such run or query, or the run
@@ -390,6 +451,9 @@ class Engine {
   void start_json_then(const std::string& workflow, const std::string& id, boost::json::value input,
                        const StartOptions& options, Then<StartOutcome> then);
   void result_json_then(const std::string& id, Then<boost::json::value> then);
+  void update_json_then(UpdateCall call, Then<boost::json::value> then);
+  void complete_awakeable_then(const std::string& token, bool succeeded, boost::json::value value,
+                               Then<std::monostate> then);
 
   void signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                    const std::string& signal_id = {});
@@ -404,6 +468,9 @@ class Engine {
   void start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
                 const std::string& id, boost::json::value input, const StartOptions& options);
   void result_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, const std::string& id);
+  void update_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, UpdateCall call);
+  void complete_awakeable_to(std::shared_ptr<detail::Settle<void>> settle, const std::string& token, bool succeeded,
+                             boost::json::value value);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -25,8 +25,9 @@ enum class errc {
   unavailable,       // remote mode: no worker holds the run's shard now, or its holder went mid-call; try again
   conflict,          // the id runs with another input (StartOptions::if_input_differs)
   wrong_thread,      // a blocking Engine call from a workflow or a step: it would wait on a shard
+  rejected,          // an update's validator refused it; nothing was recorded
 };
-inline constexpr errc kErrcLast = errc::wrong_thread;
+inline constexpr errc kErrcLast = errc::rejected;
 
 const std::error_category& error_category() noexcept;
 

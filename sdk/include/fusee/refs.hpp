@@ -1,5 +1,6 @@
 // Typed names: a WorkflowRef names a workflow with its input and output
-// types, a Signal names a signal with its value type. Values travel as JSON
+// types, a Signal names a signal with its value type, an Update an update
+// with its argument's and answer's. Values travel as JSON
 // (Boost.JSON); user types convert through its tag_invoke customisation
 // (value_from / value_to).
 #pragma once
@@ -24,6 +25,16 @@ template <typename T>
 struct Signal {
   using value_type = T;
   Signal(std::string signal_name) : name(std::move(signal_name)) {}
+  std::string name;
+};
+
+// An update a workflow takes (Ctx::on_update, Ctx::next_update): its
+// argument's type and its answer's (void: no value, only acceptance).
+template <typename Arg, typename Out>
+struct Update {
+  using arg_type = Arg;
+  using output_type = Out;
+  Update(std::string update_name) : name(std::move(update_name)) {}
   std::string name;
 };
 
