@@ -29,6 +29,10 @@ const WorkflowRef<int, int> kCount{"count"};      // writes 0..input-1 to stream
 // Starts `input` wait children together (ParentClose::cancel) and sums them.
 const WorkflowRef<int, int> kFanTogether{"fan-together"};
 const Signal<int> kGo{"go"};
+// Takes "add" updates (positive only) until one is 0, answering the running
+// total; then waits for an awakeable and returns total + its value.
+const WorkflowRef<int, int> kDeal{"deal"};
+const Update<int, int> kAddUpdate{"add"};
 
 // kShards shards, started at once.
 struct Server : testing::LogServer {
@@ -64,6 +68,18 @@ std::unique_ptr<Engine> open_worker(const Server& server, std::uint32_t shards_m
     int sum = 0;
     for (int value : co_await ctx.all(started)) sum += value;
     co_return sum;
+  });
+  engine->register_workflow(kDeal, [](Ctx& ctx, int total) -> Task<int> {
+    ctx.on_update(kAddUpdate, [](const int& value) { return value >= 0 ? "" : "negative"; });
+    auto paid = ctx.awakeable<int>("paid");
+    ctx.on_query("token", [token = paid.token] { return token; });
+    for (;;) {
+      auto request = co_await ctx.next_update(kAddUpdate);
+      total += request.arg;
+      co_await ctx.reply(request, total);
+      if (request.arg == 0) break;
+    }
+    co_return total + co_await paid.future;
   });
   engine->register_workflow(kCount, [](Ctx& ctx, int chunks) -> Task<int> {
     for (int chunk = 0; chunk < chunks; ++chunk) co_await ctx.stream("out").write(chunk);
@@ -138,6 +154,26 @@ TEST_SUITE("unit") {
       FAIL("an unknown query");
     } catch (const Error& error) {
       CHECK(error.error() == errc::not_found);
+    }
+
+    // Updates (update-with-start, repeats by id, a refusal) and awakeable
+    // completions through either worker, wherever the run is.
+    for (int run = 0; run < 8; ++run) {
+      auto id = "deal-" + std::to_string(run);
+      CHECK(first->update_with_start(kDeal, id, 100, kAddUpdate, 1, "one-" + id) == 101);
+      CHECK(second->update(id, kAddUpdate, 2, "two-" + id) == 103);
+      CHECK(first->update(id, kAddUpdate, 5, "two-" + id) == 103);  // the same id: the same answer
+      try {
+        (void)second->update(id, kAddUpdate, -1);
+        FAIL("a rejected update");
+      } catch (const Error& error) {
+        CHECK(error.error() == errc::rejected);
+      }
+      auto token = second->query<std::string>(id, "token");
+      (run % 2 == 0 ? first : second)->complete_awakeable(token, run);
+      (run % 2 == 0 ? second : first)->complete_awakeable(token, run);  // a repeat: acknowledged
+      CHECK(second->update(id, kAddUpdate, 0) == 103);
+      CHECK(first->result(kDeal, id) == 103 + run);
     }
 
     // Signals and a cancel through the other worker; results through either.
