@@ -1381,7 +1381,16 @@ void Shard::handle_query(const std::string& id, const std::string& name, const b
     reply(answer.error(), why);
     return;
   }
-  reply({}, boost::json::serialize(*answer));
+  // The answer reads state whose records may not be durable yet (an
+  // awakeable's token, a step's result): it leaves once they are, so a
+  // crash cannot take back what a caller was told. Nothing is written.
+  after_run_durable(*run, [reply = std::move(reply), text = boost::json::serialize(*answer)](std::error_code error) {
+    if (error) {
+      reply(error, "the run's state is not durable: " + error.message());
+    } else {
+      reply({}, text);
+    }
+  });
 }
 
 void Shard::handle_update(std::optional<StartRequest> start, const std::string& id, const std::string& name,
