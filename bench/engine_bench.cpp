@@ -116,10 +116,13 @@ constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
 constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
 constexpr std::string_view kCaseStart = "start";
-// query and signal: sequential calls against one run that waits, beside each
-// other (a query answers from memory; a signal waits for its durable record).
+// query, signal and update: sequential calls against one run that waits,
+// beside each other (a query answers from memory; a signal waits for its
+// durable record; an update for its accepted record and the code's answer,
+// journaled in the same flush or the next).
 constexpr std::string_view kCaseQuery = "query";
 constexpr std::string_view kCaseSignal = "signal";
+constexpr std::string_view kCaseUpdate = "update";
 constexpr std::string_view kCaseParallelSteps = "parallel_steps";
 constexpr std::string_view kCaseParallelChildren = "parallel_children";
 // parallel_steps: 100 coroutine steps of one run, each waiting 10 ms.
@@ -160,6 +163,7 @@ struct Options {
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
                                     std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
                                     std::string(kCaseQuery),          std::string(kCaseSignal),
+                                    std::string(kCaseUpdate),
                                     std::string(kCaseParallelSteps), std::string(kCaseParallelChildren)};
   std::uint32_t chain_steps = 1000;
   std::uint32_t start_runs = 200;  // start: sequential execute() calls per round
@@ -253,7 +257,7 @@ fusee::Config local_direct(const std::string& dir, std::uint32_t shards) {
 struct CaseResult {
   std::string name;
   bool local = true;
-  // query and signal: durable writes per timed call.
+  // query, signal and update: durable writes per timed call.
   std::optional<double> durable_writes_per_call;
   std::uint32_t shards = 0;  // what the engine ran with
   std::uint32_t runs = 0;
@@ -511,13 +515,15 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
   return result;
 }
 
-// query and signal: spec.runs sequential calls a round against one run that
-// waits for signals and answers a query, in this process, local mode, direct
-// writes; each call timed alone, rounds as in run_case. A query reads the
-// run's state on its shard (no record); a signal returns once its record is
-// durable. durable_writes_per_call says which was which.
+// query, signal and update: spec.runs sequential calls a round against one
+// run that waits for signals (or updates) and answers a query, in this
+// process, local mode, direct writes; each call timed alone, rounds as in
+// run_case. A query reads the run's state on its shard (no record); a
+// signal returns once its record is durable; an update once the code's
+// answer to it is. durable_writes_per_call says which was which.
+enum class CallKind { query, signal, update };
 CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations, const RoundRule& rule,
-                         bool query) {
+                         CallKind kind) {
   CaseResult result;
   result.name = spec.name;
   result.local = true;
@@ -529,10 +535,20 @@ CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t
   result.shards = engine->shard_count();
   const fusee::WorkflowRef<std::uint32_t, std::uint32_t> counter{"counter"};
   const fusee::Signal<std::uint32_t> add{"add"};
-  engine->register_workflow(counter, [add](fusee::Ctx& ctx, std::uint32_t start) -> fusee::Task<std::uint32_t> {
+  const fusee::Update<std::uint32_t, std::uint32_t> add_update{"add"};
+  engine->register_workflow(counter, [add, add_update, kind](fusee::Ctx& ctx,
+                                                             std::uint32_t start) -> fusee::Task<std::uint32_t> {
     std::uint32_t total = start;
     ctx.on_query("total", [&total] { return total; });
+    ctx.on_update(add_update);
     for (;;) {
+      if (kind == CallKind::update) {
+        auto request = co_await ctx.next_update(add_update);
+        total += request.arg;
+        co_await ctx.reply(request, total);
+        if (request.arg == 0) break;
+        continue;
+      }
       auto value = co_await ctx.wait_for(add);
       if (!value || *value == 0) break;
       total += *value;
@@ -543,11 +559,17 @@ CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t
   (void)engine->start(counter, id, 0u);
   std::uint32_t expected = 0;
   auto call = [&] {
-    if (query) {
-      if (engine->query<std::uint32_t>(id, "total") != expected) throw std::runtime_error("a query answered wrong");
-    } else {
-      engine->signal(id, add, 1u);
-      ++expected;
+    switch (kind) {
+      case CallKind::query:
+        if (engine->query<std::uint32_t>(id, "total") != expected) throw std::runtime_error("a query answered wrong");
+        break;
+      case CallKind::signal:
+        engine->signal(id, add, 1u);
+        ++expected;
+        break;
+      case CallKind::update:
+        if (engine->update(id, add_update, 1u) != ++expected) throw std::runtime_error("an update answered wrong");
+        break;
     }
   };
   for (std::uint32_t warmup = 0; warmup < kWarmupSteps; ++warmup) call();
@@ -561,7 +583,11 @@ CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t
   if (batches > 0)
     result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
   result.durable_writes_per_call = calls > 0 ? double(batches) / double(calls) : 0;
-  engine->signal(id, add, 0u);
+  if (kind == CallKind::update) {
+    (void)engine->update(id, add_update, 0u);
+  } else {
+    engine->signal(id, add, 0u);
+  }
   (void)engine->result(counter, id);
   engine->shutdown();
   engine.reset();
@@ -1064,6 +1090,8 @@ int run(const Options& options) {
     specs.push_back({std::string(kCaseQuery), true, data_dir(kCaseQuery), options.start_runs, 1, 1});
   if (options.wants(kCaseSignal))
     specs.push_back({std::string(kCaseSignal), true, data_dir(kCaseSignal), options.start_runs, 1, 1});
+  if (options.wants(kCaseUpdate))
+    specs.push_back({std::string(kCaseUpdate), true, data_dir(kCaseUpdate), options.start_runs, 1, 1});
   std::vector<CaseSpec> parallel_specs;
   if (options.wants(kCaseParallelSteps))
     parallel_specs.push_back(
@@ -1078,8 +1106,11 @@ int run(const Options& options) {
     try {
       results.push_back(
           spec.name == kCaseStart ? run_start_case(spec, options.shards, options.raw_iterations, options.rounds)
-          : spec.name == kCaseQuery || spec.name == kCaseSignal
-              ? run_call_case(spec, options.shards, options.raw_iterations, options.rounds, spec.name == kCaseQuery)
+          : spec.name == kCaseQuery || spec.name == kCaseSignal || spec.name == kCaseUpdate
+              ? run_call_case(spec, options.shards, options.raw_iterations, options.rounds,
+                              spec.name == kCaseQuery    ? CallKind::query
+                              : spec.name == kCaseSignal ? CallKind::signal
+                                                         : CallKind::update)
               : run_case(spec, options.shards, options.raw_iterations, options.rounds));
     } catch (const std::exception& failure) {
       fmt::print(stderr, "engine_bench: {}: {}\n", spec.name, failure.what());
@@ -1134,12 +1165,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, start, query, signal, parallel_steps, parallel_children")
+                 "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
                              std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
-                             std::string(kCaseSignal), std::string(kCaseParallelSteps),
+                             std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
                              std::string(kCaseParallelChildren)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
