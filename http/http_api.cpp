@@ -411,16 +411,19 @@ HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std:
 }
 
 // The same answers as start(request, true, query), without a thread: the
-// start's and the result's answers come back through `later` (a RunWait),
-// and the deadline, counted from here, covers both.
+// start's and the result's answers come back through `later` (a RunWait).
+// As there, the timeout counts from the start's answer; the start itself
+// waits at most execute_timeout_max.
 std::optional<HttpResponse> HttpApi::execute_later(const HttpRequest& request,
                                                    const std::map<std::string, std::string>& query, Later& later) {
   auto read = read_start(request, true, query);
   if (auto* problem = std::get_if<HttpResponse>(&read)) return std::move(*problem);
   auto& call = std::get<StartCall>(read);
   auto wait = std::make_shared<RunWait>(later.executor, later.gate);
-  auto on_started = [this, id = call.id](RunWait& wait, std::variant<StartOutcome, Error> started) {
+  auto on_started = [this, id = call.id, timeout = call.timeout](RunWait& wait,
+                                                                 std::variant<StartOutcome, Error> started) {
     if (const auto* failure = std::get_if<Error>(&started)) return wait.answer(from_error(*failure));
+    wait.rearm(timeout, timed_out(id, timeout));
     auto on_ended = [out = started_json(id, std::get<StartOutcome>(started))](
                         RunWait& wait, std::variant<json::value, Error> ended) { wait.answer(executed(out, ended)); };
     try {
@@ -435,7 +438,7 @@ std::optional<HttpResponse> HttpApi::execute_later(const HttpRequest& request,
   } catch (const Error& failure) {
     return from_error(failure);
   }
-  wait->arm(call.timeout, timed_out(call.id, call.timeout), std::move(later.done));
+  wait->arm(options_.execute_timeout_max, timed_out(call.id, options_.execute_timeout_max), std::move(later.done));
   return std::nullopt;
 }
 

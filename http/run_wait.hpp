@@ -17,6 +17,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -56,6 +57,8 @@ class RunWait : public std::enable_shared_from_this<RunWait> {
   // `done` takes the answer, once, on the executor. Call it once, after the
   // engine calls whose answers come through then() were made.
   void arm(std::chrono::steady_clock::duration timeout, HttpResponse at_deadline, Done done);
+  // Moves the armed deadline to `timeout` from now, with its answer.
+  void rearm(std::chrono::steady_clock::duration timeout, HttpResponse at_deadline);
   // The answer, if the wait is not over: disarms the deadline.
   void answer(Answer answer);
   bool over() const { return !done_; }
@@ -65,6 +68,9 @@ class RunWait : public std::enable_shared_from_this<RunWait> {
   std::shared_ptr<ServerGate> gate_;
   boost::asio::steady_timer deadline_;
   HttpResponse at_deadline_;
+  // Which arming the timer's pending handler belongs to: a handler of an
+  // earlier one (cancelled, or expired just as rearm came) does nothing.
+  std::uint64_t armed_ = 0;
   Done done_;
 };
 
