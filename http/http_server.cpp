@@ -71,6 +71,7 @@ struct HttpServer::State {
   std::unique_ptr<net::steady_timer> accept_retry = std::make_unique<net::steady_timer>(*io);
   std::unique_ptr<net::thread_pool> blocking;  // serving an engine's API
   std::vector<std::thread> threads;
+  std::size_t connections_max = kConnectionsMax;
   std::mutex stop_mu;
   bool stopped = false;
 
@@ -91,7 +92,7 @@ void HttpServer::State::accept() {
       });
       return;
     }
-    if (hub.connections.load() >= kConnectionsMax) {
+    if (hub.connections.load() >= connections_max) {
       refuse(std::move(socket));
     } else {
       std::make_shared<Connection>(hub, std::move(socket))->start();
@@ -112,8 +113,10 @@ void HttpServer::State::refuse(tcp::socket socket) {
   });
 }
 
-HttpServer::HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max)
+HttpServer::HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max,
+                       std::size_t connections_max)
     : api_(std::make_unique<HttpApi>(engine, std::move(options))), state_(std::make_unique<State>()) {
+  state_->connections_max = connections_max;
   state_->hub.api = api_.get();
   state_->hub.engine = &engine;
   state_->hub.body_bytes_max = body_bytes_max;
@@ -122,8 +125,10 @@ HttpServer::HttpServer(Engine& engine, const std::string& listen, HttpApiOptions
   start(listen);
 }
 
-HttpServer::HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max)
+HttpServer::HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max,
+                       std::size_t connections_max)
     : state_(std::make_unique<State>()) {
+  state_->connections_max = connections_max;
   state_->hub.router = std::move(router);
   state_->hub.body_bytes_max = body_bytes_max;
   start(listen);

@@ -56,10 +56,13 @@ class HttpServer {
   // fusee::Error (invalid_argument for a malformed address, storage when it
   // cannot listen). Serves the engine's API (HttpApi). The engine must
   // outlive the server.
-  HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max);
+  // connections_max: below kConnectionsMax only in tests, to see the 503.
+  HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max,
+             std::size_t connections_max = kConnectionsMax);
   // Serves what `router` says; streams need an engine, so a router without
   // one answers or relays.
-  HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max);
+  HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max,
+             std::size_t connections_max = kConnectionsMax);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -228,6 +228,25 @@ TEST_SUITE("unit") {
     MESSAGE(answered << " of " << WaitingLoad::kConnections << " executes waited at once and were answered");
   }
 
+  TEST_CASE("http server: a connection past the cap is answered 503 and closed; those within it go on") {
+    Served served([] {}, /*listen=*/false);
+    http::HttpServer server(*served.engine, "127.0.0.1:0", http::HttpApiOptions{}, 1u << 20, /*connections_max=*/2);
+    const auto at = server.endpoint();
+    HttpClient first(at);
+    HttpClient second(at);
+    // Answered: both are counted by now.
+    CHECK(first.call(beast_http::verb::get, "/healthz").status == 200);
+    CHECK(second.call(beast_http::verb::get, "/healthz").status == 200);
+    HttpClient third(at);
+    auto refused = third.read();
+    CHECK(refused.status == 503);
+    CHECK(refused.error() == "busy");
+    CHECK_FALSE(refused.keep_alive);
+    CHECK(first.call(beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"cap","input":"x"})")
+              .json()
+              .at("result") == "x");
+  }
+
   TEST_CASE("http server: stop() ends connections waiting on runs at once; the runs' answers after it touch nothing") {
     std::latch arrived(2);
     Served served([&arrived] { arrived.count_down(); }, /*listen=*/false);
