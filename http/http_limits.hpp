@@ -11,9 +11,9 @@ namespace fusee::http {
 // Connections served at once. Past it a new connection is answered 503
 // (busy) and closed, so a flood of clients costs a refusal each rather than
 // the descriptors the engine's log and run store need. A connection waiting
-// on a run costs a socket, a parser's buffer and a timer (a few KiB), not a
-// thread, so the cap is about descriptors and memory: 16,384 waiting callers
-// take well under 100 MiB.
+// on a run costs a socket, a parser with its small buffer and a timer, not
+// a thread, so the cap is about descriptors and the kernel's socket memory
+// rather than threads.
 inline constexpr std::size_t kConnectionsMax = 16384;
 
 // Descriptors the server wants beside its connections (the engine's log
