@@ -352,6 +352,28 @@ TEST_SUITE("unit") {
     CHECK_FALSE(http::HttpApi::waits(request("POST", "/v1/runs/execute/more")));
   }
 
+  TEST_CASE("http server: an execute answered without a thread and one answered by route() say the same bytes") {
+    Served served;
+    // %65 is "e": HttpApi::waits does not recognise the path, so the server
+    // routes it with the blocking route(), which answers the same route.
+    const std::string blocking = "/v1/runs/%65xecute";
+    REQUIRE(call(served.at, beast_http::verb::post, "/v1/runs", R"({"workflow":"echo","id":"same","input":"x"})").status == 201);
+    REQUIRE(served.engine->result(kEcho, "same") == "x");
+    auto waited = call(served.at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"same","input":"x"})");
+    auto blocked = call(served.at, beast_http::verb::post, blocking, R"({"workflow":"echo","id":"same","input":"x"})");
+    CHECK(waited.status == 200);
+    CHECK(waited.body == blocked.body);
+    CHECK(waited.body == "{\"id\":\"same\",\"outcome\":\"attached\",\"status\":\"completed\",\"result\":\"x\"}\n");
+    auto late = call(served.at, beast_http::verb::post, "/v1/runs/execute?timeout_ms=1", R"({"workflow":"held","id":"h","input":1})");
+    auto late_blocked = call(served.at, beast_http::verb::post, blocking + "?timeout_ms=1", R"({"workflow":"held","id":"h","input":1})");
+    CHECK(late.status == 504);
+    CHECK(late_blocked.status == 504);
+    CHECK(late.body == late_blocked.body);
+    auto bad = call(served.at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":""})");
+    CHECK(bad.status == 400);
+    CHECK(bad.body == call(served.at, beast_http::verb::post, blocking, R"({"workflow":"echo","id":""})").body);
+  }
+
   TEST_CASE("http server: a router's relay passes calls and streams to a worker, and stop() does not wait on one") {
     Served worker;
     std::mutex target_mu;  // the router reads it on the server's threads
