@@ -190,9 +190,10 @@ end
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("fusee-bench requests=%d duration_us=%d connect=%d read=%d write=%d status=%d " ..
-                         "timeout=%d p50_us=%d p99_us=%d\n",
+                         "timeout=%d p50_us=%d p90_us=%d p99_us=%d p999_us=%d max_us=%d\n",
                          summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
-                         latency:percentile(50), latency:percentile(99)))
+                         latency:percentile(50), latency:percentile(90), latency:percentile(99),
+                         latency:percentile(99.9), latency.max))
 end
 )lua";
 
@@ -201,7 +202,10 @@ struct WrkRound {
   double seconds = 0;
   std::uint64_t errors_connect = 0, errors_read = 0, errors_write = 0, errors_status = 0, errors_timeout = 0;
   double p50_us = 0;
+  double p90_us = 0;
   double p99_us = 0;
+  double p999_us = 0;
+  double max_us = 0;
   double wrk_cpu_seconds = 0;
   double server_cpu_seconds = 0;  // this process: the engine, its HTTP server
   std::uint64_t errors() const { return errors_connect + errors_read + errors_write + errors_status + errors_timeout; }
@@ -230,7 +234,7 @@ WrkRound run_wrk(const Options& options, const std::string& script, const std::s
   auto at = output.find("fusee-bench ");
   if (at == std::string::npos) throw std::runtime_error("wrk printed no summary: " + output);
   WrkRound round;
-  std::uint64_t duration_us = 0, p50 = 0, p99 = 0;
+  std::uint64_t duration_us = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
   std::istringstream fields(output.substr(at + 12, output.find('\n', at) - at - 12));
   std::string field;
   while (fields >> field) {
@@ -246,11 +250,17 @@ WrkRound run_wrk(const Options& options, const std::string& script, const std::s
     if (key == "status") round.errors_status = value;
     if (key == "timeout") round.errors_timeout = value;
     if (key == "p50_us") p50 = value;
+    if (key == "p90_us") p90 = value;
     if (key == "p99_us") p99 = value;
+    if (key == "p999_us") p999 = value;
+    if (key == "max_us") max = value;
   }
   round.seconds = double(duration_us) / 1e6;
   round.p50_us = double(p50);
+  round.p90_us = double(p90);
   round.p99_us = double(p99);
+  round.p999_us = double(p999);
+  round.max_us = double(max);
   round.wrk_cpu_seconds = cpu_seconds(children_after) - cpu_seconds(children_before);
   round.server_cpu_seconds = cpu_seconds(self_after) - cpu_seconds(self_before);
   return round;
@@ -291,11 +301,13 @@ struct ExecuteResult {
     return out;
   }
   double p50_us() const { return spread_of(round_p50_us()).median; }
-  double p99_us() const {
-    double worst = 0;
-    for (const auto& round : rounds) worst = std::max(worst, round.p99_us);
-    return worst;
+  // The largest of the rounds' figure.
+  double worst(double WrkRound::*figure) const {
+    double out = 0;
+    for (const auto& round : rounds) out = std::max(out, round.*figure);
+    return out;
   }
+  double p99_us() const { return worst(&WrkRound::p99_us); }
   // CPU time per answered call: this process's (the engine and its
   // server), and wrk's.
   double server_cpu_us_per_call() const {
@@ -592,13 +604,17 @@ void print_execute_table(const std::vector<ExecuteResult>& results) {
         result.wrk_cpu_us_per_call());
   }
   fmt::print("\nspread over rounds (a round: one wrk run; min / median / max)\n");
-  fmt::print("{:<13} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9} {:>9}\n", "case", "rounds", "calls/s min", "median", "max",
-             "p50 min", "median", "max");
+  fmt::print("{:<13} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}\n", "case", "rounds",
+             "calls/s min", "median", "max", "p50 min", "median", "max", "p99 min", "median", "max");
   for (const auto& result : results) {
     Spread rate = spread_of(result.round_calls_per_s());
     Spread p50 = spread_of(result.round_p50_us());
-    fmt::print("{:<13} {:>6} {:>11.0f} {:>11.0f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f}\n", result.name,
-               result.rounds.size(), rate.min, rate.median, rate.max, p50.min, p50.median, p50.max);
+    std::vector<double> round_p99;
+    for (const auto& round : result.rounds) round_p99.push_back(round.p99_us);
+    Spread p99 = spread_of(round_p99);
+    fmt::print("{:<13} {:>6} {:>11.0f} {:>11.0f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>10.1f} {:>10.1f} {:>10.1f}\n",
+               result.name, result.rounds.size(), rate.min, rate.median, rate.max, p50.min, p50.median, p50.max,
+               p99.min, p99.median, p99.max);
   }
   for (const auto& result : results) {
     double share = result.wrk_cpu_share();
@@ -664,7 +680,10 @@ void print_execute_json(const ExecuteResult& result, const std::string& dir) {
       .field("seconds", round_to_digits(result.seconds(), 6))
       .field("calls_per_s", round_to_digits(result.calls_per_s(), 1))
       .field("p50_us", round_to_ns(result.p50_us()))
+      .field("p90_us", round_to_ns(result.worst(&WrkRound::p90_us)))
       .field("p99_us", round_to_ns(result.p99_us()))
+      .field("p999_us", round_to_ns(result.worst(&WrkRound::p999_us)))
+      .field("max_us", round_to_ns(result.worst(&WrkRound::max_us)))
       .field("round_calls_per_s_min", round_to_digits(rate.min, 1))
       .field("round_calls_per_s_median", round_to_digits(rate.median, 1))
       .field("round_calls_per_s_max", round_to_digits(rate.max, 1))
