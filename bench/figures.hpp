@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace fusee::bench {
 
@@ -27,6 +29,24 @@ inline double ratio(double numerator, double denominator) {
 
 inline std::string format_ratio(double value) {
   return std::isfinite(value) ? fmt::format("{:.2f}", value) : std::string("n/a");
+}
+
+// The smallest, the median and the largest of a figure taken each round.
+struct Spread {
+  double min = std::nan("");
+  double median = std::nan("");
+  double max = std::nan("");
+};
+
+inline Spread spread_of(std::vector<double> values) {
+  Spread spread;
+  if (values.empty()) return spread;
+  std::sort(values.begin(), values.end());
+  spread.min = values.front();
+  spread.max = values.back();
+  std::size_t middle = values.size() / 2;
+  spread.median = values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+  return spread;
 }
 
 }  // namespace fusee::bench

@@ -1,5 +1,6 @@
 #include "http/http_api.hpp"
 #include "http/prometheus.hpp"
+#include "http/run_wait.hpp"
 
 #include <fmt/format.h>
 
@@ -42,6 +43,31 @@ unsigned status_of(errc code) {
 }
 
 HttpResponse from_error(const Error& error) { return HttpApi::error(status_of(error.error()), errc_name(error.error()), error.what()); }
+
+// An execute's answer: the start's outcome, then how the run ended.
+json::object started_json(const std::string& id, StartOutcome outcome) {
+  return json::object{{"id", id}, {"outcome", start_outcome_name(outcome)}};
+}
+
+HttpResponse executed(json::object out, const std::variant<json::value, Error>& ended) {
+  if (const auto* result = std::get_if<json::value>(&ended)) {
+    out["status"] = "completed";
+    out["result"] = *result;
+  } else {
+    const auto& failure = std::get<Error>(ended);
+    out["status"] = failure.error() == errc::cancelled        ? "cancelled"
+                    : failure.error() == errc::nondeterminism ? "stuck"
+                                                              : "failed";
+    out["error"] = json::object{{"code", errc_name(failure.error())}, {"message", failure.what()}};
+  }
+  return json_response(200, out);
+}
+
+HttpResponse timed_out(const std::string& id, std::chrono::milliseconds timeout) {
+  return HttpApi::error(504, "timed_out",
+                        fmt::format("run '{}' did not finish within {} ms; it goes on: GET /v1/runs/{} later", id,
+                                    timeout.count(), id));
+}
 
 std::int64_t to_ms(TimePoint time) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
@@ -159,7 +185,23 @@ HttpResponse HttpApi::error(unsigned status, const std::string& code, const std:
   return json_response(status, json::object{{"error", code}, {"message", message}});
 }
 
+HttpResponse HttpApi::failure(const Error& error) { return from_error(error); }
+
 std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& request) {
+  return *route_to(request, nullptr);
+}
+
+void HttpApi::route_async(const HttpRequest& request, Later later) {
+  if (auto now = route_to(request, &later)) later.done(std::move(*now));
+}
+
+bool HttpApi::waits(const HttpRequest& request) {
+  if (request.method != "POST") return false;
+  auto parts = split_path(std::string_view(request.target).substr(0, request.target.find('?')));
+  return parts.size() == 3 && parts[0] == "v1" && parts[1] == "runs" && parts[2] == "execute";
+}
+
+std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later) {
   auto query_at = request.target.find('?');
   std::string_view path = std::string_view(request.target).substr(0, query_at);
   std::map<std::string, std::string> query;
@@ -217,6 +259,7 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
     }
     if (parts.size() == 3 && parts[2] == "execute") {
       if (method != "POST") return wrong_method("POST");
+      if (later != nullptr) return execute_later(request, query, *later);
       return start(request, true, query);
     }
     const auto& id = parts[2];
@@ -276,7 +319,16 @@ std::variant<HttpResponse, StreamRequest> HttpApi::route(const HttpRequest& requ
   }
 }
 
-HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std::map<std::string, std::string>& query) {
+struct HttpApi::StartCall {
+  std::string workflow;
+  std::string id;
+  json::value input;
+  StartOptions options;
+  std::chrono::milliseconds timeout{0};  // execute: how long to wait for the end
+};
+
+std::variant<HttpApi::StartCall, HttpResponse> HttpApi::read_start(const HttpRequest& request, bool execute,
+                                                                  const std::map<std::string, std::string>& query) {
   HttpResponse problem;
   auto body = body_object(request, problem, {"workflow", "id", "input", "deadline_ms", "if_running", "if_finished", "if_input_differs"});
   if (!body) return problem;
@@ -334,29 +386,61 @@ HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std:
       timeout = std::min(timeout, std::chrono::milliseconds(*ms));
     }
   }
+  return StartCall{std::move(*workflow), std::move(*id), std::move(input), options, timeout};
+}
+
+HttpResponse HttpApi::start(const HttpRequest& request, bool execute, const std::map<std::string, std::string>& query) {
+  auto read = read_start(request, execute, query);
+  if (auto* problem = std::get_if<HttpResponse>(&read)) return std::move(*problem);
+  auto& call = std::get<StartCall>(read);
   try {
-    auto outcome = engine_.start_json(*workflow, *id, std::move(input), options);
-    json::object out{{"id", *id}, {"outcome", start_outcome_name(outcome)}};
+    auto outcome = engine_.start_json(call.workflow, call.id, std::move(call.input), call.options);
+    auto out = started_json(call.id, outcome);
     if (!execute) return json_response(outcome == StartOutcome::started ? 201 : 200, out);
-    auto result = engine_.result_json_async(*id);
-    if (result.wait_for(timeout) != std::future_status::ready) {
-      return error(504, "timed_out",
-                   fmt::format("run '{}' did not finish within {} ms; it goes on: GET /v1/runs/{} later", *id,
-                               timeout.count(), *id));
-    }
+    auto result = engine_.result_json_async(call.id);
+    if (result.wait_for(call.timeout) != std::future_status::ready) return timed_out(call.id, call.timeout);
+    std::variant<json::value, Error> ended = json::value();
     try {
-      out["status"] = "completed";
-      out["result"] = result.get();
+      ended = result.get();
     } catch (const Error& failure) {
-      out["status"] = failure.error() == errc::cancelled        ? "cancelled"
-                      : failure.error() == errc::nondeterminism ? "stuck"
-                                                                : "failed";
-      out["error"] = json::object{{"code", errc_name(failure.error())}, {"message", failure.what()}};
+      ended = failure;
     }
-    return json_response(200, out);
+    return executed(std::move(out), ended);
   } catch (const Error& failure) {
     return from_error(failure);
   }
+}
+
+// The same answers as start(request, true, query), without a thread: the
+// start's and the result's answers come back through `later` (a RunWait).
+// As there, the timeout counts from the start's answer; the start itself
+// waits at most execute_timeout_max.
+std::optional<HttpResponse> HttpApi::execute_later(const HttpRequest& request,
+                                                   const std::map<std::string, std::string>& query, Later& later) {
+  auto read = read_start(request, true, query);
+  if (auto* problem = std::get_if<HttpResponse>(&read)) return std::move(*problem);
+  auto& call = std::get<StartCall>(read);
+  auto wait = std::make_shared<RunWait>(later.executor, later.gate);
+  auto on_started = [this, id = call.id, timeout = call.timeout](RunWait& wait,
+                                                                 std::variant<StartOutcome, Error> started) {
+    if (const auto* failure = std::get_if<Error>(&started)) return wait.answer(from_error(*failure));
+    wait.rearm(timeout, timed_out(id, timeout));
+    auto on_ended = [out = started_json(id, std::get<StartOutcome>(started))](
+                        RunWait& wait, std::variant<json::value, Error> ended) { wait.answer(executed(out, ended)); };
+    try {
+      engine_.result_json_then(id, wait.then<json::value>(std::move(on_ended)));
+    } catch (const Error& failure) {
+      wait.answer(from_error(failure));
+    }
+  };
+  try {
+    engine_.start_json_then(call.workflow, call.id, std::move(call.input), call.options,
+                            wait->then<StartOutcome>(std::move(on_started)));
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+  wait->arm(options_.execute_timeout_max, timed_out(call.id, options_.execute_timeout_max), std::move(later.done));
+  return std::nullopt;
 }
 
 HttpResponse HttpApi::get_run(const std::string& id) {

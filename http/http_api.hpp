@@ -4,13 +4,27 @@
 // Streams are the one route that is not a single response: route() names the
 // stream and the server writes its chunks as they come.
 //
+// Two ways in. route() answers at once, blocking in the engine's calls (a
+// start waits for its record to be durable, an execute for the run's end).
+// route_async() answers the routes that wait on a run (waits() says which:
+// execute) later, without a thread: the engine's *_then calls answer on an
+// engine thread, the answer comes back to the caller's executor, and a timer
+// there gives the 504. Every other route it answers at once, as route().
+//
 // Bad input gets a 4xx with a JSON body {"error": <errc name or reason>,
 // "message": <what to do>}; nothing is recorded for a refused request.
-// Thread-safe: the server calls it from one thread per connection.
+// Thread-safe: the server calls route() from many threads at once, and
+// route_async() from each connection's strand. The engine must outlive the
+// HttpApi; route_async's answers use it from the caller's executor, so the
+// server stops that executor before the HttpApi goes.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -45,6 +59,12 @@ struct HttpApiOptions {
   std::chrono::milliseconds execute_timeout_max{std::chrono::minutes(5)};
 };
 
+// What a route gives: the response, or the stream to write.
+using Routed = std::variant<HttpResponse, StreamRequest>;
+using RouteDone = std::function<void(Routed)>;
+
+class ServerGate;
+
 class HttpApi {
  public:
   HttpApi(Engine& engine, HttpApiOptions options) : engine_(engine), options_(std::move(options)) {}
@@ -52,11 +72,46 @@ class HttpApi {
   // The response, or the stream to write.
   std::variant<HttpResponse, StreamRequest> route(const HttpRequest& request);
 
+  // How a route that waits on a run answers later (http/run_wait.hpp).
+  struct Later {
+    // The caller's strand: the deadline's timer runs here, and `done` is
+    // called here.
+    boost::asio::any_io_executor executor;
+    // Closed when the server stops: an engine answer that comes after it is
+    // dropped (http/server_gate.hpp).
+    std::shared_ptr<ServerGate> gate;
+    RouteDone done;
+  };
+  // Answers through later.done, once: before it returns, or later on
+  // later.executor (never, if the server stops first). Call it on
+  // later.executor. It blocks as route() does for every request but those
+  // waits() names, so a server calls it for those alone where it must not
+  // block, and route() for the rest where it may.
+  void route_async(const HttpRequest& request, Later later);
+  // Whether route_async answers this request without blocking a thread: a
+  // POST to /v1/runs/execute. From the method and the path alone, so a
+  // server can decide before routing; a path it does not recognise
+  // (percent-encoded, say) is routed right all the same, only blocking.
+  static bool waits(const HttpRequest& request);
+
   // The body of an error response.
   static HttpResponse error(unsigned status, const std::string& code, const std::string& message);
+  // The error response for an engine's Error: its errc's status and name.
+  static HttpResponse failure(const Error& error);
 
  private:
+  // A start's fields, read and checked (http_api.cpp).
+  struct StartCall;
+  // route() and route_async(): nothing when `later` took the request and
+  // will answer it.
+  std::optional<Routed> route_to(const HttpRequest& request, Later* later);
+  // A start's body and query, or the 4xx that refuses them.
+  std::variant<StartCall, HttpResponse> read_start(const HttpRequest& request, bool execute,
+                                                   const std::map<std::string, std::string>& query);
   HttpResponse start(const HttpRequest& request, bool execute, const std::map<std::string, std::string>& query);
+  // POST /v1/runs/execute through route_async: nothing when `later` took it.
+  std::optional<HttpResponse> execute_later(const HttpRequest& request,
+                                            const std::map<std::string, std::string>& query, Later& later);
   HttpResponse get_run(const std::string& id);
   HttpResponse list(const std::map<std::string, std::string>& query);
   HttpResponse signal(const std::string& id, const std::string& name, const HttpRequest& request);

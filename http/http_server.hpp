@@ -1,27 +1,37 @@
-// The HTTP server: Boost.Beast over blocking sockets, one thread accepting
-// and one thread per connection (at most kConnectionsMax; past it a
-// connection gets 503 and is closed). Each request goes to HttpApi; a
-// stream's chunks are written as they become durable (chunked NDJSON, or
-// server-sent events). Requests larger than the body limit get 413, bytes
-// that are not HTTP get 400; either closes that one connection.
+// The HTTP server: Boost.Beast's asynchronous model on a small pool of
+// threads (the machine's cores, at least kIoThreadsMin), one Connection
+// (http/connection.hpp) per client, at most kConnectionsMax at once (past it
+// a connection gets 503 and is closed). Requests are read one at a time per
+// connection, so keep-alive and pipelining work and pipelined requests are
+// answered in order. A request that waits on a run (an execute) holds no
+// thread while it waits; the routes that block in the engine run on a pool
+// of kBlockingThreads; a stream's chunks are written as they become durable
+// (chunked NDJSON, or server-sent events) from a timer, with no thread per
+// stream. Requests larger than the body limit get 413, headers past
+// kHeaderBytesMax 431, bytes that are not HTTP 400; each closes that one
+// connection. Every limit is in http/http_limits.hpp.
 //
-// Started by Engine::open when Config::http_listen is set (local mode), and
-// by `fusee server`. stop() closes the listener, ends every connection and
-// joins the threads; the engine stops it before its shards.
+// Started by Engine::open when Config::http_listen is set (local and remote
+// mode), and by `fusee server --http`. stop() closes the listener and ends
+// every connection at once, those waiting on a run or relaying a worker's
+// open stream included (their clients see the connection close); it waits
+// only for the blocking routes under way. An engine's answer that comes
+// after stop() or after the server is gone is dropped
+// (http/server_gate.hpp). The engine stops its server before its shards.
+//
+// Thread-safety: endpoint() from any thread; stop() from any thread but the
+// server's own (a route must not stop its server), and it may be called
+// more than once.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
-#include <memory>
-#include <mutex>
-#include <set>
-#include <string>
-#include <thread>
 #include <functional>
+#include <memory>
+#include <string>
 #include <variant>
 
 #include "http/http_api.hpp"
+#include "http/http_limits.hpp"
 
 namespace fusee::http {
 
@@ -34,19 +44,25 @@ struct Relay {
 };
 
 using HttpRoute = std::variant<HttpResponse, StreamRequest, Relay>;
+// Called on a server thread for every request; it must not block (it holds
+// one of the few threads serving every connection).
 using HttpRouter = std::function<HttpRoute(const HttpRequest&)>;
 
 class HttpServer {
  public:
-  static constexpr std::size_t kConnectionsMax = 1024;
+  static constexpr std::size_t kConnectionsMax = http::kConnectionsMax;
 
   // Listens on "host:port" (port 0: a free port; see endpoint()). Throws
   // fusee::Error (invalid_argument for a malformed address, storage when it
-  // cannot listen). Serves the engine's API (HttpApi).
-  HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max);
+  // cannot listen). Serves the engine's API (HttpApi). The engine must
+  // outlive the server.
+  // connections_max: below kConnectionsMax only in tests, to see the 503.
+  HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max,
+             std::size_t connections_max = kConnectionsMax);
   // Serves what `router` says; streams need an engine, so a router without
   // one answers or relays.
-  HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max);
+  HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max,
+             std::size_t connections_max = kConnectionsMax);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -57,19 +73,11 @@ class HttpServer {
 
  private:
   struct State;
-  void accept_loop();
-  void serve(int fd);
-
   void start(const std::string& listen);
-  void relay(int client_fd, const HttpRequest& request, unsigned version, const Relay& to);
 
   std::unique_ptr<HttpApi> api_;
-  Engine* engine_ = nullptr;
-  HttpRouter router_;
-  std::size_t body_bytes_max_;
   std::string endpoint_;
   std::unique_ptr<State> state_;
-  std::thread acceptor_thread_;
 };
 
 }  // namespace fusee::http

@@ -4,22 +4,20 @@
 // A real socket and a Beast client, so the bytes on the wire are checked.
 #include <doctest/doctest.h>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <fusee/fusee.hpp>
 #include <map>
 #include <string>
 
+#include "tests/support/http_client.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace fusee;
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace beast_http = beast::http;
+namespace beast_http = boost::beast::http;
 namespace json = boost::json;
-using tcp = net::ip::tcp;
+using fusee::testing::call;
+using fusee::testing::raw;
+using fusee::testing::Reply;
 using namespace std::chrono_literals;
 
 namespace {
@@ -28,60 +26,6 @@ const WorkflowRef<int, int> kOrder{"order"};
 const WorkflowRef<std::string, std::string> kEcho{"echo"};
 const WorkflowRef<int, int> kNap{"nap"};
 const Signal<int> kApproval{"approval"};
-
-struct Reply {
-  unsigned status = 0;
-  std::string body;
-  std::map<std::string, std::string> headers;
-  json::value json() const { return json::parse(body); }
-  std::string error() const { return std::string(json::parse(body).at("error").as_string()); }
-};
-
-tcp::endpoint endpoint_of(const std::string& text) {
-  auto colon = text.rfind(':');
-  return {net::ip::make_address(text.substr(0, colon)), static_cast<unsigned short>(std::stoi(text.substr(colon + 1)))};
-}
-
-Reply call(const std::string& endpoint, beast_http::verb verb, const std::string& target, const std::string& body = {},
-           std::map<std::string, std::string> headers = {}) {
-  net::io_context io;
-  tcp::socket socket(io);
-  socket.connect(endpoint_of(endpoint));
-  beast_http::request<beast_http::string_body> request{verb, target, 11};
-  request.set(beast_http::field::host, "localhost");
-  for (const auto& [name, value] : headers) request.set(name, value);
-  if (!body.empty()) {
-    request.set(beast_http::field::content_type, "application/json");
-    request.body() = body;
-  }
-  request.prepare_payload();
-  beast_http::write(socket, request);
-  beast::flat_buffer buffer;
-  beast_http::response<beast_http::string_body> response;
-  beast_http::read(socket, buffer, response);
-  Reply reply;
-  reply.status = response.result_int();
-  reply.body = response.body();
-  for (const auto& field : response) reply.headers[std::string(field.name_string())] = std::string(field.value());
-  return reply;
-}
-
-// Bytes that may not be HTTP; returns what came back before the close.
-std::string raw(const std::string& endpoint, const std::string& bytes) {
-  net::io_context io;
-  tcp::socket socket(io);
-  socket.connect(endpoint_of(endpoint));
-  net::write(socket, net::buffer(bytes));
-  std::string out;
-  boost::system::error_code error;
-  char buffer[4096];
-  for (;;) {
-    auto n = socket.read_some(net::buffer(buffer), error);
-    if (error) break;
-    out.append(buffer, n);
-  }
-  return out;
-}
 
 struct Served {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
@@ -368,6 +312,7 @@ TEST_SUITE("unit") {
     expect(wrong, 405, "method_not_allowed");
     CHECK(wrong.headers["Allow"] == "GET, POST");
     expect(call(at, beast_http::verb::post, "/v1/runs", std::string(2000, ' ')), 413, "too_large");
+    expect(call(at, beast_http::verb::get, "/healthz", {}, {{"X-Padding", std::string(20000, 'a')}}), 431, "too_large");
     auto garbage = raw(at, "\x16\x03\x01 this is not HTTP\r\n\r\n");
     CHECK(garbage.starts_with("HTTP/1.1 400"));
     CHECK(garbage.find("bad_request") != std::string::npos);
