@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+#include <random>
+
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
@@ -198,7 +201,8 @@ void HttpApi::route_async(const HttpRequest& request, Later later) {
 bool HttpApi::waits(const HttpRequest& request) {
   if (request.method != "POST") return false;
   auto parts = split_path(std::string_view(request.target).substr(0, request.target.find('?')));
-  return parts.size() == 3 && parts[0] == "v1" && parts[1] == "runs" && parts[2] == "execute";
+  if (parts.size() < 3 || parts[0] != "v1" || parts[1] != "runs") return false;
+  return (parts.size() == 3 && parts[2] == "execute") || (parts.size() == 5 && parts[3] == "updates");
 }
 
 std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later) {
@@ -249,6 +253,11 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
       if (method != "GET") return wrong_method("GET");
       return metrics();
     }
+    if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "awakeables" &&
+        (parts[3] == "complete" || parts[3] == "fail")) {
+      if (method != "POST") return wrong_method("POST");
+      return complete_awakeable(parts[2], request, parts[3] == "complete");
+    }
     if (parts.empty() || parts[0] != "v1" || parts.size() < 2 || parts[1] != "runs") {
       return error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", method, path));
     }
@@ -270,6 +279,11 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     if (parts.size() == 5 && parts[3] == "queries") {
       if (method != "POST") return wrong_method("POST");
       return answer_query(id, parts[4], request);
+    }
+    if (parts.size() == 5 && parts[3] == "updates") {
+      if (method != "POST") return wrong_method("POST");
+      if (later != nullptr) return update_later(id, parts[4], request, query, *later);
+      return update(id, parts[4], request, query);
     }
     if (parts.size() == 4 && parts[3] == "reset") {
       if (method != "POST") return wrong_method("POST");
@@ -441,6 +455,157 @@ std::optional<HttpResponse> HttpApi::execute_later(const HttpRequest& request,
   }
   wait->arm(options_.execute_timeout_max, timed_out(call.id, options_.execute_timeout_max), std::move(later.done));
   return std::nullopt;
+}
+
+// --- Updates and awakeables ---
+
+struct HttpApi::UpdateHttpCall {
+  UpdateCall call;
+  std::chrono::milliseconds timeout{0};
+};
+
+namespace {
+
+// An update id for a call that gave none: the answer names it, so the
+// caller can ask again after a timeout.
+std::string new_update_id() {
+  static std::mutex mu;
+  static std::mt19937_64 generator{std::random_device{}()};
+  std::lock_guard lock(mu);
+  return fmt::format("update-{:016x}{:016x}", generator(), generator());
+}
+
+json::object update_json(const UpdateCall& call) {
+  return json::object{{"id", call.run_id}, {"update", call.update}, {"update_id", call.update_id}};
+}
+
+// The code's answer: 200 with the result, or with its failure (the code's
+// reply_error, or a run that ended without answering); any other error
+// (refused, unknown) is the error response.
+HttpResponse update_answered(json::object out, const std::variant<json::value, Error>& answer) {
+  if (const auto* result = std::get_if<json::value>(&answer)) {
+    out["status"] = "completed";
+    out["result"] = *result;
+    return json_response(200, out);
+  }
+  const auto& failure = std::get<Error>(answer);
+  if (failure.error() != errc::failed) return HttpApi::failure(failure);
+  out["status"] = "failed";
+  out["error"] = json::object{{"code", errc_name(failure.error())}, {"message", failure.what()}};
+  return json_response(200, out);
+}
+
+HttpResponse update_timed_out(const UpdateCall& call, std::chrono::milliseconds timeout) {
+  return HttpApi::error(504, "timed_out",
+                        fmt::format("update '{}' of run '{}' was not answered within {} ms; it goes on: send it again "
+                                    "with \"update_id\": \"{}\" for its answer",
+                                    call.update, call.run_id, timeout.count(), call.update_id));
+}
+
+}  // namespace
+
+std::variant<HttpApi::UpdateHttpCall, HttpResponse> HttpApi::read_update(
+    const std::string& id, const std::string& name, const HttpRequest& request,
+    const std::map<std::string, std::string>& query) {
+  HttpResponse problem;
+  auto body = body_object(request, problem, {"arg", "update_id", "start"});
+  if (!body) return problem;
+  UpdateHttpCall read;
+  read.call.run_id = id;
+  read.call.update = name;
+  if (const auto* given = body->if_contains("arg")) read.call.arg = *given;
+  if (auto given = string_field(*body, "update_id", false, problem)) {
+    if (given->empty()) return error(400, "invalid_argument", "\"update_id\" must not be empty");
+    read.call.update_id = *given;
+  } else if (problem.status != 200) {
+    return problem;
+  } else {
+    read.call.update_id = new_update_id();
+  }
+  if (const auto* start = body->if_contains("start"); start != nullptr && !start->is_null()) {
+    if (!start->is_object()) return error(400, "invalid_argument", "\"start\" must be an object (POST /v1/runs's fields)");
+    if (start->as_object().contains("id")) {
+      return error(400, "invalid_argument", "\"start\" takes no \"id\": the run's id is the path's");
+    }
+    // The start's fields as POST /v1/runs reads them, with the path's id.
+    auto fields = start->as_object();
+    fields["id"] = id;
+    HttpRequest as_start = request;
+    as_start.body = json::serialize(fields);
+    auto started = read_start(as_start, false, {});
+    if (auto* refused = std::get_if<HttpResponse>(&started)) return std::move(*refused);
+    auto& call = std::get<StartCall>(started);
+    read.call.start = UpdateStart{std::move(call.workflow), std::move(call.input), call.options};
+  }
+  read.timeout = options_.execute_timeout_max;
+  if (auto given = query.find("timeout_ms"); given != query.end()) {
+    auto ms = number_text(given->second);
+    if (!ms || *ms == 0) return error(400, "invalid_argument", "timeout_ms must be a positive whole number");
+    read.timeout = std::min(read.timeout, std::chrono::milliseconds(*ms));
+  }
+  return read;
+}
+
+HttpResponse HttpApi::update(const std::string& id, const std::string& name, const HttpRequest& request,
+                             const std::map<std::string, std::string>& query) {
+  auto read = read_update(id, name, request, query);
+  if (auto* problem = std::get_if<HttpResponse>(&read)) return std::move(*problem);
+  auto& [call, timeout] = std::get<UpdateHttpCall>(read);
+  auto out = update_json(call);
+  try {
+    auto answer = engine_.update_json_async(call);
+    if (answer.wait_for(timeout) != std::future_status::ready) return update_timed_out(call, timeout);
+    std::variant<json::value, Error> answered = json::value();
+    try {
+      answered = answer.get();
+    } catch (const Error& failure) {
+      answered = failure;
+    }
+    return update_answered(std::move(out), answered);
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+}
+
+// The same answers as update(), without a thread.
+std::optional<HttpResponse> HttpApi::update_later(const std::string& id, const std::string& name,
+                                                  const HttpRequest& request,
+                                                  const std::map<std::string, std::string>& query, Later& later) {
+  auto read = read_update(id, name, request, query);
+  if (auto* problem = std::get_if<HttpResponse>(&read)) return std::move(*problem);
+  auto& [call, timeout] = std::get<UpdateHttpCall>(read);
+  auto wait = std::make_shared<RunWait>(later.executor, later.gate);
+  auto at_deadline = update_timed_out(call, timeout);
+  auto on_answer = [out = update_json(call)](RunWait& wait, std::variant<json::value, Error> answer) {
+    wait.answer(update_answered(out, answer));
+  };
+  try {
+    engine_.update_json_then(std::move(call), wait->then<json::value>(std::move(on_answer)));
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+  wait->arm(timeout, std::move(at_deadline), std::move(later.done));
+  return std::nullopt;
+}
+
+HttpResponse HttpApi::complete_awakeable(const std::string& token, const HttpRequest& request, bool succeeded) {
+  HttpResponse problem;
+  auto body = body_object(request, problem, {succeeded ? "value" : "message"});
+  if (!body) return problem;
+  json::value value = nullptr;
+  if (succeeded) {
+    if (const auto* given = body->if_contains("value")) value = *given;
+  } else {
+    auto message = string_field(*body, "message", true, problem);
+    if (!message) return problem;
+    value = json::value(*message);
+  }
+  try {
+    engine_.complete_awakeable_json(token, succeeded, std::move(value));
+  } catch (const Error& failure) {
+    return from_error(failure);
+  }
+  return json_response(200, json::object{{"token", token}, {"status", succeeded ? "completed" : "failed"}});
 }
 
 HttpResponse HttpApi::get_run(const std::string& id) {

@@ -89,7 +89,7 @@ class HttpApi {
   // block, and route() for the rest where it may.
   void route_async(const HttpRequest& request, Later later);
   // Whether route_async answers this request without blocking a thread: a
-  // POST to /v1/runs/execute. From the method and the path alone, so a
+  // POST to /v1/runs/execute or to /v1/runs/{id}/updates/{name}. From the method and the path alone, so a
   // server can decide before routing; a path it does not recognise
   // (percent-encoded, say) is routed right all the same, only blocking.
   static bool waits(const HttpRequest& request);
@@ -117,6 +117,20 @@ class HttpApi {
   HttpResponse signal(const std::string& id, const std::string& name, const HttpRequest& request);
   HttpResponse reset(const std::string& id, const HttpRequest& request);
   HttpResponse answer_query(const std::string& id, const std::string& name, const HttpRequest& request);
+  // POST /v1/runs/{id}/updates/{name}: read and checked; then answered
+  // waiting (update) or without a thread (update_later: nothing when
+  // `later` took it).
+  struct UpdateHttpCall;
+  std::variant<UpdateHttpCall, HttpResponse> read_update(const std::string& id, const std::string& name,
+                                                         const HttpRequest& request,
+                                                         const std::map<std::string, std::string>& query);
+  HttpResponse update(const std::string& id, const std::string& name, const HttpRequest& request,
+                      const std::map<std::string, std::string>& query);
+  std::optional<HttpResponse> update_later(const std::string& id, const std::string& name,
+                                           const HttpRequest& request,
+                                           const std::map<std::string, std::string>& query, Later& later);
+  // POST /v1/awakeables/{token}/complete or /fail.
+  HttpResponse complete_awakeable(const std::string& token, const HttpRequest& request, bool succeeded);
   // POST .../cancel, or .../terminate.
   HttpResponse cancel(const std::string& id, const HttpRequest& request, bool terminate);
   HttpResponse metrics();

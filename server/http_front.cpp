@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <vector>
 
+#include "engine/awakeable_token.hpp"
 #include "engine/run_hash.hpp"
 
 namespace fusee::server {
@@ -59,14 +60,24 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
       response.body = directory.metrics();
       return response;
     }
-    if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "runs") {
+    // An awakeable's completion goes to the holder of its run's shard: the
+    // token names the run.
+    std::optional<std::string> id;
+    if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "awakeables") {
+      auto token = engine::parse_token(parts[2]);
+      if (!token) {
+        return HttpApi::error(400, "invalid_argument",
+                              "not an awakeable token (tokens look like awk1.<hex>.<position>.<32 hex digits>)");
+      }
+      id = token->run_id;
+    } else if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "runs") {
       return HttpApi::error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", request.method,
                                                          request.target));
     }
     // Which run the call is about: in the path, or in a start's body.
-    std::optional<std::string> id;
-    if (parts.size() >= 3 && parts[2] != "execute") id = parts[2];
-    if (request.method == "POST" && (parts.size() == 2 || (parts.size() == 3 && parts[2] == "execute"))) {
+    if (!id && parts.size() >= 3 && parts[2] != "execute") id = parts[2];
+    if (request.method == "POST" && parts[1] == "runs" &&
+        (parts.size() == 2 || (parts.size() == 3 && parts[2] == "execute"))) {
       boost::system::error_code error;
       auto body = boost::json::parse(request.body, error);
       const auto* object = error ? nullptr : body.if_object();

@@ -218,6 +218,109 @@ TEST_SUITE("unit") {
     engine->shutdown();
   }
 
+  TEST_CASE("http: updates wait for the code's answer, by id; awakeables complete by token") {
+    Config config = memory_config();
+    config.clock = std::make_shared<ManualClock>();
+    config.http_listen = "127.0.0.1:0";
+    auto engine = Engine::open(config);
+    const WorkflowRef<int, int> cart{"cart"};
+    const Update<int, int> add{"add"};
+    engine->register_workflow(cart, [add](Ctx& ctx, int total) -> Task<int> {
+      ctx.on_update(add, [](const int& n) { return n > 0 ? "" : "add a positive number"; });
+      auto paid = ctx.awakeable<int>("paid");
+      ctx.on_query("token", [token = paid.token] { return token; });
+      for (;;) {
+        auto request = co_await ctx.next_update(add);
+        if (request.arg == 13) {
+          co_await ctx.reply_error(request, "13 is unlucky");
+          continue;
+        }
+        total += request.arg;
+        co_await ctx.reply(request, total);
+        if (request.arg == 100) break;
+      }
+      co_return total + co_await paid.future;
+    });
+    const auto at = engine->http_endpoint();
+    auto expect = [&](const Reply& reply, unsigned status, const std::string& error) {
+      CHECK(reply.status == status);
+      CHECK(reply.error() == error);
+    };
+    // Update-with-start, then by id: the same answer again.
+    auto first = call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add",
+                      R"({"arg":2,"update_id":"u-1","start":{"workflow":"cart","input":10}})");
+    CHECK(first.status == 200);
+    CHECK(first.json().at("status") == "completed");
+    CHECK(first.json().at("result") == 12);
+    CHECK(first.json().at("update_id") == "u-1");
+    auto again = call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":5,"update_id":"u-1"})");
+    CHECK(again.json().at("result") == 12);
+    // Without an id the engine names one.
+    auto named = call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":3})");
+    CHECK(named.json().at("result") == 15);
+    CHECK(named.json().at("update_id").as_string().starts_with("update-"));
+    auto unlucky = call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":13})");
+    CHECK(unlucky.status == 200);
+    CHECK(unlucky.json().at("status") == "failed");
+    CHECK(unlucky.json().at("error").at("message").as_string().find("13 is unlucky") != std::string::npos);
+    expect(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":0})"), 422, "rejected");
+    expect(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":"x"})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/remove", R"({"arg":1})"), 404, "not_found");
+    expect(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"value":1})"), 400, "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":1,"start":{"id":"x"}})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add?timeout_ms=0", R"({"arg":1})"), 400,
+           "invalid_argument");
+    expect(call(at, beast_http::verb::get, "/v1/runs/c-1/updates/add"), 405, "method_not_allowed");
+    expect(call(at, beast_http::verb::post, "/v1/runs/nobody/updates/add", R"({"arg":1})"), 404, "not_found");
+
+    // Awakeables: a token a caller got from a query.
+    auto token = call(at, beast_http::verb::post, "/v1/runs/c-1/queries/token").json().at("answer").as_string();
+    std::string path = "/v1/awakeables/" + std::string(token);
+    expect(call(at, beast_http::verb::post, "/v1/awakeables/nonsense/complete", R"({"value":1})"), 400,
+           "invalid_argument");
+    auto wrong = path;
+    wrong.back() = wrong.back() == '0' ? '1' : '0';
+    expect(call(at, beast_http::verb::post, wrong + "/complete", R"({"value":1})"), 404, "not_found");
+    expect(call(at, beast_http::verb::post, path + "/fail", R"({"value":1})"), 400, "invalid_argument");
+    auto completed = call(at, beast_http::verb::post, path + "/complete", R"({"value":1000})");
+    CHECK(completed.status == 200);
+    CHECK(completed.json().at("status") == "completed");
+    CHECK(call(at, beast_http::verb::post, path + "/complete", R"({"value":1000})").status == 200);  // a repeat
+    expect(call(at, beast_http::verb::post, path + "/complete", R"({"value":1})"), 409, "already_exists");
+    expect(call(at, beast_http::verb::post, path + "/fail", R"({"message":"no"})"), 409, "already_exists");
+    // An update that ends the run; its answer comes first.
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/c-1/updates/add", R"({"arg":100})").json().at("result") == 115);
+    CHECK(engine->result(cart, "c-1") == 1115);
+    expect(call(at, beast_http::verb::post, path + "/complete", R"({"value":1000})"), 404, "not_found");
+    engine->shutdown();
+  }
+
+  TEST_CASE("http: an update not answered in time gets 504 naming its id, and the same id answers later") {
+    Config config = memory_config();
+    config.http_listen = "127.0.0.1:0";
+    auto engine = Engine::open(config);
+    const WorkflowRef<int, int> slow{"slow"};
+    const Update<int, int> ask{"ask"};
+    engine->register_workflow(slow, [ask](Ctx& ctx, int) -> Task<int> {
+      ctx.on_update(ask);
+      (void)co_await ctx.wait_for(kApproval);  // takes no update before approval
+      auto request = co_await ctx.next_update(ask);
+      co_await ctx.reply(request, request.arg * 2);
+      co_return 0;
+    });
+    const auto at = engine->http_endpoint();
+    REQUIRE(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"slow","id":"w-1","input":0})").status == 201);
+    auto late = call(at, beast_http::verb::post, "/v1/runs/w-1/updates/ask?timeout_ms=50", R"({"arg":21,"update_id":"q"})");
+    CHECK(late.status == 504);
+    CHECK(late.error() == "timed_out");
+    CHECK(late.json().at("message").as_string().find("\"update_id\": \"q\"") != std::string::npos);
+    CHECK(call(at, beast_http::verb::post, "/v1/runs/w-1/signals/approval", R"({"value":1})").status == 202);
+    auto answered = call(at, beast_http::verb::post, "/v1/runs/w-1/updates/ask", R"({"arg":0,"update_id":"q"})");
+    CHECK(answered.json().at("result") == 42);
+    engine->shutdown();
+  }
+
   TEST_CASE("http: reset starts a new generation from a point of the journal") {
     Served served(memory_config());
     const auto& at = served.at;
