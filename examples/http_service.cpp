@@ -1,7 +1,8 @@
 // An application that serves the HTTP/JSON API (docs/http-api.md) from its
-// own engine: one workflow, "order", that quotes a price, reports progress
-// on a stream, waits for an approval signal and returns the total. Any
-// process can then start, signal, cancel and read orders with curl.
+// own engine: "order" quotes a price, reports progress on a stream, waits
+// for an approval signal and returns the total; "payment" takes tips as
+// updates until a payment provider completes its awakeable. Any process can
+// then start, signal, update, cancel and read them with curl.
 //
 // Usage: http_service DATA_DIR [HOST:PORT] (default 127.0.0.1:8080; port 0
 // picks a free one), or http_service --remote ADDR [HOST:PORT [SHARDS_MAX]]
@@ -21,6 +22,8 @@ using namespace fusee;
 
 const WorkflowRef<int, int> kOrder{"order"};
 const Signal<int> kApproval{"approval"};
+const WorkflowRef<int, int> kPayment{"payment"};
+const Update<int, int> kAddTip{"add_tip"};
 
 int main(int argc, char** argv) {
   const bool remote = argc > 1 && std::string_view(argv[1]) == "--remote";
@@ -48,6 +51,22 @@ int main(int argc, char** argv) {
     co_await ctx.stream("progress").write(total);
     co_return total;
   }, kApproval);  // the signals it takes, with their types: others are refused
+  engine->register_workflow(kPayment, [](Ctx& ctx, int amount) -> Task<int> {
+    // The token goes to the payment provider, which completes it with the
+    // amount it charged; meanwhile tips may be added, and answered.
+    auto charged = ctx.awakeable<int>("charged");
+    ctx.on_query("token", [token = charged.token] { return token; });
+    ctx.on_update(kAddTip, [](const int& tip) { return tip >= 0 ? "" : "a tip is not negative"; });
+    auto tip = ctx.next_update(kAddTip).start();
+    for (;;) {
+      if (co_await ctx.any(tip, charged.future) == 1) break;
+      auto request = co_await tip;
+      amount += request.arg;
+      co_await ctx.reply(request, amount);
+      tip = ctx.next_update(kAddTip).start();
+    }
+    co_return co_await charged.future;
+  });
   std::printf("listening on %s\n", engine->http_endpoint().c_str());
   std::fflush(stdout);
 

@@ -605,7 +605,7 @@ HttpResponse HttpApi::complete_awakeable(const std::string& token, const HttpReq
   } catch (const Error& failure) {
     return from_error(failure);
   }
-  return json_response(200, json::object{{"token", token}, {"status", succeeded ? "completed" : "failed"}});
+  return json_response(200, json::object{{"status", succeeded ? "completed" : "failed"}});
 }
 
 HttpResponse HttpApi::get_run(const std::string& id) {
