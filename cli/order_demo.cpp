@@ -448,10 +448,11 @@ int run_order_demo(const OrderDemoOptions& options) {
   const auto totals = ledger.totals();
   const auto elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   fmt::print("fusee demo: {} runs finished ({} shipped, {} rejected, {} expired), {} step runs ({} repeated after a "
-             "kill before they were durable), {} kills, {} chunks, {} signals, {} took the life-{} patch, {} "
-             "violations, {:.1f} s (seed {})\n",
+             "kill before they were durable), {} kills, {} chunks, {} signals, {} updates answered ({} took effect), "
+             "{} payments confirmed by the provider, {} took the life-{} patch, {} violations, {:.1f} s (seed {})\n",
              totals.finished, totals.shipped, totals.rejected, totals.expired, totals.step_runs, totals.step_reruns,
-             kills, totals.chunks, totals.signals, ledger.took_patch(), patch_life, violations.size(), elapsed_s, seed);
+             kills, totals.chunks, totals.signals, totals.updates, totals.updates_applied, totals.payments,
+             ledger.took_patch(), patch_life, violations.size(), elapsed_s, seed);
   return violations.empty() ? 0 : 1;
 }
 

@@ -8,11 +8,13 @@
 #include <coroutine>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -49,6 +51,9 @@ constexpr int kServiceLatencyMinMs = 2;
 constexpr int kServiceLatencyMaxMs = 15;
 // New orders arrive this far apart, so a life's work is spread over time.
 constexpr auto kStartGap = 10ms;
+// How often the payment provider tries a confirmation the engine refused
+// for now (busy) before it reports a failure.
+constexpr int kConfirmAttemptsMax = 50;
 
 // Writes report lines to the parent. Each line is one write(2) of less than
 // PIPE_BUF bytes: atomic on a pipe, so it survives a SIGKILL whole or not at
@@ -76,10 +81,31 @@ class Reporter {
 
 // The workflow's outside world: reports each step execution to the parent
 // (that line is the call to the service), and answers each call after a
-// latency of its own on one service thread. Thread-safe.
+// latency of its own on one service thread. The payment provider lives here
+// too: it confirms a charge by completing the run's awakeable, after a
+// latency, on the same thread, and the parent hands a confirmation not yet
+// acknowledged to the next life, which sends it again (a provider retrying
+// its webhook). Thread-safe.
 class OutsideWorld final : public OrderServices {
  public:
   explicit OutsideWorld(const Reporter& reporter) : reporter_(reporter), thread_([this] { serve(); }) {}
+
+  // The engine the payment provider completes awakeables on; nullptr waits
+  // for a completion under way to return, then stops them.
+  void set_engine(Engine* engine) {
+    std::unique_lock lock(engine_mutex_);
+    engine_ = engine;
+  }
+
+  void request_payment(const std::string& order_id, const std::string& token, const std::string& key) override {
+    reporter_.send(pay_line(order_id, token, key));
+    confirm_later(order_id, token, key, 0);
+  }
+
+  // A confirmation an earlier life did not see acknowledged.
+  void confirm_again(const std::string& order_id, const std::string& token, const std::string& key) {
+    confirm_later(order_id, token, key, 0);
+  }
   ~OutsideWorld() override {
     {
       std::lock_guard lock(mutex_);
@@ -96,18 +122,46 @@ class OutsideWorld final : public OrderServices {
   }
 
   void answer_later(const std::string& order_id, std::string_view step, std::coroutine_handle<> waiter) override {
+    at(latency_of(order_id + std::string(step)), [waiter] { waiter.resume(); });
+  }
+
+ private:
+  static std::chrono::milliseconds latency_of(const std::string& what) {
     std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a: a latency per order and step
-    for (unsigned char c : order_id + std::string(step)) hash = (hash ^ c) * 0x100000001b3ULL;
-    auto latency = std::chrono::milliseconds(kServiceLatencyMinMs +
-                                             static_cast<int>(hash % (kServiceLatencyMaxMs - kServiceLatencyMinMs + 1)));
+    for (unsigned char c : what) hash = (hash ^ c) * 0x100000001b3ULL;
+    return std::chrono::milliseconds(kServiceLatencyMinMs +
+                                     static_cast<int>(hash % (kServiceLatencyMaxMs - kServiceLatencyMinMs + 1)));
+  }
+
+  void at(std::chrono::milliseconds latency, std::function<void()> fn) {
     {
       std::lock_guard lock(mutex_);
-      due_.emplace(std::chrono::steady_clock::now() + latency, waiter);
+      due_.emplace(std::chrono::steady_clock::now() + latency, std::move(fn));
     }
     wake_.notify_all();
   }
 
- private:
+  void confirm_later(const std::string& order_id, const std::string& token, const std::string& key, int attempt) {
+    at(latency_of(order_id + "/payment"), [this, order_id, token, key, attempt] {
+      std::shared_lock lock(engine_mutex_);
+      if (engine_ == nullptr) return;  // the engine is closing: the next life sends it again
+      try {
+        engine_->complete_awakeable(token, key);
+        reporter_.send(paid_line(order_id, key));
+      } catch (const Error& error) {
+        // Finished already (an earlier confirmation took effect): nothing
+        // to confirm. Busy or a shard going: try again a little later.
+        if (error.error() == errc::not_found || error.error() == errc::shut_down) return;
+        if (attempt + 1 < kConfirmAttemptsMax) {
+          lock.unlock();
+          confirm_later(order_id, token, key, attempt + 1);
+        } else {
+          reporter_.send(failed_line(order_id, fmt::format("confirming its payment: {}", error.what())));
+        }
+      }
+    });
+  }
+
   void serve() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
@@ -120,10 +174,10 @@ class OutsideWorld final : public OrderServices {
         wake_.wait_until(lock, next->first);
         continue;
       }
-      auto waiter = next->second;
+      auto fn = std::move(next->second);
       due_.erase(next);
       lock.unlock();
-      waiter.resume();  // the step finishes; the engine takes it from here
+      fn();  // a step finishes (the engine takes it from here), or a payment is confirmed
       lock.lock();
     }
   }
@@ -131,14 +185,20 @@ class OutsideWorld final : public OrderServices {
   const Reporter& reporter_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::multimap<std::chrono::steady_clock::time_point, std::coroutine_handle<>> due_;  // guarded by mutex_
-  bool stopping_ = false;                                                              // guarded by mutex_
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> due_;  // guarded by mutex_
+  bool stopping_ = false;                                                            // guarded by mutex_
+  std::shared_mutex engine_mutex_;
+  Engine* engine_ = nullptr;  // guarded by engine_mutex_
   std::thread thread_;  // last: starts once the rest exists
 };
 
 // What the parent knew when this life began.
 struct KnownState {
-  std::set<std::string> started, signalled, finished;
+  std::set<std::string> started, signalled, finished, updated;
+  struct Payment {
+    std::string token, key;
+  };
+  std::map<std::string, Payment> unconfirmed;  // payments requested and not acknowledged
 };
 
 KnownState read_known_state(int fd) {
@@ -163,6 +223,18 @@ KnownState read_known_state(int fd) {
       if (verb == "started") known.started.insert(id);
       if (verb == "signalled") known.signalled.insert(id);
       if (verb == "finished") known.finished.insert(id);
+      if (verb == "updated") known.updated.insert(id);
+      if (verb == "pay") {
+        // "pay ID TOKEN KEY"
+        auto rest = std::string_view(id);
+        auto first = rest.find(' ');
+        auto second = first == std::string_view::npos ? first : rest.find(' ', first + 1);
+        if (second != std::string_view::npos) {
+          known.unconfirmed[std::string(rest.substr(0, first))] =
+              KnownState::Payment{std::string(rest.substr(first + 1, second - first - 1)),
+                                  std::string(rest.substr(second + 1))};
+        }
+      }
     }
     start = end + 1;
   }
@@ -179,6 +251,7 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   engine->register_workflow(kOrderWorkflow, [&world, patched](Ctx& ctx, Order order) {
     return order_workflow(ctx, std::move(order), world, patched);
   });
+  world.set_engine(engine.get());
   return engine;
 }
 
@@ -196,8 +269,9 @@ bool awaits_approval(const json::value& chunk) {
 // must outlive the watcher, whose destructor waits for every stream's end.
 class ProgressWatcher {
  public:
-  ProgressWatcher(Engine& engine, const Reporter& reporter, std::uint64_t seed, std::set<std::string> signalled)
-      : engine_(engine), reporter_(reporter), seed_(seed), signalled_(std::move(signalled)) {}
+  ProgressWatcher(Engine& engine, const Reporter& reporter, std::uint64_t seed, std::set<std::string> signalled,
+                  std::set<std::string> updated)
+      : engine_(engine), reporter_(reporter), seed_(seed), signalled_(std::move(signalled)), updated_(std::move(updated)) {}
 
   ~ProgressWatcher() {
     for (auto& thread : threads_) thread.join();
@@ -224,10 +298,16 @@ class ProgressWatcher {
     const auto id = order_id(index);
     const auto plan = make_plan(seed_, index);
     bool signal_sent = signalled_.contains(id);
+    bool update_sent = updated_.contains(id);
     try {
       auto reader = engine_.read_stream(id, std::string(kProgressStream), StreamFrom::earliest());
       while (auto chunk = reader.next()) {
         reporter_.send(chunk_line(id, chunk->offset, chunk->value));
+        if (awaits_approval(chunk->value) && !update_sent) {
+          // The desk's change of quantity first, then its decision.
+          if (auto extra = make_item_change(seed_, index)) send_update(id, *extra);
+          update_sent = true;
+        }
         if (awaits_approval(chunk->value) && plan != Plan::stay_silent && !signal_sent) {
           send_approval(id, index, plan);
           signal_sent = true;
@@ -242,6 +322,27 @@ class ProgressWatcher {
     } catch (const std::exception& error) {
       reporter_.send(failed_line(id, fmt::format("result: {}", error.what())));
     }
+  }
+
+  // Sent with the same update id in every life: a repeat after a kill that
+  // took the answer gets the same answer, and adds nothing again.
+  void send_update(const std::string& id, std::uint32_t extra) {
+    auto update_id = id + "/add_items";
+    json::object answer;
+    try {
+      answer = {{"status", "completed"}, {"items", engine_.update(id, kAddItemsUpdate, extra, update_id)}};
+    } catch (const Error& error) {
+      if (error.error() == errc::rejected) {
+        answer = {{"status", "rejected"}};
+      } else if (error.error() == errc::not_found) {
+        answer = {{"status", "not_found"}};  // the order finished while no life was there
+      } else if (error.error() == errc::failed) {
+        answer = {{"status", "failed"}};  // decided before the code took it
+      } else {
+        throw;
+      }
+    }
+    reporter_.send(updated_line(id, update_id, answer));
   }
 
   void send_approval(const std::string& id, std::uint32_t index, Plan plan) {
@@ -264,6 +365,7 @@ class ProgressWatcher {
   const Reporter& reporter_;
   const std::uint64_t seed_;
   const std::set<std::string> signalled_;
+  const std::set<std::string> updated_;
   std::mutex mutex_;
   std::condition_variable idle_;
   std::vector<std::thread> threads_;  // guarded by mutex_
@@ -318,7 +420,9 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   }
   auto known = read_known_state(STDIN_FILENO);
   {
-    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled);
+    // The payment provider sends again what it never saw acknowledged.
+    for (const auto& [id, payment] : known.unconfirmed) world.confirm_again(id, payment.token, payment.key);
+    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled, known.updated);
     // What earlier lives started and did not see finish: the engine replays
     // those runs; follow them from their first chunk.
     const auto allowed = std::min(options.allow, options.orders);
@@ -357,6 +461,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
     watcher.wait_until_idle();
   }
   try {
+    world.set_engine(nullptr);
     engine->shutdown();
     engine.reset();
     engine = open_engine(options, world);
@@ -365,6 +470,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
     return 3;
   }
   final_check(options, *engine, reporter);
+  world.set_engine(nullptr);
   engine->shutdown();
   reporter.send(complete_line());
   return 0;

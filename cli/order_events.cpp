@@ -59,6 +59,16 @@ std::string signalled_line(std::string_view id, std::string_view signal_id, cons
   return fmt::format("signalled {} {} {}\n", id, signal_id, json::serialize(value));
 }
 
+std::string pay_line(std::string_view id, std::string_view token, std::string_view key) {
+  return fmt::format("pay {} {} {}\n", id, token, one_line(key));
+}
+
+std::string paid_line(std::string_view id, std::string_view key) { return fmt::format("paid {} {}\n", id, one_line(key)); }
+
+std::string updated_line(std::string_view id, std::string_view update_id, const json::value& answer) {
+  return fmt::format("updated {} {} {}\n", id, update_id, json::serialize(answer));
+}
+
 std::string chunk_line(std::string_view id, std::uint64_t offset, const json::value& value) {
   return fmt::format("chunk {} {} {}\n", id, offset, json::serialize(value));
 }
@@ -109,6 +119,19 @@ std::optional<OrderEvent> parse_order_event(std::string_view line) {
     event.kind = Kind::signalled;
     event.text = std::string(fields.next());
     ok = !event.text.empty() && parse_json(fields.rest(), event.value);
+  } else if (verb == "pay") {
+    event.kind = Kind::pay;
+    event.token = std::string(fields.next());
+    event.text = std::string(fields.rest());
+    ok = !event.token.empty() && !event.text.empty();
+  } else if (verb == "paid") {
+    event.kind = Kind::paid;
+    event.text = std::string(fields.rest());
+    ok = !event.text.empty();
+  } else if (verb == "updated") {
+    event.kind = Kind::updated;
+    event.text = std::string(fields.next());
+    ok = !event.text.empty() && parse_json(fields.rest(), event.value) && event.value.is_object();
   } else if (verb == "chunk" || verb == "final-chunk") {
     event.kind = verb == "chunk" ? Kind::chunk : Kind::final_chunk;
     ok = parse_int(fields.next(), event.offset) && parse_json(fields.rest(), event.value);

@@ -9,6 +9,13 @@
 //                               AT_MS: system clock, ms since the epoch
 //   signalled ID SIGID VALUE    engine.signal returned (SIGID: the
 //                               deduplication id; VALUE: the JSON sent)
+//   pay ID TOKEN KEY            the charge step handed the payment provider
+//                               this awakeable token for the charge KEY
+//   paid ID KEY                 the provider's complete_awakeable(token, KEY)
+//                               returned (the completion is durable)
+//   updated ID UPDID ANSWER     engine.update (add_items, id UPDID) answered:
+//                               {"status":"completed","items":N}, or
+//                               {"status":"rejected"|"failed"|"not_found"}
 //   chunk ID OFFSET VALUE       a StreamReader delivered this chunk of the
 //                               run's "progress" stream
 //   result ID VALUE             engine.result_json returned this JSON
@@ -35,6 +42,9 @@ struct OrderEvent {
     started,
     ran,
     signalled,
+    pay,
+    paid,
+    updated,
     chunk,
     result,
     failed,
@@ -48,14 +58,18 @@ struct OrderEvent {
   std::string id;
   std::string step;       // ran
   std::int64_t at_ms = 0; // ran
-  std::string text;       // ran: key; signalled: signal id; failed: message; run: status
+  std::string text;       // ran, paid: key; signalled, updated: signal or update id; failed: message; run: status
+  std::string token;      // pay: the awakeable token (text: the key)
   std::uint64_t offset = 0;
-  boost::json::value value;  // signalled, chunk, result, final-chunk, final-result
+  boost::json::value value;  // signalled, updated, chunk, result, final-chunk, final-result
 };
 
 std::string started_line(std::string_view id);
 std::string ran_line(std::string_view id, std::string_view step, std::int64_t at_ms, std::string_view key);
 std::string signalled_line(std::string_view id, std::string_view signal_id, const boost::json::value& value);
+std::string pay_line(std::string_view id, std::string_view token, std::string_view key);
+std::string paid_line(std::string_view id, std::string_view key);
+std::string updated_line(std::string_view id, std::string_view update_id, const boost::json::value& answer);
 std::string chunk_line(std::string_view id, std::uint64_t offset, const boost::json::value& value);
 std::string result_line(std::string_view id, const boost::json::value& value);
 std::string failed_line(std::string_view id, std::string_view message);

@@ -42,6 +42,7 @@ OrderLedger::OrderLedger(std::uint64_t seed, std::uint32_t orders, std::chrono::
   for (std::uint32_t index = 0; index < orders; ++index) {
     runs_[index].order = make_order(seed, index);
     runs_[index].plan = make_plan(seed, index);
+    runs_[index].item_change = make_item_change(seed, index);
     index_.emplace(runs_[index].order.id, index);
   }
 }
@@ -110,6 +111,52 @@ bool OrderLedger::feed(int life, std::string_view line, std::int64_t received_ms
         violation(fmt::format("{}: life {} sent the approval {}, not the planned one", run->order.id, life,
                               shorten(event->value)));
       }
+      return fresh;
+    }
+    case Kind::pay:
+      if (run->payment_token.empty()) {
+        run->payment_token = event->token;
+        run->payment_key = event->text;
+        return true;
+      }
+      if (run->payment_token != event->token || run->payment_key != event->text) {
+        violation(fmt::format("{}: life {} handed the payment provider token {} for {}, after {} for {}: a charge "
+                              "repeated with another token",
+                              run->order.id, life, event->token, event->text, run->payment_token, run->payment_key));
+      }
+      return false;
+    case Kind::paid:
+      if (event->text != run->payment_key) {
+        violation(fmt::format("{}: life {} confirmed the payment {}, but the charge asked for {}", run->order.id, life,
+                              event->text, run->payment_key));
+      }
+      if (run->paid_life) return false;
+      run->paid_life = life;
+      return true;
+    case Kind::updated: {
+      const auto& answer = event->value.as_object();
+      const auto* status = answer.if_contains("status");
+      if (!run->item_change) {
+        violation(fmt::format("{}: life {} sent add_items to an order the desk changes nothing of", run->order.id, life));
+      } else if (status == nullptr || !status->is_string()) {
+        violation(fmt::format("{}: life {} reported the update answer {}", run->order.id, life, shorten(event->value)));
+      } else if (status->get_string() == "completed") {
+        auto want = run->order.items + *run->item_change;
+        const auto* items = answer.if_contains("items");
+        if (!item_change_refusal(*run->item_change).empty()) {
+          violation(fmt::format("{}: life {}: add_items {} was accepted, but its validator refuses it", run->order.id,
+                                life, *run->item_change));
+        } else if (items == nullptr || !items->is_number() || items->to_number<std::uint32_t>() != want) {
+          violation(fmt::format("{}: life {}: add_items answered {}, not {} items (it took effect more than once, or "
+                                "not on the order's count)",
+                                run->order.id, life, shorten(event->value), want));
+        }
+      } else if (status->get_string() != "rejected" && status->get_string() != "not_found" &&
+                 status->get_string() != "failed") {
+        violation(fmt::format("{}: life {} reported the update answer {}", run->order.id, life, shorten(event->value)));
+      }
+      bool fresh = run->update_answers.empty();
+      run->update_answers.push_back(event->value);
       return fresh;
     }
     case Kind::chunk:
@@ -186,6 +233,10 @@ std::string OrderLedger::child_state() const {
     if (run.started_life) state += fmt::format("started {}\n", run.order.id);
     if (run.signal_life) state += fmt::format("signalled {}\n", run.order.id);
     if (run.result) state += fmt::format("finished {}\n", run.order.id);
+    if (!run.update_answers.empty()) state += fmt::format("updated {}\n", run.order.id);
+    if (!run.payment_token.empty() && !run.paid_life && !run.result) {
+      state += fmt::format("pay {} {} {}\n", run.order.id, run.payment_token, run.payment_key);
+    }
   }
   return state;
 }
@@ -200,6 +251,12 @@ OrderLedger::Totals OrderLedger::totals() const {
   for (const auto& run : runs_) {
     if (run.started_life) ++totals.starts;
     if (run.signal_life) ++totals.signals;
+    if (!run.update_answers.empty()) ++totals.updates;
+    if (std::any_of(run.update_answers.begin(), run.update_answers.end(), [](const json::value& answer) {
+          return answer.at("status") == "completed";
+        }))
+      ++totals.updates_applied;
+    if (run.paid_life) ++totals.payments;
     totals.chunks += run.chunks.size();
     for (const auto& [step, executions] : run.steps) {
       totals.step_runs += executions.size();
@@ -374,7 +431,28 @@ void OrderLedger::check_final(const RunRecord& run, std::vector<std::string>& ou
 
   auto charge = run.steps.find(kChargeStep);
   const std::string payment_key = charge == run.steps.end() ? receipt.payment : charge->second.front().key;
-  auto want = json::value_from(expected_receipt(run.order, *outcome, payment_key));
+  if (run.paid_life && receipt.payment != run.payment_key) {
+    out.push_back(fmt::format("{}: its payment {} was confirmed in life {}, but the receipt says {}", id,
+                              run.payment_key, *run.paid_life, receipt.payment));
+  }
+  // The items: an add_items the engine answered completed took effect once;
+  // one it refused, not at all; one never answered, once or not at all.
+  std::uint32_t items = run.order.items;
+  if (run.item_change) {
+    bool completed = false, refused = false;
+    for (const auto& answer : run.update_answers) {
+      (answer.at("status") == "completed" ? completed : refused) = true;
+    }
+    const auto changed = run.order.items + *run.item_change;
+    if (!item_change_refusal(*run.item_change).empty()) {
+      items = run.order.items;
+    } else if (completed) {
+      items = changed;
+    } else if (!refused && receipt.items == changed) {
+      items = changed;  // answered to no life (a kill took it), but accepted
+    }
+  }
+  auto want = json::value_from(expected_receipt(run.order, *outcome, payment_key, items));
   if (want != *run.final_result) {
     out.push_back(fmt::format("{}: the result is {}, expected {}", id, shorten(*run.final_result), shorten(want)));
   }

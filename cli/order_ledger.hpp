@@ -17,8 +17,16 @@
 //    durable), or the run's result was reported. No step ran twice in a life;
 //    every run of a step used the same idempotency key;
 //  - every run finished with the receipt and the progress stream that its
-//    order, its approval outcome and its charge key determine, and no result
-//    ever changed between lives;
+//    order, its approval outcome, its charge key and its item change
+//    determine, and no result ever changed between lives;
+//  - every acknowledged update took effect exactly once: an add_items the
+//    engine answered completed shows in the receipt's items once (never
+//    twice, whatever was sent again), one it refused not at all, and every
+//    completed answer names the same count; a refused count is always
+//    refused;
+//  - the payment provider was handed one token per order, whatever the
+//    charge step's repeats, and an acknowledged confirmation took effect:
+//    the order finished with that payment.
 //  - no wait timed out before its timeout could have passed;
 //  - the second phase's patch never flips: an order whose journal the first
 //    code wrote past the patch point (a life before the patch delivered its
@@ -88,6 +96,9 @@ class OrderLedger {
     std::uint64_t chunk_deliveries = 0; // chunk deliveries before the final check (re-reads included)
     std::uint64_t signals = 0;          // distinct signals acknowledged
     std::uint64_t starts = 0;           // distinct starts acknowledged
+    std::uint64_t updates = 0;          // orders whose add_items was answered
+    std::uint64_t updates_applied = 0;  // ... completed (it took effect)
+    std::uint64_t payments = 0;         // payment confirmations acknowledged (orders)
   };
   Totals totals() const;
   // Lives from this one on run the patched code (fusee demo's second phase).
@@ -113,6 +124,11 @@ class OrderLedger {
     std::map<std::string, std::vector<StepRun>, std::less<>> steps;
     std::optional<int> signal_life;
     std::int64_t signal_received_ms = 0;
+    std::optional<std::uint32_t> item_change;     // what the desk adds, if anything
+    std::vector<boost::json::value> update_answers;
+    std::string payment_token;  // the first one handed to the provider
+    std::string payment_key;
+    std::optional<int> paid_life;
     std::vector<Delivery> chunks;  // by offset
     int reading_life = -1;         // the life whose reader the next offset belongs to
     std::uint64_t next_offset = 0;

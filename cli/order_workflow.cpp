@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
 #include <utility>
 
 namespace fusee::cli {
@@ -60,14 +61,15 @@ void tag_invoke(const json::value_from_tag&, json::value& value, const Receipt& 
                        {"total_cents", receipt.total_cents},
                        {"payment", receipt.payment},
                        {"outcome", receipt.outcome},
-                       {"tracking", receipt.tracking}};
+                       {"tracking", receipt.tracking},
+                       {"items", receipt.items}};
 }
 
 Receipt tag_invoke(const json::value_to_tag<Receipt>&, const json::value& value) {
   const auto& object = value.as_object();
   return Receipt{json::value_to<std::string>(object.at("order")), json::value_to<std::int64_t>(object.at("total_cents")),
                  json::value_to<std::string>(object.at("payment")), json::value_to<std::string>(object.at("outcome")),
-                 json::value_to<std::string>(object.at("tracking"))};
+                 json::value_to<std::string>(object.at("tracking")), json::value_to<std::uint32_t>(object.at("items"))};
 }
 
 const char* plan_name(Plan plan) noexcept {
@@ -122,6 +124,20 @@ Approval make_approval(Plan plan, std::uint32_t index) {
   return Approval{plan == Plan::approve, fmt::format("desk-{}", index % 3)};
 }
 
+std::optional<std::uint32_t> make_item_change(std::uint64_t seed, std::uint32_t index) {
+  // Three in ten orders get 1 to 3 more items, one in ten a count the
+  // validator refuses, the rest none.
+  auto draw = order_hash(seed, index, 3);
+  if (draw % 10 < 3) return static_cast<std::uint32_t>(1 + (draw >> 8) % kAddItemsMax);
+  if (draw % 10 == 3) return kAddItemsMax + 2;
+  return std::nullopt;
+}
+
+std::string item_change_refusal(std::uint32_t extra) {
+  if (extra >= 1 && extra <= kAddItemsMax) return {};
+  return fmt::format("add 1 to {} items at a time", kAddItemsMax);
+}
+
 std::int64_t quote_total_cents(const Order& order) {
   auto total = static_cast<std::int64_t>(order.items) * order.unit_cents;
   if (order.items >= 5) total -= total / 10;  // volume discount
@@ -135,9 +151,9 @@ std::string tracking_number(const std::string& order_id) {
   return fmt::format("TRK{:012X}", hash & 0xffffffffffffULL);
 }
 
-Receipt expected_receipt(const Order& order, Outcome outcome, const std::string& payment_key) {
+Receipt expected_receipt(const Order& order, Outcome outcome, const std::string& payment_key, std::uint32_t items) {
   return Receipt{order.id, quote_total_cents(order), payment_key, outcome_name(outcome),
-                 outcome == Outcome::shipped ? tracking_number(order.id) : std::string()};
+                 outcome == Outcome::shipped ? tracking_number(order.id) : std::string(), items};
 }
 
 std::vector<json::value> expected_progress(const Order& order, Outcome outcome, const std::string& payment_key) {
@@ -186,13 +202,20 @@ Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services, boo
   co_await progress.write(quoted_chunk(total_cents));
 
   // The payment service deduplicates charges by this key, so a charge
-  // repeated after a crash (before its result was durable) bills once.
-  const auto charge = [id = order.id, &services](StepContext& step) -> Task<std::string> {
+  // repeated after a crash (before its result was durable) bills once. It
+  // confirms the payment later, from outside, by completing the awakeable
+  // with the key: its token is journaled before the charge runs, so a
+  // repeated charge hands over the same token.
+  Awakeable<std::string> paid = ctx.awakeable<std::string>(std::string(kPaymentAwakeable));
+  const auto charge = [id = order.id, token = paid.token, &services](StepContext& step) -> Task<std::string> {
     services.step_running(id, kChargeStep, step);
+    services.request_payment(id, token, step.key());
     co_await ServiceCall(services, id, kChargeStep);
     co_return step.key();
   };
-  const std::string payment = co_await ctx.step(std::string(kChargeStep), charge);
+  const std::string key = co_await ctx.step(std::string(kChargeStep), charge);
+  const std::string payment = co_await paid.future;
+  if (payment != key) throw std::runtime_error("the payment provider confirmed another charge: " + payment);
   co_await progress.write(charged_chunk(payment));
 
   // The second phase's change. It writes no chunk and changes no result, so
@@ -208,7 +231,23 @@ Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services, boo
   }
 
   co_await progress.write(awaiting_chunk());
-  const std::optional<Approval> approval = co_await ctx.wait_for(kApprovalSignal).timeout(kApprovalTimeout);
+  // While the order awaits its approval, items may be added; the answer is
+  // the new count. After the decision the validator refuses.
+  std::uint32_t items = order.items;
+  bool decided = false;
+  ctx.on_update(kAddItemsUpdate, [&decided](const std::uint32_t& extra) {
+    return decided ? std::string("the order is decided") : item_change_refusal(extra);
+  });
+  Future<std::optional<Approval>> decision = ctx.wait_for(kApprovalSignal).timeout(kApprovalTimeout).start();
+  Future<UpdateRequest<std::uint32_t, std::uint32_t>> change = ctx.next_update(kAddItemsUpdate).start();
+  while (co_await ctx.any(decision, change) == 1) {
+    auto request = co_await change;
+    items += request.arg;
+    co_await ctx.reply(request, items);
+    change = ctx.next_update(kAddItemsUpdate).start();
+  }
+  decided = true;
+  const std::optional<Approval> approval = co_await decision;
   const Outcome outcome = !approval ? Outcome::expired : approval->approved ? Outcome::shipped : Outcome::rejected;
   co_await progress.write(decided_chunk(outcome));
 
@@ -223,7 +262,7 @@ Task<Receipt> order_workflow(Ctx& ctx, Order order, OrderServices& services, boo
     co_await progress.write(shipped_chunk(tracking));
   }
   co_await progress.close();
-  co_return Receipt{order.id, total_cents, payment, outcome_name(outcome), tracking};
+  co_return Receipt{order.id, total_cents, payment, outcome_name(outcome), tracking, items};
 }
 
 }  // namespace fusee::cli

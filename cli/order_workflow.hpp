@@ -1,6 +1,9 @@
 // The demo's application: an `order` workflow. It quotes a price, charges
-// the customer (keyed by the step's idempotency key), publishes its progress
-// on the stream "progress", waits for a human approval signal with a timeout,
+// the customer (keyed by the step's idempotency key) through a payment
+// provider that confirms the payment later by completing the run's
+// awakeable, publishes its progress on the stream "progress", waits for a
+// human approval signal with a timeout -- taking "add_items" updates
+// (validated: 1 to 3 items, and only before the decision) meanwhile --,
 // ships only an approved order, and returns a Receipt.
 //
 // Everything here is deterministic: the orders and what the approval desk
@@ -45,6 +48,7 @@ struct Receipt {
   std::string payment;   // the charge step's idempotency key
   std::string outcome;   // outcome_name(): shipped, rejected or expired
   std::string tracking;  // only when shipped
+  std::uint32_t items = 0;  // to ship: the order's, plus every accepted add_items
 };
 
 void tag_invoke(const boost::json::value_from_tag&, boost::json::value& json, const Order& order);
@@ -56,6 +60,11 @@ Receipt tag_invoke(const boost::json::value_to_tag<Receipt>&, const boost::json:
 
 inline const WorkflowRef<Order, Receipt> kOrderWorkflow{"order"};
 inline const Signal<Approval> kApprovalSignal{"approval"};
+// Adds items to an order awaiting its approval; answers the new count.
+inline const Update<std::uint32_t, std::uint32_t> kAddItemsUpdate{"add_items"};
+inline constexpr std::uint32_t kAddItemsMax = 3;
+// The payment provider's confirmation: completed with the charge's key.
+inline constexpr std::string_view kPaymentAwakeable = "payment";
 inline constexpr std::string_view kProgressStream = "progress";
 // How long an order waits for its approval. A few seconds, so that a wait
 // spans several of the demo's lives and the demo still ends in seconds.
@@ -88,6 +97,11 @@ Order make_order(std::uint64_t seed, std::uint32_t index);
 Plan make_plan(std::uint64_t seed, std::uint32_t index);
 // The approval the desk sends for a plan (approve or reject).
 Approval make_approval(Plan plan, std::uint32_t index);
+// The items the desk adds while an order awaits approval, if any: 1 to
+// kAddItemsMax, or (for some orders) a count the validator refuses.
+std::optional<std::uint32_t> make_item_change(std::uint64_t seed, std::uint32_t index);
+// Why the validator refuses adding `extra` items; empty when it accepts.
+std::string item_change_refusal(std::uint32_t extra);
 
 // What the quote step computes.
 std::int64_t quote_total_cents(const Order& order);
@@ -95,7 +109,7 @@ std::int64_t quote_total_cents(const Order& order);
 std::string tracking_number(const std::string& order_id);
 
 // The receipt and the progress stream an order must end with.
-Receipt expected_receipt(const Order& order, Outcome outcome, const std::string& payment_key);
+Receipt expected_receipt(const Order& order, Outcome outcome, const std::string& payment_key, std::uint32_t items);
 std::vector<boost::json::value> expected_progress(const Order& order, Outcome outcome, const std::string& payment_key);
 // The steps whose results a progress chunk follows in the journal: its
 // delivery proves them durable. Empty for a chunk this workflow never writes.
@@ -112,6 +126,10 @@ class OrderServices {
   // The service called by `step` answers later: resumes `waiter` then, on
   // any thread but the caller's.
   virtual void answer_later(const std::string& order_id, std::string_view step, std::coroutine_handle<> waiter) = 0;
+  // The charge step hands the payment provider the run's awakeable token;
+  // the provider completes it with the charge's key later, from outside
+  // the run (and again, after a crash, until acknowledged).
+  virtual void request_payment(const std::string& order_id, const std::string& token, const std::string& key) = 0;
 };
 
 // co_await ServiceCall(...) in a coroutine step: waits for the service's
