@@ -18,6 +18,10 @@
 //    one after another. Reported: connections refused or cut (aim: none),
 //    how long opening all of them and starting their runs took, and each
 //    answer's latency from its run's signal.
+//  - waiting_updates_1024: the same with updates: each connection sends an
+//    update-with-start (POST /v1/runs/{id}/updates/ask with "start"), whose
+//    run accepts it at once and answers it only after its signal, so 1,024
+//    updates wait for their answers at once.
 //
 // wrk runs on the same cores as the server. Each round's CPU time is read
 // for wrk (RUSAGE_CHILDREN) and for this process (RUSAGE_SELF) and reported
@@ -87,6 +91,7 @@ using fusee::bench::spread_of;
 constexpr std::string_view kCaseExecute64 = "execute_64";
 constexpr std::string_view kCaseExecute1024 = "execute_1024";
 constexpr std::string_view kCaseWaiting1024 = "waiting_1024";
+constexpr std::string_view kCaseWaitingUpdates1024 = "waiting_updates_1024";
 constexpr std::uint32_t kWaitingConnections = 1024;
 
 // The aim the server is built for (issue 21). Reported, not checked.
@@ -98,6 +103,9 @@ constexpr double kWrkCpuShareNote = 0.33;
 const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kOneStep{"bench.one_step"};
 const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kHeld{"bench.held"};
 const fusee::Signal<std::uint32_t> kGo{"go"};
+// Declares "ask", holds until kGo, then answers the update it was started with.
+const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kHeldUpdate{"bench.held_update"};
+const fusee::Update<std::uint32_t, std::uint32_t> kAsk{"ask"};
 
 struct RoundRule {
   double min_seconds = 1.0;
@@ -108,7 +116,7 @@ struct RoundRule {
 struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseExecute64), std::string(kCaseExecute1024),
-                                    std::string(kCaseWaiting1024)};
+                                    std::string(kCaseWaiting1024), std::string(kCaseWaitingUpdates1024)};
   std::string wrk = "wrk";
   std::uint32_t wrk_threads = 2;
   std::uint32_t round_seconds = 2;
@@ -140,6 +148,16 @@ std::unique_ptr<fusee::Engine> open_engine(const Options& options, const std::st
     co_await ctx.step("arrived", [arrived, input] { (*arrived)(input); });
     auto go = co_await ctx.wait_for(kGo);
     co_return input + go.value_or(0);
+  });
+  engine->register_workflow(kHeldUpdate, [arrived](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
+    ctx.on_update(kAsk);
+    // The update came with the start (accepted in the same turn of the
+    // shard), so it waits for its answer from here on.
+    co_await ctx.step("arrived", [arrived, input] { (*arrived)(input); });
+    auto go = co_await ctx.wait_for(kGo);
+    auto request = co_await ctx.next_update(kAsk);
+    co_await ctx.reply(request, request.arg + go.value_or(0));
+    co_return input;
   });
   return engine;
 }
@@ -370,8 +388,9 @@ ExecuteResult run_execute_case(const Options& options, const std::string& name, 
 
 class HeldCalls {
  public:
-  HeldCalls(fusee::Engine& engine, std::string endpoint, std::uint32_t connections)
-      : engine_(engine), endpoint_(std::move(endpoint)), connections_(connections), started_(connections),
+  // updates: each call is an update-with-start rather than an execute.
+  HeldCalls(fusee::Engine& engine, std::string endpoint, std::uint32_t connections, bool updates)
+      : engine_(engine), endpoint_(std::move(endpoint)), connections_(connections), updates_(updates), started_(connections),
         signalled_ns_(connections), answered_ns_(connections, -1) {}
 
   // From a held run's first step, on a shard's thread.
@@ -401,10 +420,13 @@ class HeldCalls {
     for (std::uint32_t n = 0; n < connections_; ++n) {
       auto& caller = *callers.emplace_back(std::make_unique<Caller>(io));
       caller.id = fmt::format("held-{}-{}", round_number, n);
-      auto body = fmt::format(R"({{"workflow":"{}","id":"{}","input":{}}})", kHeld.name, caller.id, n);
+      auto body = updates_ ? fmt::format(R"({{"arg":{},"update_id":"{}","start":{{"workflow":"{}","input":{}}}}})", n,
+                                         caller.id, kHeldUpdate.name, n)
+                           : fmt::format(R"({{"workflow":"{}","id":"{}","input":{}}})", kHeld.name, caller.id, n);
+      auto path = updates_ ? fmt::format("/v1/runs/{}/updates/{}", caller.id, kAsk.name) : std::string("/v1/runs/execute");
       caller.bytes = fmt::format(
-          "POST /v1/runs/execute HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
-          body.size(), body);
+          "POST {} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+          path, body.size(), body);
       start(caller, n, where);
     }
     std::thread client([&io] { io.run(); });
@@ -503,6 +525,7 @@ class HeldCalls {
   fusee::Engine& engine_;
   std::string endpoint_;
   std::uint32_t connections_;
+  bool updates_;
   // Written by the shard threads (started_) and the main thread
   // (signalled_ns_), read by the client's thread after the socket says the
   // answer came, which the engine orders after the signal.
@@ -549,7 +572,7 @@ struct WaitingResult {
   }
 };
 
-WaitingResult run_waiting_case(const Options& options, const std::string& name, const std::string& dir) {
+WaitingResult run_waiting_case(const Options& options, const std::string& name, const std::string& dir, bool updates) {
   WaitingResult result;
   result.name = name;
   result.connections = kWaitingConnections;
@@ -561,7 +584,7 @@ WaitingResult run_waiting_case(const Options& options, const std::string& name, 
   const std::function<void(std::uint32_t)> arrived = [&calls_ptr](std::uint32_t index) { calls_ptr->arrived(index); };
   auto engine = open_engine(options, dir + "/engine", &arrived);
   result.shards = engine->shard_count();
-  HeldCalls calls(*engine, engine->http_endpoint(), kWaitingConnections);
+  HeldCalls calls(*engine, engine->http_endpoint(), kWaitingConnections, updates);
   calls_ptr = &calls;
   (void)calls.run(0);  // untimed warm-up
   double timed = 0;
@@ -778,7 +801,12 @@ int run(const Options& options) {
       executes.push_back(run_execute_case(options, std::string(name), data_dir(name), script, connections));
     }
     if (options.wants(kCaseWaiting1024)) {
-      waiting.push_back(run_waiting_case(options, std::string(kCaseWaiting1024), data_dir(kCaseWaiting1024)));
+      waiting.push_back(
+          run_waiting_case(options, std::string(kCaseWaiting1024), data_dir(kCaseWaiting1024), /*updates=*/false));
+    }
+    if (options.wants(kCaseWaitingUpdates1024)) {
+      waiting.push_back(run_waiting_case(options, std::string(kCaseWaitingUpdates1024),
+                                         data_dir(kCaseWaitingUpdates1024), /*updates=*/true));
     }
   } catch (const std::exception& failure) {
     fmt::print(stderr, "http_bench: {}\n", failure.what());
@@ -818,10 +846,11 @@ int main(int argc, char** argv) {
                "disk's raw flush."};
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
-  app.add_option("--cases", options.cases, "cases to run, comma-separated: execute_64, execute_1024, waiting_1024")
+  app.add_option("--cases", options.cases, "cases to run, comma-separated: execute_64, execute_1024, waiting_1024, waiting_updates_1024")
       ->delimiter(',')
       ->check(CLI::IsMember(
-          {std::string(kCaseExecute64), std::string(kCaseExecute1024), std::string(kCaseWaiting1024)}))
+          {std::string(kCaseExecute64), std::string(kCaseExecute1024), std::string(kCaseWaiting1024),
+           std::string(kCaseWaitingUpdates1024)}))
       ->capture_default_str();
   app.add_option("--wrk", options.wrk, "the wrk program")->capture_default_str();
   app.add_option("--wrk-threads", options.wrk_threads, "wrk's threads")
