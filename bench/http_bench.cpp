@@ -651,7 +651,7 @@ void print_execute_table(const std::vector<ExecuteResult>& results) {
 
 void print_waiting_table(const std::vector<WaitingResult>& results) {
   if (results.empty()) return;
-  fmt::print("\nconnections each holding an execute open on a run that waits for a signal, then signalled "
+  fmt::print("\nconnections each holding an execute (waiting_1024) or an update-with-start (waiting_updates_1024) open on a run that waits for a signal, then signalled "
              "(latency in us, from a run's signal to its execute's answer)\n");
   fmt::print("{:<13} {:>6} {:>6} {:>6} {:>9} {:>8} {:>5} {:>10} {:>9} {:>9} {:>8} {:>8}\n", "case", "conns",
              "shards", "rounds", "answered", "refused", "cut", "open s", "p50", "p99", "raw p50", "raw p99");
