@@ -8,6 +8,7 @@
 # the uninterrupted run; a third run that only reads the result. parallel:
 # confirmed in time, silent until its timeout, and cancelled. versioning: an
 # order from before a patch keeps the old path, a new one takes the new.
+# talking: a query, updates (a repeat by id, a refusal) and an awakeable.
 # Usage: examples.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: examples.sh SOURCE_DIR BUILD_DIR}
@@ -28,11 +29,13 @@ out=$("$build/examples/parallel" "$scratch/parallel-cancel" --cancel) || fail "p
 out=$("$build/examples/versioning" "$scratch/versioning" old) || fail "versioning old exited $?: $out"
 out=$("$build/examples/versioning" "$scratch/versioning" new) || fail "versioning new exited $?: $out"
 [[ "$out" == $'order-1: 200\norder-2: 180' ]] || fail "versioning: $out"
+out=$("$build/examples/talking" "$scratch/talking") || fail "talking exited $?: $out"
+[[ "$out" == $'seats: 4\nagain: 4\nrefused: run \'booking-1\' rejected update \'change_seats\': book 1 to 8 seats\nasked: 4 seats\nbooking-1: 4 seats, paid with card-4242' ]] || fail "talking: $out"
 
 # --- The tutorial's snippets are the program's code: each ```cpp block of
 # docs/tutorial.md is in examples/tutorial.cpp or examples/parallel.cpp,
 # each ```meson block in examples/meson.build, verbatim.
-cpp_text=$(<"$top/examples/tutorial.cpp")$'\n'$(<"$top/examples/parallel.cpp")$'\n'$(<"$top/examples/versioning.cpp")
+cpp_text=$(<"$top/examples/tutorial.cpp")$'\n'$(<"$top/examples/parallel.cpp")$'\n'$(<"$top/examples/versioning.cpp")$'\n'$(<"$top/examples/talking.cpp")
 meson_text=$(<"$top/examples/meson.build")
 snippets=0
 block=""
@@ -43,7 +46,7 @@ while IFS= read -r line || [ -n "$line" ]; do
     block=""
   elif [ -n "$kind" ] && [ "$line" = '```' ]; then
     snippets=$((snippets + 1))
-    if [ "$kind" = cpp ]; then text=$cpp_text; file="examples/tutorial.cpp, parallel.cpp or versioning.cpp"; else text=$meson_text; file=examples/meson.build; fi
+    if [ "$kind" = cpp ]; then text=$cpp_text; file="examples/tutorial.cpp, parallel.cpp, versioning.cpp or talking.cpp"; else text=$meson_text; file=examples/meson.build; fi
     [[ "$text" == *"$block"* ]] ||
       fail "docs/tutorial.md snippet $snippets ($kind) is not in $file verbatim:"$'\n'"$block"
     kind=""

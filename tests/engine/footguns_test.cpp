@@ -50,6 +50,46 @@ TEST_CASE_TEMPLATE("a blocking Engine call from a step or a workflow fails at on
   CHECK(engine->execute(kInner, "inner-9", 9) == 9);
 }
 
+TEST_CASE_TEMPLATE("an update or an awakeable completion from a step fails at once instead of waiting on a shard", M,
+                   InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  std::weak_ptr<Engine> weak = engine;
+  const Update<int, int> kPoke{"poke"};
+  const WorkflowRef<int, int> target{"target"};
+  engine->register_workflow(target, [kPoke](Ctx& ctx, int) -> Task<int> {
+    ctx.on_update(kPoke);
+    auto request = co_await ctx.next_update(kPoke);
+    co_await ctx.reply(request, request.arg);
+    co_return request.arg;
+  });
+  const WorkflowRef<int, int> updater{"updater"};
+  engine->register_workflow(updater, [weak, kPoke](Ctx& ctx, int) -> Task<int> {
+    auto call = [weak, kPoke] { return weak.lock()->update("t-1", kPoke, 1); };
+    co_return co_await ctx.step("call", call);
+  });
+  const WorkflowRef<int, int> completer{"completer"};
+  engine->register_workflow(completer, [weak](Ctx& ctx, int) -> Task<int> {
+    auto call = [weak] {
+      weak.lock()->complete_awakeable("awk1.00.0.00000000000000000000000000000000", 1);
+      return 0;
+    };
+    co_return co_await ctx.step("call", call);
+  });
+  (void)engine->start(target, "t-1", 0);
+  for (int run = 0; run < 4; ++run) {
+    auto id = "u-" + std::to_string(run);
+    (void)engine->start(updater, id, run);
+    CHECK(contains(error_message(errc::step_failed, [&] { (void)result_of(engine, updater, id); }),
+                   "Engine::update was called from a workflow or a step"));
+    id = "a-" + std::to_string(run);
+    (void)engine->start(completer, id, run);
+    CHECK(contains(error_message(errc::step_failed, [&] { (void)result_of(engine, completer, id); }),
+                   "Engine::complete_awakeable was called from a workflow or a step"));
+  }
+  CHECK(engine->update("t-1", kPoke, 7) == 7);  // from the test's thread it works
+}
+
 TEST_CASE_TEMPLATE("a stream read waiting at shutdown ends with shut_down, as its header says", M, InMemory, OnDisk,
                    Remote) {
   EngineHarness harness(M::mode);

@@ -352,7 +352,7 @@ class Engine {
   // nondeterminism, busy.
   template <typename A, typename O>
   O update(const std::string& id, const Update<A, O>& ref, const A& arg, const std::string& update_id = {}) {
-    return detail::from_json<O>(update_json_async(UpdateCall{id, ref.name, boost::json::value_from(arg), update_id, {}}).get());
+    return detail::from_json<O>(update_json(UpdateCall{id, ref.name, boost::json::value_from(arg), update_id, {}}));
   }
   // The same, starting the run first if it is not running (options decide
   // what an existing run means, as for start).
@@ -360,10 +360,9 @@ class Engine {
   O update_with_start(const WorkflowRef<In, Out>& workflow, const std::string& id, const In& input,
                       const Update<A, O>& ref, const A& arg, const std::string& update_id = {},
                       const StartOptions& options = {}) {
-    return detail::from_json<O>(
-        update_json_async(UpdateCall{id, ref.name, boost::json::value_from(arg), update_id,
-                                     UpdateStart{workflow.name, boost::json::value_from(input), options}})
-            .get());
+    return detail::from_json<O>(update_json(UpdateCall{id, ref.name, boost::json::value_from(arg), update_id,
+                                                       UpdateStart{workflow.name, boost::json::value_from(input),
+                                                                   options}}));
   }
   boost::json::value update_json(UpdateCall call);
   std::future<boost::json::value> update_json_async(UpdateCall call);
