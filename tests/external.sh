@@ -50,6 +50,7 @@ run() {
     exit 1
   fi
   grep -q '^result: HELLO, world$' <<<"$out"
+  grep -q '^length: 12$' <<<"$out"
   echo "external: $1: ${out//$'\n'/; }"
 }
 # The shared builds must use the staged library, not one installed elsewhere.
