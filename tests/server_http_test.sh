@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `fusee server --http` passes each call to the worker holding the run's
 # shard: a worker (examples/http_service in remote mode) serves the API and
-# announces it; calls made to the server start, signal and read runs, streams
-# included; the worker is SIGKILLed, another takes the shards over, and the
+# announces it; calls made to the server start, signal, update and read
+# runs, streams included, and complete an awakeable by its token; the worker is SIGKILLed, another takes the shards over, and the
 # server's calls reach the new one, which has every run. With no worker, a
 # call gets 503. SIGTERM stops the server cleanly. Then two workers split
 # another server's shards, each answering for the other's runs, and a
@@ -74,9 +74,24 @@ appends=$(echo "$metrics" | sed -n 's/^fusee_append_latency_us_count //p')
 [ "${appends:-0}" -gt 0 ] || fail "no append latencies: $metrics"
 echo "$metrics" | grep -q '^fusee_flush_latency_us_bucket{le="+Inf"} [1-9]' || fail "no flush latencies: $metrics"
 
+# An update-with-start through the server; the payment's awakeable token,
+# read through a query, is completed after the takeover below.
+answer=$(curl -s -X POST "$api/v1/runs/pay-1/updates/add_tip" \
+  -d '{"arg":5,"update_id":"tip-1","start":{"workflow":"payment","input":100}}')
+echo "$answer" | grep -q '"result":105' || fail "update-with-start through the server: $answer"
+token=$(curl -s -X POST "$api/v1/runs/pay-1/queries/token" | sed 's/.*"answer":"\([^"]*\)".*/\1/')
+[[ "$token" == awk1.* ]] || fail "no awakeable token through the server: $token"
+
 # The worker dies; another takes over and the server's calls reach it.
 kill -9 "$worker"; wait "$worker" 2>/dev/null || true
 start_worker 2
+answer=$(curl -s -X POST "$api/v1/runs/pay-1/updates/add_tip" -d '{"arg":9,"update_id":"tip-1"}')
+echo "$answer" | grep -q '"result":105' || fail "the same update id after the takeover: $answer"
+answer=$(curl -s -X POST "$api/v1/awakeables/$token/complete" -d '{"value":105}')
+echo "$answer" | grep -q '"status":"completed"' || fail "completing the awakeable through the server: $answer"
+curl -s "$api/v1/runs/pay-1" | grep -q '"result":105' || fail "pay-1 after its awakeable: $(curl -s "$api/v1/runs/pay-1")"
+code=$(curl -s -o "$scratch/body" -w '%{http_code}' -X POST "$api/v1/awakeables/nonsense/complete" -d '{}')
+[ "$code" = 400 ] || fail "a malformed token through the server: $code $(cat "$scratch/body")"
 curl -s -X POST "$api/v1/runs/order-2/signals/approval" -d '{"value":1,"signal_id":"a2"}' >/dev/null
 result=$(curl -s "$api/v1/runs/order-2")
 echo "$result" | grep -q '"result":101' || fail "order-2 after the takeover: $result"
