@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli/table.hpp"
+#include "engine/journal_json.hpp"
 #include "engine/journal_record.hpp"
 #include "engine/offline_dir.hpp"
 #include "engine/run_hash.hpp"
@@ -485,6 +486,12 @@ int show_runs(Inspection& inspection, const InspectOptions& options) {
   return 0;
 }
 
+// A record's detail as shown: an awakeable's secret is not (its token
+// completes the awakeable to whoever holds it).
+std::string shown_detail(const engine::JournalRecord& record) {
+  return record.kind == engine::RecordKind::awakeable_created ? std::string(engine::kRedactedSecret) : record.detail;
+}
+
 json::object record_json(const engine::OfflineRecord& stored, const engine::JournalRecord& record) {
   return {{"source", stored.source == engine::RecordSource::log          ? "log"
                      : stored.source == engine::RecordSource::store_live ? "store"
@@ -494,7 +501,7 @@ json::object record_json(const engine::OfflineRecord& stored, const engine::Jour
           {"generation", record.generation},
           {"position", record.position},
           {"name", record.name},
-          {"detail", record.detail},
+          {"detail", shown_detail(record)},
           {"number", record.number},
           {"time_ms", record.time_ms},
           {"flag", record.flag},
@@ -541,7 +548,7 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
     }
     if (*stored) {
       boost::system::error_code error;
-      auto parsed = json::parse(**stored, error);
+      auto parsed = json::parse(engine::without_secrets(**stored), error);
       if (!error && parsed.is_object()) kept = parsed.as_object();
     }
   }
@@ -624,7 +631,7 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
       const auto& record = decoded[i];
       const auto& row = journal[i].as_object();
       table.add({std::string(row.at("source").as_string()), std::to_string(loaded->records[i].lsn),
-                 engine::record_kind_name(record.kind), std::to_string(record.position), record.name, record.detail,
+                 engine::record_kind_name(record.kind), std::to_string(record.position), record.name, shown_detail(record),
                  std::to_string(record.number), record.time_ms > 0 ? time_text(record.time_ms) : "-",
                  short_json(record.value)});
     }

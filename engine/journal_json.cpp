@@ -129,4 +129,20 @@ std::string journal_json(const std::vector<JournalRecord>& records) {
   return boost::json::serialize(boost::json::object{{"records", std::move(all)}, {"commands", std::move(by_position)}});
 }
 
+std::string without_secrets(const std::string& journal_text) {
+  boost::system::error_code error;
+  auto parsed = boost::json::parse(journal_text, error);
+  if (error || !parsed.is_object()) return journal_text;
+  auto* records = parsed.as_object().if_contains("records");
+  if (records == nullptr || !records->is_array()) return journal_text;
+  const char* created = record_kind_name(RecordKind::awakeable_created);
+  for (auto& record : records->as_array()) {
+    auto* object = record.if_object();
+    if (object == nullptr) continue;
+    const auto* kind = object->if_contains("kind");
+    if (kind != nullptr && kind->is_string() && kind->as_string() == created) (*object)["detail"] = kRedactedSecret;
+  }
+  return boost::json::serialize(parsed);
+}
+
 }  // namespace fusee::engine

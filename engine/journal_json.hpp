@@ -17,5 +17,11 @@ boost::json::object record_json(const JournalRecord& record);
 // The records of a journal_json text; nothing when it is not one.
 std::optional<std::vector<JournalRecord>> records_of_journal_json(const std::string& text);
 std::string journal_json(const std::vector<JournalRecord>& records);
+// The same text with every awakeable's secret (awakeable_created's detail)
+// replaced by kRedactedSecret: what is shown (the API, fusee inspect), as a
+// token completes its awakeable to whoever holds it. The store keeps the
+// whole text, which a reset needs.
+std::string without_secrets(const std::string& journal_text);
+inline constexpr const char* kRedactedSecret = "(secret)";
 
 }  // namespace fusee::engine

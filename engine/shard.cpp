@@ -1149,7 +1149,7 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
       reply(make_error_code(errc::not_found), fmt::format("run '{}': its journal is not kept", id));
       return;
     }
-    reply({}, journal_json(found->second->history));
+    reply({}, without_secrets(journal_json(found->second->history)));
     return;
   }
   if (store_ != nullptr) {
@@ -1159,7 +1159,7 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
       return;
     }
     if (*stored) {
-      reply({}, std::move(**stored));
+      reply({}, without_secrets(**stored));
       return;
     }
     auto finished = stored_run(id);

@@ -81,6 +81,16 @@ TEST_CASE_TEMPLATE("an awakeable completes once with the value sent with its tok
 
   engine->complete_awakeable(token, 41);
   CHECK(result_of(engine, kPayment, "pay-1") == 42);
+  // The journal shows the awakeable, not its secret (this workflow writes
+  // its token to a stream, which the journal shows as it is).
+  auto journal = boost::json::parse(engine->journal_json("pay-1"));
+  int created = 0;
+  for (const auto& record : journal.at("records").as_array()) {
+    if (record.at("kind") != "awakeable_created") continue;
+    ++created;
+    CHECK(record.at("detail") == "(secret)");
+  }
+  CHECK(created == 1);
   // Late: the run has ended.
   message = error_message(errc::not_found, [&] { engine->complete_awakeable(token, 41); });
   CHECK(contains(message, "run 'pay-1' has finished: its awakeables can no longer be completed"));

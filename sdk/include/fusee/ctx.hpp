@@ -230,7 +230,14 @@ class CommandAwaitable {
     auto holder = std::make_shared<FutureHolderOf<Derived, T>>(std::move(static_cast<Derived&>(*this)));
     Completion& completion = holder->completion();
     completion.keep_alive = holder;
-    (void)holder->awaitable.issue(completion);
+    try {
+      (void)holder->awaitable.issue(completion);
+    } catch (...) {
+      // Refused before it started (a query handler may not start commands):
+      // nothing will complete it, so nothing may keep it.
+      completion.keep_alive.reset();
+      throw;
+    }
     return Future<T>(std::move(holder));
   }
   Completion& completion() { return completion_; }
