@@ -784,8 +784,8 @@ HttpResponse HttpApi::metrics() {
   metric("fusee_shards", "gauge", "Shards of this engine.", engine_.shard_count());
   metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
          stats.staged_bytes);
-  append_histogram(text, "fusee_flush_latency_us", "Durable writes of the log by how long they took (microseconds).",
-                   kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
+  append_seconds_histogram(text, "fusee_flush_duration_seconds", "Durable writes of the log by how long they took.",
+                           kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
   text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
   for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
   HttpResponse response;

@@ -38,7 +38,7 @@ namespace fusee::server {
 
 using http::HttpRouter;
 using http::HttpServer;
-using http::append_histogram;
+using http::append_seconds_histogram;
 using http::append_metric;
 using protocol::Acquired;
 using protocol::CheckpointSoon;
@@ -650,14 +650,14 @@ struct LogService::Impl {
              store_stats.segments_retired);
       metric("fusee_run_store_bytes", "gauge", "The run store's size (RocksDB's estimate).", store->size_bytes());
     }
-    append_histogram(text, "fusee_flush_latency_us", "Durable writes of the log by how long they took (microseconds).",
-                     wal::kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
+    append_seconds_histogram(text, "fusee_flush_duration_seconds", "Durable writes of the log by how long they took.",
+                             wal::kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
     {
       std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> counts{};
       for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = append_latency_counts[i].load();
-      append_histogram(text, "fusee_append_latency_us",
-                       "Appends from their arrival to their durable position going back (microseconds).",
-                       wal::kFlushLatencyBoundsUs, counts, append_latency_sum_us.load());
+      append_seconds_histogram(text, "fusee_append_duration_seconds",
+                               "Appends from their arrival to their durable position going back.",
+                               wal::kFlushLatencyBoundsUs, counts, append_latency_sum_us.load());
     }
     std::lock_guard lock(mu);
     std::size_t held = 0;

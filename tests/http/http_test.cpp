@@ -146,8 +146,9 @@ TEST_SUITE("unit") {
     CHECK(metrics.body.find("fusee_runs{status=\"running\"} 1") != std::string::npos);
     CHECK(metrics.body.find("fusee_runs{status=\"stuck\"} 0") != std::string::npos);
     CHECK(metrics.body.find("# TYPE fusee_flushes_total counter") != std::string::npos);
-    CHECK(metrics.body.find("# TYPE fusee_flush_latency_us histogram") != std::string::npos);
-    CHECK(metrics.body.find("fusee_flush_latency_us_bucket{le=\"+Inf\"}") != std::string::npos);
+    CHECK(metrics.body.find("# TYPE fusee_flush_duration_seconds histogram") != std::string::npos);
+    CHECK(metrics.body.find("fusee_flush_duration_seconds_bucket{le=\"5e-05\"}") != std::string::npos);  // 50 us
+    CHECK(metrics.body.find("fusee_flush_duration_seconds_bucket{le=\"+Inf\"}") != std::string::npos);
     CHECK(metrics.body.find("fusee_staged_bytes") != std::string::npos);
   }
 
