@@ -253,6 +253,10 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
       if (method != "GET") return wrong_method("GET");
       return metrics();
     }
+    if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "stats") {
+      if (method != "GET") return wrong_method("GET");
+      return stats_json();
+    }
     if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "awakeables" &&
         (parts[3] == "complete" || parts[3] == "fail")) {
       if (method != "POST") return wrong_method("POST");
@@ -792,6 +796,46 @@ HttpResponse HttpApi::metrics() {
   response.content_type = "text/plain; version=0.0.4";
   response.body = std::move(text);
   return response;
+}
+
+// GET /v1/stats: what /metrics says, as one JSON object, for pages and
+// tools that read JSON (the flush histogram with its bounds in µs).
+HttpResponse HttpApi::stats_json() {
+  auto stats = engine_.stats();
+  json::object by_status;
+  for (auto status : kRunStatuses) by_status[run_status_name(status)] = 0;
+  for (const auto& run : engine_.list_runs()) {
+    auto& count = by_status[run_status_name(run.status)];
+    count = count.as_int64() + 1;
+  }
+  json::array bounds, counts;
+  for (auto bound : kFlushLatencyBoundsUs) bounds.push_back(bound);
+  for (auto count : stats.flush_latency_counts) counts.push_back(count);
+  json::object out{
+      {"shards", engine_.shard_count()},
+      {"shards_held", stats.shards_held},
+      {"runs", std::move(by_status)},
+      {"records_written", stats.records_written},
+      {"flushes", stats.batches_written},
+      {"records_per_flush", stats.batches_written == 0 ? 0.0
+                                                       : static_cast<double>(stats.records_written) /
+                                                             static_cast<double>(stats.batches_written)},
+      {"inline_writes", stats.inline_writes},
+      {"direct_io", stats.direct_io},
+      {"staged_bytes", stats.staged_bytes},
+      {"wal_segments", stats.wal_segments},
+      {"wal_bytes", stats.wal_bytes},
+      {"checkpoints", stats.checkpoints},
+      {"segments_retired", stats.segments_retired},
+      {"run_store_bytes", stats.run_store_bytes},
+      {"runs_parked", stats.runs_parked},
+      {"runs_woken", stats.runs_woken},
+      {"checkpoint_error", stats.checkpoint_error.empty() ? json::value(nullptr) : json::value(stats.checkpoint_error)},
+      {"log_error", stats.log_error.empty() ? json::value(nullptr) : json::value(stats.log_error)},
+      {"flush_latency", json::object{{"bounds_us", std::move(bounds)},
+                                     {"counts", std::move(counts)},
+                                     {"sum_us", stats.flush_latency_sum_us}}}};
+  return json_response(200, out);
 }
 
 }  // namespace fusee::http

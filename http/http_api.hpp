@@ -134,6 +134,7 @@ class HttpApi {
   // POST .../cancel, or .../terminate.
   HttpResponse cancel(const std::string& id, const HttpRequest& request, bool terminate);
   HttpResponse metrics();
+  HttpResponse stats_json();
 
   Engine& engine_;
   HttpApiOptions options_;

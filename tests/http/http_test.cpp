@@ -150,6 +150,20 @@ TEST_SUITE("unit") {
     CHECK(metrics.body.find("fusee_flush_duration_seconds_bucket{le=\"5e-05\"}") != std::string::npos);  // 50 us
     CHECK(metrics.body.find("fusee_flush_duration_seconds_bucket{le=\"+Inf\"}") != std::string::npos);
     CHECK(metrics.body.find("fusee_staged_bytes") != std::string::npos);
+
+    // The same as JSON.
+    auto stats = call(at, beast_http::verb::get, "/v1/stats");
+    CHECK(stats.status == 200);
+    auto figures = stats.json();
+    CHECK(figures.at("runs").at("completed") == 2);
+    CHECK(figures.at("runs").at("running") == 1);
+    CHECK(figures.at("runs").at("stuck") == 0);
+    CHECK(figures.at("shards").as_int64() >= 1);
+    const auto& latency = figures.at("flush_latency").as_object();
+    CHECK(latency.at("bounds_us").as_array().front() == 50);
+    CHECK(latency.at("counts").as_array().size() == latency.at("bounds_us").as_array().size() + 1);
+    CHECK(figures.at("log_error").is_null());
+    CHECK(call(at, beast_http::verb::post, "/v1/stats").status == 405);
   }
 
   TEST_CASE("http: terminate ends a run at once; cancel and terminate of a finished run change nothing") {
