@@ -1,4 +1,5 @@
 #include "http/http_api.hpp"
+#include "http/console_files.hpp"
 #include "http/prometheus.hpp"
 #include "http/run_wait.hpp"
 
@@ -236,6 +237,7 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     return response;
   };
 
+  if (auto page = console(request)) return std::move(*page);
   if (parts.size() == 1 && parts[0] == "healthz") {
     if (method != "GET") return wrong_method("GET");
     return json_response(200, json::object{{"status", "ok"}});
@@ -836,6 +838,41 @@ HttpResponse HttpApi::stats_json() {
                                      {"counts", std::move(counts)},
                                      {"sum_us", stats.flush_latency_sum_us}}}};
   return json_response(200, out);
+}
+
+std::optional<HttpResponse> HttpApi::console(const HttpRequest& request) {
+  std::string_view path = std::string_view(request.target).substr(0, request.target.find('?'));
+  if (path != "/" && path != "/ui" && !path.starts_with("/ui/")) return std::nullopt;
+  if (request.method != "GET" && request.method != "HEAD") {
+    auto response = error(405, "method_not_allowed", fmt::format("{} takes GET", path));
+    response.headers["Allow"] = "GET";
+    return response;
+  }
+  if (path == "/" || path == "/ui") {
+    HttpResponse response;
+    response.status = 302;
+    response.content_type = "text/plain; charset=utf-8";
+    response.headers["Location"] = "/ui/";
+    response.body = "the console is at /ui/\n";
+    return response;
+  }
+  auto name = path.substr(4);
+  if (name.empty()) name = "index.html";
+  for (const auto& file : console_files()) {
+    if (file.name != name) continue;
+    HttpResponse response;
+    response.content_type = std::string(file.content_type);
+    response.body = std::string(file.body);
+    // Everything from this origin, nothing inline, nothing framed: the
+    // console talks to its own engine only.
+    response.headers["Content-Security-Policy"] =
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+    response.headers["X-Content-Type-Options"] = "nosniff";
+    response.headers["Cache-Control"] = "no-cache";
+    return response;
+  }
+  return error(404, "not_found", fmt::format("the console has no {} (it starts at /ui/)", path));
 }
 
 }  // namespace fusee::http

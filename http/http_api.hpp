@@ -94,6 +94,12 @@ class HttpApi {
   // (percent-encoded, say) is routed right all the same, only blocking.
   static bool waits(const HttpRequest& request);
 
+  // The web console (docs/console.md): GET / redirects to /ui/, GET /ui/...
+  // serves its embedded files with a strict Content-Security-Policy, no token
+  // needed (the page asks for one for the API). Nothing for other paths.
+  // Shared with fusee server's front.
+  static std::optional<HttpResponse> console(const HttpRequest& request);
+
   // The body of an error response.
   static HttpResponse error(unsigned status, const std::string& code, const std::string& message);
   // The error response for an engine's Error: its errc's status and name.

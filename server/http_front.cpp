@@ -40,6 +40,7 @@ std::vector<std::string> path_parts(const std::string& target) {
 
 HttpRouter make_front_router(FrontDirectory directory, std::string token) {
   return [directory = std::move(directory), token = std::move(token)](const HttpRequest& request) -> HttpRoute {
+    if (auto page = HttpApi::console(request)) return std::move(*page);
     auto parts = path_parts(request.target);
     if (parts.size() == 1 && parts[0] == "healthz") {
       HttpResponse response;

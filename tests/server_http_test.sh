@@ -41,6 +41,9 @@ api=$(sed -n 's/.*HTTP on //p' "$scratch/server.out")
 code=$(curl -s -o "$scratch/body" -w '%{http_code}' "$api/v1/runs/order-1")
 [ "$code" = 503 ] && grep -q no_worker "$scratch/body" || fail "no worker: $code $(cat "$scratch/body")"
 curl -s "$api/healthz" | grep -q '"status":"ok"' || fail "healthz"
+# The console's files come from the server itself, worker or not.
+curl -s "$api/ui/" | grep -q '<script type="module" src="/ui/console.js">' || fail "no console at $api/ui/"
+[ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$api/")" = "302 http://$api/ui/" ] || fail "/ does not lead to /ui/"
 
 start_worker() {
   "$build/examples/http_service" --remote "unix:$scratch/s.sock" 127.0.0.1:0 >"$scratch/worker$1.out" 2>&1 &

@@ -425,7 +425,7 @@ TEST_SUITE("unit") {
     expect(call(at, beast_http::verb::get, "/v1/runs?limit=abc"), 400, "invalid_argument");
     expect(call(at, beast_http::verb::get, "/v1/runs/%zz"), 400, "invalid_argument");
     expect(call(at, beast_http::verb::get, "/v2/things"), 404, "no_route");
-    expect(call(at, beast_http::verb::get, "/"), 404, "no_route");
+    expect(call(at, beast_http::verb::get, "/nothing"), 404, "no_route");  // "/" is the console's
     auto wrong = call(at, beast_http::verb::delete_, "/v1/runs");
     expect(wrong, 405, "method_not_allowed");
     CHECK(wrong.headers["Allow"] == "GET, POST");
@@ -459,6 +459,32 @@ TEST_SUITE("unit") {
                    {{"Authorization", "Bearer s3cret"}});
     CHECK(ok.status == 200);
     CHECK(ok.json().at("result") == "x");
+  }
+
+  TEST_CASE("http: the console's files are served from the binary, with a strict policy and no token") {
+    fusee::testing::TempDir dir;
+    auto config = Config::local(dir.path());
+    config.http_token = "s3cret";  // the page asks for it; its files do not need it
+    Served served(config);
+    const auto& at = served.at;
+    auto root = call(at, beast_http::verb::get, "/");
+    CHECK(root.status == 302);
+    CHECK(root.headers["Location"] == "/ui/");
+    auto page = call(at, beast_http::verb::get, "/ui/");
+    CHECK(page.status == 200);
+    CHECK(page.headers["Content-Type"] == "text/html; charset=utf-8");
+    CHECK(page.body.find("<script type=\"module\" src=\"/ui/console.js\">") != std::string::npos);
+    CHECK(page.headers["Content-Security-Policy"].find("default-src 'none'") != std::string::npos);
+    CHECK(page.headers["Content-Security-Policy"].find("connect-src 'self'") != std::string::npos);
+    CHECK(page.headers["X-Content-Type-Options"] == "nosniff");
+    auto script = call(at, beast_http::verb::get, "/ui/console.js");
+    CHECK(script.status == 200);
+    CHECK(script.headers["Content-Type"] == "text/javascript; charset=utf-8");
+    CHECK(call(at, beast_http::verb::get, "/ui/console.css").headers["Content-Type"] == "text/css; charset=utf-8");
+    CHECK(call(at, beast_http::verb::get, "/ui/index.html").body == page.body);
+    CHECK(call(at, beast_http::verb::get, "/ui/nothing.js").status == 404);
+    CHECK(call(at, beast_http::verb::post, "/ui/").status == 405);
+    CHECK(call(at, beast_http::verb::get, "/v1/stats").status == 401);  // the API still wants the token
   }
 
   TEST_CASE("http: a listen address that is not HOST:PORT is refused at open") {
