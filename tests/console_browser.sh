@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The web console in headless Chromium (tests/console/e2e.mjs): starts
-# examples/http_service on a fresh directory, makes a finished order and a
-# waiting one through the API, and runs the suite against /ui/. Screenshots
+# examples/http_service on a fresh directory, makes a finished order and two
+# waiting ones through the API, and runs the suite against /ui/ (which
+# signals, cancels and resets them through the console). Screenshots
 # go to $CONSOLE_SCREENSHOTS (default: a directory under the build tree),
 # not committed.
 # Usage: console_browser.sh SOURCE_DIR BUILD_DIR
@@ -29,6 +30,7 @@ endpoint=$(sed -n 's/^listening on //p' "$scratch/out")
 curl -s -X POST "$endpoint/v1/runs" -d '{"workflow":"order","id":"order-1","input":3}' >/dev/null
 curl -s -X POST "$endpoint/v1/runs/order-1/signals/approval" -d '{"value":10}' >/dev/null
 curl -s -X POST "$endpoint/v1/runs" -d '{"workflow":"order","id":"order-2","input":1}' >/dev/null
+curl -s -X POST "$endpoint/v1/runs" -d '{"workflow":"order","id":"order-3","input":2}' >/dev/null
 for _ in $(seq 100); do
   curl -s "$endpoint/v1/runs/order-1" | grep -q '"status":"completed"' && break
   sleep 0.05

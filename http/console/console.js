@@ -52,6 +52,8 @@ function time(ms) {
 }
 
 function showError(error) {
+  delete view.dataset.run;
+  delete view.dataset.page;
   view.replaceChildren(el("p", { class: "error" }, error.message));
 }
 
@@ -95,7 +97,17 @@ async function showRuns() {
         el("thead", {}, el("tr", {}, ["Id", "Workflow", "Version", "Status", "Started", "Finished", "Error"].map((h) => el("th", {}, h)))),
         el("tbody", {}, rows))
     : el("p", { class: "empty" }, "No runs match. Start one with POST /v1/runs, or change the filters.");
-  view.replaceChildren(el("h1", {}, "Runs"), counts, filters, table, paging);
+  const details = el("div", { id: "runs-details" }, table, paging);
+  // A refresh replaces the counts and the table only, so a filter being
+  // typed is not swept away.
+  const shown = document.getElementById("runs-details");
+  if (shown && view.dataset.page === "runs") {
+    document.getElementById("counts").replaceWith(counts);
+    shown.replaceWith(details);
+  } else {
+    view.replaceChildren(el("h1", {}, "Runs"), counts, filters, details);
+    view.dataset.page = "runs";
+  }
   refreshTimer = setTimeout(render, 2000);  // live
 }
 
@@ -105,6 +117,7 @@ function applyFilters(form) {
   runFilters.status = data.get("status");
   runFilters.prefix = data.get("prefix").trim();
   runFilters.cursor = "";
+  delete view.dataset.page;  // the form shows the new filters
   render();
 }
 
@@ -132,8 +145,69 @@ async function showRun(id) {
              el("td", {}, command.outcome), el("td", {}, command.attempts ?? ""),
              el("td", { class: "mono" }, "value" in command ? JSON.stringify(command.value) : "")))))
     : el("p", { class: "empty" }, journal.error ?? "No journal.");
-  view.replaceChildren(el("h1", {}, `Run ${run.id}`), facts, ...result, el("h2", {}, "Journal"), commands);
+  const details = el("div", { id: "run-details" }, facts, ...result, el("h2", {}, "Journal"), commands);
+  // A refresh of the same run in the same status replaces its details only,
+  // so a signal being typed in the actions is not swept away.
+  const shown = document.getElementById("run-details");
+  if (shown && view.dataset.run === id && view.dataset.status === run.status) {
+    shown.replaceWith(details);
+  } else {
+    view.replaceChildren(el("h1", {}, `Run ${run.id}`), details, runActions(run));
+    view.dataset.run = id;
+    view.dataset.status = run.status;
+  }
   if (run.status === "running") refreshTimer = setTimeout(render, 2000);
+}
+
+// Signal, cancel, terminate and reset, each through the public API; the
+// ones that end or rewrite a run ask first.
+function runActions(run) {
+  const path = `/v1/runs/${encodeURIComponent(run.id)}`;
+  const said = el("p", { id: "action-result", role: "status" });
+  const act = async (what, call) => {
+    try {
+      await call();
+      said.textContent = `${what}: done`;
+      await render();
+      document.getElementById("action-result")?.replaceChildren(`${what}: done`);
+    } catch (error) {
+      said.textContent = `${what}: ${error.message}`;
+      said.className = "error";
+    }
+  };
+  const post = (suffix, body) => api(`${path}${suffix}`, { method: "POST", body: JSON.stringify(body) });
+  const running = run.status === "running" || run.status === "stuck";
+  const signal = el("form", { class: "filters", id: "signal", onsubmit: (event) => {
+    event.preventDefault();
+    const data = new FormData(event.target);
+    let value;
+    try {
+      value = JSON.parse(data.get("value") || "null");
+    } catch {
+      said.textContent = "signal: the value is not JSON (a number, \"text\" in quotes, {...})";
+      said.className = "error";
+      return;
+    }
+    act("signal", () => post(`/signals/${encodeURIComponent(data.get("name"))}`, { value }));
+  } },
+    el("label", {}, "Signal ", el("input", { name: "name", required: "" })),
+    el("label", {}, "value (JSON) ", el("input", { name: "value" })),
+    el("button", { type: "submit" }, "Send"));
+  const ending = (what, suffix) => el("button", { id: what, onclick: () => {
+    if (confirm(`${what} run ${run.id}?`)) act(what, () => post(suffix, { reason: "from the console" }));
+  } }, what[0].toUpperCase() + what.slice(1));
+  const reset = el("form", { class: "filters", id: "reset", onsubmit: (event) => {
+    event.preventDefault();
+    const position = Number(new FormData(event.target).get("position"));
+    if (confirm(`Reset run ${run.id} to position ${position}? A new generation replays from there.`)) {
+      act("reset", () => post("/reset", { position, reason: "from the console" }));
+    }
+  } },
+    el("label", {}, "Reset to position ", el("input", { name: "position", type: "number", min: "0", value: "0" })),
+    el("button", { type: "submit" }, "Reset"));
+  return el("section", {}, el("h2", {}, "Actions"),
+    running ? [signal, el("p", {}, ending("cancel", "/cancel"), " ", ending("terminate", "/terminate"))] : [],
+    reset, said);
 }
 
 // --- Engine -------------------------------------------------------------
@@ -160,6 +234,8 @@ async function showEngine() {
 async function render() {
   clearTimeout(refreshTimer);
   const hash = decodeURIComponent(location.hash.slice(1));
+  if (!hash.startsWith("run/")) delete view.dataset.run;
+  if (hash.startsWith("run/") || hash === "engine") delete view.dataset.page;
   try {
     if (hash.startsWith("run/")) await showRun(hash.slice(4));
     else if (hash === "engine") await showEngine();

@@ -27,6 +27,7 @@ try {
     fail(`console error: ${message.text()} (${message.location()?.url ?? "?"})`);
   });
   page.on("pageerror", (error) => fail(`page error: ${error.message}`));
+  page.on("dialog", (dialog) => dialog.accept());  // the console asks before it ends or resets a run
   page.on("request", (request) => {
     if (!request.url().startsWith(base) && !request.url().startsWith("data:")) fail(`a request left for ${request.url()}`);
   });
@@ -38,13 +39,13 @@ try {
   const ids = await page.$$eval("#runs tbody tr td:first-child", (cells) => cells.map((cell) => cell.textContent));
   for (const id of ["order-1", "order-2"]) if (!ids.includes(id)) fail(`the runs table lacks ${id}: ${ids}`);
   const counts = await page.$eval("#counts", (node) => node.textContent);
-  if (!counts.includes("completed 1") || !counts.includes("running 1")) fail(`counts: ${counts}`);
+  if (!counts.includes("completed 1") || !counts.includes("running 2")) fail(`counts: ${counts}`);
   await page.screenshot({ path: `${shots}/runs.png` });
   await page.select("select[name=status]", "running");
   await page.click(".filters button[type=submit]");
   await page.waitForFunction(() => {
     const rows = [...document.querySelectorAll("#runs tbody tr td:first-child")].map((cell) => cell.textContent);
-    return rows.length === 1 && rows[0] === "order-2";
+    return rows.length === 2 && rows[0] === "order-2" && rows[1] === "order-3";
   });
 
   // A run: its facts, result and journal.
@@ -57,6 +58,28 @@ try {
   const result = await page.$eval("pre", (node) => node.textContent);
   if (result.trim() !== "85") fail(`order-1's result: ${result}`);
   await page.screenshot({ path: `${shots}/run.png` });
+
+  // Actions. A signal: order-2 gets its approval and completes.
+  await page.goto(`${base}/ui/#run/order-2`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#signal");
+  await page.type("#signal input[name=name]", "approval");
+  await page.type("#signal input[name=value]", "5");
+  await page.click("#signal button[type=submit]");
+  await page.waitForFunction(() => (document.querySelector("#run")?.textContent ?? "").includes("completed"),
+    { timeout: 15000 });
+  await page.screenshot({ path: `${shots}/run-signalled.png` });
+  // A cancel, confirmed: order-3 ends cancelled.
+  await page.goto(`${base}/ui/#run/order-3`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#cancel");
+  await page.click("#cancel");
+  await page.waitForFunction(() => (document.querySelector("#run")?.textContent ?? "").includes("cancelled"),
+    { timeout: 15000 });
+  // A reset, confirmed: order-1 replays as its generation 2.
+  await page.goto(`${base}/ui/#run/order-1`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#reset");
+  await page.click("#reset button[type=submit]");
+  await page.waitForFunction(() => /Generation\s*2/.test(document.querySelector("#run")?.textContent ?? ""),
+    { timeout: 15000 });
 
   // A run that does not exist: a clear error, no console error.
   await page.goto(`${base}/ui/#run/nobody`, { waitUntil: "networkidle0" });
@@ -79,4 +102,4 @@ if (problems.length) {
   for (const problem of problems) console.error(`console e2e: ${problem}`);
   process.exit(1);
 }
-console.log(`console e2e: runs, a run, a missing run and the engine page checked; screenshots in ${shots}`);
+console.log(`console e2e: runs, a run, a signal, a cancel, a reset, a missing run and the engine page checked; screenshots in ${shots}`);
