@@ -598,22 +598,8 @@ CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t
   return result;
 }
 
-// The smallest, the median and the largest of a round figure.
-struct Spread {
-  double min = std::nan("");
-  double median = std::nan("");
-  double max = std::nan("");
-};
-Spread spread_of(std::vector<double> values) {
-  Spread spread;
-  if (values.empty()) return spread;
-  std::sort(values.begin(), values.end());
-  spread.min = values.front();
-  spread.max = values.back();
-  std::size_t middle = values.size() / 2;
-  spread.median = values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
-  return spread;
-}
+using fusee::bench::Spread;
+using fusee::bench::spread_of;
 
 // ---------------------------------------------------------------------------
 // parallel_steps and parallel_children: the same work started together

@@ -832,6 +832,17 @@ void Shard::handle_start(StartRequest request, bool internal,
   start_code(*run);
 }
 
+std::string Shard::refused_append_message(std::error_code error, const std::string& what,
+                                         const std::string& run_id) const {
+  if (error == make_error_code(errc::busy)) {
+    return fmt::format("shard {} is busy: {} to run '{}' was not recorded", id_, what, run_id);
+  }
+  if (error == make_error_code(errc::invalid_argument)) {
+    return fmt::format("{} was not recorded: {}", what, oversize_message_);
+  }
+  return error.message();
+}
+
 void Shard::handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
                           const std::string& signal_id, Reply reply) {
   std::error_code store_error;
@@ -884,11 +895,7 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
   record.value = value;
   auto lsn = append_external(*run, record);
   if (!lsn) {
-    reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
-                           ? fmt::format("shard {} is busy: signal '{}' to run '{}' was not recorded", id_, signal, id)
-                       : lsn.error() == make_error_code(errc::invalid_argument)
-                           ? fmt::format("signal '{}' was not recorded: {}", signal, oversize_message_)
-                           : lsn.error().message());
+    reply(lsn.error(), refused_append_message(lsn.error(), fmt::format("signal '{}'", signal), id));
     return;
   }
   if (!signal_id.empty()) run->signal_ids[signal_id] = *lsn;
@@ -1488,11 +1495,7 @@ void Shard::handle_update(std::optional<StartRequest> start, const std::string& 
     fail(static_cast<errc>(lsn.error() == make_error_code(errc::busy) || lsn.error() == make_error_code(errc::invalid_argument)
                                ? lsn.error().value()
                                : static_cast<int>(errc::storage)),
-         lsn.error() == make_error_code(errc::busy)
-             ? fmt::format("shard {} is busy: update '{}' to run '{}' was not recorded", id_, name, id)
-         : lsn.error() == make_error_code(errc::invalid_argument)
-             ? fmt::format("update '{}' was not recorded: {}", name, oversize_message_)
-             : lsn.error().message());
+         refused_append_message(lsn.error(), fmt::format("update '{}'", name), id));
     return;
   }
   // Registered before the delivery: the code may take and answer it at once.

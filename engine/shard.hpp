@@ -106,6 +106,9 @@ class Shard {
   // shard's waiting appends are full, and then nothing is recorded.
   Result<Lsn> append_external(Run& run, const JournalRecord& record);
   std::string oversize_message(const JournalRecord& record, std::size_t bytes) const;
+  // Why a request's first record (append_external) was refused: busy, too
+  // large, or the log's error. what: "signal 'x'", "update 'y'".
+  std::string refused_append_message(std::error_code error, const std::string& what, const std::string& run_id) const;
   void after_durable(Lsn lsn, DurableCallback callback);
   // callback runs once every record `run` appended so far is durable.
   void after_run_durable(Run& run, DurableCallback callback);

@@ -50,17 +50,6 @@ struct Life {
   }
 };
 
-Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock) {
-  auto config = Config::local("/data");
-  config.warn = [](const std::string&) {};
-  config.file_system = &fs;
-  config.flush = FlushMethod::buffered;
-  config.shards = 2;
-  config.clock = clock;
-  config.random = [n = std::uint64_t{0}]() mutable { return ++n; };
-  return config;
-}
-
 // A clean-up step, then the cancellation goes on up.
 Task<int> clean_up(Ctx& ctx, Life& life, std::exception_ptr cancelled) {
   auto clean = [&life, id = ctx.run_id()] {
@@ -113,7 +102,7 @@ std::string outcome_of(Engine& engine, const std::string& id) {
 
 void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Life& life) {
   try {
-    auto engine = Engine::open(config_for(fs, clock));
+    auto engine = Engine::open(crash_config(fs, clock));
     register_workflows(*engine, life);
     engine->start(kWaiter, "w", 0);
     life.started.insert("w");
@@ -142,7 +131,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   Life after;
   std::map<std::string, std::string> outcomes;
   {
-    auto engine = Engine::open(config_for(image, clock));
+    auto engine = Engine::open(crash_config(image, clock));
     for (const auto& id : before.started) CHECK_MESSAGE(engine->get_run(id).has_value(), "acknowledged start of " << id << " lost");
     register_workflows(*engine, after);
     engine->start(kWaiter, "w", 0);
@@ -173,7 +162,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   }
   // Stable: the next recovery finds the same outcomes without running anything.
   Life third;
-  auto again = Engine::open(config_for(image, clock));
+  auto again = Engine::open(crash_config(image, clock));
   register_workflows(*again, third);
   for (const auto& [id, outcome] : outcomes) CHECK(outcome_of(*again, id) == outcome);
   CHECK(third.cleaned.empty());

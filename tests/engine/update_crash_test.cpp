@@ -43,17 +43,6 @@ struct Life {
   }
 };
 
-Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock) {
-  auto config = Config::local("/data");
-  config.warn = [](const std::string&) {};
-  config.file_system = &fs;
-  config.flush = FlushMethod::buffered;
-  config.shards = 2;
-  config.clock = clock;
-  config.random = [n = std::uint64_t{0}]() mutable { return ++n; };
-  return config;
-}
-
 // Adds each update's argument in a step, answering the total, until one
 // is 0; then adds what the awakeable brings.
 void register_code(Engine& engine, Life& life) {
@@ -82,7 +71,7 @@ void register_code(Engine& engine, Life& life) {
 
 void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Life& life) {
   try {
-    auto engine = Engine::open(config_for(fs, clock));
+    auto engine = Engine::open(crash_config(fs, clock));
     register_code(*engine, life);
     life.answers["u-1"] = engine->update_with_start(kDeal, "d-1", 100, kAdd, 5, "u-1");
     life.token = engine->query<std::string>("d-1", "token");
@@ -104,7 +93,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   const std::map<std::string, int> expected{{"u-1", 105}, {"u-2", 112}, {"u-3", 112}};
   for (const auto& [id, answer] : before.answers) CHECK(answer == expected.at(id));
   {
-    auto engine = Engine::open(config_for(image, clock));
+    auto engine = Engine::open(crash_config(image, clock));
     register_code(*engine, after);
     CHECK(engine->update_with_start(kDeal, "d-1", 100, kAdd, 5, "u-1") == 105);
     CHECK(engine->update("d-1", kAdd, 7, "u-2") == 112);
@@ -133,7 +122,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   }
   // Stable: the next open gives the same answers, running nothing.
   Life third;
-  auto again = Engine::open(config_for(image, clock));
+  auto again = Engine::open(crash_config(image, clock));
   register_code(*again, third);
   CHECK(again->result(kDeal, "d-1") == 1112);
   CHECK(again->update("d-1", kAdd, 5, "u-1") == 105);

@@ -42,17 +42,6 @@ struct Life {
   }
 };
 
-Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock) {
-  auto config = Config::local("/data");
-  config.warn = [](const std::string&) {};
-  config.file_system = &fs;
-  config.flush = FlushMethod::buffered;
-  config.shards = 2;
-  config.clock = clock;
-  config.random = [n = std::uint64_t{0}]() mutable { return ++n; };
-  return config;
-}
-
 // billing v1 charges with a bug, v2 (registered when `fixed`) does not;
 // patched takes its bonus step under ctx.patched.
 void register_code(Engine& engine, Life& life, bool fixed) {
@@ -99,14 +88,14 @@ void crashing_life(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& cloc
   try {
     {
       // The first deploy: billing has its bug, and b-1 fails on it.
-      auto engine = Engine::open(config_for(fs, clock));
+      auto engine = Engine::open(crash_config(fs, clock));
       register_code(*engine, life, false);
       engine->start(kBilling, "b-1", 4);
       life.results["b-1"] = result_or_failed(*engine, "b-1");
       engine->shutdown();
     }
     // The fix is deployed as version 2, and b-1 is reset onto it.
-    auto engine = Engine::open(config_for(fs, clock));
+    auto engine = Engine::open(crash_config(fs, clock));
     register_code(*engine, life, true);
     engine->reset("b-1", ResetPoint::after("quote"), "charge fixed");
     life.reset_acknowledged = true;
@@ -131,7 +120,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   Life after;
   std::string journal;
   {
-    auto engine = Engine::open(config_for(image, clock));
+    auto engine = Engine::open(crash_config(image, clock));
     register_code(*engine, after, true);
     engine->start(kBilling, "b-1", 4);  // attaches, or starts it on version 2 if its start was lost
     if (before.reset_acknowledged) {
@@ -159,7 +148,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   }
   // Stable: the next open finds the same results and journal, running nothing.
   Life third;
-  auto again = Engine::open(config_for(image, clock));
+  auto again = Engine::open(crash_config(image, clock));
   register_code(*again, third, true);
   CHECK(result_or_failed(*again, "b-1") == 41);
   CHECK(again->result(kPatched, "p-1") == 1006);

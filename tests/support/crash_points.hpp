@@ -6,12 +6,28 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "fusee/fusee.hpp"
 #include "tests/support/fault_file_system.hpp"
 
 namespace fusee::testing {
+
+// An engine on the fault file system for one life of a crash workload:
+// local mode on /data, buffered flushes, 2 shards, the shared ManualClock,
+// and a counting random source (the same ids in every life).
+inline Config crash_config(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock) {
+  auto config = Config::local("/data");
+  config.warn = [](const std::string&) {};
+  config.file_system = &fs;
+  config.flush = FlushMethod::buffered;
+  config.shards = 2;
+  config.clock = clock;
+  config.random = [n = std::uint64_t{0}]() mutable { return ++n; };
+  return config;
+}
 
 // life(fs) runs the workload and returns what it acknowledged;
 // check(image, acknowledged, where) reopens the crash image and checks it.
