@@ -39,6 +39,8 @@ boost::json::object record_json(const JournalRecord& record) {
           {"detail", record.detail},
           {"number", record.number},
           {"time_ms", record.time_ms},
+          {"at_ms", record.at_ms},
+          {"took_us", record.took_us},
           {"flag", record.flag},
           {"value", record.value}};
 }
@@ -69,6 +71,9 @@ std::optional<std::vector<JournalRecord>> records_of_journal_json(const std::str
       record.detail = boost::json::value_to<std::string>(object.at("detail"));
       record.number = boost::json::value_to<std::uint64_t>(object.at("number"));
       record.time_ms = boost::json::value_to<std::int64_t>(object.at("time_ms"));
+      // Journals kept before the record format's version 2 have neither.
+      if (const auto* at = object.if_contains("at_ms")) record.at_ms = boost::json::value_to<std::int64_t>(*at);
+      if (const auto* took = object.if_contains("took_us")) record.took_us = boost::json::value_to<std::uint64_t>(*took);
       record.flag = object.at("flag").as_bool();
       record.value = object.at("value");
       records.push_back(std::move(record));
@@ -84,6 +89,7 @@ std::string journal_json(const std::vector<JournalRecord>& records) {
   struct Command {
     boost::json::object entry;
     std::uint64_t attempts = 0;
+    std::uint64_t took_us = 0;  // a step's attempts, summed
   };
   std::map<std::uint32_t, Command> commands;
   for (const auto& record : records) {
@@ -99,6 +105,7 @@ std::string journal_json(const std::vector<JournalRecord>& records) {
         }
         command["outcome"] = "cancelled";
         command["message"] = record.detail;
+        if (record.at_ms > 0) command["last_at_ms"] = record.at_ms;
       }
       continue;
     }
@@ -112,6 +119,17 @@ std::string journal_json(const std::vector<JournalRecord>& records) {
     if (record.kind == RecordKind::child_started || record.kind == RecordKind::stream_chunk) {
       command.entry["input"] = record.value;
     }
+    // When it began and ended, where the records say (version 2 on): a
+    // step's first record comes at its first attempt's end, so it began
+    // that attempt's running time before.
+    if (record.at_ms > 0) {
+      if (!command.entry.contains("began_at_ms")) {
+        command.entry["began_at_ms"] = record.at_ms - static_cast<std::int64_t>(record.took_us / 1000);
+      }
+      command.entry["last_at_ms"] = record.at_ms;
+    }
+    command.took_us += record.took_us;
+    if (command.took_us > 0) command.entry["took_us"] = command.took_us;
     if (record.kind == RecordKind::step_attempt_failed) command.attempts = record.number + 1;
     if (record.kind == RecordKind::step_completed || record.kind == RecordKind::step_failed) {
       command.attempts = record.kind == RecordKind::step_failed ? record.number : std::max<std::uint64_t>(command.attempts, 1);

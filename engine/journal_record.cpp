@@ -148,7 +148,7 @@ bool is_positional(RecordKind kind) {
 }
 
 // Layout: version u8, kind u8, varints generation, position, number,
-// zigzag(time_ms), flag u8, strings run_id, name, detail (varint length +
+// zigzag(time_ms), zigzag(at_ms), took_us (the last two from version 2), flag u8, strings run_id, name, detail (varint length +
 // bytes), then the value as serialized JSON to the end (empty for null).
 void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   out.push_back(static_cast<std::byte>(kJournalFormatVersion));
@@ -157,6 +157,8 @@ void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   put_varint(out, record.position);
   put_varint(out, record.number);
   put_varint(out, zigzag(record.time_ms));
+  put_varint(out, zigzag(record.at_ms));
+  put_varint(out, record.took_us);
   out.push_back(static_cast<std::byte>(record.flag ? 1 : 0));
   put_string(out, record.run_id);
   put_string(out, record.name);
@@ -185,16 +187,20 @@ Result<JournalRecord> decode_record(std::span<const std::byte> bytes) {
   std::uint64_t generation = 0;
   std::uint64_t position = 0;
   std::uint64_t time = 0;
-  if (!reader.byte(version) || version != kJournalFormatVersion) return corrupt;
+  std::uint64_t at = 0;
+  if (!reader.byte(version) || version < kJournalFormatVersionOldest || version > kJournalFormatVersion) return corrupt;
   if (!reader.byte(kind) || kind == 0 || kind > kRecordKindMax) return corrupt;
   if (!reader.varint(generation) || generation > UINT32_MAX) return corrupt;
   if (!reader.varint(position) || position > UINT32_MAX) return corrupt;
-  if (!reader.varint(record.number) || !reader.varint(time) || !reader.byte(flag) || flag > 1) return corrupt;
+  if (!reader.varint(record.number) || !reader.varint(time)) return corrupt;
+  if (version >= 2 && (!reader.varint(at) || !reader.varint(record.took_us))) return corrupt;
+  if (!reader.byte(flag) || flag > 1) return corrupt;
   if (!reader.string(record.run_id) || !reader.string(record.name) || !reader.string(record.detail)) return corrupt;
   record.kind = static_cast<RecordKind>(kind);
   record.generation = static_cast<std::uint32_t>(generation);
   record.position = static_cast<std::uint32_t>(position);
   record.time_ms = unzigzag(time);
+  record.at_ms = unzigzag(at);
   record.flag = flag == 1;
   auto json = reader.rest();
   if (!json.empty()) {

@@ -13,7 +13,10 @@
 
 namespace fusee::engine {
 
-inline constexpr std::uint8_t kJournalFormatVersion = 1;
+// Version 2 added at_ms and took_us; version 1 records (written before)
+// still decode, with both 0 (not known).
+inline constexpr std::uint8_t kJournalFormatVersion = 2;
+inline constexpr std::uint8_t kJournalFormatVersionOldest = 1;
 
 // Numbers are part of the format: never reuse or renumber.
 enum class RecordKind : std::uint8_t {
@@ -66,6 +69,12 @@ struct JournalRecord {
   std::uint32_t position = 0;
   std::uint64_t number = 0;
   std::int64_t time_ms = 0;
+  // When the engine made the record (ms since the epoch, engine clock): the
+  // times a run's timeline shows. 0: not known (a version 1 record).
+  std::int64_t at_ms = 0;
+  // How long the step attempt a step record ends ran (µs, monotonic clock);
+  // 0 for other kinds.
+  std::uint64_t took_us = 0;
   bool flag = false;
   std::string name;
   std::string detail;

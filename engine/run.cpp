@@ -29,7 +29,17 @@ struct StepCall {
   // it is asked to stop (attempt timeout, deadline).
   bool attempt_open = false;
   std::shared_ptr<std::stop_source> stop;
+  // When the attempt under way began (monotonic: its running time is
+  // journaled as took_us, whatever the engine clock does).
+  std::chrono::steady_clock::time_point attempt_began;
 };
+
+namespace {
+std::uint64_t microseconds_since(std::chrono::steady_clock::time_point began) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count());
+}
+}  // namespace
 
 namespace {
 
@@ -449,7 +459,7 @@ JournalRecord Run::make_record(RecordKind kind, std::uint32_t position, std::str
 }
 
 void Run::append(JournalRecord record, std::function<void()> after_durable) {
-  shard_.append(*this, record, std::move(after_durable));
+  shard_.append(*this, std::move(record), std::move(after_durable));
 }
 
 std::uint32_t Run::begin_command(detail::Completion& completion) {
@@ -662,6 +672,7 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
     if (error || self->stopped_ || !self->waiting_at(call->position)) return;
     const auto attempt = call->attempt;
     call->attempt_open = true;
+    call->attempt_began = std::chrono::steady_clock::now();
     if (call->deadline && self->shard_.now() >= *call->deadline) {
       self->finish_step_attempt(
           call, {}, std::make_exception_ptr(Error(errc::timed_out, "the step's deadline passed before it")), attempt);
@@ -715,9 +726,11 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
   // An attempt abandoned at its timeout may still finish: dropped.
   if (stopped_ || !waiting_at(call->position) || attempt != call->attempt || !call->attempt_open) return;
   call->attempt_open = false;
+  const auto took_us = microseconds_since(call->attempt_began);
   auto& completion = *call->completion;
   if (!error) {
     auto record = make_record(RecordKind::step_completed, call->position, call->name);
+    record.took_us = took_us;
     record.value = value;
     append(std::move(record));
     completion.value = std::move(value);
@@ -750,6 +763,7 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
     if (call->deadline) record.detail = std::to_string(to_ms(*call->deadline));
     record.number = call->attempt;
     record.time_ms = to_ms(retry_at);
+    record.took_us = took_us;
     record.value = message;
     append(std::move(record));
     call->attempt++;
@@ -761,6 +775,7 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
   if (deadline_passed) text += " (its deadline passed)";
   auto record = make_record(RecordKind::step_failed, call->position, call->name);
   record.number = call->attempt;
+  record.took_us = took_us;
   record.value = text;
   append(std::move(record));
   completion.error = std::make_exception_ptr(Error(errc::step_failed, text));

@@ -178,11 +178,17 @@ std::string Shard::oversize_message(const JournalRecord& record, std::size_t byt
                      record.name.empty() ? "" : record.name + "'", bytes, wal::kRecordBytesMax >> 20);
 }
 
-void Shard::append(Run& run, const JournalRecord& record, std::function<void()> after_durable) {
+// A record copied from an earlier generation (reset) keeps its time.
+void Shard::stamp(JournalRecord& record) const {
+  if (record.at_ms == 0) record.at_ms = to_ms(core_.now());
+}
+
+void Shard::append(Run& run, JournalRecord record, std::function<void()> after_durable) {
   if (storage_error_) return;
   // After a refused record nothing more of the run is journaled but its
   // failure (below).
   if (!run.refused_record.empty()) return;
+  stamp(record);
   scratch_.clear();
   encode_record(record, scratch_);
   if (scratch_.size() > wal::kRecordBytesMax) {
@@ -204,7 +210,7 @@ void Shard::append(Run& run, const JournalRecord& record, std::function<void()> 
         false);
     return;
   }
-  if (keep_history_) run.history.push_back(record);
+  if (keep_history_) run.history.push_back(std::move(record));
   if (waiting_appends_.empty()) {
     auto lsn = sink_.append(id_, scratch_);
     if (lsn) {
@@ -221,9 +227,10 @@ void Shard::append(Run& run, const JournalRecord& record, std::function<void()> 
   waiting_appends_.push_back(WaitingAppend{run.shared_from_this(), scratch_, std::move(after_durable)});
 }
 
-Result<Lsn> Shard::append_external(Run& run, const JournalRecord& record) {
+Result<Lsn> Shard::append_external(Run& run, JournalRecord record) {
   if (storage_error_) return storage_error_;
   if (!waiting_appends_.empty()) return make_error_code(errc::busy);
+  stamp(record);
   scratch_.clear();
   encode_record(record, scratch_);
   if (scratch_.size() > wal::kRecordBytesMax) {
@@ -237,7 +244,7 @@ Result<Lsn> Shard::append_external(Run& run, const JournalRecord& record) {
     fail_storage(lsn.error());
     return lsn.error();
   }
-  if (keep_history_) run.history.push_back(record);
+  if (keep_history_) run.history.push_back(std::move(record));
   assigned(run, *lsn, scratch_, {});
   return *lsn;
 }
@@ -1295,6 +1302,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   record.generation = generation;
   record.detail = std::to_string(*version);
   record.time_ms = to_ms(now);
+  record.at_ms = to_ms(now);  // the new generation's start, not the old one's
   record.number = 0;
   auto lsn = append_external(*run, record);
   if (!lsn) {

@@ -101,10 +101,12 @@ class Shard {
 
   // Appends a record of `run`; if the log is full it waits in order with the
   // shard's other appends (never refused).
-  void append(Run& run, const JournalRecord& record, std::function<void()> after_durable);
+  void append(Run& run, JournalRecord record, std::function<void()> after_durable);
   // A request's first record: refused with errc::busy when the log or the
   // shard's waiting appends are full, and then nothing is recorded.
-  Result<Lsn> append_external(Run& run, const JournalRecord& record);
+  Result<Lsn> append_external(Run& run, JournalRecord record);
+  // Sets when the record was made (JournalRecord::at_ms), unless it has one.
+  void stamp(JournalRecord& record) const;
   std::string oversize_message(const JournalRecord& record, std::size_t bytes) const;
   // Why a request's first record (append_external) was refused: busy, too
   // large, or the log's error. what: "signal 'x'", "update 'y'".

@@ -23,12 +23,28 @@ TEST_SUITE("unit") {
     record.position = 1;
     record.name = "two";
     record.value = 12;
-    auto expected = bytes_of({0x01, 0x02, 0x01, 0x01, 0x00, 0x00, 0x00, 0x02, 0x72, 0x31, 0x03, 0x74, 0x77, 0x6f,
-                              0x00, 0x31, 0x32});
+    record.at_ms = 1'800'000'000'000;
+    record.took_us = 300;
+    auto expected = bytes_of({0x02, 0x02, 0x01, 0x01, 0x00, 0x00, 0x80, 0xc0, 0xe2, 0x85, 0xe3, 0x68, 0xac, 0x02,
+                              0x00, 0x02, 0x72, 0x31, 0x03, 0x74, 0x77, 0x6f, 0x00, 0x31, 0x32});
     CHECK(encode_record(record) == expected);
     auto decoded = decode_record(expected);
     REQUIRE(decoded.has_value());
     CHECK(*decoded == record);
+  }
+
+  TEST_CASE("a version 1 record (before at_ms and took_us) still decodes, with both 0") {
+    // The same step_completed as written before version 2.
+    auto old = bytes_of({0x01, 0x02, 0x01, 0x01, 0x00, 0x00, 0x00, 0x02, 0x72, 0x31, 0x03, 0x74, 0x77, 0x6f, 0x00,
+                         0x31, 0x32});
+    auto decoded = decode_record(old);
+    REQUIRE(decoded.has_value());
+    CHECK(decoded->kind == RecordKind::step_completed);
+    CHECK(decoded->run_id == "r1");
+    CHECK(decoded->name == "two");
+    CHECK(decoded->value == boost::json::value(12));
+    CHECK(decoded->at_ms == 0);
+    CHECK(decoded->took_us == 0);
   }
 
   TEST_CASE("every record kind survives a round trip, with negative times and large numbers") {
@@ -40,6 +56,8 @@ TEST_SUITE("unit") {
       record.position = kind * 1000;
       record.number = ~std::uint64_t{0};
       record.time_ms = kind % 2 ? -1 : 1'800'000'000'000;
+      record.at_ms = kind % 2 ? 1'800'000'000'123 : -5;
+      record.took_us = kind * 1'000'000'007ull;
       record.flag = kind % 3 == 0;
       record.name = "name";
       record.detail = kind % 2 ? "" : "detail";
@@ -62,7 +80,9 @@ TEST_SUITE("unit") {
       CHECK_FALSE(decode_record(std::span(good).first(size)).has_value());
     }
     auto bad_version = good;
-    bad_version[0] = std::byte{2};
+    bad_version[0] = std::byte{kJournalFormatVersion + 1};
+    CHECK_FALSE(decode_record(bad_version).has_value());
+    bad_version[0] = std::byte{0};
     CHECK_FALSE(decode_record(bad_version).has_value());
     auto bad_kind = good;
     bad_kind[1] = std::byte{kRecordKindMax + 1};

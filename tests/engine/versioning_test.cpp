@@ -353,6 +353,57 @@ TEST_CASE_TEMPLATE("a run's journal reads the same running, finished, checkpoint
   error_message(errc::not_found, [&] { (void)engine->journal_json("nobody"); });
 }
 
+TEST_CASE_TEMPLATE("a run's journal says when each command began and ended and how long each step attempt ran", M,
+                   InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  const WorkflowRef<int, int> kTimed{"timed"};
+  engine->register_workflow(kTimed, [](Ctx& ctx, int input) -> Task<int> {
+    // The attempt runs at least 3 ms of the monotonic clock, whatever the
+    // engine clock (manual here) says.
+    auto slow = [input] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      return input + 1;
+    };
+    int x = co_await ctx.step("slow", slow);
+    auto go = co_await ctx.wait_for(kGo);
+    co_return x + go.value_or(0);
+  });
+  const std::int64_t started_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(harness.clock().now().time_since_epoch()).count();
+  (void)engine->start(kTimed, "t-1", 1);
+  auto give_up = std::chrono::steady_clock::now() + kPatience;
+  while (commands_of(journal_of(*engine, "t-1")).size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  harness.clock().advance(std::chrono::seconds(5));
+  engine->signal("t-1", kGo, 10);
+  CHECK(result_of(engine, kTimed, "t-1") == 12);
+  auto check = [&](const boost::json::object& journal) {
+    const auto& commands = journal.at("commands").as_array();
+    REQUIRE(commands.size() == 2);
+    const auto& step = commands[0].as_object();
+    CHECK(step.at("took_us").to_number<std::uint64_t>() >= 3000);
+    CHECK(step.at("last_at_ms") == started_ms);  // the engine clock did not move during it
+    CHECK(step.at("began_at_ms").to_number<std::int64_t>() <= started_ms);
+    const auto& wait = commands[1].as_object();
+    CHECK(wait.at("began_at_ms") == started_ms);
+    CHECK(wait.at("last_at_ms") == started_ms + 5000);
+    CHECK_FALSE(wait.contains("took_us"));
+    for (const auto& record : journal.at("records").as_array()) {
+      CHECK(record.at("at_ms").to_number<std::int64_t>() >= started_ms);
+    }
+  };
+  check(journal_of(*engine, "t-1"));
+  engine->checkpoint();
+  check(journal_of(*engine, "t-1"));
+  if (M::mode != Mode::memory) {
+    engine->shutdown();
+    engine = harness.open();
+    check(journal_of(*engine, "t-1"));
+  }
+}
+
 TEST_CASE_TEMPLATE("with keep_finished_journals off, a finished run keeps its summary and no journal", M, OnDisk,
                    Remote) {
   EngineHarness harness(M::mode);
