@@ -19,6 +19,7 @@ struct StartRequest {
   std::string id;
   boost::json::value input;
   StartOptions options;
+  std::string parent;  // a child's parent run (journaled with its start)
 };
 
 // How a cancel request stops a run (Shard::handle_cancel).

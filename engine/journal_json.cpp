@@ -37,6 +37,7 @@ boost::json::object record_json(const JournalRecord& record) {
           {"position", is_positional(record.kind) ? boost::json::value(record.position) : boost::json::value(nullptr)},
           {"name", record.name},
           {"detail", record.detail},
+          {"parent", record.parent},
           {"number", record.number},
           {"time_ms", record.time_ms},
           {"at_ms", record.at_ms},
@@ -69,6 +70,7 @@ std::optional<std::vector<JournalRecord>> records_of_journal_json(const std::str
       if (!object.at("position").is_null()) record.position = boost::json::value_to<std::uint32_t>(object.at("position"));
       record.name = boost::json::value_to<std::string>(object.at("name"));
       record.detail = boost::json::value_to<std::string>(object.at("detail"));
+      if (const auto* parent = object.if_contains("parent")) record.parent = boost::json::value_to<std::string>(*parent);
       record.number = boost::json::value_to<std::uint64_t>(object.at("number"));
       record.time_ms = boost::json::value_to<std::int64_t>(object.at("time_ms"));
       // Journals kept before the record format's version 2 have neither.

@@ -148,7 +148,8 @@ bool is_positional(RecordKind kind) {
 }
 
 // Layout: version u8, kind u8, varints generation, position, number,
-// zigzag(time_ms), zigzag(at_ms), took_us (the last two from version 2), flag u8, strings run_id, name, detail (varint length +
+// zigzag(time_ms), zigzag(at_ms), took_us (the last two from version 2), flag u8,
+// strings run_id, name, detail, parent (from version 2), strings run_id, name, detail (varint length +
 // bytes), then the value as serialized JSON to the end (empty for null).
 void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   out.push_back(static_cast<std::byte>(kJournalFormatVersion));
@@ -163,6 +164,7 @@ void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   put_string(out, record.run_id);
   put_string(out, record.name);
   put_string(out, record.detail);
+  put_string(out, record.parent);
   if (!record.value.is_null()) {
     std::string json = boost::json::serialize(record.value);
     const auto* bytes = reinterpret_cast<const std::byte*>(json.data());
@@ -196,6 +198,7 @@ Result<JournalRecord> decode_record(std::span<const std::byte> bytes) {
   if (version >= 2 && (!reader.varint(at) || !reader.varint(record.took_us))) return corrupt;
   if (!reader.byte(flag) || flag > 1) return corrupt;
   if (!reader.string(record.run_id) || !reader.string(record.name) || !reader.string(record.detail)) return corrupt;
+  if (version >= 2 && !reader.string(record.parent)) return corrupt;
   record.kind = static_cast<RecordKind>(kind);
   record.generation = static_cast<std::uint32_t>(generation);
   record.position = static_cast<std::uint32_t>(position);

@@ -13,7 +13,7 @@
 
 namespace fusee::engine {
 
-// Version 2 added at_ms and took_us; version 1 records (written before)
+// Version 2 added at_ms, took_us and parent; version 1 records (written before)
 // still decode, with both 0 (not known).
 inline constexpr std::uint8_t kJournalFormatVersion = 2;
 inline constexpr std::uint8_t kJournalFormatVersionOldest = 1;
@@ -78,6 +78,9 @@ struct JournalRecord {
   bool flag = false;
   std::string name;
   std::string detail;
+  // run_started of a child run (ctx.child): the parent run's id; else empty.
+  // Version 2 on.
+  std::string parent;
   boost::json::value value;
 
   friend bool operator==(const JournalRecord&, const JournalRecord&) = default;

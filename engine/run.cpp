@@ -1076,7 +1076,7 @@ void Run::start_child_request(std::uint32_t position, const std::string& workflo
     auto& core = self->shard_.core();
     auto parent_shard = self->shard_.id();
     // Starting is idempotent (attach), so a replay asks again safely.
-    StartRequest request{workflow, child_id, input, StartOptions{IfRunning::attach, IfFinished::attach, {}}};
+    StartRequest request{workflow, child_id, input, StartOptions{IfRunning::attach, IfFinished::attach, {}}, self->id_};
     core.start_child(std::move(request), [self, position, child_id, parent_shard, &core](const Outcome& outcome) {
       core.post_to_shard(parent_shard,
                          [self, position, child_id, outcome] { self->on_child_done(position, child_id, outcome); });

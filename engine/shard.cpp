@@ -810,6 +810,7 @@ void Shard::handle_start(StartRequest request, bool internal,
   record.generation = generation;
   record.name = request.workflow;
   record.detail = std::to_string(*version);
+  record.parent = request.parent;
   record.value = std::move(request.input);
   record.time_ms = to_ms(now);
   record.number = deadline ? static_cast<std::uint64_t>(to_ms(*deadline)) : 0;

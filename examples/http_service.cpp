@@ -1,8 +1,9 @@
 // An application that serves the HTTP/JSON API (docs/http-api.md) from its
 // own engine: "order" quotes a price, reports progress on a stream, waits
 // for an approval signal and returns the total; "payment" takes tips as
-// updates until a payment provider completes its awakeable. Any process can
-// then start, signal, update, cancel and read them with curl.
+// updates until a payment provider completes its awakeable; "batch" starts
+// that many orders at once, each a child run of its own, and sums them. Any
+// process can then start, signal, update, cancel and read them with curl.
 //
 // Usage: http_service DATA_DIR [HOST:PORT] (default 127.0.0.1:8080; port 0
 // picks a free one), or http_service --remote ADDR [HOST:PORT [SHARDS_MAX]]
@@ -16,7 +17,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <vector>
 
 using namespace fusee;
 
@@ -24,6 +27,7 @@ const WorkflowRef<int, int> kOrder{"order"};
 const Signal<int> kApproval{"approval"};
 const WorkflowRef<int, int> kPayment{"payment"};
 const Update<int, int> kAddTip{"add_tip"};
+const WorkflowRef<int, int> kBatch{"batch"};
 
 int main(int argc, char** argv) {
   const bool remote = argc > 1 && std::string_view(argv[1]) == "--remote";
@@ -66,6 +70,17 @@ int main(int argc, char** argv) {
       tip = ctx.next_update(kAddTip).start();
     }
     co_return co_await charged.future;
+  });
+  engine->register_workflow(kBatch, [](Ctx& ctx, int orders) -> Task<int> {
+    // Started together, the orders run (and wait for their approvals) at
+    // once: <batch id>-1, <batch id>-2, ...
+    std::vector<Future<int>> started;
+    for (int order = 1; order <= orders; ++order) {
+      started.push_back(ctx.child(kOrder, ctx.run_id() + "-" + std::to_string(order), order).start());
+    }
+    int total = 0;
+    for (int value : co_await ctx.all(started)) total += value;
+    co_return total;
   });
   std::printf("listening on %s\n", engine->http_endpoint().c_str());
   std::fflush(stdout);

@@ -259,6 +259,12 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
       if (method != "GET") return wrong_method("GET");
       return stats_json();
     }
+    if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "server") {
+      // fusee server's front answers this with its shards and log; an
+      // engine's own listener says it is not that front.
+      if (method != "GET") return wrong_method("GET");
+      return json_response(200, json::object{{"server", false}});
+    }
     if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "awakeables" &&
         (parts[3] == "complete" || parts[3] == "fail")) {
       if (method != "POST") return wrong_method("POST");
@@ -649,12 +655,28 @@ HttpResponse HttpApi::list(const std::map<std::string, std::string>& query) {
   }
   std::string after;
   if (auto cursor = query.find("cursor"); cursor != query.end()) after = cursor->second;
+  std::string prefix;
+  if (auto given = query.find("id_prefix"); given != query.end()) prefix = given->second;
+  // Started in [started_from_ms, started_to_ms), milliseconds since the epoch.
+  std::optional<std::int64_t> started_from_ms, started_to_ms;
+  for (auto [name, bound] : {std::pair{"started_from_ms", &started_from_ms}, std::pair{"started_to_ms", &started_to_ms}}) {
+    if (auto given = query.find(name); given != query.end()) {
+      auto value = number_text(given->second);
+      if (!value || *value > static_cast<std::uint64_t>(INT64_MAX)) {
+        return error(400, "invalid_argument", fmt::format("{} is milliseconds since the Unix epoch", name));
+      }
+      *bound = static_cast<std::int64_t>(*value);
+    }
+  }
   // Runs come sorted by id; the cursor is the last id of the page before.
   auto runs = engine_.list_runs(filter);
   json::array page;
   std::string next;
   for (const auto& run : runs) {
     if (!after.empty() && run.id <= after) continue;
+    if (!run.id.starts_with(prefix)) continue;
+    if (started_from_ms && to_ms(run.started_at) < *started_from_ms) continue;
+    if (started_to_ms && to_ms(run.started_at) >= *started_to_ms) continue;
     if (page.size() == limit) {
       next = page.back().as_object().at("id").as_string().c_str();
       break;

@@ -68,6 +68,7 @@ json::object start_call(const engine::StartRequest& request) {
                                                                                         : "start_anew"},
                     {"if_input_differs", request.options.if_input_differs == IfInputDiffers::reject ? "reject" : "report"}};
   if (request.options.deadline) call["deadline_ms"] = request.options.deadline->count();
+  if (!request.parent.empty()) call["parent"] = request.parent;
   return call;
 }
 
@@ -76,6 +77,9 @@ engine::StartRequest start_request_of(const json::object& call) {
   request.workflow = text(call, "workflow");
   request.id = text(call, "id");
   request.input = field(call, "input");
+  if (const auto* parent = call.if_contains("parent"); parent != nullptr && parent->is_string()) {
+    request.parent = std::string(parent->get_string());
+  }
   auto if_running = text(call, "if_running");
   auto if_finished = text(call, "if_finished");
   request.options.if_running = if_running == "reject" ? IfRunning::reject : IfRunning::attach;

@@ -61,6 +61,16 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
       response.body = directory.metrics();
       return response;
     }
+    if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "server") {
+      if (request.method != "GET") {
+        auto response = HttpApi::error(405, "method_not_allowed", "/v1/server takes GET");
+        response.headers["Allow"] = "GET";
+        return response;
+      }
+      HttpResponse response;
+      response.body = directory.stats() + "\n";
+      return response;
+    }
     // An awakeable's completion goes to the holder of its run's shard: the
     // token names the run.
     std::optional<std::string> id;
@@ -71,6 +81,8 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
                               "not an awakeable token (tokens look like awk1.<hex>.<position>.<32 hex digits>)");
       }
       id = token->run_id;
+    } else if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "stats") {
+      // The engine's figures, from the holder of shard 0 (as a listing).
     } else if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "runs") {
       return HttpApi::error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", request.method,
                                                          request.target));

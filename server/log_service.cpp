@@ -673,6 +673,51 @@ struct LogService::Impl {
     return text;
   }
 
+  // The server's figures as JSON, for the console's engine page (GET
+  // /v1/server on the HTTP front): the shards and their holders, the log,
+  // checkpoints and the run store.
+  std::string stats_json() {
+    auto stats = log->stats();
+    auto store_stats = store_service->stats();
+    auto histogram = [](const auto& counts, std::uint64_t sum_us) {
+      boost::json::array bounds, listed;
+      for (auto bound : wal::kFlushLatencyBoundsUs) bounds.push_back(bound);
+      for (auto count : counts) listed.push_back(static_cast<std::uint64_t>(count));
+      return boost::json::object{{"bounds_us", std::move(bounds)}, {"counts", std::move(listed)}, {"sum_us", sum_us}};
+    };
+    std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> append_counts{};
+    for (std::size_t i = 0; i < append_counts.size(); ++i) append_counts[i] = append_latency_counts[i].load();
+    boost::json::object out{
+        {"server", true},
+        {"shards", shards},
+        {"records_written", stats.records_written},
+        {"flushes", stats.batches_written},
+        {"records_per_flush", stats.batches_written == 0 ? 0.0
+                                                         : static_cast<double>(stats.records_written) /
+                                                               static_cast<double>(stats.batches_written)},
+        {"staged_bytes", stats.staged_bytes},
+        {"wal_segments", stats.segments_live},
+        {"checkpoints", store_stats.checkpoints},
+        {"segments_retired", store_stats.segments_retired},
+        {"run_store_bytes", store->size_bytes()},
+        {"log_error", log->poison() ? boost::json::value(log->poison().message()) : boost::json::value(nullptr)},
+        {"flush_latency", histogram(stats.flush_latency_counts, stats.flush_latency_sum_us)},
+        {"append_latency", histogram(append_counts, append_latency_sum_us.load())}};
+    boost::json::array holders;
+    std::lock_guard lock(mu);
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      const auto& lease = leases[shard];
+      boost::json::object entry{{"shard", shard}, {"epoch", lease.epoch}};
+      entry["worker"] = lease.holder ? boost::json::value(lease.holder->worker) : boost::json::value(nullptr);
+      entry["http"] = lease.holder && !lease.holder->http.empty() ? boost::json::value(lease.holder->http)
+                                                                   : boost::json::value(nullptr);
+      holders.push_back(std::move(entry));
+    }
+    out["holders"] = std::move(holders);
+    out["workers_waiting"] = waiting.size();
+    return boost::json::serialize(out);
+  }
+
   void store_loop() {
     std::unique_lock lock(store_mu);
     for (;;) {
@@ -809,6 +854,7 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
       return raw->leases[shard].holder->http;
     };
     directory.metrics = [raw = impl.get()] { return raw->metrics(); };
+    directory.stats = [raw = impl.get()] { return raw->stats_json(); };
     impl->http = std::make_unique<HttpServer>(make_front_router(std::move(directory), options.token),
                                               options.http_listen, 1u << 20);
   }

@@ -67,6 +67,18 @@ result=$(curl -s "$api/v1/runs/order-1")
 echo "$result" | grep -q '"result":55' || fail "order-1: $result"
 stream=$(curl -s "$api/v1/runs/order-1/streams/progress")
 [ "$stream" = $'{"offset":0,"value":50}\n{"offset":1,"value":55}' ] || fail "stream: $stream"
+# The console's engine page: the server's shards and holders (its own), the
+# worker's figures (passed on, as a listing is).
+curl -s "$api/v1/server" | python3 -c '
+import json, sys
+server = json.load(sys.stdin)
+assert server["server"] is True and server["shards"] == 2, server
+assert [h["shard"] for h in server["holders"]] == [0, 1], server
+assert all(h["worker"] and h["http"] for h in server["holders"]), server
+assert server["records_written"] > 0 and sum(server["flush_latency"]["counts"]) > 0, server
+' || fail "GET /v1/server: $(curl -s "$api/v1/server")"
+curl -s "$api/v1/stats" | grep -q '"shards_held":2' || fail "GET /v1/stats through the server: $(curl -s "$api/v1/stats")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$api/v1/server")" = 405 ] || fail "POST /v1/server is not 405"
 metrics=$(curl -s "$api/metrics")
 echo "$metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $metrics"
 for name in fusee_records_per_flush fusee_checkpoints_total fusee_segments_retired_total fusee_wal_segments \

@@ -62,6 +62,18 @@ TEST_CASE_TEMPLATE("a child run returns its output to its parent and is a run of
   REQUIRE(runs.size() == 1);
   CHECK(runs[0].id == "p-1-child");
   CHECK(runs[0].status == RunStatus::completed);
+
+  // Each journal links the other: the child's start names its parent, the
+  // parent's child command names the child.
+  auto child_journal = boost::json::parse(engine->journal_json("p-1-child")).as_object();
+  const auto& started = child_journal.at("records").as_array().front().as_object();
+  CHECK(started.at("kind") == "run_started");
+  CHECK(started.at("parent") == "p-1");
+  auto parent_journal = boost::json::parse(engine->journal_json("p-1")).as_object();
+  CHECK(parent_journal.at("records").as_array().front().at("parent") == "");
+  const auto& command = parent_journal.at("commands").as_array().front().as_object();
+  CHECK(command.at("command") == "child");
+  CHECK(command.at("name") == "p-1-child");
 }
 
 TEST_CASE_TEMPLATE("a failing child surfaces in its parent as errc::failed naming the child", M, InMemory, OnDisk, Remote) {

@@ -26,7 +26,7 @@ TEST_SUITE("unit") {
     record.at_ms = 1'800'000'000'000;
     record.took_us = 300;
     auto expected = bytes_of({0x02, 0x02, 0x01, 0x01, 0x00, 0x00, 0x80, 0xc0, 0xe2, 0x85, 0xe3, 0x68, 0xac, 0x02,
-                              0x00, 0x02, 0x72, 0x31, 0x03, 0x74, 0x77, 0x6f, 0x00, 0x31, 0x32});
+                              0x00, 0x02, 0x72, 0x31, 0x03, 0x74, 0x77, 0x6f, 0x00, 0x00, 0x31, 0x32});
     CHECK(encode_record(record) == expected);
     auto decoded = decode_record(expected);
     REQUIRE(decoded.has_value());
@@ -61,6 +61,7 @@ TEST_SUITE("unit") {
       record.flag = kind % 3 == 0;
       record.name = "name";
       record.detail = kind % 2 ? "" : "detail";
+      record.parent = kind % 2 ? "parent-run" : "";
       record.value = boost::json::parse(R"({"a":[1,2.5,"x",null,true],"b":{}})");
       auto decoded = decode_record(encode_record(record));
       REQUIRE(decoded.has_value());

@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <boost/json.hpp>
+#include <fmt/format.h>
 #include <fusee/fusee.hpp>
+
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -138,6 +141,32 @@ TEST_SUITE("unit") {
                        "/v1/runs?limit=3&cursor=" + std::string(first.at("next_cursor").as_string())).json();
     CHECK(second.at("runs").as_array().size() == 1);
     CHECK(second.at("next_cursor").is_null());
+    // The console's filters: an id prefix, a start time range [from, to).
+    auto ids_of = [&](const std::string& target) {
+      std::vector<std::string> ids;
+      auto page = call(at, beast_http::verb::get, target).json();
+      for (const auto& run : page.at("runs").as_array()) {
+        ids.emplace_back(run.at("id").as_string());
+      }
+      return ids;
+    };
+    CHECK(ids_of("/v1/runs?id_prefix=o-") == std::vector<std::string>{"o-1", "o-2"});
+    CHECK(ids_of("/v1/runs?id_prefix=o-&status=cancelled") == std::vector<std::string>{"o-2"});
+    CHECK(ids_of("/v1/runs?id_prefix=zz").empty());
+    const auto o2_started = after.at("started_at_ms").as_int64();
+    auto from_o2 = ids_of(fmt::format("/v1/runs?started_from_ms={}", o2_started));
+    CHECK(std::find(from_o2.begin(), from_o2.end(), "o-2") != from_o2.end());
+    auto before_o2 = ids_of(fmt::format("/v1/runs?started_to_ms={}", o2_started));
+    CHECK(std::find(before_o2.begin(), before_o2.end(), "o-2") == before_o2.end());
+    CHECK(ids_of("/v1/runs?started_from_ms=0&started_to_ms=1").empty());
+    CHECK(ids_of("/v1/runs?started_from_ms=1").size() == 4);
+    for (const char* bad : {"/v1/runs?started_from_ms=yesterday", "/v1/runs?started_to_ms=-5"}) {
+      auto refused = call(at, beast_http::verb::get, bad);
+      CHECK(refused.status == 400);
+      CHECK(refused.error() == "invalid_argument");
+    }
+    // Not fusee server's front: the console's engine page shows this engine only.
+    CHECK(call(at, beast_http::verb::get, "/v1/server").json().at("server") == false);
 
     auto metrics = call(at, beast_http::verb::get, "/metrics");
     CHECK(metrics.status == 200);

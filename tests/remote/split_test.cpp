@@ -209,6 +209,11 @@ TEST_SUITE("unit") {
     for (int parent = 0; parent < 4; ++parent) {
       CHECK(second->result(kFan, "fan-" + std::to_string(parent)) == 2 * (0 + 1 + 2 + 3 + 4 + 5));
     }
+    // A child started on the other worker's shard still names its parent.
+    for (int child = 0; child < 6; ++child) {
+      auto journal = boost::json::parse(first->journal_json("fan-0-" + std::to_string(child))).as_object();
+      CHECK(journal.at("records").as_array().front().at("parent") == "fan-0");
+    }
 
     // Streams read through the worker that does not hold them.
     for (int run = 0; run < 8; ++run) {
