@@ -191,6 +191,14 @@ struct LogService::Impl {
   };
   std::uint64_t next_relay = 0;  // under mu
   std::list<Waiting> waiting;
+  // Shards held back for their previous holders until reclaim_until
+  // (ServiceOptions::reclaim_grace), under mu; a grant clears its shard.
+  std::vector<bool> reclaimable;
+  std::chrono::steady_clock::time_point reclaim_until;
+  std::thread reclaim_timer;
+  std::mutex reclaim_mu;
+  std::condition_variable reclaim_cv;
+  bool reclaim_stopping = false;
   std::list<std::shared_ptr<Connection>> connections;
   std::uint64_t next_connection = 1;
 
@@ -547,7 +555,9 @@ struct LogService::Impl {
   // takes it while holding the log's hook lock).
   std::vector<Grant> grant_locked() {
     std::vector<Grant> grants;
+    const bool reclaiming = std::chrono::steady_clock::now() < reclaim_until;
     auto grant = [&](Waiting& waiter, std::uint32_t shard) {
+      reclaimable[shard] = false;
       auto& lease = leases[shard];
       lease.holder = waiter.connection;
       lease.epoch = ++next_epoch;
@@ -562,11 +572,21 @@ struct LogService::Impl {
         return true;
       });
       for (std::uint32_t shard = 0; shard < shards && it->wanted > 0 && it->specific.empty(); ++shard) {
-        if (!leases[shard].holder) grant(*it, shard);
+        if (!leases[shard].holder && !(reclaiming && reclaimable[shard])) grant(*it, shard);
       }
       it = it->wanted == 0 && it->specific.empty() ? waiting.erase(it) : std::next(it);
     }
     return grants;
+  }
+
+  // The reclaim grace is over: the shards nobody reclaimed go to whoever waits.
+  void grant_after_grace() {
+    std::vector<Grant> grants;
+    {
+      std::lock_guard lock(mu);
+      if (!stopping) grants = grant_locked();
+    }
+    deliver(grants);
   }
 
   // Sends the leases. A shard's records appended by its previous holder are
@@ -832,6 +852,23 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
       std::make_unique<StoreService>(*impl->store, *impl->log, opened.bases.keep_from, options.log);
   impl->leases.resize(impl->shards);
   impl->arrivals.resize(impl->shards);
+  impl->reclaimable.resize(impl->shards);
+  bool any_records = false;
+  for (std::uint32_t shard = 0; shard < impl->shards; ++shard) {
+    impl->reclaimable[shard] = impl->log->last_lsn(shard) > 0;
+    any_records = any_records || impl->reclaimable[shard];
+  }
+  if (any_records) {
+    impl->reclaim_until = std::chrono::steady_clock::now() + options.reclaim_grace;
+    // At the grace's end, the shards nobody reclaimed go to whoever waits.
+    impl->reclaim_timer = std::thread([raw = impl.get()] {
+      {
+        std::unique_lock lock(raw->reclaim_mu);
+        if (raw->reclaim_cv.wait_until(lock, raw->reclaim_until, [raw] { return raw->reclaim_stopping; })) return;
+      }
+      raw->grant_after_grace();
+    });
+  }
   // Epochs grow across restarts too: a lease of an earlier server life never
   // matches one of this life.
   impl->next_epoch = static_cast<std::uint64_t>(
@@ -880,6 +917,12 @@ LogServiceStats LogService::stats() const {
 void LogService::stop() {
   auto& impl = *impl_;
   if (impl.stop_begun.exchange(true)) return;
+  {
+    std::lock_guard lock(impl.reclaim_mu);
+    impl.reclaim_stopping = true;
+  }
+  impl.reclaim_cv.notify_all();
+  if (impl.reclaim_timer.joinable()) impl.reclaim_timer.join();
   if (impl.http) impl.http->stop();
   ::shutdown(impl.listen_fd, SHUT_RDWR);
   if (impl.acceptor.joinable()) impl.acceptor.join();

@@ -46,6 +46,13 @@ struct LogServiceOptions {
   // worker) is closed and its leases go to whoever waits. Workers ping at a
   // quarter of it.
   std::chrono::milliseconds lease_ttl{10'000};
+  // After the server starts on a directory with records, a shard that has
+  // records goes only to a worker that names it (one that held it before
+  // the restart, reconnecting) for this long; a worker that asks for any
+  // shards gets the others, and these after it. Without it a new worker
+  // that connects first takes a reconnecting worker's shards, and that
+  // worker is deposed.
+  std::chrono::milliseconds reclaim_grace{2'000};
   // The HTTP front (server/http_front.hpp) on "host:port"; empty: none.
   // It wants `token` too, when one is set.
   std::string http_listen;

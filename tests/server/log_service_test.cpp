@@ -2,6 +2,7 @@
 // leases and their epochs, fencing of a deposed holder, pipelined appends
 // and durable positions, reads, the token on TCP, and bad input closing only
 // the connection that sent it.
+#include <algorithm>
 #include <doctest/doctest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -173,6 +174,61 @@ TEST_SUITE("unit") {
       }
     }
     CHECK(lsns == std::vector<std::uint64_t>{91, 92, 93, 94, 95, 96, 97, 98, 99, 100});
+  }
+
+  TEST_CASE("log service: after a restart, a shard with records waits for the worker that names it") {
+    testing::TempDir dir;
+    io::PosixFileSystem fs;
+    LogServiceOptions options;
+    options.dir = dir.sub("data");
+    options.listen = "unix:" + dir.sub("sock");
+    options.shards = 2;
+    options.direct_io = false;
+    options.log = [](const std::string&) {};
+    {
+      // Shard 0 gets a record; shard 1 none.
+      auto service = LogService::open(fs, options);
+      Client client(service->endpoint());
+      auto leases = client.hello_and_acquire(2);
+      client.send(MessageType::append, encode(Append{0, leases[0].epoch, 1, bytes_of("r1")}));
+      CHECK(decode_durable(client.expect(MessageType::durable).payload)->lsn == 1);
+      service->stop();
+    }
+    // Restarted with a grace no test outlasts: a new worker that asks for
+    // any shard gets shard 1 only; the worker that held shard 0 names it and
+    // gets it.
+    options.reclaim_grace = std::chrono::hours(1);
+    {
+      auto service = LogService::open(fs, options);
+      Client newcomer(service->endpoint());
+      newcomer.send(MessageType::hello, encode(Hello{"", "new"}));
+      newcomer.expect(MessageType::welcome);
+      newcomer.send(MessageType::acquire, encode(Acquire{2}));
+      CHECK(decode_lease(newcomer.expect(MessageType::lease).payload)->shard == 1);
+      CHECK(decode_acquired(newcomer.expect(MessageType::acquired).payload)->granted == 1);
+      Client returning(service->endpoint());
+      returning.send(MessageType::hello, encode(Hello{"", "returning"}));
+      returning.expect(MessageType::welcome);
+      returning.send(MessageType::acquire, encode(Acquire{1, {0}}));
+      auto lease = decode_lease(returning.expect(MessageType::lease).payload);
+      CHECK(lease->shard == 0);
+      CHECK(lease->durable_lsn == 1);
+      service->stop();
+    }
+    // With the grace over, nobody named shard 0: the newcomer gets it.
+    options.reclaim_grace = std::chrono::milliseconds(1);
+    {
+      auto service = LogService::open(fs, options);
+      Client newcomer(service->endpoint());
+      newcomer.send(MessageType::hello, encode(Hello{"", "new"}));
+      newcomer.expect(MessageType::welcome);
+      newcomer.send(MessageType::acquire, encode(Acquire{2}));
+      std::vector<std::uint32_t> shards;
+      for (int i = 0; i < 2; ++i) shards.push_back(decode_lease(newcomer.expect(MessageType::lease).payload)->shard);
+      std::sort(shards.begin(), shards.end());
+      CHECK(shards == std::vector<std::uint32_t>{0, 1});
+      service->stop();
+    }
   }
 
   TEST_CASE("log service: a shard goes to the waiting worker when its holder goes, and the old epoch is fenced") {
