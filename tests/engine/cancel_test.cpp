@@ -240,9 +240,23 @@ TEST_CASE_TEMPLATE("a reopened run replays the cancellation at the same commands
     state.entered.require(2);
     engine->cancel("f-1", "stop");
     state.cleaning.require(1);
-    // Its completion reaches the shard's queue before the shutdown, which
-    // handles what is queued and makes it durable.
+    // The clean-up ends on the gate's thread and its completion is posted
+    // to the shard: wait until the shard has journaled it (the shutdown
+    // makes it durable), or the reopened run runs it again. The shutdown
+    // alone raced that post (seen once in make test).
     state.cleanup.open();
+    auto give_up = std::chrono::steady_clock::now() + kPatience;
+    auto cleaned_up = [&] {
+      auto journal = boost::json::parse(engine->journal_json("f-1"));
+      for (const auto& command : journal.at("commands").as_array()) {
+        if (command.at("name") == "clean-up" && command.at("outcome") == "completed") return true;
+      }
+      return false;
+    };
+    while (!cleaned_up()) {
+      REQUIRE(std::chrono::steady_clock::now() < give_up);
+      std::this_thread::yield();
+    }
     engine->shutdown();
     state.a.open();
     state.b.open();
