@@ -504,6 +504,9 @@ json::object record_json(const engine::OfflineRecord& stored, const engine::Jour
           {"detail", shown_detail(record)},
           {"number", record.number},
           {"time_ms", record.time_ms},
+          {"at_ms", record.at_ms},
+          {"took_us", record.took_us},
+          {"parent", record.parent},
           {"flag", record.flag},
           {"value", record.value}};
 }

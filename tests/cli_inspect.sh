@@ -71,8 +71,10 @@ kinds = [r["kind"] for r in d["journal"]["records"]]
 assert kinds[:2] == ["run_started", "step_completed"], kinds
 assert "wait_started" in kinds, kinds
 for r in d["journal"]["records"]:
-    for key in ("source", "lsn", "kind", "generation", "position", "name", "detail", "number", "time_ms", "flag", "value"):
+    for key in ("source", "lsn", "kind", "generation", "position", "name", "detail", "number", "time_ms", "at_ms",
+                "took_us", "parent", "flag", "value"):
         assert key in r, key
+    assert r["at_ms"] > 0, r  # every record says when it was made
 ' || fail "run order-2 --json"
 "$fusee" inspect "$scratch/data" batches --json | python3 -c '
 import json, sys
