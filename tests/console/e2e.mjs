@@ -144,6 +144,11 @@ async function local(page) {
   await page.click("#fact-children a");
   await waitForFact(page, "parent", /batch-1/);
   if ((await text(page, "h1")) !== "Run batch-1-1") fail(`the child link led to ${await text(page, "h1")}`);
+  // A terminate, confirmed: the child ends at once, cancelled, and says why.
+  await page.waitForSelector("#terminate");
+  await page.click("#terminate");
+  await waitForFact(page, "status", /cancelled/);
+  await waitForFact(page, "error", /from the console/);
 
   // A cancel, confirmed: order-3 ends cancelled.
   await openRun(page, "order-3");
@@ -233,4 +238,4 @@ if (problems.length) {
 }
 console.log(mode === "server"
   ? `console e2e (server): runs, a run's live stream, a signal and the shard holders through fusee server --http; screenshots in ${shots}`
-  : `console e2e (local): runs and filters, a run's timeline, input, result and streams (live), children and parent, a signal, a cancel, a reset, a missing run and the engine page; screenshots in ${shots}`);
+  : `console e2e (local): runs and filters, a run's timeline, input, result and streams (live), children and parent, a signal, a terminate, a cancel, a reset, a missing run and the engine page; screenshots in ${shots}`);
