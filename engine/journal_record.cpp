@@ -148,8 +148,8 @@ bool is_positional(RecordKind kind) {
 }
 
 // Layout: version u8, kind u8, varints generation, position, number,
-// zigzag(time_ms), zigzag(at_ms), took_us (the last two from version 2), flag u8,
-// strings run_id, name, detail, parent (from version 2), strings run_id, name, detail (varint length +
+// zigzag(time_ms), zigzag(at_ms) and took_us (version 2 on), flag u8,
+// strings run_id, name, detail and parent (version 2 on; varint length +
 // bytes), then the value as serialized JSON to the end (empty for null).
 void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   out.push_back(static_cast<std::byte>(kJournalFormatVersion));

@@ -13,8 +13,8 @@
 
 namespace fusee::engine {
 
-// Version 2 added at_ms, took_us and parent; version 1 records (written before)
-// still decode, with both 0 (not known).
+// Version 2 added at_ms, took_us and parent; version 1 records (written
+// before) still decode, with them 0 and empty (not known).
 inline constexpr std::uint8_t kJournalFormatVersion = 2;
 inline constexpr std::uint8_t kJournalFormatVersionOldest = 1;
 

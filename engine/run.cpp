@@ -35,13 +35,11 @@ struct StepCall {
 };
 
 namespace {
+
 std::uint64_t microseconds_since(std::chrono::steady_clock::time_point began) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count());
 }
-}  // namespace
-
-namespace {
 
 // Runs a coroutine step to its end, wherever it resumes, then hands the
 // outcome to `done`. Starts at once and frees itself.

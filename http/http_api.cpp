@@ -2,6 +2,7 @@
 #include "http/console_files.hpp"
 #include "http/prometheus.hpp"
 #include "http/run_wait.hpp"
+#include "http/log_figures.hpp"
 
 #include <fmt/format.h>
 
@@ -780,13 +781,16 @@ HttpResponse HttpApi::reset(const std::string& id, const HttpRequest& request) {
   return json_response(202, json::object{{"id", id}, {"reset", true}, {"generation", info ? info->generation : 0}});
 }
 
+std::map<std::string, std::uint64_t> HttpApi::runs_by_status() {
+  std::map<std::string, std::uint64_t> by_status;
+  for (auto status : kRunStatuses) by_status[run_status_name(status)] = 0;
+  for (const auto& run : engine_.list_runs()) by_status[run_status_name(run.status)]++;
+  return by_status;
+}
+
 HttpResponse HttpApi::metrics() {
   auto stats = engine_.stats();
-  std::map<std::string, std::uint64_t> by_status;
-  for (auto status : kRunStatuses) {
-    by_status[run_status_name(status)] = 0;
-  }
-  for (const auto& run : engine_.list_runs()) by_status[run_status_name(run.status)]++;
+  auto by_status = runs_by_status();
   std::string text;
   auto metric = [&](const char* name, const char* type, const char* help, auto value) {
     append_metric(text, name, type, help, value);
@@ -794,9 +798,7 @@ HttpResponse HttpApi::metrics() {
   metric("fusee_records_written_total", "counter", "Journal records made durable.", stats.records_written);
   metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
   metric("fusee_records_per_flush", "gauge", "Records per durable write, on average since open.",
-         stats.batches_written == 0 ? 0.0
-                                    : static_cast<double>(stats.records_written) /
-                                          static_cast<double>(stats.batches_written));
+         records_per_flush(stats.records_written, stats.batches_written));
   metric("fusee_inline_writes_total", "counter", "Batches a shard wrote itself.", stats.inline_writes);
   metric("fusee_wal_segments", "gauge", "Live log segments.", stats.wal_segments);
   metric("fusee_wal_bytes", "gauge", "Bytes of the live log segments.", stats.wal_bytes);
@@ -826,24 +828,16 @@ HttpResponse HttpApi::metrics() {
 // tools that read JSON (the flush histogram with its bounds in µs).
 HttpResponse HttpApi::stats_json() {
   auto stats = engine_.stats();
-  json::object by_status;
-  for (auto status : kRunStatuses) by_status[run_status_name(status)] = 0;
-  for (const auto& run : engine_.list_runs()) {
-    auto& count = by_status[run_status_name(run.status)];
-    count = count.as_int64() + 1;
-  }
-  json::array bounds, counts;
-  for (auto bound : kFlushLatencyBoundsUs) bounds.push_back(bound);
-  for (auto count : stats.flush_latency_counts) counts.push_back(count);
+  auto counts = runs_by_status();
+  json::object by_status;  // in kRunStatuses's order, running first
+  for (auto status : kRunStatuses) by_status[run_status_name(status)] = counts[run_status_name(status)];
   json::object out{
       {"shards", engine_.shard_count()},
       {"shards_held", stats.shards_held},
       {"runs", std::move(by_status)},
       {"records_written", stats.records_written},
       {"flushes", stats.batches_written},
-      {"records_per_flush", stats.batches_written == 0 ? 0.0
-                                                       : static_cast<double>(stats.records_written) /
-                                                             static_cast<double>(stats.batches_written)},
+      {"records_per_flush", records_per_flush(stats.records_written, stats.batches_written)},
       {"inline_writes", stats.inline_writes},
       {"direct_io", stats.direct_io},
       {"staged_bytes", stats.staged_bytes},
@@ -856,9 +850,8 @@ HttpResponse HttpApi::stats_json() {
       {"runs_woken", stats.runs_woken},
       {"checkpoint_error", stats.checkpoint_error.empty() ? json::value(nullptr) : json::value(stats.checkpoint_error)},
       {"log_error", stats.log_error.empty() ? json::value(nullptr) : json::value(stats.log_error)},
-      {"flush_latency", json::object{{"bounds_us", std::move(bounds)},
-                                     {"counts", std::move(counts)},
-                                     {"sum_us", stats.flush_latency_sum_us}}}};
+      {"flush_latency",
+       latency_histogram_json(kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us)}};
   return json_response(200, out);
 }
 

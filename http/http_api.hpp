@@ -141,6 +141,8 @@ class HttpApi {
   HttpResponse cancel(const std::string& id, const HttpRequest& request, bool terminate);
   HttpResponse metrics();
   HttpResponse stats_json();
+  // Every status with its count of runs (0 included): /metrics and /v1/stats.
+  std::map<std::string, std::uint64_t> runs_by_status();
 
   Engine& engine_;
   HttpApiOptions options_;

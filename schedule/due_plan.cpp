@@ -6,16 +6,7 @@
 #include <algorithm>
 
 namespace fusee::schedule {
-namespace {
-
 using namespace std::chrono;
-
-// The due times in (from, now], all of them; `limit` bounds the work.
-std::vector<TimePoint> due_in(const ScheduleTimes& times, TimePoint from, TimePoint now, std::size_t limit) {
-  return times.between(from, now, limit);
-}
-
-}  // namespace
 
 DuePlan plan_due(const ScheduleTimes& times, TimePoint last, TimePoint now, std::uint32_t catch_up) {
   DuePlan plan;
@@ -28,7 +19,7 @@ DuePlan plan_due(const ScheduleTimes& times, TimePoint last, TimePoint now, std:
     auto window = milliseconds(1000);
     for (;;) {
       const auto from = now - last > window ? now - window : last;
-      latest = due_in(times, from, now, SIZE_MAX);
+      latest = times.between(from, now, SIZE_MAX);
       if (latest.size() >= catch_up || from == last) break;
       window *= 2;
     }
@@ -49,7 +40,7 @@ DuePlan plan_due(const ScheduleTimes& times, TimePoint last, TimePoint now, std:
     auto window = milliseconds(1000);
     for (;;) {
       const auto from = until - *first > window ? until - window : *first - milliseconds(1);
-      auto near = due_in(times, from, until, SIZE_MAX);
+      auto near = times.between(from, until, SIZE_MAX);
       std::erase_if(near, [&](TimePoint due) { return !passed(due); });
       if (!near.empty()) {
         plan.missed_to = near.back();

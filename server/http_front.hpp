@@ -3,8 +3,9 @@
 // worker that holds the run's shard, as the worker announced its HTTP API
 // (server/log_service.hpp). A start names its run in the body; listing and
 // /v1/stats go to the holder of shard 0 (a worker holds every shard, for
-// now). /healthz, /metrics and /v1/server are the server's own. With a token, every route but /healthz
-// wants it, as the engines' API does. Pure routing: no sockets here.
+// now). /healthz, /metrics and /v1/server are the server's own. With a
+// token, every route but /healthz wants it, as the engines' API does. Pure
+// routing: no sockets here.
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,7 @@
 #include "fusee/error.hpp"
 #include "http/http_server.hpp"
 #include "http/prometheus.hpp"
+#include "http/log_figures.hpp"
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
 #include "protocol/messages.hpp"
@@ -40,6 +41,7 @@ using http::HttpRouter;
 using http::HttpServer;
 using http::append_seconds_histogram;
 using http::append_metric;
+using http::records_per_flush;
 using protocol::Acquired;
 using protocol::CheckpointSoon;
 using protocol::Durable;
@@ -654,9 +656,7 @@ struct LogService::Impl {
            stats.records_written);
     metric("fusee_flushes_total", "counter", "Log batches written, each one durable write.", stats.batches_written);
     metric("fusee_records_per_flush", "gauge", "Records per durable write, on average since the server started.",
-           stats.batches_written == 0 ? 0.0
-                                      : static_cast<double>(stats.records_written) /
-                                            static_cast<double>(stats.batches_written));
+           records_per_flush(stats.records_written, stats.batches_written));
     metric("fusee_log_failed", "gauge", "1 when the log failed (restart the server).", log->poison() ? 1 : 0);
     metric("fusee_shards", "gauge", "Shards of the directory.", shards);
     metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
@@ -672,13 +672,9 @@ struct LogService::Impl {
     }
     append_seconds_histogram(text, "fusee_flush_duration_seconds", "Durable writes of the log by how long they took.",
                              wal::kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
-    {
-      std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> counts{};
-      for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = append_latency_counts[i].load();
-      append_seconds_histogram(text, "fusee_append_duration_seconds",
-                               "Appends from their arrival to their durable position going back.",
-                               wal::kFlushLatencyBoundsUs, counts, append_latency_sum_us.load());
-    }
+    append_seconds_histogram(text, "fusee_append_duration_seconds",
+                             "Appends from their arrival to their durable position going back.",
+                             wal::kFlushLatencyBoundsUs, append_latency_now(), append_latency_sum_us.load());
     std::lock_guard lock(mu);
     std::size_t held = 0;
     text += "# HELP fusee_shard_lease Shards and their holders (1: leased).\n# TYPE fusee_shard_lease gauge\n";
@@ -693,28 +689,28 @@ struct LogService::Impl {
     return text;
   }
 
+  // The append latency histogram's counts as they are now.
+  std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> append_latency_now() const {
+    std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> counts{};
+    for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = append_latency_counts[i].load();
+    return counts;
+  }
+
   // The server's figures as JSON, for the console's engine page (GET
   // /v1/server on the HTTP front): the shards and their holders, the log,
   // checkpoints and the run store.
   std::string stats_json() {
     auto stats = log->stats();
     auto store_stats = store_service->stats();
-    auto histogram = [](const auto& counts, std::uint64_t sum_us) {
-      boost::json::array bounds, listed;
-      for (auto bound : wal::kFlushLatencyBoundsUs) bounds.push_back(bound);
-      for (auto count : counts) listed.push_back(static_cast<std::uint64_t>(count));
-      return boost::json::object{{"bounds_us", std::move(bounds)}, {"counts", std::move(listed)}, {"sum_us", sum_us}};
+    auto histogram = [](std::span<const std::uint64_t> counts, std::uint64_t sum_us) {
+      return http::latency_histogram_json(wal::kFlushLatencyBoundsUs, counts, sum_us);
     };
-    std::array<std::uint64_t, wal::kFlushLatencyBoundsUs.size() + 1> append_counts{};
-    for (std::size_t i = 0; i < append_counts.size(); ++i) append_counts[i] = append_latency_counts[i].load();
     boost::json::object out{
         {"server", true},
         {"shards", shards},
         {"records_written", stats.records_written},
         {"flushes", stats.batches_written},
-        {"records_per_flush", stats.batches_written == 0 ? 0.0
-                                                         : static_cast<double>(stats.records_written) /
-                                                               static_cast<double>(stats.batches_written)},
+        {"records_per_flush", records_per_flush(stats.records_written, stats.batches_written)},
         {"staged_bytes", stats.staged_bytes},
         {"wal_segments", stats.segments_live},
         {"checkpoints", store_stats.checkpoints},
@@ -722,7 +718,7 @@ struct LogService::Impl {
         {"run_store_bytes", store->size_bytes()},
         {"log_error", log->poison() ? boost::json::value(log->poison().message()) : boost::json::value(nullptr)},
         {"flush_latency", histogram(stats.flush_latency_counts, stats.flush_latency_sum_us)},
-        {"append_latency", histogram(append_counts, append_latency_sum_us.load())}};
+        {"append_latency", histogram(append_latency_now(), append_latency_sum_us.load())}};
     boost::json::array holders;
     std::lock_guard lock(mu);
     for (std::uint32_t shard = 0; shard < shards; ++shard) {
@@ -858,17 +854,7 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
     impl->reclaimable[shard] = impl->log->last_lsn(shard) > 0;
     any_records = any_records || impl->reclaimable[shard];
   }
-  if (any_records) {
-    impl->reclaim_until = std::chrono::steady_clock::now() + options.reclaim_grace;
-    // At the grace's end, the shards nobody reclaimed go to whoever waits.
-    impl->reclaim_timer = std::thread([raw = impl.get()] {
-      {
-        std::unique_lock lock(raw->reclaim_mu);
-        if (raw->reclaim_cv.wait_until(lock, raw->reclaim_until, [raw] { return raw->reclaim_stopping; })) return;
-      }
-      raw->grant_after_grace();
-    });
-  }
+  if (any_records) impl->reclaim_until = std::chrono::steady_clock::now() + options.reclaim_grace;
   // Epochs grow across restarts too: a lease of an earlier server life never
   // matches one of this life.
   impl->next_epoch = static_cast<std::uint64_t>(
@@ -894,6 +880,16 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
     directory.stats = [raw = impl.get()] { return raw->stats_json(); };
     impl->http = std::make_unique<HttpServer>(make_front_router(std::move(directory), options.token),
                                               options.http_listen, 1u << 20);
+  }
+  if (any_records) {
+    // At the grace's end, the shards nobody reclaimed go to whoever waits.
+    impl->reclaim_timer = std::thread([raw = impl.get()] {
+      {
+        std::unique_lock lock(raw->reclaim_mu);
+        if (raw->reclaim_cv.wait_until(lock, raw->reclaim_until, [raw] { return raw->reclaim_stopping; })) return;
+      }
+      raw->grant_after_grace();
+    });
   }
   impl->acceptor = std::thread([raw = impl.get()] { raw->accept_loop(); });
   return std::unique_ptr<LogService>(new LogService(std::move(impl)));

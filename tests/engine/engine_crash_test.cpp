@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 
+#include "tests/support/crash_points.hpp"
 #include "tests/support/fault_file_system.hpp"
 
 using namespace fusee;
@@ -60,8 +61,8 @@ struct Life {
 enum class Workload { plain, checkpoints, parking, concurrent };
 
 Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock, Workload workload = Workload::plain) {
-  auto config = Config::local("/data");
-  config.warn = [](const std::string&) {};  // a frozen disk makes checkpoints fail on purpose
+  // A frozen disk makes checkpoints fail on purpose: crash_config's warn is quiet.
+  auto config = crash_config(fs, clock);
   if (workload == Workload::checkpoints) {
     config.segment_bytes = 16 * 1024;
     config.payload_offload_bytes = 16;
@@ -72,11 +73,6 @@ Config config_for(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock
     config.checkpoint_interval = std::chrono::milliseconds::zero();
     config.park_after = std::chrono::milliseconds::zero();
   }
-  config.file_system = &fs;
-  config.flush = FlushMethod::buffered;
-  config.shards = 2;
-  config.clock = clock;
-  config.random = [n = std::uint64_t{0}]() mutable { return ++n; };
   return config;
 }
 

@@ -5,6 +5,8 @@
 // runs that reach it with the new code.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -358,11 +360,19 @@ TEST_CASE_TEMPLATE("a run's journal says when each command began and ended and h
   EngineHarness harness(M::mode);
   auto engine = harness.open();
   const WorkflowRef<int, int> kTimed{"timed"};
-  engine->register_workflow(kTimed, [](Ctx& ctx, int input) -> Task<int> {
-    // The attempt runs at least 3 ms of the monotonic clock, whatever the
-    // engine clock (manual here) says.
-    auto slow = [input] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  // The step holds until the test lets it go, and times itself on the
+  // monotonic clock: the journaled attempt took at least that, whatever the
+  // engine clock (manual here) says.
+  std::promise<void> entered;
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<std::int64_t> held_us{0};
+  engine->register_workflow(kTimed, [&entered, released, &held_us](Ctx& ctx, int input) -> Task<int> {
+    auto slow = [input, &entered, released, &held_us] {
+      const auto began = std::chrono::steady_clock::now();
+      entered.set_value();
+      released.wait();
+      held_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count();
       return input + 1;
     };
     int x = co_await ctx.step("slow", slow);
@@ -372,6 +382,8 @@ TEST_CASE_TEMPLATE("a run's journal says when each command began and ended and h
   const std::int64_t started_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(harness.clock().now().time_since_epoch()).count();
   (void)engine->start(kTimed, "t-1", 1);
+  REQUIRE(entered.get_future().wait_for(kPatience) == std::future_status::ready);
+  release.set_value();
   auto give_up = std::chrono::steady_clock::now() + kPatience;
   while (commands_of(journal_of(*engine, "t-1")).size() < 2 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::yield();
@@ -383,7 +395,7 @@ TEST_CASE_TEMPLATE("a run's journal says when each command began and ended and h
     const auto& commands = journal.at("commands").as_array();
     REQUIRE(commands.size() == 2);
     const auto& step = commands[0].as_object();
-    CHECK(step.at("took_us").to_number<std::uint64_t>() >= 3000);
+    CHECK(step.at("took_us").to_number<std::int64_t>() >= held_us.load());
     CHECK(step.at("last_at_ms") == started_ms);  // the engine clock did not move during it
     CHECK(step.at("began_at_ms").to_number<std::int64_t>() <= started_ms);
     const auto& wait = commands[1].as_object();

@@ -7,41 +7,21 @@
 
 #include <date/tz.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fusee/error.hpp"
 #include "schedule/cron.hpp"
 #include "schedule/schedule_times.hpp"
+#include "tests/schedule/times_text.hpp"
 
 using namespace fusee;
 using namespace fusee::schedule;
+using namespace fusee::schedule::testing;
 using namespace std::chrono;
 
 namespace {
 
-// "2026-03-29 01:30:00" as a wall-clock time.
-LocalSeconds local(const std::string& text) {
-  std::istringstream in(text);
-  date::local_seconds time;
-  in >> date::parse("%Y-%m-%d %H:%M:%S", time);
-  REQUIRE_FALSE(in.fail());
-  return LocalSeconds(time.time_since_epoch());
-}
-
-std::string text_of(LocalSeconds time) { return date::format("%Y-%m-%d %H:%M:%S", date::local_seconds(time.time_since_epoch())); }
-
-// "2026-03-29 01:30:00" UTC as an instant.
-TimePoint utc(const std::string& text) {
-  std::istringstream in(text);
-  date::sys_seconds time;
-  in >> date::parse("%Y-%m-%d %H:%M:%S", time);
-  REQUIRE_FALSE(in.fail());
-  return TimePoint(duration_cast<TimePoint::duration>(time.time_since_epoch()));
-}
-
-std::string utc_text(TimePoint time) { return date::format("%Y-%m-%d %H:%M:%S", floor<seconds>(time)); }
 
 // The next `count` wall-clock times after `from`.
 std::vector<std::string> next_times(const std::string& expression, const std::string& from, int count) {
@@ -51,7 +31,7 @@ std::vector<std::string> next_times(const std::string& expression, const std::st
   for (int i = 0; i < count; ++i) {
     auto next = cron.next_after(at);
     if (!next) break;
-    out.push_back(text_of(*next));
+    out.push_back(local_text(*next));
     at = *next;
   }
   return out;

@@ -2,36 +2,19 @@
 // `catch_up`), which it lets pass, its runs' ids and jitter.
 #include <doctest/doctest.h>
 
-#include <date/date.h>
-
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "schedule/due_plan.hpp"
+#include "tests/schedule/times_text.hpp"
 
 using namespace fusee;
 using namespace fusee::schedule;
+using namespace fusee::schedule::testing;
 using namespace std::chrono;
 
 namespace {
-
-TimePoint utc(const std::string& text) {
-  std::istringstream in(text);
-  date::sys_seconds time;
-  in >> date::parse("%Y-%m-%d %H:%M:%S", time);
-  REQUIRE_FALSE(in.fail());
-  return TimePoint(duration_cast<TimePoint::duration>(time.time_since_epoch()));
-}
-
-std::string text(TimePoint time) { return date::format("%Y-%m-%d %H:%M:%S", floor<seconds>(time)); }
-
-std::vector<std::string> texts(const std::vector<TimePoint>& times) {
-  std::vector<std::string> out;
-  for (auto time : times) out.push_back(text(time));
-  return out;
-}
 
 ScheduleTimes every_minute() {
   TimesSpec spec;
@@ -44,7 +27,7 @@ ScheduleTimes every_minute() {
 TEST_SUITE("unit") {
 TEST_CASE("due plan: awake on time, a schedule fires the one due time") {
   auto plan = plan_due(every_minute(), utc("2026-01-01 10:00:00"), utc("2026-01-01 10:01:00"), 1);
-  CHECK(texts(plan.fire) == std::vector<std::string>{"2026-01-01 10:01:00"});
+  CHECK(utc_texts(plan.fire) == std::vector<std::string>{"2026-01-01 10:01:00"});
   CHECK_FALSE(plan.missed_from.has_value());
   CHECK(plan_due(every_minute(), utc("2026-01-01 10:00:00"), utc("2026-01-01 10:00:59"), 1).fire.empty());
 }
@@ -52,10 +35,10 @@ TEST_CASE("due plan: awake on time, a schedule fires the one due time") {
 TEST_CASE("due plan: after downtime, the latest catch_up due times fire and the rest are let pass") {
   // Down from 10:00 to 13:00:30: 180 due times.
   auto plan = plan_due(every_minute(), utc("2026-01-01 10:00:00"), utc("2026-01-01 13:00:30"), 3);
-  CHECK(texts(plan.fire) == std::vector<std::string>{"2026-01-01 12:58:00", "2026-01-01 12:59:00", "2026-01-01 13:00:00"});
+  CHECK(utc_texts(plan.fire) == std::vector<std::string>{"2026-01-01 12:58:00", "2026-01-01 12:59:00", "2026-01-01 13:00:00"});
   REQUIRE(plan.missed_from.has_value());
-  CHECK(text(*plan.missed_from) == "2026-01-01 10:01:00");
-  CHECK(text(*plan.missed_to) == "2026-01-01 12:57:00");
+  CHECK(utc_text(*plan.missed_from) == "2026-01-01 10:01:00");
+  CHECK(utc_text(*plan.missed_to) == "2026-01-01 12:57:00");
   // A window wider than the downtime: everything fires.
   auto all = plan_due(every_minute(), utc("2026-01-01 10:00:00"), utc("2026-01-01 10:05:00"), 100);
   CHECK(all.fire.size() == 5);
@@ -63,8 +46,8 @@ TEST_CASE("due plan: after downtime, the latest catch_up due times fire and the 
   // catch_up 0: nothing fires, everything passes.
   auto none = plan_due(every_minute(), utc("2026-01-01 10:00:00"), utc("2026-01-01 10:05:00"), 0);
   CHECK(none.fire.empty());
-  CHECK(text(*none.missed_from) == "2026-01-01 10:01:00");
-  CHECK(text(*none.missed_to) == "2026-01-01 10:05:00");
+  CHECK(utc_text(*none.missed_from) == "2026-01-01 10:01:00");
+  CHECK(utc_text(*none.missed_to) == "2026-01-01 10:05:00");
 }
 
 TEST_CASE("due plan: a long downtime of a sparse schedule") {
@@ -72,9 +55,9 @@ TEST_CASE("due plan: a long downtime of a sparse schedule") {
   spec.cron = "0 9 1 * *";  // monthly
   ScheduleTimes monthly(spec);
   auto plan = plan_due(monthly, utc("2020-01-01 09:00:00"), utc("2026-06-15 00:00:00"), 2);
-  CHECK(texts(plan.fire) == std::vector<std::string>{"2026-05-01 09:00:00", "2026-06-01 09:00:00"});
-  CHECK(text(*plan.missed_from) == "2020-02-01 09:00:00");
-  CHECK(text(*plan.missed_to) == "2026-04-01 09:00:00");
+  CHECK(utc_texts(plan.fire) == std::vector<std::string>{"2026-05-01 09:00:00", "2026-06-01 09:00:00"});
+  CHECK(utc_text(*plan.missed_from) == "2020-02-01 09:00:00");
+  CHECK(utc_text(*plan.missed_to) == "2026-04-01 09:00:00");
 }
 
 TEST_CASE("due plan: run ids name the schedule and the due time; jitter is fixed by both") {

@@ -103,6 +103,12 @@ class Client {
     CHECK_FALSE(next().has_value());  // and the connection is closed
     return *error;
   }
+  // Greets the server and asks for at most `most` shards, `named` first.
+  void hello_and_ask(std::uint32_t most, std::vector<std::uint32_t> named = {}) {
+    send(MessageType::hello, encode(Hello{"", "test"}));
+    expect(MessageType::welcome);
+    send(MessageType::acquire, encode(Acquire{most, std::move(named)}));
+  }
   std::vector<Lease> hello_and_acquire(std::uint32_t shards) {
     send(MessageType::hello, encode(Hello{"", "test"}));
     CHECK(decode_welcome(expect(MessageType::welcome).payload)->shard_count == shards);
@@ -117,18 +123,25 @@ class Client {
   FrameDecoder decoder_;
 };
 
+// A quiet 2-shard service in `dir`, on a Unix socket there.
+LogServiceOptions options_in(testing::TempDir& dir) {
+  LogServiceOptions options;
+  options.dir = dir.sub("data");
+  options.listen = "unix:" + dir.sub("sock");
+  options.shards = 2;
+  options.direct_io = false;
+  options.log = [](const std::string&) {};
+  return options;
+}
+
 struct Service {
   testing::TempDir dir;
   io::PosixFileSystem fs;
   std::unique_ptr<LogService> service;
   explicit Service(std::string listen = {}, std::string token = {}) {
-    LogServiceOptions options;
-    options.dir = dir.sub("data");
-    options.listen = listen.empty() ? "unix:" + dir.sub("sock") : listen;
+    auto options = options_in(dir);
+    if (!listen.empty()) options.listen = listen;
     options.token = std::move(token);
-    options.shards = 2;
-    options.direct_io = false;
-    options.log = [](const std::string&) {};
     service = LogService::open(fs, options);
   }
 };
@@ -179,12 +192,7 @@ TEST_SUITE("unit") {
   TEST_CASE("log service: after a restart, a shard with records waits for the worker that names it") {
     testing::TempDir dir;
     io::PosixFileSystem fs;
-    LogServiceOptions options;
-    options.dir = dir.sub("data");
-    options.listen = "unix:" + dir.sub("sock");
-    options.shards = 2;
-    options.direct_io = false;
-    options.log = [](const std::string&) {};
+    auto options = options_in(dir);
     {
       // Shard 0 gets a record; shard 1 none.
       auto service = LogService::open(fs, options);
@@ -201,15 +209,11 @@ TEST_SUITE("unit") {
     {
       auto service = LogService::open(fs, options);
       Client newcomer(service->endpoint());
-      newcomer.send(MessageType::hello, encode(Hello{"", "new"}));
-      newcomer.expect(MessageType::welcome);
-      newcomer.send(MessageType::acquire, encode(Acquire{2}));
+      newcomer.hello_and_ask(2);
       CHECK(decode_lease(newcomer.expect(MessageType::lease).payload)->shard == 1);
       CHECK(decode_acquired(newcomer.expect(MessageType::acquired).payload)->granted == 1);
       Client returning(service->endpoint());
-      returning.send(MessageType::hello, encode(Hello{"", "returning"}));
-      returning.expect(MessageType::welcome);
-      returning.send(MessageType::acquire, encode(Acquire{1, {0}}));
+      returning.hello_and_ask(1, {0});
       auto lease = decode_lease(returning.expect(MessageType::lease).payload);
       CHECK(lease->shard == 0);
       CHECK(lease->durable_lsn == 1);
@@ -220,9 +224,7 @@ TEST_SUITE("unit") {
     {
       auto service = LogService::open(fs, options);
       Client newcomer(service->endpoint());
-      newcomer.send(MessageType::hello, encode(Hello{"", "new"}));
-      newcomer.expect(MessageType::welcome);
-      newcomer.send(MessageType::acquire, encode(Acquire{2}));
+      newcomer.hello_and_ask(2);
       std::vector<std::uint32_t> shards;
       for (int i = 0; i < 2; ++i) shards.push_back(decode_lease(newcomer.expect(MessageType::lease).payload)->shard);
       std::sort(shards.begin(), shards.end());
@@ -269,20 +271,15 @@ TEST_SUITE("unit") {
     Client first(service.service->endpoint());
     Client second(service.service->endpoint());
     Client standby(service.service->endpoint());
-    auto take = [](Client& client, std::uint32_t most, std::vector<std::uint32_t> shards = {}) {
-      client.send(MessageType::hello, encode(Hello{"", "test"}));
-      client.expect(MessageType::welcome);
-      client.send(MessageType::acquire, encode(Acquire{most, std::move(shards)}));
-    };
-    take(first, 1);
+    first.hello_and_ask(1);
     auto first_lease = *decode_lease(first.expect(MessageType::lease).payload);
     CHECK(decode_acquired(first.expect(MessageType::acquired).payload)->granted == 1);
-    take(second, 1);
+    second.hello_and_ask(1);
     auto second_lease = *decode_lease(second.expect(MessageType::lease).payload);
     CHECK(decode_acquired(second.expect(MessageType::acquired).payload)->granted == 1);
     CHECK(first_lease.shard != second_lease.shard);
     // The standby names the second's shard: it waits for that one.
-    take(standby, 1, {second_lease.shard});
+    standby.hello_and_ask(1, {second_lease.shard});
     CHECK(decode_acquired(standby.expect(MessageType::acquired).payload)->granted == 0);
 
     // A call for the second's shard, through the server: parts, then the end.
