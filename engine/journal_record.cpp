@@ -214,4 +214,57 @@ Result<JournalRecord> decode_record(std::span<const std::byte> bytes) {
   return record;
 }
 
+boost::json::value started_value(const StartedValue& started, bool continued) {
+  if (!continued) return started.input;
+  boost::json::array signals;
+  for (const auto& signal : started.signals) {
+    signals.push_back(boost::json::object{{"name", signal.name}, {"id", signal.id}, {"value", signal.value}});
+  }
+  boost::json::array updates;
+  for (const auto& update : started.updates) {
+    updates.push_back(boost::json::object{{"name", update.name}, {"id", update.id}, {"arg", update.arg}});
+  }
+  return boost::json::object{{"input", started.input}, {"signals", std::move(signals)}, {"updates", std::move(updates)}};
+}
+
+Result<StartedValue> read_started(const JournalRecord& record) {
+  const auto corrupt = make_error_code(wal::errc::corrupt);
+  StartedValue started;
+  if (record.kind != RecordKind::run_started) return corrupt;
+  if (!record.flag) {
+    started.input = record.value;
+    return started;
+  }
+  const auto* object = record.value.if_object();
+  if (object == nullptr || !object->contains("input")) return corrupt;
+  started.input = object->at("input");
+  auto text = [](const boost::json::object& entry, const char* key, std::string& out) {
+    const auto* found = entry.if_contains(key);
+    if (found == nullptr || !found->is_string()) return false;
+    out = std::string(found->get_string());
+    return true;
+  };
+  if (const auto* signals = object->if_contains("signals")) {
+    if (!signals->is_array()) return corrupt;
+    for (const auto& entry : signals->get_array()) {
+      CarriedSignal signal;
+      const auto* fields = entry.if_object();
+      if (fields == nullptr || !text(*fields, "name", signal.name) || !text(*fields, "id", signal.id)) return corrupt;
+      if (const auto* value = fields->if_contains("value")) signal.value = *value;
+      started.signals.push_back(std::move(signal));
+    }
+  }
+  if (const auto* updates = object->if_contains("updates")) {
+    if (!updates->is_array()) return corrupt;
+    for (const auto& entry : updates->get_array()) {
+      CarriedUpdate update;
+      const auto* fields = entry.if_object();
+      if (fields == nullptr || !text(*fields, "name", update.name) || !text(*fields, "id", update.id)) return corrupt;
+      if (const auto* arg = fields->if_contains("arg")) update.arg = *arg;
+      started.updates.push_back(std::move(update));
+    }
+  }
+  return started;
+}
+
 }  // namespace fusee::engine

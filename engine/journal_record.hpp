@@ -20,7 +20,8 @@ inline constexpr std::uint8_t kJournalFormatVersionOldest = 1;
 
 // Numbers are part of the format: never reuse or renumber.
 enum class RecordKind : std::uint8_t {
-  run_started = 1,          // name: workflow; value: input; time_ms: start; number: deadline ms (0 none)
+  run_started = 1,          // name: workflow; detail: version; value: input; time_ms: start; number: deadline ms (0 none);
+                            // flag: continued as new (value: {"input", "signals", "updates"}, see ContinuedFrom)
   step_completed = 2,       // position, name: step; value: result
   step_attempt_failed = 3,  // position, name; number: attempt; time_ms: retry at; detail: deadline ms or empty; value: error text
   step_failed = 4,          // position, name; number: attempts made; value: error text
@@ -85,6 +86,31 @@ struct JournalRecord {
 
   friend bool operator==(const JournalRecord&, const JournalRecord&) = default;
 };
+
+// What the run_started of a generation continued as new (Ctx::continue_as_new;
+// its flag set) carries besides the input: the signals and updates the
+// previous generation accepted and its code had not taken. They ride in the
+// one record, so a crash keeps both or neither.
+struct CarriedSignal {
+  std::string name;
+  std::string id;  // the signal id (may be empty)
+  boost::json::value value;
+};
+struct CarriedUpdate {
+  std::string name;
+  std::string id;
+  boost::json::value arg;
+};
+struct StartedValue {
+  boost::json::value input;
+  std::vector<CarriedSignal> signals;
+  std::vector<CarriedUpdate> updates;
+};
+// A run_started record's value from its parts (continued: the carrying
+// object; else the input alone), and back. read_started fails (corrupt)
+// on a continued record whose value is not the carrying object.
+boost::json::value started_value(const StartedValue& started, bool continued);
+Result<StartedValue> read_started(const JournalRecord& record);
 
 // Appends the canonical encoding of record to out.
 void encode_record(const JournalRecord& record, std::vector<std::byte>& out);

@@ -231,8 +231,24 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
     journal_[record.position].records.push_back(record);
   }
   switch (record.kind) {
+    case RecordKind::run_started: {
+      // A generation continued as new takes over what the last one had not
+      // taken (its input the Run was made with).
+      auto started = read_started(record);
+      if (!started) return started.error();
+      for (auto& signal : started->signals) {
+        if (!signal.id.empty()) signal_ids[signal.id] = lsn;
+        mailbox_[signal.name].emplace_back(signal.id, std::move(signal.value));
+      }
+      for (auto& update : started->updates) {
+        updates[update.id].name = update.name;
+        update_mailbox_[update.name].emplace_back(update.id, std::move(update.arg));
+      }
+      parent = record.parent;
+      break;
+    }
     case RecordKind::signal_received:
-      mailbox_[record.name].push_back(record.value);
+      mailbox_[record.name].emplace_back(record.detail, record.value);
       if (!record.detail.empty()) signal_ids[record.detail] = lsn;
       break;
     case RecordKind::wait_completed:
@@ -368,6 +384,10 @@ void Run::on_code_returned() {
   try {
     outcome.value = task_.handle().promise().take();
     outcome.status = RunStatus::completed;
+  } catch (ContinueAsNew& next) {
+    continued_input_ = std::move(next.input);
+    shard_.continue_run(*this);
+    return;
   } catch (const Error& e) {
     // A cancellation the code let escape ends the run cancelled.
     outcome.status = e.error() == errc::cancelled ? RunStatus::cancelled : RunStatus::failed;
@@ -849,7 +869,7 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
   }
   auto queued = mailbox_.find(std::string(signal));
   if (queued != mailbox_.end() && !queued->second.empty()) {
-    auto value = std::move(queued->second.front());
+    auto value = std::move(queued->second.front().second);
     queued->second.pop_front();
     auto record = make_record(RecordKind::wait_completed, position, signal);
     record.flag = true;
@@ -877,7 +897,7 @@ bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseco
   return end_command();
 }
 
-void Run::deliver_signal(const std::string& name, boost::json::value value) {
+void Run::deliver_signal(const std::string& name, const std::string& signal_id, boost::json::value value) {
   // The earliest started wait for this signal takes it (positions are the
   // order the code started them in, so a replay agrees).
   if (!stopped_) {
@@ -893,7 +913,39 @@ void Run::deliver_signal(const std::string& name, boost::json::value value) {
       return;
     }
   }
-  mailbox_[name].push_back(std::move(value));
+  mailbox_[name].emplace_back(signal_id, std::move(value));
+}
+
+StartedValue Run::carried_messages() const {
+  StartedValue carried;
+  if (continued_input_) carried.input = *continued_input_;
+  // By name, then arrival: a wait_for takes the earliest of its name, and
+  // the order across names is not observable.
+  using Queue = std::deque<std::pair<std::string, boost::json::value>>;
+  std::map<std::string, const Queue*> signals;
+  for (const auto& [name, queue] : mailbox_) signals[name] = &queue;
+  for (const auto& [name, queue] : signals) {
+    for (const auto& [id, value] : *queue) carried.signals.push_back(CarriedSignal{name, id, value});
+  }
+  std::map<std::string, const Queue*> updates_by_name;
+  for (const auto& [name, queue] : update_mailbox_) updates_by_name[name] = &queue;
+  for (const auto& [name, queue] : updates_by_name) {
+    for (const auto& [id, arg] : *queue) carried.updates.push_back(CarriedUpdate{name, id, arg});
+  }
+  return carried;
+}
+
+std::unordered_map<std::string, Run::UpdateState> Run::take_carried_updates() {
+  std::unordered_map<std::string, UpdateState> carried;
+  for (const auto& [name, queue] : update_mailbox_) {
+    for (const auto& [id, arg] : queue) {
+      if (auto found = updates.find(id); found != updates.end()) {
+        carried.emplace(id, std::move(found->second));
+        updates.erase(found);
+      }
+    }
+  }
+  return carried;
 }
 
 void Run::on_wait_timeout(std::uint32_t position, const std::string& name) {
@@ -1099,6 +1151,48 @@ void Run::on_child_done(std::uint32_t position, const std::string& child_id, con
   }
   append(std::move(record));
   complete(completion);
+}
+
+// --- Ctx::cancel_run / terminate_run ---
+
+bool Run::close_run(std::string_view other, std::string_view reason, bool terminate, detail::Completion& completion) {
+  auto name = fmt::format("{} run {}", terminate ? "terminate" : "cancel", other);
+  auto position = begin_command(completion);
+  const RecordedCommand* recorded = nullptr;
+  switch (replay(position, "step", name, completion, recorded)) {
+    case Replay::settled:
+      return end_command();
+    case Replay::matched:
+      if (recorded->records.back().kind == RecordKind::step_completed) {
+        complete(completion);
+        return end_command();
+      }
+      break;
+    case Replay::none:
+      break;
+  }
+  park(position, completion, "step", name);
+  // An effect outside the run, like a child's start: sent once what the run
+  // journaled before is durable, so a crash cannot take back the decision.
+  // A cancel goes as a ParentClose one, which never escalates: the replay
+  // after a crash may send it again.
+  auto mode = terminate ? CancelMode::terminate : CancelMode::parent_close;
+  shard_.after_run_durable(*this, [self = shared_from_this(), position, name, other = std::string(other),
+                                   reason = std::string(reason), mode](std::error_code error) {
+    if (error) return;
+    auto& core = self->shard_.core();
+    auto shard = self->shard_.id();
+    core.close_child(other, reason, mode, [self, position, name, shard, &core] {
+      core.post_to_shard(shard, [self, position, name] { self->on_run_closed(position, name); });
+    });
+  });
+  return end_command();
+}
+
+void Run::on_run_closed(std::uint32_t position, const std::string& name) {
+  if (stopped_ || !waiting_at(position)) return;
+  append(make_record(RecordKind::step_completed, position, name));
+  complete(*pending_[position].completion);
 }
 
 // --- Ctx::patched ---

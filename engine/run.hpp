@@ -68,7 +68,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Starts the workflow code (it replays what the journal holds first).
   void begin(const WorkflowFn& fn);
   bool code_started() const { return code_started_; }
-  void deliver_signal(const std::string& name, boost::json::value value);
+  // A recorded signal (signal_id may be empty): the earliest waiting
+  // wait_for of that name takes it, or it waits in the mailbox.
+  void deliver_signal(const std::string& name, const std::string& signal_id, boost::json::value value);
   // Engine::cancel, recorded (cancel_requested appended): the commands the
   // code waits for throw Error(errc::cancelled) with the reason -- now, or
   // once it waits, if it waits for none.
@@ -110,6 +112,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool reply_update(std::string_view name, std::string_view update_id, bool succeeded, boost::json::value value,
                     detail::Completion& completion) override;
   bool awakeable(std::string_view name, detail::Completion& completion) override;
+  bool close_run(std::string_view id, std::string_view reason, bool terminate,
+                 detail::Completion& completion) override;
   // Engine::query: the handler's answer, or why there is none.
   Result<boost::json::value> answer_query(const std::string& name, const boost::json::value& arg, std::string& why);
   const std::string& run_id() const override { return id_; }
@@ -129,6 +133,14 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     std::vector<std::function<void(const Outcome&)>> waiters;  // callers, until durable
   };
   std::unordered_map<std::string, UpdateState> updates;  // by update id
+  // Continue-as-new: what the code asked to start the next generation with
+  // (Ctx::continue_as_new), once it did; then the signals and updates it
+  // had not taken, which the next generation's run_started carries.
+  const std::optional<boost::json::value>& continued_input() const { return continued_input_; }
+  StartedValue carried_messages() const;
+  // The caller waits of the carried updates (accepted, not taken), by id,
+  // for the next generation to answer.
+  std::unordered_map<std::string, UpdateState> take_carried_updates();
   // What the caller of an update the run ended without answering gets.
   Outcome unanswered_update(const std::string& update_id, const std::string& name) const;
   // Ends every caller's wait this run will never answer: update callers
@@ -155,6 +167,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   void on_sleep_fired(std::uint32_t position, const std::string& name);
   void on_wait_timeout(std::uint32_t position, const std::string& name);
   void on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome);
+  void on_run_closed(std::uint32_t position, const std::string& name);
 
   // --- State, read by the shard ---
   const std::string& id() const { return id_; }
@@ -169,6 +182,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     return news;
   }
   const boost::json::value& input() const { return input_; }
+  // run_started's parent (a child run's), for the next generation's.
+  std::string parent;
   TimePoint started_at() const { return started_at_; }
   std::optional<TimePoint> deadline() const { return deadline_; }
   bool finished() const { return finished_; }
@@ -204,7 +219,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::vector<std::function<void(std::error_code)>> gated;
   wal::Lsn started_lsn = 0;                              // run_started
   bool end_recorded = false;  // Shard::end_run began: its terminal record is (or will be) appended
-  bool superseded = false;    // Engine::reset replaced it with a new generation
+  bool superseded = false;    // Engine::reset or continue-as-new replaced it with a new generation
+  bool continuing = false;    // between continue_as_new and the next generation's start (Shard::continue_run)
   // Where the run store keeps the run's records from earlier checkpoints
   // (none yet), and its parked entry there, if it has one.
   std::optional<JournalPlace> journal_place;
@@ -281,7 +297,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // How far past the journal's last position a record may be: commands
   // started together leave gaps until they complete; farther is damage.
   static constexpr std::uint32_t kPositionsAheadMax = 1u << 20;
-  std::unordered_map<std::string, std::deque<boost::json::value>> mailbox_;
+  // Signals no wait_for took yet, by name: (signal id, value).
+  std::unordered_map<std::string, std::deque<std::pair<std::string, boost::json::value>>> mailbox_;
 
   std::unique_ptr<Ctx> ctx_;
   Task<boost::json::value> task_;
@@ -346,6 +363,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   Outcome outcome_;
   std::optional<TimePoint> finished_at_;
   std::string stuck_error_;
+  std::optional<boost::json::value> continued_input_;
 };
 
 }  // namespace fusee::engine

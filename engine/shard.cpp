@@ -353,9 +353,22 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
   }
   std::shared_ptr<Run> run;
   if (record.kind == RecordKind::run_started) {
+    if (!stored && store_ != nullptr && record.generation > 1 && !runs_.contains(record.run_id)) {
+      // A later generation of a run parked before it: the parked one is
+      // loaded first, so that what the store holds of it goes (below).
+      auto woken = unpark(record.run_id, /*start=*/false);
+      if (!woken) return woken.error();
+    }
     auto& slot = runs_[record.run_id];
     if (slot && slot->generation() >= record.generation) return make_error_code(wal::errc::corrupt);
-    if (slot) loaded_bytes_ -= slot->memory_bytes;
+    if (slot) {
+      loaded_bytes_ -= slot->memory_bytes;
+      // A later generation (reset, continue-as-new) from the log: what the
+      // store holds of the older one goes at the next checkpoint.
+      if (!stored && (slot->journal_place || slot->parked_entry)) {
+        superseded_.push_back(CheckpointWork::Stored{record.run_id, slot->journal_place, slot->parked_entry});
+      }
+    }
     std::optional<TimePoint> deadline;
     if (record.number != 0) deadline = from_ms(static_cast<std::int64_t>(record.number));
     // The workflow version the run started on (none recorded: version 1,
@@ -365,8 +378,10 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
       auto parsed = std::from_chars(record.detail.data(), record.detail.data() + record.detail.size(), version);
       if (parsed.ec != std::errc{} || version == 0) return make_error_code(wal::errc::corrupt);
     }
-    slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, version, record.value,
-                                 from_ms(record.time_ms), deadline);
+    auto started = read_started(record);
+    if (!started) return started.error();
+    slot = std::make_shared<Run>(*this, record.run_id, record.generation, record.name, version,
+                                 std::move(started->input), from_ms(record.time_ms), deadline);
     slot->started_lsn = lsn;
     loaded_bytes_ += slot->memory_bytes;
     run = slot;
@@ -672,9 +687,22 @@ void Shard::start_code(Run& run) {
 
 void Shard::end_run(Run& run, Outcome outcome, DurableCallback on_durable) {
   run.end_recorded = true;
+  auto why = fmt::format("its parent run '{}' ended ({})", run.id(), run_status_name(outcome.status));
+  close_children_then(run, why,
+                      [this, self = run.shared_from_this(), outcome = std::move(outcome),
+                       on_durable = std::move(on_durable)](std::error_code error) mutable {
+                        if (error) {
+                          if (on_durable) on_durable(error);
+                          return;
+                        }
+                        append_terminal(*self, std::move(outcome), std::move(on_durable));
+                      });
+}
+
+void Shard::close_children_then(Run& run, const std::string& why, std::function<void(std::error_code)> then) {
   auto children = run.take_open_children();
   if (children.empty()) {
-    append_terminal(run, std::move(outcome), std::move(on_durable));
+    then({});
     return;
   }
   // The children's cancels are durable before the parent's end is: a crash
@@ -683,30 +711,133 @@ void Shard::end_run(Run& run, Outcome outcome, DurableCallback on_durable) {
   // run). The other order could lose them for good.
   struct Closing {
     std::size_t left;
-    Outcome outcome;
-    DurableCallback on_durable;
+    std::function<void(std::error_code)> then;
   };
-  auto closing = std::make_shared<Closing>(Closing{children.size(), std::move(outcome), std::move(on_durable)});
-  auto why = fmt::format("its parent run '{}' ended ({})", run.id(), run_status_name(closing->outcome.status));
+  auto closing = std::make_shared<Closing>(Closing{children.size(), std::move(then)});
   // Sent once the run's records are durable, after its children's starts
   // (which wait for the same): the child's shard sees the start first.
   after_run_durable(run, [this, self = run.shared_from_this(), children = std::move(children), closing,
                           why](std::error_code error) {
     if (error) {
-      if (closing->on_durable) closing->on_durable(error);
+      closing->then(error);
       return;
     }
     for (const auto& [position, child] : children) {
       auto mode = close_mode(child.policy);
       core_.close_child(child.id, why, mode, [this, self, closing] {
-        core_.post_to_shard(id_, [this, self, closing] {
-          if (--closing->left == 0) {
-            append_terminal(*self, std::move(closing->outcome), std::move(closing->on_durable));
-          }
+        core_.post_to_shard(id_, [closing] {
+          if (--closing->left == 0) closing->then({});
         });
       });
     }
   });
+}
+
+void Shard::continue_run(Run& run) {
+  run.end_recorded = true;
+  run.continuing = true;
+  // Not within the call: this is the run's own coroutine returning, whose
+  // frame the old generation's stop() destroys.
+  (void)post(
+      [this, self = run.shared_from_this()] {
+        auto why = fmt::format("its parent run '{}' continued as new", self->id());
+        close_children_then(*self, why, [this, self](std::error_code error) {
+          if (error) {
+            // The shard's storage failed: nothing more is journaled.
+            self->continuing = false;
+            release_held(self->id());
+            return;
+          }
+          // Every record of the old generation durable first: its answered
+          // updates have told their callers, and what the new generation
+          // carries is all the old one will ever hold.
+          after_run_durable(*self, [this, self](std::error_code error) {
+            if (!error) {
+              start_continued(self);
+            } else {
+              self->continuing = false;
+              release_held(self->id());
+            }
+          });
+        });
+      },
+      false);
+}
+
+bool Shard::hold_if_continuing(const std::string& id, std::function<void()> retry) {
+  auto found = runs_.find(id);
+  if (found == runs_.end() || !found->second->continuing) return false;
+  held_for_continue_[id].push_back(std::move(retry));
+  return true;
+}
+
+void Shard::release_held(const std::string& id) {
+  auto held = held_for_continue_.extract(id);
+  if (held.empty()) return;
+  for (auto& retry : held.mapped()) retry();
+}
+
+void Shard::start_continued(const std::shared_ptr<Run>& old) {
+  // Requests that came between the generations go to the new one (or, if
+  // it never starts, to whatever the id holds then).
+  struct Release {
+    Shard& shard;
+    std::string id;
+    ~Release() { shard.release_held(id); }
+  } release{*this, old->id()};
+  old->continuing = false;
+  auto found = runs_.find(old->id());
+  if (found == runs_.end() || found->second != old || old->superseded) return;  // reset meanwhile
+  auto carried = old->carried_messages();
+  auto version = core_.newest_version(old->workflow()).value_or(old->version());
+  auto now = core_.now();
+  auto run = std::make_shared<Run>(*this, old->id(), old->generation() + 1, old->workflow(), version, carried.input,
+                                   now, old->deadline());
+  JournalRecord record;
+  record.kind = RecordKind::run_started;
+  record.run_id = old->id();
+  record.generation = run->generation();
+  record.name = old->workflow();
+  record.detail = std::to_string(version);
+  record.parent = old->parent;
+  record.flag = true;
+  record.value = started_value(carried, true);
+  record.time_ms = to_ms(now);
+  record.number = old->deadline() ? static_cast<std::uint64_t>(to_ms(*old->deadline())) : 0;
+  if (auto bytes = encode_record(record).size(); bytes > wal::kRecordBytesMax) {
+    // The old generation ends failed instead; nothing of the new one exists.
+    append_terminal(*old,
+                    Outcome{RunStatus::failed, {}, errc::invalid_argument,
+                            fmt::format("continue_as_new: {} (the input with {} signal(s) and {} update(s) not taken)",
+                                        oversize_message(record, bytes), carried.signals.size(),
+                                        carried.updates.size())},
+                    {});
+    return;
+  }
+  append(*run, record, {});
+  run->started_lsn = run->last_lsn;
+  (void)run->load(record, run->last_lsn);  // takes the carried signals and updates
+  for (auto& [update_id, state] : old->take_carried_updates()) run->updates[update_id].waiters = std::move(state.waiters);
+  // The old generation stops here: an update it took and did not answer
+  // fails for its caller; its streams end; whoever waited for the id's
+  // result waits for the new generation's.
+  old->superseded = true;
+  old->fail_callers(Outcome{});
+  old->stop();
+  for (auto& [name, stream] : old->streams) {
+    for (auto& reader : stream.readers) reader.feed->end();
+    stream.readers.clear();
+  }
+  run->external_waiters = std::move(old->external_waiters);
+  run->result_waiters = std::move(old->result_waiters);
+  if (store_ != nullptr && (old->journal_place || old->parked_entry)) {
+    superseded_.push_back(CheckpointWork::Stored{old->id(), old->journal_place, old->parked_entry});
+  }
+  loaded_bytes_ -= old->memory_bytes;
+  loaded_bytes_ += run->memory_bytes;
+  found->second = run;
+  arm_deadline(run);
+  start_code(*run);
 }
 
 void Shard::append_terminal(Run& run, Outcome outcome, DurableCallback on_durable) {
@@ -830,6 +961,7 @@ void Shard::handle_start(StartRequest request, bool internal,
     }
   }
   run->started_lsn = run->last_lsn;
+  run->parent = request.parent;
   if (existing) loaded_bytes_ -= existing->memory_bytes;
   loaded_bytes_ += run->memory_bytes;
   runs_[request.id] = run;
@@ -853,6 +985,7 @@ std::string Shard::refused_append_message(std::error_code error, const std::stri
 
 void Shard::handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
                           const std::string& signal_id, Reply reply) {
+  if (hold_if_continuing(id, [=, this] { handle_signal(id, signal, value, signal_id, reply); })) return;
   std::error_code store_error;
   (void)find_run(id, store_error);  // wakes a parked run
   if (store_error) {
@@ -908,11 +1041,12 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
   }
   if (!signal_id.empty()) run->signal_ids[signal_id] = *lsn;
   after_durable(*lsn, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
-  run->deliver_signal(signal, std::move(value));
+  run->deliver_signal(signal, signal_id, std::move(value));
 }
 
 void Shard::handle_cancel(const std::string& id, const std::string& reason, CancelMode mode,
                           const std::string& request_id, Reply reply) {
+  if (hold_if_continuing(id, [=, this] { handle_cancel(id, reason, mode, request_id, reply); })) return;
   std::error_code store_error;
   (void)find_run(id, store_error);  // wakes a parked run
   if (store_error) {
@@ -1188,6 +1322,7 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
 }
 
 void Shard::handle_reset(const std::string& id, const ResetPoint& point, const std::string& reason, Reply reply) {
+  if (hold_if_continuing(id, [=, this] { handle_reset(id, point, reason, reply); })) return;
   std::error_code store_error;
   auto existing = find_run(id, store_error);  // wakes a parked run
   if (store_error) {
@@ -1297,7 +1432,14 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   }
   std::uint32_t generation = started.generation + 1;
   auto now = core_.now();
-  auto run = std::make_shared<Run>(*this, id, generation, started.name, *version, started.value, now, std::nullopt);
+  auto started_parts = read_started(started);
+  if (!started_parts) {
+    reply(make_error_code(errc::storage), fmt::format("reset: run '{}''s run_started record is damaged", id));
+    return;
+  }
+  auto run = std::make_shared<Run>(*this, id, generation, started.name, *version, std::move(started_parts->input), now,
+                                   std::nullopt);
+  run->parent = started.parent;
   JournalRecord record = started;
   record.run_id = id;
   record.generation = generation;
@@ -1360,6 +1502,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
 
 void Shard::handle_query(const std::string& id, const std::string& name, const boost::json::value& arg,
                          std::function<void(std::error_code, std::string)> reply) {
+  if (hold_if_continuing(id, [=, this] { handle_query(id, name, arg, reply); })) return;
   std::error_code store_error;
   auto run = find_run(id, store_error);  // a parked run comes back (its replay registers its handlers)
   if (store_error) {
@@ -1412,6 +1555,7 @@ void Shard::handle_query(const std::string& id, const std::string& name, const b
 void Shard::handle_update(std::optional<StartRequest> start, const std::string& id, const std::string& name,
                           const boost::json::value& arg, const std::string& update_id,
                           std::function<void(const Outcome&)> reply) {
+  if (hold_if_continuing(id, [=, this] { handle_update(start, id, name, arg, update_id, reply); })) return;
   auto fail = [&reply](errc code, std::string message) {
     reply(Outcome{RunStatus::failed, {}, code, std::move(message)});
   };
@@ -1521,6 +1665,7 @@ void Shard::handle_awakeable(const std::string& token_text, bool succeeded, boos
           "not an awakeable token (tokens look like awk1.<hex>.<position>.<32 hex digits>)");
     return;
   }
+  if (hold_if_continuing(token->run_id, [=, this] { handle_awakeable(token_text, succeeded, value, reply); })) return;
   std::error_code store_error;
   auto run = find_run(token->run_id, store_error);  // a parked run comes back to take it
   if (store_error) {

@@ -123,6 +123,11 @@ class Shard {
   // outcome is recorded; the run finishes once that is durable, and then
   // on_durable runs (or with the error that means it never will be).
   void end_run(Run& run, Outcome outcome, DurableCallback on_durable = {});
+  // The run's code asked to continue as new (Ctx::continue_as_new): its
+  // open children are closed as when it ends, then the next generation
+  // starts with one record (run_started, continued) that carries what the
+  // old one had not taken, and takes over the id and its waiters.
+  void continue_run(Run& run);
 
   // Requests (run on the shard thread through post()).
   using Reply = std::function<void(std::error_code, std::string message)>;
@@ -211,6 +216,14 @@ class Shard {
   void arm_deadline(const std::shared_ptr<Run>& run);
   void fail_storage(std::error_code error);
   void append_terminal(Run& run, Outcome outcome, DurableCallback on_durable);
+  // Closes the run's open children by their ParentClose (`why` they are
+  // closed), then calls then (with the error that stopped it, if any).
+  void close_children_then(Run& run, const std::string& why, std::function<void(std::error_code)> then);
+  void start_continued(const std::shared_ptr<Run>& old);
+  // A request to a run between two generations (it continues as new): held,
+  // retried once the next generation has started (true), or not (false).
+  bool hold_if_continuing(const std::string& id, std::function<void()> retry);
+  void release_held(const std::string& id);
 
   EngineCore& core_;
   ShardId id_;
@@ -269,6 +282,7 @@ class Shard {
   std::vector<std::shared_ptr<Run>> finished_since_checkpoint_;
   // Runs a reset replaced: what the store holds of them goes at the next checkpoint.
   std::vector<CheckpointWork::Stored> superseded_;
+  std::unordered_map<std::string, std::vector<std::function<void()>>> held_for_continue_;  // by run id
   std::uint64_t checkpoints_taken_ = 0;
   std::unordered_map<std::string, bool> held_by_store_;  // recovery's store_holds answers
   // Parking.

@@ -29,7 +29,7 @@ export async function showRun(view, id, rerender) {
      ["Children", children.length
        ? children.flatMap((child, i) => [i ? ", " : "", link(child.name), ` (${child.outcome})`]) : "none"],
      ["Error", run.error ?? ""]].map(([name, value]) => el("tr", {}, el("th", {}, name), el("td", { id: `fact-${name.toLowerCase()}` }, value))));
-  const input = started ? [el("h2", {}, "Input"), el("pre", { id: "input" }, JSON.stringify(started.value, null, 2))] : [];
+  const input = started ? [el("h2", {}, "Input"), el("pre", { id: "input" }, JSON.stringify(started.flag ? started.value.input : started.value, null, 2))] : [];
   const result = "result" in run ? [el("h2", {}, "Result"), el("pre", { id: "result" }, JSON.stringify(run.result, null, 2))] : [];
   const commands = journal.commands
     ? timeline(journal.commands, run)

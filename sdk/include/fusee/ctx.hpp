@@ -47,6 +47,13 @@ namespace fusee {
 // attempt (as in DBOS). Backoff before attempt n+1: initial * multiplier^(n-1),
 // capped at maximum_backoff. Each failed attempt and its retry time are
 // journaled, so a restart keeps the count and the schedule.
+// Thrown by Ctx::continue_as_new: ends this generation of the run and
+// starts the next with `input` (Engine catches it). Deliberately not a
+// std::exception: let it pass through catch (const std::exception&).
+struct ContinueAsNew {
+  boost::json::value input;
+};
+
 struct RetryPolicy {
   std::uint32_t attempts = 1;  // total attempts, first included
   std::chrono::milliseconds initial_backoff{100};
@@ -165,6 +172,9 @@ class RunPort {
   // Ctx::awakeable: completion.token is set at once; the command completes
   // with the value (or the failure) someone sends with the token.
   virtual bool awakeable(std::string_view name, Completion& completion) = 0;
+  // Ctx::cancel_run / terminate_run: completes once the request is durable
+  // on the other run's shard (or that run had ended, or never was).
+  virtual bool close_run(std::string_view id, std::string_view reason, bool terminate, Completion& completion) = 0;
   virtual const std::string& run_id() const = 0;
 };
 
@@ -346,6 +356,19 @@ class SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
  private:
   std::string name_;
   std::chrono::milliseconds duration_;
+};
+
+class CloseRunAwaitable : public detail::CommandAwaitable<CloseRunAwaitable> {
+ public:
+  CloseRunAwaitable(detail::RunPort& port, std::string id, std::string reason, bool terminate)
+      : CommandAwaitable(port), id_(std::move(id)), reason_(std::move(reason)), terminate_(terminate) {}
+  bool issue(detail::Completion& completion) { return port_->close_run(id_, reason_, terminate_, completion); }
+  void await_resume() { rethrow_if_failed(); }
+
+ private:
+  std::string id_;
+  std::string reason_;
+  bool terminate_;
 };
 
 // co_await ctx.wait_for(signal) gives the next value sent to this run under
@@ -697,6 +720,21 @@ class Ctx {
     return SleepAwaitable(*port_, std::move(name), duration);
   }
 
+  // Cancels another run (Engine::cancel: its waits throw errc::cancelled
+  // with `reason`), or terminates it (it ends at once), as a journaled
+  // command: it is sent once what the run journaled before is durable, and
+  // sent again by a replay after a crash, which changes nothing (a cancel
+  // sent twice this way never escalates to terminate). Completes once the
+  // request is durable on the other run's shard; a run that has ended, or
+  // never was, is no error. Journaled as a step named "cancel run <id>"
+  // ("terminate run <id>").
+  CloseRunAwaitable cancel_run(std::string id, std::string reason) {
+    return CloseRunAwaitable(*port_, std::move(id), std::move(reason), false);
+  }
+  CloseRunAwaitable terminate_run(std::string id, std::string reason) {
+    return CloseRunAwaitable(*port_, std::move(id), std::move(reason), true);
+  }
+
   template <typename T>
   WaitAwaitable<T> wait_for(const Signal<T>& signal) {
     return WaitAwaitable<T>(*port_, signal.name);
@@ -755,6 +793,22 @@ class Ctx {
   // run with the marker is left (docs/engine.md, "Changing a workflow's
   // code").
   void deprecate_patch(std::string_view id) { (void)port_->patched(id, true); }
+
+  // Ends this generation of the run and starts the next, under the same
+  // id, with `input` and the newest registered code of the workflow
+  // (Temporal's continue-as-new): the journal starts afresh, so a run that
+  // loops for ever (a schedule, an entity) stays small. Throws
+  // ContinueAsNew, which the engine catches: let it pass (do not catch (...)
+  // around it). Children with a ParentClose other than abandon are closed
+  // as when the run ends. Signals and updates the code has not taken yet
+  // pass to the next generation, atomically with its start; an update taken
+  // and not answered fails for its caller. Whoever waits for the run's
+  // result waits for the last generation's.
+  template <typename In>
+  [[noreturn]] void continue_as_new(const In& input) {
+    throw ContinueAsNew{boost::json::value_from(input)};
+  }
+  [[noreturn]] void continue_as_new_json(boost::json::value input) { throw ContinueAsNew{std::move(input)}; }
 
   // Registers a read-only query handler (Engine::query, HTTP
   // POST /v1/runs/{id}/queries/{name}): fn() or fn(Arg) returns a
