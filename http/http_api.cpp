@@ -3,6 +3,7 @@
 #include "http/prometheus.hpp"
 #include "http/run_wait.hpp"
 #include "http/log_figures.hpp"
+#include "schedule/schedule_state.hpp"
 
 #include <fmt/format.h>
 
@@ -270,6 +271,9 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
         (parts[3] == "complete" || parts[3] == "fail")) {
       if (method != "POST") return wrong_method("POST");
       return complete_awakeable(parts[2], request, parts[3] == "complete");
+    }
+    if (parts.size() >= 2 && parts.size() <= 4 && parts[0] == "v1" && parts[1] == "schedules") {
+      return schedules(parts, method, request);
     }
     if (parts.empty() || parts[0] != "v1" || parts.size() < 2 || parts[1] != "runs") {
       return error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", method, path));
@@ -888,6 +892,66 @@ std::optional<HttpResponse> HttpApi::console(const HttpRequest& request) {
     return response;
   }
   return error(404, "not_found", fmt::format("the console has no {} (it starts at /ui/)", path));
+}
+
+HttpResponse HttpApi::schedules(const std::vector<std::string>& parts, const std::string& method,
+                                const HttpRequest& request) {
+  auto wrong_method = [&](const char* allowed) {
+    auto response = error(405, "method_not_allowed", fmt::format("{} takes {}", request.target, allowed));
+    response.headers["Allow"] = allowed;
+    return response;
+  };
+  HttpResponse problem;
+  if (parts.size() == 2) {
+    if (method == "GET") {
+      json::array listed;
+      RunFilter filter;
+      filter.workflow = schedule::kScheduleWorkflow;
+      filter.status = RunStatus::running;
+      for (const auto& run : engine_.list_runs(filter)) {
+        try {
+          listed.push_back(engine_.describe_schedule_json(run.id.substr(std::string_view(schedule::kScheduleRunPrefix).size())));
+        } catch (const Error& failure) {
+          if (failure.error() != errc::not_found) throw;  // deleted meanwhile
+        }
+      }
+      return json_response(200, json::object{{"schedules", std::move(listed)}});
+    }
+    if (method != "POST") return wrong_method("GET, POST");
+    auto body = body_object(request, problem, {"id", "spec", "workflow", "input", "options"});
+    if (!body) return problem;
+    auto id = string_field(*body, "id", true, problem);
+    if (!id) return problem;
+    auto workflow = string_field(*body, "workflow", true, problem);
+    if (!workflow) return problem;
+    if (!body->contains("spec")) return error(400, "invalid_argument", "\"spec\" is required");
+    auto spec = schedule::spec_from_json(body->at("spec"));
+    ScheduleOptions options;
+    if (const auto* given = body->if_contains("options")) options = schedule::options_from_json(*given);
+    json::value input = body->contains("input") ? body->at("input") : json::value(nullptr);
+    engine_.schedule_json(*id, spec, *workflow, std::move(input), options);
+    return json_response(201, engine_.describe_schedule_json(*id));
+  }
+  const auto& id = parts[2];
+  if (parts.size() == 3) {
+    if (method == "GET") return json_response(200, engine_.describe_schedule_json(id));
+    if (method == "DELETE") {
+      engine_.delete_schedule(id);
+      return json_response(200, json::object{{"deleted", id}});
+    }
+    return wrong_method("GET, DELETE");
+  }
+  const auto& action = parts[3];
+  if (action != "pause" && action != "resume" && action != "trigger" && action != "backfill" && action != "update") {
+    return error(404, "no_route",
+                 fmt::format("no schedule action '{}' (pause, resume, trigger, backfill, update)", action));
+  }
+  if (method != "POST") return wrong_method("POST");
+  auto body = body_object(request, problem, {"note", "from_ms", "to_ms", "overlap", "spec", "workflow", "input", "options"});
+  if (!body) return problem;
+  json::object change = *body;
+  change["action"] = action;
+  return json_response(200, engine_.change_schedule_json(id, std::move(change)));
 }
 
 }  // namespace fusee::http

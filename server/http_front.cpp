@@ -7,6 +7,7 @@
 
 #include "engine/awakeable_token.hpp"
 #include "engine/run_hash.hpp"
+#include "schedule/schedule_state.hpp"
 
 namespace fusee::server {
 
@@ -83,12 +84,27 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
       id = token->run_id;
     } else if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "stats") {
       // The engine's figures, from the holder of shard 0 (as a listing).
+    } else if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "schedules") {
+      // A schedule is its run "schedule:<id>": to its shard's holder (a
+      // listing to shard 0's, as runs' are).
+      if (parts.size() >= 3) {
+        id = schedule::kScheduleRunPrefix + parts[2];
+      } else if (request.method == "POST") {
+        boost::system::error_code error;
+        auto body = boost::json::parse(request.body, error);
+        const auto* object = error ? nullptr : body.if_object();
+        const auto* given = object ? object->if_contains("id") : nullptr;
+        if (given == nullptr || !given->is_string()) {
+          return HttpApi::error(400, "invalid_argument", "a schedule needs a JSON body with a string \"id\"");
+        }
+        id = schedule::kScheduleRunPrefix + std::string(given->as_string());
+      }
     } else if (parts.size() < 2 || parts[0] != "v1" || parts[1] != "runs") {
       return HttpApi::error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", request.method,
                                                          request.target));
     }
     // Which run the call is about: in the path, or in a start's body.
-    if (!id && parts.size() >= 3 && parts[2] != "execute") id = parts[2];
+    if (!id && parts[1] == "runs" && parts.size() >= 3 && parts[2] != "execute") id = parts[2];
     if (request.method == "POST" && parts[1] == "runs" &&
         (parts.size() == 2 || (parts.size() == 3 && parts[2] == "execute"))) {
       boost::system::error_code error;

@@ -27,6 +27,8 @@
 #include "remote/remote_run_store.hpp"
 #include "remote/remote_sink.hpp"
 #include "remote/shard_router.hpp"
+#include "schedule/schedule_state.hpp"
+#include "schedule/schedule_workflow.hpp"
 #include "sdk/facade/settle.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
@@ -562,6 +564,18 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                });
   }
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  // The built-in workflow behind schedules (a recovered schedule's run
+  // starts once it is registered).
+  WorkflowRegistration schedule_registration;
+  schedule_registration.input = [](const boost::json::value& input) -> std::string {
+    try {
+      (void)schedule::state_from_json(input);
+      return {};
+    } catch (const Error& error) {
+      return error.what();
+    }
+  };
+  engine->register_workflow_json(schedule::kScheduleWorkflow, &schedule::run_schedule, std::move(schedule_registration));
   if (!config.http_listen.empty()) {
     engine->impl_->http = std::make_unique<http::HttpServer>(
         *engine, config.http_listen, http::HttpApiOptions{config.http_token}, config.http_body_bytes_max);
@@ -569,6 +583,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   }
   return engine;
 }
+
+TimePoint Engine::now() const { return impl_->clock->now(); }
 
 std::string Engine::http_endpoint() const { return impl_->http ? impl_->http->endpoint() : std::string(); }
 

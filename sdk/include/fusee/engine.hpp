@@ -28,6 +28,7 @@
 #include "fusee/ctx.hpp"
 #include "fusee/error.hpp"
 #include "fusee/refs.hpp"
+#include "fusee/schedule.hpp"
 #include "fusee/task.hpp"
 
 namespace fusee {
@@ -405,6 +406,9 @@ class Engine {
   // Config::keep_finished_journals). Throws not_found otherwise.
   std::string journal_json(const std::string& id);
 
+  // The engine's clock (Config::clock): what timers and schedules go by.
+  TimePoint now() const;
+
   // One run by id, wherever it is; nothing when there is no such run.
   std::optional<RunInfo> get_run(const std::string& id);
   bool has_workflow(const std::string& name) const;
@@ -418,6 +422,40 @@ class Engine {
   // at its shard's next checkpoint (Config::checkpoint_interval, or
   // checkpoint()); list_runs() sees it at once.
   RunPage list_finished_runs(const RunFilter& filter, std::size_t limit = 100, const std::string& cursor = {});
+
+  // --- Schedules (fusee/schedule.hpp; docs/engine.md, "Schedules") ---
+  // Creates schedule `id`: it starts `workflow` with `input` at each due
+  // time of `spec`. Throws invalid_argument for a spec that is not one,
+  // unknown_workflow, or already_exists (delete it first to make it anew).
+  // Like every call that waits for a run, not from a workflow's code.
+  template <typename In, typename Out>
+  void schedule(const std::string& id, const ScheduleSpec& spec, const WorkflowRef<In, Out>& workflow,
+                const In& input, const ScheduleOptions& options = {}) {
+    schedule_json(id, spec, workflow.name, boost::json::value_from(input), options);
+  }
+  void schedule_json(const std::string& id, const ScheduleSpec& spec, const std::string& workflow,
+                     boost::json::value input, const ScheduleOptions& options = {});
+  // Throw not_found for a schedule that does not exist (or was deleted).
+  ScheduleInfo describe_schedule(const std::string& id);
+  std::vector<ScheduleInfo> list_schedules();
+  ScheduleInfo pause_schedule(const std::string& id, const std::string& note = {});
+  // Due times while paused pass; it goes on from now.
+  ScheduleInfo resume_schedule(const std::string& id);
+  // A run now, through the overlap policy: its id (started, or buffered).
+  std::vector<std::string> trigger_schedule(const std::string& id);
+  // The due times in (from, to], each through the overlap policy (the
+  // schedule's, unless given): the run ids started or buffered.
+  std::vector<std::string> backfill_schedule(const std::string& id, TimePoint from, TimePoint to,
+                                             std::optional<Overlap> overlap = std::nullopt);
+  // Replaces the spec, the workflow and input, and the options.
+  ScheduleInfo update_schedule(const std::string& id, const ScheduleSpec& spec, const std::string& workflow,
+                               boost::json::value input, const ScheduleOptions& options);
+  // The schedule's run ends; the runs it started go on.
+  void delete_schedule(const std::string& id);
+  // The change underneath (schedule/schedule_workflow.hpp; HTTP): the
+  // schedule's description after it, JSON.
+  boost::json::value change_schedule_json(const std::string& id, boost::json::value change);
+  boost::json::value describe_schedule_json(const std::string& id);
 
   // Local mode: checkpoints every shard into the run store now, retires the
   // log segments that allows and expires finished runs past their

@@ -7,5 +7,6 @@
 #include "fusee/engine.hpp"
 #include "fusee/error.hpp"
 #include "fusee/refs.hpp"
+#include "fusee/schedule.hpp"
 #include "fusee/task.hpp"
 #include "fusee/version.hpp"
