@@ -32,6 +32,8 @@ struct StepCall {
   // When the attempt under way began (monotonic: its running time is
   // journaled as took_us, whatever the engine clock does).
   std::chrono::steady_clock::time_point attempt_began;
+  // StepAwaitable::limit: the permit the next (or current) attempt holds.
+  std::shared_ptr<Limiter::Permit> permit;
 };
 
 namespace {
@@ -689,6 +691,30 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
   shard_.after_run_durable(*this, [self = shared_from_this(), call](std::error_code error) {
     if (error || self->stopped_ || !self->waiting_at(call->position)) return;
     const auto attempt = call->attempt;
+    if (!call->body.limit.empty() && !call->permit) {
+      // The attempt waits for a permit first: not an attempt yet, and
+      // nothing journaled (a replay asks again).
+      auto& core = self->shard_.core();
+      auto shard_id = self->shard_.id();
+      bool known = core.limiter().acquire(call->body.limit, [self, call, attempt, shard_id, &core](
+                                                                 std::shared_ptr<Limiter::Permit> permit) {
+        core.post_to_shard(shard_id, [self, call, attempt, permit = std::move(permit)]() mutable {
+          // A run that stopped, or moved on, lets the permit go at once.
+          if (self->stopped_ || !self->waiting_at(call->position) || call->attempt != attempt) return;
+          call->permit = std::move(permit);
+          self->run_step_attempt(call);
+        });
+      });
+      if (!known) {
+        call->attempt_open = true;
+        call->attempt_began = std::chrono::steady_clock::now();
+        self->finish_step_attempt(call, {},
+                                  std::make_exception_ptr(TerminalError(fmt::format(
+                                      "no limit '{}' is set on this engine (Engine::limit)", call->body.limit))),
+                                  attempt);
+      }
+      return;
+    }
     call->attempt_open = true;
     call->attempt_began = std::chrono::steady_clock::now();
     if (call->deadline && self->shard_.now() >= *call->deadline) {
@@ -744,6 +770,7 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
   // An attempt abandoned at its timeout may still finish: dropped.
   if (stopped_ || !waiting_at(call->position) || attempt != call->attempt || !call->attempt_open) return;
   call->attempt_open = false;
+  call->permit.reset();  // the attempt is over (one abandoned at its timeout may still run)
   const auto took_us = microseconds_since(call->attempt_began);
   auto& completion = *call->completion;
   if (!error) {

@@ -119,7 +119,8 @@ ScheduleOptions options_from_json(const boost::json::value& json, ScheduleOption
   }
   if (object.contains("overlap")) base.overlap = overlap_from_name(text_field(object, "overlap"));
   auto catch_up = int_field(object, "catch_up", base.catch_up);
-  if (catch_up < 0 || catch_up > 1000) bad("catch_up must be between 0 and 1000");
+  // 1: the due time it woke for (an on-time one), or the latest missed.
+  if (catch_up < 1 || catch_up > 1000) bad("catch_up must be between 1 and 1000");
   base.catch_up = static_cast<std::uint32_t>(catch_up);
   base.paused = bool_field(object, "paused", base.paused);
   base.note = text_field(object, "note", base.note);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 #include <shared_mutex>
@@ -78,6 +79,7 @@ struct Engine::Impl final : engine::EngineCore {
   std::vector<std::unique_ptr<engine::Shard>> shards;
   std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
+  std::shared_ptr<engine::Limiter> step_limits;  // Engine::limit
   // The registered workflows by name: code by version, the newest
   // registration's input check, and the signals declared.
   struct Registered {
@@ -106,6 +108,17 @@ struct Engine::Impl final : engine::EngineCore {
   // Whether this engine runs shard `shard` (always, but in remote mode with
   // the shards split).
   bool here(std::uint32_t shard) const { return !router || router->holds(shard); }
+  // The limiter's rate waits end on a timer of a shard this engine runs
+  // (the engine's clock drives shard timers, a manual one too).
+  void arm_limit_poll(TimePoint at) {
+    for (std::uint32_t shard = 0; shard < shards.size(); ++shard) {
+      if (!shards[shard] || !here(shard)) continue;
+      auto* target = shards[shard].get();
+      if (target->post([this, target, at] { target->add_timer(at, nullptr, [this] { step_limits->poll(); }); }, false)) {
+        return;
+      }
+    }
+  }
   std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
 
   // --- EngineCore ---
@@ -141,6 +154,7 @@ struct Engine::Impl final : engine::EngineCore {
     return {};
   }
   TimePoint now() const override { return clock->now(); }
+  engine::Limiter& limiter() override { return *step_limits; }
   std::uint64_t random() override {
     std::lock_guard lock(random_mu);
     return random_source();
@@ -424,6 +438,8 @@ void throw_if_failed(const Reply& reply) {
 std::unique_ptr<Engine> Engine::open(Config config) {
   auto impl = std::make_unique<Impl>();
   impl->clock = config.clock ? config.clock : system_clock();
+  impl->step_limits = std::make_shared<engine::Limiter>([clock = impl->clock] { return clock->now(); },
+                                                        [impl = impl.get()](TimePoint at) { impl->arm_limit_poll(at); });
   if (config.random) {
     impl->random_source = config.random;
   } else {
@@ -586,6 +602,15 @@ std::unique_ptr<Engine> Engine::open(Config config) {
 
 TimePoint Engine::now() const { return impl_->clock->now(); }
 
+void Engine::limit(const std::string& name, const StepLimit& limit) {
+  impl_->check_open();
+  if (name.empty()) throw Error(errc::invalid_argument, "a limit needs a name");
+  if (!std::isfinite(limit.per_second) || limit.per_second < 0) {
+    throw Error(errc::invalid_argument, fmt::format("limit '{}': per_second must be a finite number, 0 or more", name));
+  }
+  impl_->step_limits->set(name, limit);
+}
+
 std::string Engine::http_endpoint() const { return impl_->http ? impl_->http->endpoint() : std::string(); }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -601,6 +626,7 @@ EngineStats Engine::stats() const {
   stats.flush_latency_counts = log.flush_latency_counts;
   stats.flush_latency_sum_us = log.flush_latency_sum_us;
   stats.staged_bytes = log.staged_bytes;
+  stats.limits = impl_->step_limits->stats();
   stats.wal_segments = log.segments_live;
   stats.wal_bytes = log.live_bytes;
   if (impl_->checkpointer) {

@@ -102,6 +102,13 @@ std::vector<ScheduleInfo> Engine::list_schedules() {
 }
 
 boost::json::value Engine::change_schedule_json(const std::string& id, boost::json::value change) {
+  if (const auto* object = change.if_object()) {
+    if (const auto* workflow = object->if_contains("workflow"); workflow != nullptr && workflow->is_string() &&
+                                                                  !has_workflow(std::string(workflow->as_string()))) {
+      throw Error(errc::unknown_workflow, fmt::format("schedule '{}': no workflow named '{}' is registered", id,
+                                                      std::string_view(workflow->as_string())));
+    }
+  }
   return on_schedule(id, [&] { return update_json(UpdateCall{run_of(id), schedule::kScheduleChange.name, std::move(change), {}, {}}); });
 }
 

@@ -135,6 +135,7 @@ using UpdateValidator = std::function<std::string(const boost::json::value&)>;
 struct StepBody {
   std::function<boost::json::value(StepContext&)> plain;
   std::function<Task<boost::json::value>(StepContext&)> coroutine;
+  std::string limit;  // StepAwaitable::limit: each attempt holds a permit of this limit
 };
 
 // The engine side of a run. Each call starts a command; it returns true when
@@ -330,6 +331,14 @@ class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
       : detail::CommandAwaitable<StepAwaitable<T>>(port), name_(std::move(name)), body_(std::move(body)) {}
   StepAwaitable&& retry(RetryPolicy policy) && {
     policy_ = std::move(policy);
+    return std::move(*this);
+  }
+  // Each attempt runs holding a permit of the named limit (Engine::limit):
+  // it waits for one first, which is not an attempt (nothing is journaled
+  // for the wait; the engine's metrics count it). A limit not set on the
+  // engine fails the step (errc::invalid_argument).
+  StepAwaitable&& limit(std::string name) && {
+    body_.limit = std::move(name);
     return std::move(*this);
   }
   bool issue(detail::Completion& completion) {

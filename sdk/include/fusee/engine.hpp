@@ -145,6 +145,24 @@ inline constexpr std::array<std::uint64_t, 9> kFlushLatencyBoundsUs = {50,   100
                                                                        2000, 5000, 10000, 50000};
 
 // Counters of the journal under the engine (all zero in memory mode).
+// A named limit on steps that call a scarce outside service (Engine::limit;
+// a step takes it with ctx.step(...).limit(name)). Each attempt of such a
+// step holds a permit while it runs.
+struct StepLimit {
+  std::uint32_t concurrent = 0;  // permits held at once; 0: no bound
+  double per_second = 0;         // permits granted per second, on average; 0: no bound
+};
+
+// One limit's figures since the engine opened.
+struct LimitStats {
+  std::string name;
+  StepLimit limit;
+  std::uint64_t in_use = 0;     // permits held now
+  std::uint64_t waiting = 0;    // attempts waiting for one now
+  std::uint64_t granted = 0;    // permits granted
+  std::uint64_t waited_us = 0;  // time attempts spent waiting for theirs (steady clock), in all
+};
+
 struct EngineStats {
   std::uint64_t records_written = 0;  // journal records made durable
   std::uint64_t batches_written = 0;  // log batches (each one durable write)
@@ -168,6 +186,7 @@ struct EngineStats {
   // The shards this engine runs: all of them, but in remote mode with
   // Config::server_shards_max (the others' runs are other workers').
   std::uint32_t shards_held = 0;
+  std::vector<LimitStats> limits;  // by name
 };
 
 namespace detail {
@@ -422,6 +441,11 @@ class Engine {
   // at its shard's next checkpoint (Config::checkpoint_interval, or
   // checkpoint()); list_runs() sees it at once.
   RunPage list_finished_runs(const RunFilter& filter, std::size_t limit = 100, const std::string& cursor = {});
+
+  // Sets (or changes) step limit `name` for this engine's steps, across all
+  // its shards: ctx.step(...).limit(name) waits for a permit before each
+  // attempt. Throws invalid_argument for a negative or non-finite rate.
+  void limit(const std::string& name, const StepLimit& limit);
 
   // --- Schedules (fusee/schedule.hpp; docs/engine.md, "Schedules") ---
   // Creates schedule `id`: it starts `workflow` with `input` at each due

@@ -51,8 +51,9 @@ const char* overlap_name(Overlap overlap) noexcept;
 
 struct ScheduleOptions {
   Overlap overlap = Overlap::skip;
-  // After downtime (or a long pause of the engine), how many of the missed
-  // due times to run: the latest ones; the rest pass.
+  // When the schedule wakes (on time, or after downtime), how many of the
+  // due times since it last looked to run: the latest ones; the rest pass.
+  // 1 to 1000; 1 runs the one it woke for.
   std::uint32_t catch_up = 1;
   bool paused = false;
   std::string note;  // why it is paused, say
