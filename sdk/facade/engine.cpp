@@ -27,6 +27,8 @@
 #include "remote/remote_calls.hpp"
 #include "remote/remote_run_store.hpp"
 #include "remote/remote_sink.hpp"
+#include "queue/queue_state.hpp"
+#include "queue/queue_workflow.hpp"
 #include "remote/shard_router.hpp"
 #include "schedule/schedule_state.hpp"
 #include "schedule/schedule_workflow.hpp"
@@ -580,8 +582,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                });
   }
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
-  // The built-in workflow behind schedules (a recovered schedule's run
-  // starts once it is registered).
+  // The built-in workflows behind schedules and queues (a recovered run of
+  // one starts once it is registered).
   WorkflowRegistration schedule_registration;
   schedule_registration.input = [](const boost::json::value& input) -> std::string {
     try {
@@ -592,6 +594,16 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     }
   };
   engine->register_workflow_json(schedule::kScheduleWorkflow, &schedule::run_schedule, std::move(schedule_registration));
+  WorkflowRegistration queue_registration;
+  queue_registration.input = [](const boost::json::value& input) -> std::string {
+    try {
+      (void)queue::state_from_json(input);
+      return {};
+    } catch (const Error& error) {
+      return error.what();
+    }
+  };
+  engine->register_workflow_json(queue::kQueueWorkflow, &queue::run_queue, std::move(queue_registration));
   if (!config.http_listen.empty()) {
     engine->impl_->http = std::make_unique<http::HttpServer>(
         *engine, config.http_listen, http::HttpApiOptions{config.http_token}, config.http_body_bytes_max);

@@ -95,8 +95,8 @@ TimePoint next_minute(TimePoint after) {
 
 TEST_SUITE("unit") {
 TEST_CASE_TEMPLATE("a schedule starts one run per due time, named by the due time", M, InMemory, OnDisk, Remote) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   auto created = harness.clock().now();
@@ -127,8 +127,8 @@ TEST_CASE_TEMPLATE("a schedule starts one run per due time, named by the due tim
 
 TEST_CASE_TEMPLATE("refusals: a spec that is not one, an unknown workflow, a second schedule of the same id", M,
                    InMemory, OnDisk) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   ScheduleSpec bad;
@@ -162,8 +162,8 @@ TEST_CASE_TEMPLATE("refusals: a spec that is not one, an unknown workflow, a sec
 
 TEST_CASE_TEMPLATE("overlap: skip, buffer_one and buffer_all while the last run is running", M, InMemory, OnDisk,
                    Remote) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   auto trigger = [&](const std::string& id) {
@@ -220,8 +220,8 @@ TEST_CASE_TEMPLATE("overlap: skip, buffer_one and buffer_all while the last run 
 }
 
 TEST_CASE_TEMPLATE("overlap: cancel_other, terminate_other and allow_all", M, InMemory, OnDisk, Remote) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   auto trigger = [&](const std::string& id) {
@@ -267,8 +267,8 @@ TEST_CASE_TEMPLATE("overlap: cancel_other, terminate_other and allow_all", M, In
 
 TEST_CASE_TEMPLATE("after downtime a schedule runs the latest catch_up due times and lets the rest pass", M, OnDisk,
                    Remote) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto created = harness.clock().now();
   {
     auto engine = harness.open();
@@ -297,8 +297,8 @@ TEST_CASE_TEMPLATE("after downtime a schedule runs the latest catch_up due times
 
 TEST_CASE_TEMPLATE("a cron schedule across the spring-forward change runs once, at the gap's end", M, InMemory,
                    OnDisk) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   // Europe/Paris skips 02:00-03:00 on 2026-03-29.
@@ -319,8 +319,8 @@ TEST_CASE_TEMPLATE("a cron schedule across the spring-forward change runs once, 
 }
 
 TEST_CASE_TEMPLATE("pause, resume, backfill, update and delete", M, InMemory, OnDisk, Remote) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   auto created = harness.clock().now();
@@ -374,8 +374,8 @@ TEST_CASE_TEMPLATE("pause, resume, backfill, update and delete", M, InMemory, On
 }
 
 TEST_CASE_TEMPLATE("a schedule continues as new every so many turns and keeps its state", M, InMemory, OnDisk) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
   EngineHarness harness(M::mode);
-  Targets targets;
   auto engine = harness.open();
   register_targets(*engine, targets);
   engine->schedule("often", every_minute(), kTick, 1);

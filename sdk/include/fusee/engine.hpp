@@ -27,6 +27,7 @@
 #include "fusee/config.hpp"
 #include "fusee/ctx.hpp"
 #include "fusee/error.hpp"
+#include "fusee/queue.hpp"
 #include "fusee/refs.hpp"
 #include "fusee/schedule.hpp"
 #include "fusee/task.hpp"
@@ -446,6 +447,28 @@ class Engine {
   // its shards: ctx.step(...).limit(name) waits for a permit before each
   // attempt. Throws invalid_argument for a negative or non-finite rate.
   void limit(const std::string& name, const StepLimit& limit);
+
+  // --- Queues (fusee/queue.hpp; docs/engine.md, "Queues") ---
+  // Declares queue `name`, or changes its options: runs enqueued in it wait
+  // and start as its limits allow. Idempotent; call it at every start, as
+  // with register_workflow.
+  void queue(const std::string& name, const QueueOptions& options = {});
+  // Puts run `id` of `workflow` in the queue: it starts (with that id) when
+  // the queue allows, once; returns once that is durable. A run of that id
+  // already waiting or running there is already_queued. Throws not_found
+  // for a queue not declared, unknown_workflow, and rejected for a dedup id
+  // another run in the queue has.
+  template <typename In, typename Out>
+  EnqueueOutcome enqueue(const std::string& queue, const WorkflowRef<In, Out>& workflow, const std::string& id,
+                         const In& input, const EnqueueOptions& options = {}) {
+    return enqueue_json(queue, workflow.name, id, boost::json::value_from(input), options);
+  }
+  EnqueueOutcome enqueue_json(const std::string& queue, const std::string& workflow, const std::string& id,
+                              boost::json::value input, const EnqueueOptions& options = {});
+  // The queue's waiting runs (in the order they will start) and running ones.
+  QueueInfo describe_queue(const std::string& name);
+  boost::json::value describe_queue_json(const std::string& name);
+  std::vector<QueueInfo> list_queues();
 
   // --- Schedules (fusee/schedule.hpp; docs/engine.md, "Schedules") ---
   // Creates schedule `id`: it starts `workflow` with `input` at each due
