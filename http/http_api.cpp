@@ -3,6 +3,7 @@
 #include "http/prometheus.hpp"
 #include "http/run_wait.hpp"
 #include "http/log_figures.hpp"
+#include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
 
 #include <fmt/format.h>
@@ -274,6 +275,9 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     }
     if (parts.size() >= 2 && parts.size() <= 4 && parts[0] == "v1" && parts[1] == "schedules") {
       return schedules(parts, method, request);
+    }
+    if (parts.size() >= 2 && parts.size() <= 4 && parts[0] == "v1" && parts[1] == "queues") {
+      return queues(parts, method, request);
     }
     if (parts.empty() || parts[0] != "v1" || parts.size() < 2 || parts[1] != "runs") {
       return error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", method, path));
@@ -952,6 +956,74 @@ HttpResponse HttpApi::schedules(const std::vector<std::string>& parts, const std
   json::object change = *body;
   change["action"] = action;
   return json_response(200, engine_.change_schedule_json(id, std::move(change)));
+}
+
+HttpResponse HttpApi::queues(const std::vector<std::string>& parts, const std::string& method,
+                             const HttpRequest& request) {
+  auto wrong_method = [&](const char* allowed) {
+    auto response = error(405, "method_not_allowed", fmt::format("{} takes {}", request.target, allowed));
+    response.headers["Allow"] = allowed;
+    return response;
+  };
+  HttpResponse problem;
+  if (parts.size() == 2) {
+    if (method == "GET") {
+      json::array listed;
+      RunFilter filter;
+      filter.workflow = queue::kQueueWorkflow;
+      filter.status = RunStatus::running;
+      for (const auto& run : engine_.list_runs(filter)) {
+        try {
+          listed.push_back(engine_.describe_queue_json(run.id.substr(std::string_view(queue::kQueueRunPrefix).size())));
+        } catch (const Error& failure) {
+          if (failure.error() != errc::not_found) throw;
+        }
+      }
+      return json_response(200, json::object{{"queues", std::move(listed)}});
+    }
+    if (method != "POST") return wrong_method("GET, POST");
+    auto body = body_object(request, problem, {"name", "options"});
+    if (!body) return problem;
+    auto name = string_field(*body, "name", true, problem);
+    if (!name) return problem;
+    QueueOptions options;
+    if (const auto* given = body->if_contains("options")) options = queue::options_from_json(*given);
+    engine_.queue(*name, options);
+    return json_response(200, engine_.describe_queue_json(*name));
+  }
+  const auto& name = parts[2];
+  if (parts.size() == 3) {
+    if (method != "GET") return wrong_method("GET");
+    return json_response(200, engine_.describe_queue_json(name));
+  }
+  if (parts[3] != "runs") return error(404, "no_route", fmt::format("no route {} {} (docs/http-api.md lists them)", method, request.target));
+  if (method != "POST") return wrong_method("POST");
+  auto body = body_object(request, problem, {"workflow", "id", "input", "priority", "partition", "dedup_id"});
+  if (!body) return problem;
+  auto workflow = string_field(*body, "workflow", true, problem);
+  if (!workflow) return problem;
+  auto id = string_field(*body, "id", true, problem);
+  if (!id) return problem;
+  EnqueueOptions options;
+  if (const auto* priority = body->if_contains("priority")) {
+    if (!priority->is_int64() && !priority->is_uint64()) return error(400, "invalid_argument", "\"priority\" must be a whole number");
+    options.priority = priority->to_number<std::int64_t>();
+  }
+  if (auto partition = string_field(*body, "partition", false, problem)) {
+    options.partition = *partition;
+  } else if (!problem.body.empty()) {  // there, but not a string
+    return problem;
+  }
+  if (auto dedup = string_field(*body, "dedup_id", false, problem)) {
+    options.dedup_id = *dedup;
+  } else if (!problem.body.empty()) {  // there, but not a string
+    return problem;
+  }
+  json::value input = body->contains("input") ? body->at("input") : json::value(nullptr);
+  auto outcome = engine_.enqueue_json(name, *workflow, *id, std::move(input), options);
+  return json_response(202, json::object{{"id", *id},
+                                         {"queue", name},
+                                         {"outcome", outcome == EnqueueOutcome::queued ? "queued" : "already_queued"}});
 }
 
 }  // namespace fusee::http

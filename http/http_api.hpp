@@ -141,6 +141,8 @@ class HttpApi {
   HttpResponse cancel(const std::string& id, const HttpRequest& request, bool terminate);
   // /v1/schedules...: parts past "v1" (docs/http-api.md, "Schedules").
   HttpResponse schedules(const std::vector<std::string>& parts, const std::string& method, const HttpRequest& request);
+  // /v1/queues...: (docs/http-api.md, "Queues").
+  HttpResponse queues(const std::vector<std::string>& parts, const std::string& method, const HttpRequest& request);
   HttpResponse metrics();
   HttpResponse stats_json();
   // Every status with its count of runs (0 included): /metrics and /v1/stats.

@@ -45,12 +45,18 @@ double number_field(const boost::json::object& object, const char* key) {
   return found->to_number<double>();
 }
 
+// A whole number as an integer (JSON readers and people see 5, not 5E0).
+boost::json::value number_json(double value) {
+  if (std::floor(value) == value && std::fabs(value) < 9e15) return static_cast<std::int64_t>(value);
+  return value;
+}
+
 }  // namespace
 
 boost::json::value options_json(const QueueOptions& options) {
   return {{"concurrency", options.concurrency},
           {"partition_concurrency", options.partition_concurrency},
-          {"per_second", options.per_second}};
+          {"per_second", number_json(options.per_second)}};
 }
 
 QueueOptions options_from_json(const boost::json::value& json) {
@@ -111,7 +117,7 @@ boost::json::value state_json(const QueueState& state) {
           {"options", options_json(state.options)},
           {"waiting", std::move(waiting)},
           {"running", std::move(running)},
-          {"next_start_ms", state.next_start_ms},
+          {"next_start_ms", number_json(state.next_start_ms)},
           {"started", state.started},
           {"seq", state.seq}};
 }

@@ -7,6 +7,7 @@
 
 #include "engine/awakeable_token.hpp"
 #include "engine/run_hash.hpp"
+#include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
 
 namespace fusee::server {
@@ -84,6 +85,20 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
       id = token->run_id;
     } else if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "stats") {
       // The engine's figures, from the holder of shard 0 (as a listing).
+    } else if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "queues") {
+      // A queue is its run "queue:<name>": to its shard's holder.
+      if (parts.size() >= 3) {
+        id = queue::kQueueRunPrefix + parts[2];
+      } else if (request.method == "POST") {
+        boost::system::error_code error;
+        auto body = boost::json::parse(request.body, error);
+        const auto* object = error ? nullptr : body.if_object();
+        const auto* given = object ? object->if_contains("name") : nullptr;
+        if (given == nullptr || !given->is_string()) {
+          return HttpApi::error(400, "invalid_argument", "a queue needs a JSON body with a string \"name\"");
+        }
+        id = queue::kQueueRunPrefix + std::string(given->as_string());
+      }
     } else if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "schedules") {
       // A schedule is its run "schedule:<id>": to its shard's holder (a
       // listing to shard 0's, as runs' are).
