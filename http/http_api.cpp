@@ -824,6 +824,33 @@ HttpResponse HttpApi::metrics() {
          stats.staged_bytes);
   append_seconds_histogram(text, "fusee_flush_duration_seconds", "Durable writes of the log by how long they took.",
                            kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
+  if (!stats.limits.empty()) {
+    // Step limits (Engine::limit), a sample per limit.
+    auto label = [](const std::string& name) {
+      std::string escaped;
+      for (char c : name) {
+        if (c == '\\' || c == '"') escaped += '\\';
+        if (c == '\n') {
+          escaped += "\\n";
+          continue;
+        }
+        escaped += c;
+      }
+      return escaped;
+    };
+    auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
+      text += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+      for (const auto& limit : stats.limits) text += fmt::format("{}{{limit=\"{}\"}} {}\n", name, label(limit.name), value_of(limit));
+    };
+    family("fusee_limit_permits_in_use", "gauge", "Permits of a step limit held now.",
+           [](const LimitStats& limit) { return limit.in_use; });
+    family("fusee_limit_waiting", "gauge", "Step attempts waiting for a permit of the limit now.",
+           [](const LimitStats& limit) { return limit.waiting; });
+    family("fusee_limit_permits_granted_total", "counter", "Permits of the limit granted.",
+           [](const LimitStats& limit) { return limit.granted; });
+    family("fusee_limit_wait_seconds_total", "counter", "Time step attempts spent waiting for a permit of the limit.",
+           [](const LimitStats& limit) { return static_cast<double>(limit.waited_us) / 1e6; });
+  }
   text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
   for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
   HttpResponse response;
@@ -860,6 +887,17 @@ HttpResponse HttpApi::stats_json() {
       {"log_error", stats.log_error.empty() ? json::value(nullptr) : json::value(stats.log_error)},
       {"flush_latency",
        latency_histogram_json(kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us)}};
+  json::array limits;
+  for (const auto& limit : stats.limits) {
+    limits.push_back(json::object{{"name", limit.name},
+                                  {"concurrent", limit.limit.concurrent},
+                                  {"per_second", limit.limit.per_second},
+                                  {"in_use", limit.in_use},
+                                  {"waiting", limit.waiting},
+                                  {"granted", limit.granted},
+                                  {"waited_us", limit.waited_us}});
+  }
+  out["limits"] = std::move(limits);
   return json_response(200, out);
 }
 

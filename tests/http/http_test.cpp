@@ -516,6 +516,45 @@ TEST_SUITE("unit") {
     CHECK(call(at, beast_http::verb::get, "/v1/stats").status == 401);  // the API still wants the token
   }
 
+  TEST_CASE("http: schedules and queues have their routes; step limits show in /metrics and /v1/stats") {
+    Served served(memory_config());
+    const auto& at = served.at;
+    served.engine->limit("payments", StepLimit{.concurrent = 2, .per_second = 5});
+    auto metrics = call(at, beast_http::verb::get, "/metrics");
+    CHECK(metrics.body.find("fusee_limit_permits_in_use{limit=\"payments\"} 0") != std::string::npos);
+    CHECK(metrics.body.find("fusee_limit_waiting{limit=\"payments\"} 0") != std::string::npos);
+    auto stats = json::parse(call(at, beast_http::verb::get, "/v1/stats").body);
+    REQUIRE(stats.at("limits").as_array().size() == 1);
+    CHECK(stats.at("limits").at(0).at("name") == "payments");
+    CHECK(stats.at("limits").at(0).at("concurrent") == 2);
+
+    auto made = call(at, beast_http::verb::post, "/v1/schedules",
+                     R"({"id":"s","spec":{"every_ms":60000},"workflow":"echo","input":"hi"})");
+    CHECK(made.status == 201);
+    CHECK(json::parse(made.body).at("spec").at("every_ms") == 60000);
+    CHECK(call(at, beast_http::verb::post, "/v1/schedules", R"({"id":"s","spec":{"every_ms":60000},"workflow":"echo"})")
+              .status == 409);
+    CHECK(call(at, beast_http::verb::post, "/v1/schedules", R"({"id":"t","spec":{"every_ms":-1},"workflow":"echo"})")
+              .status == 400);
+    CHECK(call(at, beast_http::verb::post, "/v1/schedules/s/pause", R"({"note":"x"})").status == 200);
+    CHECK(call(at, beast_http::verb::post, "/v1/schedules/s/pause", R"({"colour":"x"})").status == 400);
+    CHECK(call(at, beast_http::verb::post, "/v1/schedules/s/update", R"({"options":{"overlap":"never"}})").status ==
+          422);
+    CHECK(call(at, beast_http::verb::get, "/v1/schedules/none").status == 404);
+    CHECK(call(at, beast_http::verb::put, "/v1/schedules/s").status == 405);
+    CHECK(call(at, beast_http::verb::delete_, "/v1/schedules/s").status == 200);
+
+    CHECK(call(at, beast_http::verb::post, "/v1/queues", R"({"name":"q","options":{"concurrency":1}})").status == 200);
+    auto queued = call(at, beast_http::verb::post, "/v1/queues/q/runs", R"({"workflow":"echo","id":"e-1","input":"x"})");
+    CHECK(queued.status == 202);
+    CHECK(json::parse(queued.body).at("outcome") == "queued");
+    CHECK(call(at, beast_http::verb::post, "/v1/queues/q/runs", R"({"workflow":"echo","id":"e-2","priority":"high"})")
+              .status == 400);
+    CHECK(call(at, beast_http::verb::post, "/v1/queues/nowhere/runs", R"({"workflow":"echo","id":"e-3"})").status ==
+          404);
+    CHECK(json::parse(call(at, beast_http::verb::get, "/v1/queues").body).at("queues").as_array().size() == 1);
+  }
+
   TEST_CASE("http: a listen address that is not HOST:PORT is refused at open") {
     auto config = Config::memory();
     for (const char* bad : {"nonsense", "127.0.0.1:", "127.0.0.1:99999", "not.an.ip:80"}) {
