@@ -34,6 +34,14 @@
 //  - parallel_children: 100 parents each starting 10 children of 10 no-op
 //    steps together, beside the same parents awaiting their children one by
 //    one.
+//  - queue: --runs one-step runs enqueued (Engine::enqueue_json_async, all
+//    in flight) into a durable queue with concurrency 100, local mode,
+//    direct writes: runs/s from the first enqueue to the last result, each
+//    run's latency from its enqueue to its result as a waiting thread sees
+//    it. "steps" in its row are runs.
+//  - limit: --limit-runs runs of --steps steps each, every step under a step
+//    limit of --limit-rate permits/s (Engine::limit), local mode, direct
+//    writes: the achieved steps/s beside the limit; aim within 5 % of it.
 //  - fanout_split_unix: the fan-out with two workers on the Unix socket, each
 //    holding half the shards (Config::server_shards_max); every run is
 //    started and awaited through the first, so half the starts and results
@@ -125,6 +133,10 @@ constexpr std::string_view kCaseSignal = "signal";
 constexpr std::string_view kCaseUpdate = "update";
 constexpr std::string_view kCaseParallelSteps = "parallel_steps";
 constexpr std::string_view kCaseParallelChildren = "parallel_children";
+constexpr std::string_view kCaseQueue = "queue";
+constexpr std::string_view kCaseLimit = "limit";
+constexpr std::uint32_t kQueueConcurrency = 100;
+constexpr double kLimitAchievedAimTolerance = 0.05;  // achieved within 5 % of the limit
 // parallel_steps: 100 coroutine steps of one run, each waiting 10 ms.
 constexpr std::uint32_t kParallelSteps = 100;
 constexpr std::chrono::milliseconds kParallelStepWait{10};
@@ -164,7 +176,10 @@ struct Options {
                                     std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
                                     std::string(kCaseQuery),          std::string(kCaseSignal),
                                     std::string(kCaseUpdate),
-                                    std::string(kCaseParallelSteps), std::string(kCaseParallelChildren)};
+                                    std::string(kCaseParallelSteps), std::string(kCaseParallelChildren),
+                                    std::string(kCaseQueue),         std::string(kCaseLimit)};
+  std::uint32_t limit_runs = 100;   // limit: concurrent runs asking for permits
+  double limit_rate = 1000;         // limit: permits per second
   std::uint32_t chain_steps = 1000;
   std::uint32_t start_runs = 200;  // start: sequential execute() calls per round
   std::uint32_t runs = 1000;
@@ -272,6 +287,7 @@ struct CaseResult {
   RawFloor raw;            // local cases: the disk just before the case
   double records_per_flush = 0;  // local cases, timed window
   std::string transport;          // remote cases: "unix" or "tcp"
+  std::optional<double> limit_per_s;  // limit: the step limit's rate
 
   std::uint64_t steps() const { return std::uint64_t(runs) * steps_per_run * rounds; }
   double p99_over_p50() const { return ratio(latency.p99_us, latency.p50_us); }
@@ -595,6 +611,144 @@ CaseResult run_call_case(const CaseSpec& spec, std::uint32_t shards, std::size_t
   result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(calls) / result.seconds : 0;
   result.latency = fusee::bench::summarize_latencies(std::move(call_us));
+  return result;
+}
+
+// queue: rounds of spec.runs one-step runs enqueued all at once into a queue
+// with concurrency kQueueConcurrency; a round lasts from the first enqueue
+// to the last result.
+CaseResult run_queue_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations,
+                          const RoundRule& rule) {
+  CaseResult result;
+  result.name = spec.name;
+  result.local = true;
+  result.runs = spec.runs;
+  result.steps_per_run = 1;
+  result.starters = 1;
+  result.raw = make_case_dir(spec.data_dir, raw_iterations);
+  auto engine = fusee::Engine::open(local_direct(spec.data_dir, shards));
+  result.shards = engine->shard_count();
+  engine->register_workflow(one_step_ref(), [](fusee::Ctx& ctx, std::uint32_t n) -> fusee::Task<std::uint32_t> {
+    co_return co_await ctx.step("one", [n] { return n; });
+  });
+  engine->queue("bench", fusee::QueueOptions{.concurrency = kQueueConcurrency});
+  auto round_of = [&](std::uint32_t round, std::vector<double>& latency_us) {
+    std::vector<Clock::time_point> sent(spec.runs);
+    std::vector<std::future<fusee::EnqueueOutcome>> enqueues;
+    enqueues.reserve(spec.runs);
+    for (std::uint32_t n = 0; n < spec.runs; ++n) {
+      sent[n] = Clock::now();
+      enqueues.push_back(engine->enqueue_json_async("bench", one_step_ref().name, fmt::format("q{}-{}", round, n), n));
+    }
+    for (auto& enqueued : enqueues) {
+      if (enqueued.get() != fusee::EnqueueOutcome::queued) throw std::runtime_error("an enqueue found its run queued");
+    }
+    for (std::uint32_t n = 0; n < spec.runs; ++n) {
+      if (engine->result(one_step_ref(), fmt::format("q{}-{}", round, n)) != n) throw std::runtime_error("a wrong result");
+      latency_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - sent[n]).count());
+    }
+  };
+  std::vector<double> warmup;
+  round_of(UINT32_MAX, warmup);  // untimed
+  auto stats_before = engine->stats();
+  std::vector<double> all_us;
+  for (std::uint32_t round = 0; rule.more(round, result.seconds); ++round) {
+    std::vector<double> round_us;
+    const auto began = Clock::now();
+    round_of(round, round_us);
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    result.seconds += seconds;
+    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) / seconds : 0);
+    result.round_p50_us.push_back(fusee::bench::summarize_latencies(round_us).p50_us);
+    all_us.insert(all_us.end(), round_us.begin(), round_us.end());
+    result.rounds = round + 1;
+  }
+  auto stats_after = engine->stats();
+  if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
+    result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
+  engine->shutdown();
+  engine.reset();
+  remove_case_dir(spec.data_dir);
+  result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
+  result.latency = fusee::bench::summarize_latencies(std::move(all_us));
+  return result;
+}
+
+// limit: rounds of spec.runs runs of spec.steps_per_run steps, every step
+// under a limit of `rate` permits per second; a round lasts from the first
+// start to the last result. The steps' latency: between a run's completions.
+CaseResult run_limit_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations,
+                          const RoundRule& rule, double rate) {
+  CaseResult result;
+  result.name = spec.name;
+  result.local = true;
+  result.runs = spec.runs;
+  result.steps_per_run = spec.steps_per_run;
+  result.starters = 1;
+  result.limit_per_s = rate;
+  result.raw = make_case_dir(spec.data_dir, raw_iterations);
+  auto engine = fusee::Engine::open(local_direct(spec.data_dir, shards));
+  result.shards = engine->shard_count();
+  engine->limit("bench", fusee::StepLimit{.per_second = rate});
+  const fusee::WorkflowRef<std::uint32_t, std::uint32_t> limited{"bench.limited"};
+  std::mutex mu;
+  std::vector<double> step_us;
+  engine->register_workflow(limited, [&](fusee::Ctx& ctx, std::uint32_t steps) -> fusee::Task<std::uint32_t> {
+    auto last = Clock::now();
+    for (std::uint32_t n = 0; n < steps; ++n) {
+      (void)co_await ctx.step("call", [n] { return n; }).limit("bench");
+      auto now = Clock::now();
+      {
+        std::lock_guard lock(mu);
+        step_us.push_back(std::chrono::duration<double, std::micro>(now - last).count());
+      }
+      last = now;
+    }
+    co_return steps;
+  });
+  auto round_of = [&](std::uint32_t round) {
+    std::vector<std::future<fusee::StartOutcome>> starts;
+    for (std::uint32_t n = 0; n < spec.runs; ++n)
+      starts.push_back(engine->start_async(limited, fmt::format("l{}-{}", round, n), spec.steps_per_run));
+    for (auto& start : starts) (void)start.get();
+    for (std::uint32_t n = 0; n < spec.runs; ++n) {
+      if (engine->result(limited, fmt::format("l{}-{}", round, n)) != spec.steps_per_run)
+        throw std::runtime_error("a wrong result");
+    }
+  };
+  round_of(UINT32_MAX);  // untimed warm-up
+  {
+    std::lock_guard lock(mu);
+    step_us.clear();
+  }
+  auto stats_before = engine->stats();
+  for (std::uint32_t round = 0; rule.more(round, result.seconds); ++round) {
+    const auto began = Clock::now();
+    std::size_t first = 0;
+    {
+      std::lock_guard lock(mu);
+      first = step_us.size();
+    }
+    round_of(round);
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    result.seconds += seconds;
+    result.round_steps_per_s.push_back(seconds > 0 ? double(spec.runs) * spec.steps_per_run / seconds : 0);
+    std::lock_guard lock(mu);
+    result.round_p50_us.push_back(
+        fusee::bench::summarize_latencies(std::vector<double>(step_us.begin() + static_cast<std::ptrdiff_t>(first),
+                                                              step_us.end()))
+            .p50_us);
+    result.rounds = round + 1;
+  }
+  auto stats_after = engine->stats();
+  if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
+    result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
+  engine->shutdown();
+  engine.reset();
+  remove_case_dir(spec.data_dir);
+  result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
+  std::lock_guard lock(mu);
+  result.latency = fusee::bench::summarize_latencies(std::move(step_us));
   return result;
 }
 
@@ -926,6 +1080,10 @@ void print_case_json(const CaseResult& result) {
         .field("records_per_flush", round_to_digits(result.records_per_flush, 2));
   }
   if (result.durable_writes_per_call) line.field("durable_writes_per_call", round_to_digits(*result.durable_writes_per_call, 3));
+  if (result.limit_per_s) {
+    line.field("limit_per_s", *result.limit_per_s)
+        .field("achieved_over_limit", round_to_digits(ratio(result.steps_per_s, *result.limit_per_s), 4));
+  }
   line.print();
 }
 
@@ -958,6 +1116,11 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
   if (const CaseResult* start = find_case(results, kCaseStart)) {
     aims.push_back(
         {"start/p50_over_raw", ratio(start->latency.p50_us, raw_p50_us(*start)), true, kStartP50OverRawAimMax});
+  }
+  if (const CaseResult* limit = find_case(results, kCaseLimit); limit && limit->limit_per_s) {
+    double achieved = ratio(limit->steps_per_s, *limit->limit_per_s);
+    aims.push_back({"limit/achieved_over_limit_min", achieved, false, 1 - kLimitAchievedAimTolerance});
+    aims.push_back({"limit/achieved_over_limit_max", achieved, true, 1 + kLimitAchievedAimTolerance});
   }
   const CaseResult* chain = find_case(results, kCaseChain);
   if (const CaseResult* unix_chain = find_case(results, kCaseChainUnix); unix_chain && chain) {
@@ -1078,6 +1241,10 @@ int run(const Options& options) {
     specs.push_back({std::string(kCaseSignal), true, data_dir(kCaseSignal), options.start_runs, 1, 1});
   if (options.wants(kCaseUpdate))
     specs.push_back({std::string(kCaseUpdate), true, data_dir(kCaseUpdate), options.start_runs, 1, 1});
+  if (options.wants(kCaseQueue))
+    specs.push_back({std::string(kCaseQueue), true, data_dir(kCaseQueue), options.runs, 1, 1});
+  if (options.wants(kCaseLimit))
+    specs.push_back({std::string(kCaseLimit), true, data_dir(kCaseLimit), options.limit_runs, options.steps, 1});
   std::vector<CaseSpec> parallel_specs;
   if (options.wants(kCaseParallelSteps))
     parallel_specs.push_back(
@@ -1092,6 +1259,9 @@ int run(const Options& options) {
     try {
       results.push_back(
           spec.name == kCaseStart ? run_start_case(spec, options.shards, options.raw_iterations, options.rounds)
+          : spec.name == kCaseQueue ? run_queue_case(spec, options.shards, options.raw_iterations, options.rounds)
+          : spec.name == kCaseLimit
+              ? run_limit_case(spec, options.shards, options.raw_iterations, options.rounds, options.limit_rate)
           : spec.name == kCaseQuery || spec.name == kCaseSignal || spec.name == kCaseUpdate
               ? run_call_case(spec, options.shards, options.raw_iterations, options.rounds,
                               spec.name == kCaseQuery    ? CallKind::query
@@ -1151,13 +1321,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children")
+                 "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children, queue, limit")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
                              std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
                              std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
-                             std::string(kCaseParallelChildren)}))
+                             std::string(kCaseParallelChildren), std::string(kCaseQueue), std::string(kCaseLimit)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)
@@ -1169,6 +1339,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--start-runs", options.start_runs, "sequential execute() calls per round of the start case")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--limit-runs", options.limit_runs, "concurrent runs of the limit case")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--limit-rate", options.limit_rate, "the limit case's step limit, permits per second")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--shards", options.shards, "engine shards (0: the engine's default, the number of CPUs)")

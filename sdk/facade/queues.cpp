@@ -52,10 +52,13 @@ void Engine::queue(const std::string& name, const QueueOptions& options) {
   }
 }
 
-EnqueueOutcome Engine::enqueue_json(const std::string& queue_name, const std::string& workflow, const std::string& id,
-                                    boost::json::value input, const EnqueueOptions& options) {
+namespace {
+
+// The enqueue update; checks what the caller can be told at once.
+UpdateCall enqueue_call(Engine& engine, const std::string& queue_name, const std::string& workflow,
+                        const std::string& id, boost::json::value input, const EnqueueOptions& options) {
   if (id.empty()) throw Error(errc::invalid_argument, "enqueue: a run id is needed");
-  if (!has_workflow(workflow)) {
+  if (!engine.has_workflow(workflow)) {
     throw Error(errc::unknown_workflow,
                 fmt::format("enqueue '{}' in queue '{}': no workflow named '{}' is registered", id, queue_name, workflow));
   }
@@ -63,12 +66,30 @@ EnqueueOutcome Engine::enqueue_json(const std::string& queue_name, const std::st
                              {"workflow", workflow},    {"input", std::move(input)},
                              {"priority", options.priority}, {"partition", options.partition},
                              {"dedup_id", options.dedup_id}};
-  auto answer = on_queue(queue_name, [&] {
-    // The update id names the run: the same enqueue sent again gets the
-    // same answer.
-    return update_json(UpdateCall{run_of(queue_name), queue::kQueueChange.name, std::move(change), "enqueue:" + id, {}});
-  });
+  // The update id names the run: the same enqueue sent again gets the same
+  // answer.
+  return UpdateCall{run_of(queue_name), queue::kQueueChange.name, std::move(change), "enqueue:" + id, {}};
+}
+
+EnqueueOutcome outcome_of(const boost::json::value& answer) {
   return answer.at("outcome") == "queued" ? EnqueueOutcome::queued : EnqueueOutcome::already_queued;
+}
+
+}  // namespace
+
+EnqueueOutcome Engine::enqueue_json(const std::string& queue_name, const std::string& workflow, const std::string& id,
+                                    boost::json::value input, const EnqueueOptions& options) {
+  auto call = enqueue_call(*this, queue_name, workflow, id, std::move(input), options);
+  return outcome_of(on_queue(queue_name, [&] { return update_json(std::move(call)); }));
+}
+
+std::future<EnqueueOutcome> Engine::enqueue_json_async(const std::string& queue_name, const std::string& workflow,
+                                                       const std::string& id, boost::json::value input,
+                                                       const EnqueueOptions& options) {
+  auto answer = update_json_async(enqueue_call(*this, queue_name, workflow, id, std::move(input), options));
+  return std::async(std::launch::deferred, [queue_name, answer = std::move(answer)]() mutable {
+    return outcome_of(on_queue(queue_name, [&] { return answer.get(); }));
+  });
 }
 
 boost::json::value Engine::describe_queue_json(const std::string& name) {

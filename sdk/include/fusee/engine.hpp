@@ -465,6 +465,11 @@ class Engine {
   }
   EnqueueOutcome enqueue_json(const std::string& queue, const std::string& workflow, const std::string& id,
                               boost::json::value input, const EnqueueOptions& options = {});
+  // The same without blocking: the future holds the outcome once durable
+  // (or the error), so many enqueues may be in flight from one thread.
+  std::future<EnqueueOutcome> enqueue_json_async(const std::string& queue, const std::string& workflow,
+                                                 const std::string& id, boost::json::value input,
+                                                 const EnqueueOptions& options = {});
   // The queue's waiting runs (in the order they will start) and running ones.
   QueueInfo describe_queue(const std::string& name);
   boost::json::value describe_queue_json(const std::string& name);
