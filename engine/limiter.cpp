@@ -19,7 +19,9 @@ void Limiter::set(const std::string& name, const StepLimit& limit) {
   std::vector<std::pair<Grant, std::shared_ptr<Permit>>> granted;
   {
     std::lock_guard lock(mu_);
-    limits_[name].limit = limit;
+    auto& state = limits_[name];
+    state.set = true;
+    state.limit = limit;
     grant_locked(granted);
   }
   for (auto& [grant, permit] : granted) grant(std::move(permit));
@@ -27,20 +29,22 @@ void Limiter::set(const std::string& name, const StepLimit& limit) {
 
 bool Limiter::has(const std::string& name) const {
   std::lock_guard lock(mu_);
-  return limits_.contains(name);
+  auto found = limits_.find(name);
+  return found != limits_.end() && found->second.set;
 }
 
 bool Limiter::acquire(const std::string& name, Grant grant) {
   std::vector<std::pair<Grant, std::shared_ptr<Permit>>> granted;
+  bool known = false;
   {
     std::lock_guard lock(mu_);
-    auto found = limits_.find(name);
-    if (found == limits_.end()) return false;
-    found->second.waiters.push_back(Waiter{std::move(grant), std::chrono::steady_clock::now()});
+    auto& state = limits_[name];
+    state.waiters.push_back(Waiter{std::move(grant), std::chrono::steady_clock::now()});
+    known = state.set;
     grant_locked(granted);
   }
   for (auto& [grant_fn, permit] : granted) grant_fn(std::move(permit));
-  return true;
+  return known;
 }
 
 void Limiter::release(const std::string& name) {
@@ -71,7 +75,7 @@ void Limiter::grant_locked(std::vector<std::pair<Grant, std::shared_ptr<Permit>>
   for (auto& [name, state] : limits_) {
     const bool paced = state.limit.per_second > 0;
     const double interval_ms = paced ? 1000.0 / state.limit.per_second : 0;
-    while (!state.waiters.empty()) {
+    while (state.set && !state.waiters.empty()) {
       if (state.limit.concurrent > 0 && state.in_use >= state.limit.concurrent) break;  // a release will call
       if (paced && state.next_ms > now_ms) {
         if (!wake_ms || state.next_ms < *wake_ms) wake_ms = state.next_ms;

@@ -53,7 +53,9 @@ class Limiter : public std::enable_shared_from_this<Limiter> {
   void set(const std::string& name, const StepLimit& limit);
   bool has(const std::string& name) const;
   // Queues the ask; `grant` runs once a permit is free (maybe at once, on
-  // this thread). false when no limit has that name.
+  // this thread). A limit not set yet grants nothing until set() sets it
+  // (a recovered run may ask before the application has set its limits);
+  // false then, for the caller to warn about.
   bool acquire(const std::string& name, Grant grant);
   // Grants what the clock now allows.
   void poll();
@@ -65,6 +67,7 @@ class Limiter : public std::enable_shared_from_this<Limiter> {
     std::chrono::steady_clock::time_point since;
   };
   struct State {
+    bool set = false;  // set() named it; until then it grants nothing
     StepLimit limit;
     std::uint32_t in_use = 0;
     double next_ms = 0;  // when the next permit is due by the rate (ms since the epoch)

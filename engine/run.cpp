@@ -414,6 +414,9 @@ void Run::stop() {
   for (auto& [position, pending] : pending_) {
     started.push_back(std::move(pending.completion->keep_alive));
     if (pending.step && pending.step->stop) pending.step->stop->request_stop();  // its result is not wanted
+    // Its permit goes back now, as at an attempt's timeout (a coroutine may
+    // still run on).
+    if (pending.step) pending.step->permit.reset();
   }
   for (auto& select : selects_) started.push_back(std::move(select.completion->keep_alive));
   pending_.clear();
@@ -706,12 +709,11 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
         });
       });
       if (!known) {
-        call->attempt_open = true;
-        call->attempt_began = std::chrono::steady_clock::now();
-        self->finish_step_attempt(call, {},
-                                  std::make_exception_ptr(TerminalError(fmt::format(
-                                      "no limit '{}' is set on this engine (Engine::limit)", call->body.limit))),
-                                  attempt);
+        // It waits until the application sets the limit (a recovered run
+        // may get here first); a misspelt name would wait for ever, so say so.
+        core.warn_operator(fmt::format("run '{}': step '{}' waits for limit '{}', which is not set on this engine "
+                                       "(Engine::limit)",
+                                       self->id_, call->name, call->body.limit));
       }
       return;
     }

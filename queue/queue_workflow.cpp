@@ -25,7 +25,8 @@ class QueueLoop {
 
   Task<Json> run() {
     ctx_.on_query("describe", [this] { return info_json(state_); });
-    ctx_.on_update(kQueueChange, [this](const Json& change) { return check_change(change, state_); });
+    ctx_.on_update(kQueueChange, [this](const Json& change) { return check_change(change, state_, bytes_); });
+    bytes_ = boost::json::serialize(state_json(state_)).size();
     auto change = ctx_.next_update(kQueueChange).start();
     // The runs it started in an earlier generation: starting is
     // idempotent, so this attaches to each (ended or not).
@@ -78,7 +79,11 @@ class QueueLoop {
             // It failed or was cancelled: its own run says so.
           }
           children_.erase(id);
-          std::erase_if(state_.running, [&](const Entry& entry) { return entry.id == id; });
+          std::erase_if(state_.running, [&](const Entry& entry) {
+            if (entry.id != id) return false;
+            bytes_ -= std::min(bytes_, entry_bytes(entry));
+            return true;
+          });
           children_changed = true;
           // At once after the wait: no update was taken that this
           // generation would leave unanswered.
@@ -165,18 +170,22 @@ class QueueLoop {
     entry.enqueued_ms = now_ms;
     entry.started_ms = 0;
     entry.seq = ++state_.seq;
+    bytes_ += entry_bytes(entry);
     state_.waiting.push_back(std::move(entry));
     return boost::json::object{{"id", state_.waiting.back().id}, {"outcome", "queued"}};
   }
 
+  static std::size_t entry_bytes(const Entry& entry) { return boost::json::serialize(entry_json(entry)).size(); }
+
   Ctx& ctx_;
   QueueState state_;
+  std::size_t bytes_ = 0;  // state_'s JSON, roughly (kQueueBytesMax)
   std::map<std::string, Future<Json>> children_;  // the runs it started, by id
 };
 
 }  // namespace
 
-std::string check_change(const Json& change, const QueueState& state) {
+std::string check_change(const Json& change, const QueueState& state, std::size_t state_bytes) {
   try {
     if (!change.is_object() || !change.as_object().contains("action") || !change.at("action").is_string()) {
       return "a change is a JSON object with an \"action\": enqueue or configure";
@@ -196,6 +205,10 @@ std::string check_change(const Json& change, const QueueState& state) {
       }
     }
     auto entry = entry_from_json(change);
+    if (state_bytes + boost::json::serialize(change).size() > kQueueBytesMax) {
+      return fmt::format("queue '{}' holds {} KiB of runs, at most {} KiB: enqueue again once some have run",
+                         state.name, state_bytes >> 10, kQueueBytesMax >> 10);
+    }
     if (!entry.dedup_id.empty()) {
       for (const auto* list : {&state.waiting, &state.running}) {
         for (const auto& other : *list) {

@@ -21,6 +21,10 @@
 namespace fusee::queue {
 
 inline constexpr int kTurnsPerGeneration = 100;
+// The queue's state rides in one journal record at continue-as-new (at most
+// 16 MiB): past this much (its runs' JSON, roughly) it refuses enqueues
+// until some have run, rather than fail then.
+inline constexpr std::size_t kQueueBytesMax = 8u << 20;
 
 // The changes, as the update's argument:
 //   {"action": "enqueue", "id", "workflow", "input", "priority", "partition", "dedup_id"}
@@ -30,7 +34,8 @@ inline const Update<boost::json::value, boost::json::value> kQueueChange{"queue"
 
 Task<boost::json::value> run_queue(Ctx& ctx, boost::json::value state);
 
-// Why the queue refuses a change now (empty: it takes it).
-std::string check_change(const boost::json::value& change, const QueueState& state);
+// Why the queue refuses a change now (empty: it takes it); state_bytes:
+// what its state holds now, roughly.
+std::string check_change(const boost::json::value& change, const QueueState& state, std::size_t state_bytes);
 
 }  // namespace fusee::queue

@@ -152,15 +152,55 @@ TEST_CASE_TEMPLATE("a run cancelled while it waits for a permit gives its place 
   CHECK(stats_of(*engine, "one").waiting == 0);
 }
 
-TEST_CASE_TEMPLATE("a step naming a limit the engine does not have fails, once, saying so", M, InMemory, OnDisk) {
+TEST_CASE_TEMPLATE("a step naming a limit not set waits until it is set, and the operator is told", M, InMemory,
+                   OnDisk) {
+  EngineHarness harness(M::mode);
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  auto config = harness.config();
+  config.warn = [&](const std::string& text) {
+    std::lock_guard lock(mu);
+    warnings.push_back(text);
+  };
+  auto engine = harness.open(config);
+  engine->register_workflow(kPay, [](Ctx& ctx, int k) -> Task<int> {
+    auto work = [k](StepContext& step) {
+      CHECK(step.attempt() == 1);
+      return k;
+    };
+    co_return co_await ctx.step("work", work).retry(RetryPolicy{.attempts = 1}).limit("late");
+  });
+  (void)engine->start(kPay, "early", 7);
+  CHECK(eventually([&] { return stats_of(*engine, "late").waiting == 1; }));
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(warnings.size() == 1);
+    CHECK_MESSAGE(contains(warnings[0], "step 'work' waits for limit 'late', which is not set"), warnings[0]);
+  }
+  engine->limit("late", StepLimit{.concurrent = 1});
+  CHECK(result_of(engine, kPay, "early") == 7);
+  (void)error_message(errc::invalid_argument, [&] { engine->limit("bad", StepLimit{.per_second = -1}); });
+}
+
+TEST_CASE_TEMPLATE("a run terminated while its step holds a permit gives it back", M, InMemory, OnDisk) {
   EngineHarness harness(M::mode);
   auto engine = harness.open();
-  engine->register_workflow(kPay, [](Ctx& ctx, int k) -> Task<int> {
-    auto work = [k] { return k; };
-    co_return co_await ctx.step("work", work).retry(RetryPolicy{.attempts = 5}).limit("nowhere");
+  engine->limit("one", StepLimit{.concurrent = 1});
+  Gate gate;
+  CallCounter began;
+  engine->register_workflow(kPay, [&](Ctx& ctx, int k) -> Task<int> {
+    auto work = [&, k]() -> Task<int> {
+      began.add();
+      if (k == 0) co_await gate.wait();
+      co_return k;
+    };
+    co_return co_await ctx.step("work", work).limit("one");
   });
-  auto message = error_message(errc::step_failed, [&] { (void)engine->execute(kPay, "x", 1); });
-  CHECK_MESSAGE(contains(message, "after 1 attempt: no limit 'nowhere' is set on this engine"), message);
-  (void)error_message(errc::invalid_argument, [&] { engine->limit("bad", StepLimit{.per_second = -1}); });
+  (void)engine->start(kPay, "stuck", 0);
+  REQUIRE(began.wait_for(1, kPatience));
+  engine->terminate("stuck", "stop it");
+  CHECK(eventually([&] { return stats_of(*engine, "one").in_use == 0; }));
+  CHECK(engine->execute(kPay, "next", 1) == 1);
+  gate.open();  // the abandoned coroutine ends; nothing waits for it
 }
 }

@@ -227,3 +227,31 @@ TEST_CASE_TEMPLATE("a queue continues as new every so many turns and keeps its r
   CHECK(ledger.ticks.count() == runs);
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE("a queue refuses an enqueue that would make its state too large to carry, and takes it once some ran") {
+  Ledger ledger;
+  EngineHarness harness(Mode::memory);
+  auto engine = harness.open();
+  const WorkflowRef<std::string, int> big{"big"};
+  engine->register_workflow(big, [&ledger](Ctx& ctx, std::string text) -> Task<int> {
+    ledger.note(ctx.run_id());
+    co_return static_cast<int>(text.size()) + (co_await ctx.wait_for(kFinish)).value_or(0) * 0;
+  });
+  engine->queue("heavy", QueueOptions{.concurrency = 1});
+  const std::string text(3u << 20, 'x');
+  (void)engine->enqueue("heavy", big, "h-1", text);
+  (void)engine->enqueue("heavy", big, "h-2", text);
+  auto message = error_message(errc::rejected, [&] { (void)engine->enqueue("heavy", big, "h-3", text); });
+  CHECK_MESSAGE(contains(message, "queue 'heavy' holds"), message);
+  REQUIRE(ledger.jobs.wait_for(1, kPatience));
+  engine->signal("h-1", kFinish, 0);
+  CHECK(result_of(engine, big, "h-1") == static_cast<int>(text.size()));
+  CHECK(engine->enqueue("heavy", big, "h-3", text) == EnqueueOutcome::queued);
+  for (const char* id : {"h-2", "h-3"}) {
+    REQUIRE(ledger.jobs.wait_for(id == std::string("h-2") ? 2 : 3, kPatience));
+    engine->signal(id, kFinish, 0);
+    CHECK(result_of(engine, big, id) == static_cast<int>(text.size()));
+  }
+}
+}

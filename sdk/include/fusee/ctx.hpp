@@ -336,7 +336,7 @@ class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
   // Each attempt runs holding a permit of the named limit (Engine::limit):
   // it waits for one first, which is not an attempt (nothing is journaled
   // for the wait; the engine's metrics count it). A limit not set on the
-  // engine fails the step (errc::invalid_argument).
+  // engine yet grants nothing until it is (Config::warn says so).
   StepAwaitable&& limit(std::string name) && {
     body_.limit = std::move(name);
     return std::move(*this);
