@@ -832,6 +832,15 @@ void Run::finish_step_attempt(const std::shared_ptr<StepCall>& call, boost::json
 // --- Timers ---
 
 bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detail::Completion& completion) {
+  return start_sleep(name, [this, duration] { return shard_.now() + duration; }, completion);
+}
+
+bool Run::sleep_until(std::string_view name, TimePoint due, detail::Completion& completion) {
+  return start_sleep(name, [due] { return due; }, completion);
+}
+
+bool Run::start_sleep(std::string_view name, const std::function<TimePoint()>& due_if_new,
+                      detail::Completion& completion) {
   auto position = begin_command(completion);
   const RecordedCommand* recorded = nullptr;
   TimePoint due;
@@ -846,7 +855,7 @@ bool Run::sleep(std::string_view name, std::chrono::milliseconds duration, detai
       due = from_ms(recorded->records.front().time_ms);
       break;
     case Replay::none: {
-      due = shard_.now() + duration;
+      due = due_if_new();
       auto record = make_record(RecordKind::sleep_started, position, name);
       record.time_ms = to_ms(due);
       append(std::move(record));

@@ -96,6 +96,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   bool step(std::string_view name, const RetryPolicy& policy, detail::StepBody body,
             detail::Completion& completion) override;
   bool sleep(std::string_view name, std::chrono::milliseconds duration, detail::Completion& completion) override;
+  bool sleep_until(std::string_view name, TimePoint due, detail::Completion& completion) override;
   bool wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
                 detail::Completion& completion) override;
   bool stream_write(std::string_view stream, boost::json::value chunk, detail::Completion& completion) override;
@@ -165,6 +166,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // A coroutine step's attempt reached its timeout or the step's deadline.
   void on_attempt_timeout(const std::shared_ptr<StepCall>& call, std::uint32_t attempt);
   void on_sleep_fired(std::uint32_t position, const std::string& name);
+  // sleep and sleep_until: a new timer is due at due_if_new().
+  bool start_sleep(std::string_view name, const std::function<TimePoint()>& due_if_new, detail::Completion& completion);
   void on_wait_timeout(std::uint32_t position, const std::string& name);
   void on_child_done(std::uint32_t position, const std::string& child_id, const Outcome& outcome);
   void on_run_closed(std::uint32_t position, const std::string& name);

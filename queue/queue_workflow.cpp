@@ -55,8 +55,8 @@ class QueueLoop {
       if (!wake_ms) {
         timer.reset();
       } else if (!timer || *wake_ms != timer_ms) {
-        auto wait = milliseconds(std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil(*wake_ms)) - ms_of(now)));
-        timer = ctx_.sleep("next start", wait).start();
+        auto at = milliseconds(static_cast<std::int64_t>(std::ceil(*wake_ms)));
+        timer = ctx_.sleep_until("next start", TimePoint(std::chrono::duration_cast<TimePoint::duration>(at))).start();
       }
       timer_ms = wake_ms.value_or(-1);
       enum class Event { changed, ended, time } event;

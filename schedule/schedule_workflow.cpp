@@ -77,8 +77,11 @@ class ScheduleLoop {
       if (wake_ms < 0) {
         timer.reset();
       } else if (!timer || wake_ms != timer_ms) {
-        auto wait = milliseconds(std::max<std::int64_t>(0, wake_ms - ms_of(now)));
-        timer = ctx_.sleep(fmt::format("next due {}", run_id_of("", *next_due_).substr(1)), wait).start();
+        // At a time, not after a while: the plan step may have taken long
+        // (it waits for the journal), and a replay may come much later.
+        timer = ctx_.sleep_until(fmt::format("next due {}", run_id_of("", *next_due_).substr(1)),
+                                 TimePoint(std::chrono::duration_cast<TimePoint::duration>(milliseconds(wake_ms))))
+                    .start();
       }
       timer_ms = wake_ms;
       enum class Event { due, changed, ended } event;

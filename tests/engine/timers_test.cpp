@@ -56,6 +56,27 @@ TEST_CASE_TEMPLATE("sleep resumes the run only once the engine clock has passed 
   CHECK(pending.get() >= kHour);
 }
 
+TEST_CASE_TEMPLATE("sleep_until fires at its time by the engine clock, and at once for a time passed", M, InMemory,
+                   OnDisk) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  const WorkflowRef<std::int64_t, std::int64_t> until{"until"};
+  engine->register_workflow(until, [](Ctx& ctx, std::int64_t at_ms) -> Task<std::int64_t> {
+    auto due = TimePoint(std::chrono::milliseconds(at_ms));
+    co_await ctx.sleep_until("at", due);
+    co_return std::chrono::duration_cast<std::chrono::milliseconds>((co_await ctx.now()).time_since_epoch()).count();
+  });
+  auto start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(harness.clock().now().time_since_epoch()).count();
+  // Passed already: at once, the clock standing still.
+  (void)engine->start(until, "past", start_ms - kHour);
+  CHECK(result_of(engine, until, "past") == start_ms);
+  (void)engine->start(until, "later", start_ms + kHour);
+  auto pending = result_in_background(engine, until, "later");
+  CHECK_FALSE(pending.ready(50ms));
+  advance_until_ready(harness.clock(), 10min, pending);
+  CHECK(pending.get() >= start_ms + kHour);
+}
+
 TEST_CASE_TEMPLATE("a zero-length sleep completes without the clock moving", M, InMemory, OnDisk, Remote) {
   CallCounter reached_sleep;
   EngineHarness harness(M::mode);

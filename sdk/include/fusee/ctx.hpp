@@ -146,6 +146,7 @@ class RunPort {
   virtual ~RunPort() = default;
   virtual bool step(std::string_view name, const RetryPolicy& policy, StepBody body, Completion& completion) = 0;
   virtual bool sleep(std::string_view name, std::chrono::milliseconds duration, Completion& completion) = 0;
+  virtual bool sleep_until(std::string_view name, TimePoint due, Completion& completion) = 0;
   virtual bool wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
                         Completion& completion) = 0;
   virtual bool stream_write(std::string_view stream, boost::json::value chunk, Completion& completion) = 0;
@@ -359,12 +360,17 @@ class SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
  public:
   SleepAwaitable(detail::RunPort& port, std::string name, std::chrono::milliseconds duration)
       : CommandAwaitable(port), name_(std::move(name)), duration_(duration) {}
-  bool issue(detail::Completion& completion) { return port_->sleep(name_, duration_, completion); }
+  SleepAwaitable(detail::RunPort& port, std::string name, TimePoint due)
+      : CommandAwaitable(port), name_(std::move(name)), due_(due) {}
+  bool issue(detail::Completion& completion) {
+    return due_ ? port_->sleep_until(name_, *due_, completion) : port_->sleep(name_, duration_, completion);
+  }
   void await_resume() { rethrow_if_failed(); }
 
  private:
   std::string name_;
-  std::chrono::milliseconds duration_;
+  std::chrono::milliseconds duration_{0};
+  std::optional<TimePoint> due_;
 };
 
 class CloseRunAwaitable : public detail::CommandAwaitable<CloseRunAwaitable> {
@@ -727,6 +733,12 @@ class Ctx {
   // A durable timer: fires after duration, across restarts.
   SleepAwaitable sleep(std::string name, std::chrono::milliseconds duration) {
     return SleepAwaitable(*port_, std::move(name), duration);
+  }
+  // A durable timer that fires at `due` by the engine's clock (at once if
+  // that has passed): for a time worked out from a journaled ctx.now(),
+  // which a sleep's duration would count from when the sleep starts instead.
+  SleepAwaitable sleep_until(std::string name, TimePoint due) {
+    return SleepAwaitable(*port_, std::move(name), due);
   }
 
   // Cancels another run (Engine::cancel: its waits throw errc::cancelled
