@@ -69,7 +69,21 @@ void Limiter::poll() {
   for (auto& [grant, permit] : granted) grant(std::move(permit));
 }
 
+void Limiter::close() {
+  std::vector<Waiter> dropped;
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    for (auto& [name, state] : limits_) {
+      for (auto& waiter : state.waiters) dropped.push_back(std::move(waiter));
+      state.waiters.clear();
+    }
+  }
+  // Destroyed outside the lock: what they hold may give permits back.
+}
+
 void Limiter::grant_locked(std::vector<std::pair<Grant, std::shared_ptr<Permit>>>& granted) {
+  if (closed_) return;
   const double now_ms = ms_of(now_());
   std::optional<double> wake_ms;
   for (auto& [name, state] : limits_) {

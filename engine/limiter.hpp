@@ -59,6 +59,8 @@ class Limiter : public std::enable_shared_from_this<Limiter> {
   bool acquire(const std::string& name, Grant grant);
   // Grants what the clock now allows.
   void poll();
+  // Grants nothing more (the engine shuts down); drops the waiters.
+  void close();
   std::vector<LimitStats> stats() const;
 
  private:
@@ -84,6 +86,7 @@ class Limiter : public std::enable_shared_from_this<Limiter> {
   mutable std::mutex mu_;
   std::map<std::string, State> limits_;
   std::optional<double> armed_ms_;  // a poll is asked for then
+  bool closed_ = false;
 };
 
 }  // namespace fusee::engine

@@ -666,6 +666,9 @@ void Engine::shutdown() {
   if (impl_->shut.exchange(true)) return;
   // No new requests, and none left waiting on the shards.
   if (impl_->http) impl_->http->stop();
+  // No more permits: a grant to a stopping shard would free its permit and
+  // grant the next, one inside the other, as deep as the line is long.
+  impl_->step_limits->close();
   if (impl_->adopter.joinable()) {
     {
       std::lock_guard adopt_lock(impl_->adopt_mu);
