@@ -235,6 +235,11 @@ std::string error_message(errc expected, F&& fn) {
   return {};
 }
 
+// Waits (moving nothing) until fn holds, looking every kReactionTime, at
+// most kPatience: for what the engine does on its own after a call returns.
+template <typename F>
+bool eventually(F fn);
+
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -271,6 +276,16 @@ class CallCounter {
   mutable std::condition_variable changed_;
   int count_ = 0;
 };
+
+template <typename F>
+bool eventually(F fn) {
+  CallCounter never;
+  for (auto waited = std::chrono::milliseconds(0); waited < kPatience; waited += kReactionTime) {
+    if (fn()) return true;
+    (void)never.wait_for(1, kReactionTime);
+  }
+  return fn();
+}
 
 }  // namespace fusee::testing
 
