@@ -9,6 +9,7 @@
 # confirmed in time, silent until its timeout, and cancelled. versioning: an
 # order from before a patch keeps the old path, a new one takes the new.
 # talking: a query, updates (a repeat by id, a refusal) and an awakeable.
+# nightly: a schedule, a queue and a step limit together.
 # Usage: examples.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: examples.sh SOURCE_DIR BUILD_DIR}
@@ -31,6 +32,8 @@ out=$("$build/examples/versioning" "$scratch/versioning" new) || fail "versionin
 [[ "$out" == $'order-1: 200\norder-2: 180' ]] || fail "versioning: $out"
 out=$("$build/examples/talking" "$scratch/talking") || fail "talking exited $?: $out"
 [[ "$out" == $'seats: 4\nagain: 4\nrefused: run \'booking-1\' rejected update \'change_seats\': book 1 to 8 seats\nasked: 4 seats\nbooking-1: 4 seats, paid with card-4242' ]] || fail "talking: $out"
+out=$("$build/examples/nightly" "$scratch/nightly") || fail "nightly exited $?: $out"
+[[ "$out" == $'sent to ada\nsent to grace\nsent to alan\nsent to edsger\nsent to barbara\ndigest: 2 runs, 2 ids' ]] || fail "nightly: $out"
 
 # --- The tutorial's snippets are the program's code: each ```cpp block of
 # docs/tutorial.md is in examples/tutorial.cpp or examples/parallel.cpp,

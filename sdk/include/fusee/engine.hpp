@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -460,7 +461,7 @@ class Engine {
   // another run in the queue has.
   template <typename In, typename Out>
   EnqueueOutcome enqueue(const std::string& queue, const WorkflowRef<In, Out>& workflow, const std::string& id,
-                         const In& input, const EnqueueOptions& options = {}) {
+                         const std::type_identity_t<In>& input, const EnqueueOptions& options = {}) {
     return enqueue_json(queue, workflow.name, id, boost::json::value_from(input), options);
   }
   EnqueueOutcome enqueue_json(const std::string& queue, const std::string& workflow, const std::string& id,
@@ -482,7 +483,7 @@ class Engine {
   // Like every call that waits for a run, not from a workflow's code.
   template <typename In, typename Out>
   void schedule(const std::string& id, const ScheduleSpec& spec, const WorkflowRef<In, Out>& workflow,
-                const In& input, const ScheduleOptions& options = {}) {
+                const std::type_identity_t<In>& input, const ScheduleOptions& options = {}) {
     schedule_json(id, spec, workflow.name, boost::json::value_from(input), options);
   }
   void schedule_json(const std::string& id, const ScheduleSpec& spec, const std::string& workflow,
