@@ -936,27 +936,43 @@ std::optional<HttpResponse> HttpApi::console(const HttpRequest& request) {
   return error(404, "not_found", fmt::format("the console has no {} (it starts at /ui/)", path));
 }
 
+namespace {
+
+HttpResponse method_not_allowed(const std::string& target, const char* allowed) {
+  auto response = HttpApi::error(405, "method_not_allowed", fmt::format("{} takes {}", target, allowed));
+  response.headers["Allow"] = allowed;
+  return response;
+}
+
+// The descriptions of the running runs of a built-in workflow (schedules,
+// queues), by the name after their run id's prefix; one gone meanwhile is
+// left out.
+template <typename Describe>
+json::array describe_running(Engine& engine, const char* workflow, std::string_view prefix, Describe describe) {
+  json::array listed;
+  RunFilter filter;
+  filter.workflow = workflow;
+  filter.status = RunStatus::running;
+  for (const auto& run : engine.list_runs(filter)) {
+    try {
+      listed.push_back(describe(run.id.substr(prefix.size())));
+    } catch (const Error& failure) {
+      if (failure.error() != errc::not_found) throw;
+    }
+  }
+  return listed;
+}
+
+}  // namespace
+
 HttpResponse HttpApi::schedules(const std::vector<std::string>& parts, const std::string& method,
                                 const HttpRequest& request) {
-  auto wrong_method = [&](const char* allowed) {
-    auto response = error(405, "method_not_allowed", fmt::format("{} takes {}", request.target, allowed));
-    response.headers["Allow"] = allowed;
-    return response;
-  };
+  auto wrong_method = [&](const char* allowed) { return method_not_allowed(request.target, allowed); };
   HttpResponse problem;
   if (parts.size() == 2) {
     if (method == "GET") {
-      json::array listed;
-      RunFilter filter;
-      filter.workflow = schedule::kScheduleWorkflow;
-      filter.status = RunStatus::running;
-      for (const auto& run : engine_.list_runs(filter)) {
-        try {
-          listed.push_back(engine_.describe_schedule_json(run.id.substr(std::string_view(schedule::kScheduleRunPrefix).size())));
-        } catch (const Error& failure) {
-          if (failure.error() != errc::not_found) throw;  // deleted meanwhile
-        }
-      }
+      auto listed = describe_running(engine_, schedule::kScheduleWorkflow, schedule::kScheduleRunPrefix,
+                                     [&](const std::string& id) { return engine_.describe_schedule_json(id); });
       return json_response(200, json::object{{"schedules", std::move(listed)}});
     }
     if (method != "POST") return wrong_method("GET, POST");
@@ -998,25 +1014,12 @@ HttpResponse HttpApi::schedules(const std::vector<std::string>& parts, const std
 
 HttpResponse HttpApi::queues(const std::vector<std::string>& parts, const std::string& method,
                              const HttpRequest& request) {
-  auto wrong_method = [&](const char* allowed) {
-    auto response = error(405, "method_not_allowed", fmt::format("{} takes {}", request.target, allowed));
-    response.headers["Allow"] = allowed;
-    return response;
-  };
+  auto wrong_method = [&](const char* allowed) { return method_not_allowed(request.target, allowed); };
   HttpResponse problem;
   if (parts.size() == 2) {
     if (method == "GET") {
-      json::array listed;
-      RunFilter filter;
-      filter.workflow = queue::kQueueWorkflow;
-      filter.status = RunStatus::running;
-      for (const auto& run : engine_.list_runs(filter)) {
-        try {
-          listed.push_back(engine_.describe_queue_json(run.id.substr(std::string_view(queue::kQueueRunPrefix).size())));
-        } catch (const Error& failure) {
-          if (failure.error() != errc::not_found) throw;
-        }
-      }
+      auto listed = describe_running(engine_, queue::kQueueWorkflow, queue::kQueueRunPrefix,
+                                     [&](const std::string& name) { return engine_.describe_queue_json(name); });
       return json_response(200, json::object{{"queues", std::move(listed)}});
     }
     if (method != "POST") return wrong_method("GET, POST");
