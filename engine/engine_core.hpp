@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/limiter.hpp"
+#include "engine/step_limits.hpp"
 #include "engine/outcome.hpp"
 #include "fusee/clock.hpp"
 #include "fusee/engine.hpp"
@@ -63,7 +63,7 @@ class EngineCore {
   virtual void close_child(const std::string& id, const std::string& reason, CancelMode mode,
                            std::function<void()> done) = 0;
   // The engine's named step limits (Engine::limit), shared by its shards.
-  virtual Limiter& limiter() = 0;
+  virtual StepLimits& limiter() = 0;
   // Tells the operator (Config::warn): a run got stuck, say.
   virtual void warn_operator(const std::string& message) = 0;
   // A shard's journal failed (the log was poisoned or refused a write): the

@@ -11,8 +11,10 @@ double ms_of(TimePoint time) {
 
 }  // namespace
 
-Limiter::Permit::~Permit() {
-  if (auto limiter = limiter_.lock()) limiter->release(name_);
+std::shared_ptr<StepLimits::Permit> Limiter::make_permit(const std::string& name) {
+  return std::make_shared<Permit>([limiter = weak_from_this(), name] {
+    if (auto alive = limiter.lock()) alive->release(name);
+  });
 }
 
 void Limiter::set(const std::string& name, const StepLimit& limit) {
@@ -27,10 +29,12 @@ void Limiter::set(const std::string& name, const StepLimit& limit) {
   for (auto& [grant, permit] : granted) grant(std::move(permit));
 }
 
-bool Limiter::has(const std::string& name) const {
+std::shared_ptr<StepLimits::Permit> Limiter::take(const std::string& name) {
   std::lock_guard lock(mu_);
-  auto found = limits_.find(name);
-  return found != limits_.end() && found->second.set;
+  auto& state = limits_[name];
+  state.in_use++;
+  state.granted++;
+  return make_permit(name);
 }
 
 bool Limiter::acquire(const std::string& name, Grant grant) {
@@ -104,7 +108,7 @@ void Limiter::grant_locked(std::vector<std::pair<Grant, std::shared_ptr<Permit>>
       // Paced from the later of the last due time and a permit-interval
       // ago: a grant late by less than an interval keeps the long-run rate.
       if (paced) state.next_ms = std::max(state.next_ms, now_ms - interval_ms) + interval_ms;
-      granted.emplace_back(std::move(waiter.grant), std::make_shared<Permit>(weak_from_this(), name));
+      granted.emplace_back(std::move(waiter.grant), make_permit(name));
     }
   }
   if (wake_ms && (!armed_ms_ || *wake_ms < *armed_ms_)) {

@@ -1,12 +1,11 @@
-// Limiter: the engine's named step limits (Engine::limit). A step attempt
-// asks for a permit of its limit and runs once granted; the permit goes
-// back when the attempt ends (its last reference drops). Each limit bounds
-// the permits held at once and the rate they are granted at; waiters are
-// served in the order they asked. Rate is paced by the engine's clock
-// (a permit every 1/per_second; a grant late by less than that keeps the
-// pace, so a late timer does not lower the long-run rate); when the head waiter waits
-// for time, the limiter asks to be polled then (Arm), which the engine does
-// with a shard timer, so a manual clock drives it too.
+// Limiter: the engine's own step limits (StepLimits), in memory and local
+// mode, and the server's for its workers (server/permit_broker.hpp). Each
+// limit bounds the permits held at once and the rate they are granted at.
+// Rate is paced by the given clock (a permit every 1/per_second; a grant
+// late by less than that keeps the pace, so a late timer does not lower the
+// long-run rate); when the head waiter waits for time, the limiter asks to
+// be polled then (Arm), which the engine does with a shard timer, so a
+// manual clock drives it too.
 //
 // Thread-safe: any thread may acquire, release and poll; grants are called
 // on the thread that made them possible, outside the lock.
@@ -24,44 +23,28 @@
 #include <vector>
 
 #include "fusee/clock.hpp"
+#include "engine/step_limits.hpp"
 #include "fusee/engine.hpp"
 
 namespace fusee::engine {
 
-class Limiter : public std::enable_shared_from_this<Limiter> {
+class Limiter final : public StepLimits, public std::enable_shared_from_this<Limiter> {
  public:
   using Now = std::function<TimePoint()>;
   // Call poll() at (or after) this time.
   using Arm = std::function<void(TimePoint)>;
 
-  // A granted permit: released when the last reference drops.
-  class Permit {
-   public:
-    Permit(std::weak_ptr<Limiter> limiter, std::string name) : limiter_(std::move(limiter)), name_(std::move(name)) {}
-    ~Permit();
-    Permit(const Permit&) = delete;
-    Permit& operator=(const Permit&) = delete;
-
-   private:
-    std::weak_ptr<Limiter> limiter_;
-    std::string name_;
-  };
-  using Grant = std::function<void(std::shared_ptr<Permit>)>;
-
   Limiter(Now now, Arm arm) : now_(std::move(now)), arm_(std::move(arm)) {}
 
-  void set(const std::string& name, const StepLimit& limit);
-  bool has(const std::string& name) const;
-  // Queues the ask; `grant` runs once a permit is free (maybe at once, on
-  // this thread). A limit not set yet grants nothing until set() sets it
-  // (a recovered run may ask before the application has set its limits);
-  // false then, for the caller to warn about.
-  bool acquire(const std::string& name, Grant grant);
+  void set(const std::string& name, const StepLimit& limit) override;
+  bool acquire(const std::string& name, Grant grant) override;
+  void close() override;
+  std::vector<LimitStats> stats() const override;
   // Grants what the clock now allows.
   void poll();
-  // Grants nothing more (the engine shuts down); drops the waiters.
-  void close();
-  std::vector<LimitStats> stats() const;
+  // A permit at once, over the bound if need be, counted against the limit
+  // (a worker that held it when the server restarted is still using it).
+  std::shared_ptr<Permit> take(const std::string& name);
 
  private:
   struct Waiter {
@@ -77,6 +60,7 @@ class Limiter : public std::enable_shared_from_this<Limiter> {
     std::uint64_t granted = 0;
     std::uint64_t waited_us = 0;
   };
+  std::shared_ptr<Permit> make_permit(const std::string& name);
   void release(const std::string& name);
   // Under mu_: grants what it can into `granted`; arms the next poll.
   void grant_locked(std::vector<std::pair<Grant, std::shared_ptr<Permit>>>& granted);

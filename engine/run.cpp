@@ -33,7 +33,7 @@ struct StepCall {
   // journaled as took_us, whatever the engine clock does).
   std::chrono::steady_clock::time_point attempt_began;
   // StepAwaitable::limit: the permit the next (or current) attempt holds.
-  std::shared_ptr<Limiter::Permit> permit;
+  std::shared_ptr<StepLimits::Permit> permit;
 };
 
 namespace {
@@ -700,7 +700,7 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
       auto& core = self->shard_.core();
       auto shard_id = self->shard_.id();
       bool known = core.limiter().acquire(call->body.limit, [self, call, attempt, shard_id, &core](
-                                                                 std::shared_ptr<Limiter::Permit> permit) {
+                                                                 std::shared_ptr<StepLimits::Permit> permit) {
         core.post_to_shard(shard_id, [self, call, attempt, permit = std::move(permit)]() mutable {
           // A run that stopped, or moved on, lets the permit go at once.
           if (self->stopped_ || !self->waiting_at(call->position) || call->attempt != attempt) return;

@@ -824,33 +824,7 @@ HttpResponse HttpApi::metrics() {
          stats.staged_bytes);
   append_seconds_histogram(text, "fusee_flush_duration_seconds", "Durable writes of the log by how long they took.",
                            kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
-  if (!stats.limits.empty()) {
-    // Step limits (Engine::limit), a sample per limit.
-    auto label = [](const std::string& name) {
-      std::string escaped;
-      for (char c : name) {
-        if (c == '\\' || c == '"') escaped += '\\';
-        if (c == '\n') {
-          escaped += "\\n";
-          continue;
-        }
-        escaped += c;
-      }
-      return escaped;
-    };
-    auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
-      text += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-      for (const auto& limit : stats.limits) text += fmt::format("{}{{limit=\"{}\"}} {}\n", name, label(limit.name), value_of(limit));
-    };
-    family("fusee_limit_permits_in_use", "gauge", "Permits of a step limit held now.",
-           [](const LimitStats& limit) { return limit.in_use; });
-    family("fusee_limit_waiting", "gauge", "Step attempts waiting for a permit of the limit now.",
-           [](const LimitStats& limit) { return limit.waiting; });
-    family("fusee_limit_permits_granted_total", "counter", "Permits of the limit granted.",
-           [](const LimitStats& limit) { return limit.granted; });
-    family("fusee_limit_wait_seconds_total", "counter", "Time step attempts spent waiting for a permit of the limit.",
-           [](const LimitStats& limit) { return static_cast<double>(limit.waited_us) / 1e6; });
-  }
+  append_limit_metrics(text, stats.limits);
   text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
   for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
   HttpResponse response;

@@ -29,6 +29,10 @@ const char* message_type_name(MessageType type) {
     case MessageType::forwarded: return "forwarded";
     case MessageType::forward_reply: return "forward_reply";
     case MessageType::acquired: return "acquired";
+    case MessageType::limit: return "limit";
+    case MessageType::permit_ask: return "permit_ask";
+    case MessageType::permit_grant: return "permit_grant";
+    case MessageType::permit_release: return "permit_release";
   }
   return "unknown";
 }
@@ -147,6 +151,32 @@ std::optional<ForwardReply> decode_forward_reply(std::span<const std::byte> p) {
     if (!r.u8(part) || part > static_cast<std::uint8_t>(ReplyPart::lost)) return false;
     m.part = static_cast<ReplyPart>(part);
     return r.bytes(m.body);
+  });
+}
+
+std::vector<std::byte> encode(const Limit& m) {
+  std::uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof m.per_second);
+  std::memcpy(&bits, &m.per_second, sizeof bits);
+  return Writer().text(m.name).u32(m.concurrent).u64(bits).take();
+}
+std::optional<Limit> decode_limit(std::span<const std::byte> p) {
+  return decode_with<Limit>(p, [](Reader& r, Limit& m) {
+    std::uint64_t bits = 0;
+    if (!r.text(m.name) || !r.u32(m.concurrent) || !r.u64(bits)) return false;
+    std::memcpy(&m.per_second, &bits, sizeof bits);
+    return true;
+  });
+}
+std::vector<std::byte> encode(const PermitAsk& m) {
+  return Writer().text(m.name).u8(m.held ? 1 : 0).take();
+}
+std::optional<PermitAsk> decode_permit_ask(std::span<const std::byte> p) {
+  return decode_with<PermitAsk>(p, [](Reader& r, PermitAsk& m) {
+    std::uint8_t held = 0;
+    if (!r.text(m.name) || !r.u8(held) || held > 1) return false;
+    m.held = held == 1;
+    return true;
   });
 }
 

@@ -38,6 +38,11 @@ enum class MessageType : std::uint8_t {
   forwarded = 20,      // server -> holder: that call
   forward_reply = 21,  // holder -> server -> caller: part of the answer, its end, or "no holder"
   acquired = 22,       // server -> worker: an acquire's leases granted now were all sent
+  // Step limits' permits, granted by the server to every worker (request_id: the ask's id):
+  limit = 23,           // worker -> server: a step limit's bounds (Engine::limit)
+  permit_ask = 24,      // worker -> server: a permit of a limit, for one step attempt
+  permit_grant = 25,    // server -> worker: that ask's permit is granted
+  permit_release = 26,  // worker -> server: the permit goes back (or the ask is withdrawn)
 };
 
 const char* message_type_name(MessageType type);
@@ -119,6 +124,18 @@ struct Release {
   std::uint32_t shard = 0;
   std::uint64_t epoch = 0;
 };
+struct Limit {
+  std::string name;
+  std::uint32_t concurrent = 0;  // 0: no bound
+  double per_second = 0;         // 0: no bound (sent as its IEEE-754 bits)
+};
+struct PermitAsk {
+  std::string name;
+  // The worker holds this permit already: it was granted over a connection
+  // that went (the server restarted). Counted at once, over the bound if
+  // need be, since the step is running.
+  bool held = false;
+};
 
 std::vector<std::byte> encode(const Hello& m);
 std::vector<std::byte> encode(const Welcome& m);
@@ -136,6 +153,8 @@ std::vector<std::byte> encode(const CheckpointSoon& m);
 std::vector<std::byte> encode(const Acquired& m);
 std::vector<std::byte> encode(const Forward& m);
 std::vector<std::byte> encode(const ForwardReply& m);
+std::vector<std::byte> encode(const Limit& m);
+std::vector<std::byte> encode(const PermitAsk& m);
 
 std::optional<Hello> decode_hello(std::span<const std::byte> payload);
 std::optional<Welcome> decode_welcome(std::span<const std::byte> payload);
@@ -153,5 +172,7 @@ std::optional<CheckpointSoon> decode_checkpoint_soon(std::span<const std::byte> 
 std::optional<Acquired> decode_acquired(std::span<const std::byte> payload);
 std::optional<Forward> decode_forward(std::span<const std::byte> payload);
 std::optional<ForwardReply> decode_forward_reply(std::span<const std::byte> payload);
+std::optional<Limit> decode_limit(std::span<const std::byte> payload);
+std::optional<PermitAsk> decode_permit_ask(std::span<const std::byte> payload);
 
 }  // namespace fusee::protocol

@@ -60,7 +60,7 @@ constexpr auto kStandbyGrace = std::chrono::seconds(1);
 // worker holding one by then took it while the server was away.
 constexpr auto kReclaimFor = std::chrono::seconds(10);
 
-class RemoteSink final : public JournalSink, public StoreChannel, public ShardRouter {
+class RemoteSink final : public JournalSink, public StoreChannel, public ShardRouter, public PermitChannel {
  public:
   // Throws fusee::Error (invalid_argument) for an address that is not one.
   explicit RemoteSink(RemoteOptions options)
@@ -295,6 +295,20 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   }
 
   void start_reading() { reader_ = std::thread([this] { read_loop(); }); }
+
+  // --- PermitChannel ---
+  void set_permit_handlers(std::function<void(std::uint64_t)> on_grant, std::function<void()> on_reconnect) override {
+    std::lock_guard lock(listener_mu_);
+    on_permit_ = std::move(on_grant);
+    on_reconnect_ = std::move(on_reconnect);
+  }
+  void send_limit(const std::string& name, const StepLimit& limit) override {
+    send_if_connected(MessageType::limit, 0, protocol::encode(protocol::Limit{name, limit.concurrent, limit.per_second}));
+  }
+  void send_permit_ask(std::uint64_t ask, const std::string& name, bool held) override {
+    send_if_connected(MessageType::permit_ask, ask, protocol::encode(protocol::PermitAsk{name, held}));
+  }
+  void send_permit_release(std::uint64_t ask) override { send_if_connected(MessageType::permit_release, ask, {}); }
 
   // A shard this worker did not hold is leased to it: its appends start
   // after the shard's durable end. Under send_mu_.
@@ -550,6 +564,15 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     }
   }
 
+  // Sent on the connection if there is one; otherwise (or if it breaks now)
+  // the reader reconnects, and the reconnect hook sends the state again.
+  void send_if_connected(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
+    std::lock_guard lock(send_mu_);
+    if (connected_ && !send_locked(type, request, payload)) {
+      connected_ = false;
+      ::shutdown(fd_, SHUT_RDWR);
+    }
+  }
   bool send_now(MessageType type, std::uint64_t request, const std::vector<std::byte>& payload) {
     std::lock_guard lock(send_mu_);
     return send_locked(type, request, payload);
@@ -690,6 +713,14 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
           state_cv_.notify_all();
         }
         for (std::uint32_t shard = 0; shard < shards_; ++shard) notify(shard);
+        // The server forgot this worker's permits and asks with the old
+        // connection: declare them again.
+        std::function<void()> hook;
+        {
+          std::lock_guard lock(listener_mu_);
+          hook = on_reconnect_;
+        }
+        if (hook) hook();
         return true;
       }
       if (connected.error() == make_error_code(wal::errc::corrupt)) break;  // not worth another try
@@ -836,6 +867,15 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
         on_reply(kParts[static_cast<int>(reply->part)], std::move(reply->body));
         return;
       }
+      case MessageType::permit_grant: {
+        std::function<void(std::uint64_t)> hook;
+        {
+          std::lock_guard lock(listener_mu_);
+          hook = on_permit_;
+        }
+        if (hook) hook(frame.request_id);
+        return;
+      }
       case MessageType::error: {
         auto error = protocol::decode_error(frame.payload);
         set_poison(make_error_code(wal::errc::closed),
@@ -940,6 +980,8 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   };
   std::shared_ptr<ReplyGate> gate_ = std::make_shared<ReplyGate>(this);
   std::function<void(ShardId)> checkpoint_hook_;  // under listener_mu_
+  std::function<void(std::uint64_t)> on_permit_;  // under listener_mu_: a permit_grant came
+  std::function<void()> on_reconnect_;            // under listener_mu_: a new connection is up
 };
 
 }  // namespace
@@ -966,6 +1008,7 @@ Result<RemoteConnection> connect_remote_sink(const RemoteOptions& options, std::
   RemoteConnection connection;
   connection.store = sink.get();
   connection.router = sink.get();
+  connection.permits = sink.get();
   connection.sink = std::move(sink);
   return connection;
 }

@@ -23,6 +23,7 @@
 
 #include "engine/journal_sink.hpp"
 #include "protocol/store_call.hpp"
+#include "remote/remote_limits.hpp"
 #include "remote/shard_router.hpp"
 
 namespace fusee::remote {
@@ -51,12 +52,13 @@ struct RemoteOptions {
   std::function<void(const std::string&)> warn;  // the server went away, came back, or was lost for good
 };
 
-// The sink, and its other two faces: the run store's channel and the router
-// (both live as long as the sink).
+// The sink, and its other faces: the run store's channel, the router and
+// the step limits' permits (all live as long as the sink).
 struct RemoteConnection {
   std::unique_ptr<engine::JournalSink> sink;
   StoreChannel* store = nullptr;
   ShardRouter* router = nullptr;
+  PermitChannel* permits = nullptr;
 };
 
 // Connects and takes every shard's lease. errc::storage (wal) style errors

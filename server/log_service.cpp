@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "protocol/store_call.hpp"
 #include "protocol/wire.hpp"
 #include "server/http_front.hpp"
+#include "server/permit_broker.hpp"
 #include "server/store_service.hpp"
 #include "wal/errc.hpp"
 #include "wal/log.hpp"
@@ -152,6 +154,9 @@ struct LogService::Impl {
   std::unique_ptr<engine::RunStore> store;  // after the log, so it closes after it
   std::unique_ptr<wal::Log> log;
   std::unique_ptr<StoreService> store_service;
+  // Step limits' permits for every worker (declared before the connections,
+  // so it outlives them: their threads give permits back).
+  std::unique_ptr<PermitBroker> permits;
   std::uint32_t shards = 0;
   // Store writes (and expiries), done in order on one thread so that a
   // checkpoint's synced write holds up no connection's appends; reads are
@@ -513,6 +518,37 @@ struct LogService::Impl {
         connection->http = announce->http;
         return true;
       }
+      case MessageType::limit: {
+        auto limit = protocol::decode_limit(frame.payload);
+        if (!limit) return malformed(*connection, frame);
+        if (limit->name.empty() || !std::isfinite(limit->per_second) || limit->per_second < 0) {
+          refuse(*connection, frame.request_id, "bad_request",
+                 fmt::format("limit '{}': a limit needs a name, and per_second a finite number, 0 or more",
+                             limit->name));
+          return false;
+        }
+        bool changed = false;
+        permits->set(limit->name, StepLimit{limit->concurrent, limit->per_second}, &changed);
+        if (changed) {
+          say(fmt::format("limit '{}' set by connection {} ({}) to {} at once, {} per second, unlike before: the "
+                          "workers disagree, and the last one wins",
+                          limit->name, connection->id, connection->worker, limit->concurrent, limit->per_second));
+        }
+        return true;
+      }
+      case MessageType::permit_ask: {
+        auto ask = protocol::decode_permit_ask(frame.payload);
+        if (!ask) return malformed(*connection, frame);
+        permits->ask(connection->id, frame.request_id, ask->name, ask->held,
+                     [weak = std::weak_ptr<Connection>(connection)](std::uint64_t id) {
+                       if (auto alive = weak.lock()) alive->send(MessageType::permit_grant, id, {});
+                     });
+        return true;
+      }
+      case MessageType::permit_release:
+        if (!frame.payload.empty()) return malformed(*connection, frame);
+        permits->release(connection->id, frame.request_id);
+        return true;
       case MessageType::release: {
         auto release = decode_release(frame.payload);
         if (!release) return malformed(*connection, frame);
@@ -589,6 +625,7 @@ struct LogService::Impl {
       if (!stopping) grants = grant_locked();
     }
     deliver(grants);
+    permits->resume();
   }
 
   // Sends the leases. A shard's records appended by its previous holder are
@@ -611,8 +648,10 @@ struct LogService::Impl {
     }
   }
 
-  // The connection is gone: its leases go to whoever waits.
+  // The connection is gone: its leases go to whoever waits, and its
+  // permits back.
   void drop(const std::shared_ptr<Connection>& connection) {
+    permits->drop(connection->id);
     std::vector<Grant> grants;
     std::map<std::uint64_t, Connection::Relay> relayed;
     {
@@ -685,6 +724,7 @@ struct LogService::Impl {
                           lease.holder ? lease.holder->worker : "", lease.epoch, lease.holder ? 1 : 0);
     }
     metric("fusee_shards_leased", "gauge", "Shards a worker holds.", held);
+    http::append_limit_metrics(text, permits->stats());
     metric("fusee_workers_waiting", "gauge", "Connections waiting for leases (standbys).", waiting.size());
     return text;
   }
@@ -854,6 +894,9 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
     impl->reclaimable[shard] = impl->log->last_lsn(shard) > 0;
     any_records = any_records || impl->reclaimable[shard];
   }
+  // After a restart, workers reconnecting declare the permits they hold
+  // during the reclaim grace; new ones are granted after it.
+  impl->permits = std::make_unique<PermitBroker>([] { return std::chrono::system_clock::now(); }, true, any_records);
   if (any_records) impl->reclaim_until = std::chrono::steady_clock::now() + options.reclaim_grace;
   // Epochs grow across restarts too: a lease of an earlier server life never
   // matches one of this life.
@@ -926,6 +969,8 @@ void LogService::stop() {
   // connections close.
   impl.checkpoint_before_stop(impl.options.stop_checkpoint_wait);
   impl.stopping = true;
+  // The permits the closing connections give back go to nobody.
+  impl.permits->stop();
   ::close(impl.listen_fd);
   if (impl.options.listen.starts_with("unix:")) ::unlink(impl.options.listen.substr(5).c_str());
   std::list<std::shared_ptr<Connection>> connections;

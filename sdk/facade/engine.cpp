@@ -19,12 +19,14 @@
 #include "engine/data_dir.hpp"
 #include "engine/engine_core.hpp"
 #include "engine/journal_sink.hpp"
+#include "engine/limiter.hpp"
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
 #include "engine/shard.hpp"
 #include "http/http_server.hpp"
 #include "remote/forwarded_call.hpp"
 #include "remote/remote_calls.hpp"
+#include "remote/remote_limits.hpp"
 #include "remote/remote_run_store.hpp"
 #include "remote/remote_sink.hpp"
 #include "queue/queue_state.hpp"
@@ -81,7 +83,10 @@ struct Engine::Impl final : engine::EngineCore {
   std::vector<std::unique_ptr<engine::Shard>> shards;
   std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
-  std::shared_ptr<engine::Limiter> step_limits;  // Engine::limit
+  // Engine::limit: the engine's own limiter (local_limits), or in remote
+  // mode the server's permits (remote/remote_limits.hpp).
+  std::shared_ptr<engine::StepLimits> step_limits;
+  std::shared_ptr<engine::Limiter> local_limits;
   // The registered workflows by name: code by version, the newest
   // registration's input check, and the signals declared.
   struct Registered {
@@ -116,7 +121,7 @@ struct Engine::Impl final : engine::EngineCore {
     for (std::uint32_t shard = 0; shard < shards.size(); ++shard) {
       if (!shards[shard] || !here(shard)) continue;
       auto* target = shards[shard].get();
-      if (target->post([this, target, at] { target->add_timer(at, nullptr, [this] { step_limits->poll(); }); }, false)) {
+      if (target->post([this, target, at] { target->add_timer(at, nullptr, [this] { local_limits->poll(); }); }, false)) {
         return;
       }
     }
@@ -156,7 +161,7 @@ struct Engine::Impl final : engine::EngineCore {
     return {};
   }
   TimePoint now() const override { return clock->now(); }
-  engine::Limiter& limiter() override { return *step_limits; }
+  engine::StepLimits& limiter() override { return *step_limits; }
   std::uint64_t random() override {
     std::lock_guard lock(random_mu);
     return random_source();
@@ -440,8 +445,9 @@ void throw_if_failed(const Reply& reply) {
 std::unique_ptr<Engine> Engine::open(Config config) {
   auto impl = std::make_unique<Impl>();
   impl->clock = config.clock ? config.clock : system_clock();
-  impl->step_limits = std::make_shared<engine::Limiter>([clock = impl->clock] { return clock->now(); },
-                                                        [impl = impl.get()](TimePoint at) { impl->arm_limit_poll(at); });
+  impl->local_limits = std::make_shared<engine::Limiter>([clock = impl->clock] { return clock->now(); },
+                                                         [impl = impl.get()](TimePoint at) { impl->arm_limit_poll(at); });
+  impl->step_limits = impl->local_limits;
   if (config.random) {
     impl->random_source = config.random;
   } else {
@@ -481,6 +487,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     // live there, so a standby taking a shard over finds them.
     root = fmt::format("the server at {}", config.server);
     impl->router = connection->router;
+    // Permits come from the server, so a limit holds across its workers.
+    impl->step_limits = remote::RemoteLimits::attach(*connection->permits);
     auto store = std::make_unique<remote::RemoteRunStore>(*connection->store);
     impl->remote_store = store.get();
     if (auto loaded = store->load_id_filters(shards); !loaded) {

@@ -1,11 +1,13 @@
 // Remote mode with the shards split among workers (Config::server_shards_max)
 // against a log service in this process: each worker runs its own shards
 // and passes calls for the others' runs on through the server, child runs
-// cross workers, and a standby takes over the shards of a worker that goes,
-// resuming their runs.
+// cross workers, a standby takes over the shards of a worker that goes,
+// resuming their runs, and a step limit holds across the workers.
 #include <doctest/doctest.h>
 
 #include <fusee/fusee.hpp>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <string>
@@ -14,6 +16,8 @@
 
 #include "engine/run_hash.hpp"
 #include "server/log_service.hpp"
+#include "tests/engine/engine_harness.hpp"
+#include "tests/engine/gate.hpp"
 #include "tests/support/log_server.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -371,5 +375,69 @@ TEST_SUITE("unit") {
     first->shutdown();
     REQUIRE(waiting.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
     CHECK(waiting.get() == "shut_down");
+  }
+}
+
+TEST_SUITE("unit") {
+  TEST_CASE("remote split: a step limit holds across workers, and permits held when the server restarts still count") {
+    // What the workflow's code uses outlives the engines.
+    const WorkflowRef<int, int> pay{"pay"};
+    constexpr int kRuns = 4;
+    std::array<testing::Gate, kRuns> gates;
+    std::atomic<int> in_flight{0};
+    std::atomic<int> most{0};
+    testing::CallCounter began;
+    Server server;
+    auto first = open_worker(server, 2);
+    auto second = open_worker(server, 2);
+    for (auto* engine : {first.get(), second.get()}) {
+      engine->limit("pay", StepLimit{.concurrent = 1});
+      engine->register_workflow(pay, [&](Ctx& ctx, int k) -> Task<int> {
+        auto charge = [&, k](StepContext& step) -> Task<int> {
+          CHECK(step.attempt() == 1);
+          int now = ++in_flight;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          began.add();
+          co_await gates[static_cast<std::size_t>(k)].wait();
+          --in_flight;
+          co_return k;
+        };
+        co_return co_await ctx.step("charge", charge).limit("pay");
+      });
+    }
+    // Runs on both workers' shards (free shards are granted lowest first:
+    // the first worker holds 0 and 1).
+    std::vector<std::string> ids;
+    std::array<int, 2> per_worker{};
+    for (int n = 0; ids.size() < kRuns; ++n) {
+      auto id = "pay-" + std::to_string(n);
+      auto& count = per_worker[shard_of(id) < 2 ? 0 : 1];
+      if (count == kRuns / 2) continue;
+      ++count;
+      ids.push_back(id);
+    }
+    for (int k = 0; k < kRuns; ++k) first->start(pay, ids[static_cast<std::size_t>(k)], k);
+    began.require(1);
+    auto waiting = [&] {
+      std::uint64_t total = 0;
+      for (auto* engine : {first.get(), second.get()}) {
+        for (const auto& limit : engine->stats().limits) total += limit.name == "pay" ? limit.waiting : 0;
+      }
+      return total;
+    };
+    CHECK(testing::eventually([&] { return waiting() == kRuns - 1; }));
+    CHECK_FALSE(began.wait_for(2, testing::kReactionTime));
+    // The server restarts: the worker holding the permit declares it, the
+    // others ask again; still one at a time.
+    server.restart();
+    for (const auto& id : ids) CHECK(second->get_run(id)->status == RunStatus::running);
+    CHECK_FALSE(began.wait_for(2, testing::kReactionTime));
+    for (auto& gate : gates) gate.open();
+    for (int k = 0; k < kRuns; ++k) CHECK(first->result(pay, ids[static_cast<std::size_t>(k)]) == k);
+    CHECK(most.load() == 1);
+    CHECK(began.count() == kRuns);
+    CHECK(waiting() == 0);
   }
 }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <thread>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -95,6 +96,13 @@ class Client {
                       "got " << message_type_name(static_cast<MessageType>(frame->type)));
       return *frame;
     }
+  }
+  // Nothing arrives for `wait` (what a test that something does not happen
+  // can check: not within its reaction time).
+  bool quiet_for(std::chrono::milliseconds wait) {
+    if (decoder_.next()) return false;
+    pollfd ready{fd_, POLLIN, 0};
+    return ::poll(&ready, 1, static_cast<int>(wait.count())) == 0;
   }
   ErrorMessage expect_error() {
     auto frame = expect(MessageType::error);
@@ -562,7 +570,7 @@ TEST_SUITE("unit") {
 }
 
 TEST_SUITE("unit") {
-  TEST_CASE("log service: a worker that goes silent loses its leases to the one waiting") {
+  TEST_CASE("log service: a worker that goes silent loses its leases and permits to the one waiting") {
     testing::TempDir dir;
     io::PosixFileSystem fs;
     LogServiceOptions options;
@@ -575,10 +583,15 @@ TEST_SUITE("unit") {
     auto service = LogService::open(fs, options);
     Client silent(service->endpoint());
     auto old_leases = silent.hello_and_acquire(2);
+    // It holds a permit too, which is a lease as well.
+    silent.send(MessageType::limit, encode(Limit{"pay", 1, 0}));
+    silent.send(MessageType::permit_ask, encode(PermitAsk{"pay", false}), 1);
+    CHECK(silent.expect(MessageType::permit_grant).request_id == 1);
     Client standby(service->endpoint());
     standby.send(MessageType::hello, encode(Hello{"", "standby"}));
     CHECK(decode_welcome(standby.expect(MessageType::welcome).payload)->lease_ttl_ms == 500);
     standby.send(MessageType::acquire, encode(Acquire{0}));
+    standby.send(MessageType::permit_ask, encode(PermitAsk{"pay", false}), 1);
     // The standby pings (from a thread of its own, as a worker does); the
     // holder does not.
     std::mutex mu;
@@ -591,11 +604,14 @@ TEST_SUITE("unit") {
       } while (!stop.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; }));
     });
     std::vector<Lease> leases;
-    while (leases.size() < 2) {
+    bool permitted = false;
+    while (leases.size() < 2 || !permitted) {
       auto frame = standby.next();
       if (!frame) break;
       if (static_cast<MessageType>(frame->type) == MessageType::lease) leases.push_back(*decode_lease(frame->payload));
+      if (static_cast<MessageType>(frame->type) == MessageType::permit_grant) permitted = true;
     }
+    CHECK(permitted);
     {
       std::lock_guard lock(mu);
       done = true;
@@ -605,5 +621,54 @@ TEST_SUITE("unit") {
     REQUIRE(leases.size() == 2);
     CHECK(leases[0].epoch > old_leases[1].epoch);
     CHECK(silent.expect_error().code == "lease_lapsed");
+  }
+}
+
+TEST_SUITE("unit") {
+  TEST_CASE("log service: a step limit's permits hold across connections, and a connection that goes gives its back") {
+    Service served;
+    auto endpoint = served.service->endpoint();
+    Client first(endpoint);
+    Client second(endpoint);
+    for (auto* client : {&first, &second}) {
+      client->send(MessageType::hello, encode(Hello{"", "worker"}));
+      client->expect(MessageType::welcome);
+    }
+    constexpr auto kQuiet = std::chrono::milliseconds(200);
+    first.send(MessageType::limit, encode(Limit{"pay", 1, 0}));
+    first.send(MessageType::permit_ask, encode(PermitAsk{"pay", false}), 7);
+    CHECK(first.expect(MessageType::permit_grant).request_id == 7);
+    second.send(MessageType::permit_ask, encode(PermitAsk{"pay", false}), 1);
+    second.send(MessageType::permit_ask, encode(PermitAsk{"pay", false}), 2);
+    CHECK(second.quiet_for(kQuiet));
+    first.send(MessageType::permit_release, {}, 7);
+    CHECK(second.expect(MessageType::permit_grant).request_id == 1);
+    // A permit the first worker declares held (it reconnected) counts at
+    // once: the second's next ask waits for it too.
+    first.send(MessageType::permit_ask, encode(PermitAsk{"pay", true}), 8);
+    CHECK(first.quiet_for(kQuiet));  // no grant for a permit held
+    second.send(MessageType::permit_release, {}, 1);
+    CHECK(second.quiet_for(kQuiet));
+    // The first worker's connection goes (its process died): its permit
+    // goes back.
+    first.close();
+    CHECK(second.expect(MessageType::permit_grant).request_id == 2);
+
+    // Malformed: a rate that is not a number, a release with a payload.
+    Client bad(endpoint);
+    bad.send(MessageType::hello, encode(Hello{"", "bad"}));
+    bad.expect(MessageType::welcome);
+    bad.send(MessageType::limit, encode(Limit{"pay", 1, std::numeric_limits<double>::quiet_NaN()}));
+    CHECK(bad.expect_error().code == "bad_request");
+    Client rude(endpoint);
+    rude.send(MessageType::hello, encode(Hello{"", "rude"}));
+    rude.expect(MessageType::welcome);
+    rude.send(MessageType::permit_release, bytes_of("x"), 2);
+    CHECK(rude.expect_error().code == "bad_request");
+    // And the limit is as the first worker set it.
+    second.send(MessageType::permit_ask, encode(PermitAsk{"pay", false}), 3);
+    CHECK(second.quiet_for(kQuiet));
+    second.send(MessageType::permit_release, {}, 2);
+    CHECK(second.expect(MessageType::permit_grant).request_id == 3);
   }
 }

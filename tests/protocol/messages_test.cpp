@@ -1,0 +1,40 @@
+// The step limits' messages (protocol/messages.hpp) round trip, and a
+// payload that is short, has bytes left over, or carries a flag that is
+// neither 0 nor 1 does not decode.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "protocol/messages.hpp"
+
+using namespace fusee::protocol;
+
+TEST_SUITE("unit") {
+  TEST_CASE("protocol: limit and permit_ask round trip, and malformed payloads do not decode") {
+    auto limit = decode_limit(encode(Limit{"payments", 2, 5.5}));
+    REQUIRE(limit.has_value());
+    CHECK(limit->name == "payments");
+    CHECK(limit->concurrent == 2);
+    CHECK(limit->per_second == 5.5);
+    auto nan = decode_limit(encode(Limit{"x", 0, std::nan("")}));
+    REQUIRE(nan.has_value());  // decodes; the server refuses it as a value
+    CHECK(std::isnan(nan->per_second));
+
+    auto ask = decode_permit_ask(encode(PermitAsk{"payments", true}));
+    REQUIRE(ask.has_value());
+    CHECK(ask->name == "payments");
+    CHECK(ask->held);
+    CHECK_FALSE(decode_permit_ask(encode(PermitAsk{"p", false}))->held);
+
+    auto bytes = encode(Limit{"payments", 2, 5.5});
+    bytes.pop_back();
+    CHECK_FALSE(decode_limit(bytes).has_value());
+    bytes = encode(PermitAsk{"p", false});
+    bytes.push_back(std::byte{0});
+    CHECK_FALSE(decode_permit_ask(bytes).has_value());
+    bytes = encode(PermitAsk{"p", false});
+    bytes.back() = std::byte{2};
+    CHECK_FALSE(decode_permit_ask(bytes).has_value());
+    CHECK(std::string(message_type_name(MessageType::permit_release)) == "permit_release");
+  }
+}
