@@ -111,6 +111,10 @@ class Assembler {
       // Below the checkpoint the log holds only the records of runs the
       // store did not hold yet.
       if (FUSEE_TRY(store_holds(*record))) return ok();
+      // And those start with their run's start: a record of a run neither
+      // stored nor started is a leftover of a generation the checkpoint
+      // erased (as Shard::load).
+      if (record->kind != RecordKind::run_started && !runs_.contains(record->run_id)) return ok();
     }
     OfflineRun* run = nullptr;
     if (record->kind == RecordKind::run_started) {

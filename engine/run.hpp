@@ -223,6 +223,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   wal::Lsn started_lsn = 0;                              // run_started
   bool end_recorded = false;  // Shard::end_run began: its terminal record is (or will be) appended
   bool superseded = false;    // Engine::reset or continue-as-new replaced it with a new generation
+  // ... at this LSN (the new generation's record): until it is durable, a
+  // crash keeps this generation, so checkpoints still store its records.
+  wal::Lsn superseded_by_lsn = 0;
   bool continuing = false;    // between continue_as_new and the next generation's start (Shard::continue_run)
   // Where the run store keeps the run's records from earlier checkpoints
   // (none yet), and its parked entry there, if it has one.

@@ -350,6 +350,11 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
     // Below the checkpoint the log holds only what it left out: the records
     // of runs the store did not hold yet.
     if (FUSEE_TRY(store_holds(record))) return ok();
+    // Such a run's records start with its start (all of them were left
+    // out, from the first). A record of a run neither stored nor started is
+    // a leftover of a generation the checkpoint erased, replaced by a later
+    // one further on: replay starts early for another run's sake.
+    if (record.kind != RecordKind::run_started && !runs_.contains(record.run_id)) return ok();
   }
   std::shared_ptr<Run> run;
   if (record.kind == RecordKind::run_started) {
@@ -364,10 +369,13 @@ Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const s
     if (slot) {
       loaded_bytes_ -= slot->memory_bytes;
       // A later generation (reset, continue-as-new) from the log: what the
-      // store holds of the older one goes at the next checkpoint.
-      if (!stored && (slot->journal_place || slot->parked_entry)) {
-        superseded_.push_back(CheckpointWork::Stored{record.run_id, slot->journal_place, slot->parked_entry});
-      }
+      // store holds of the older one goes at the next checkpoint, and the
+      // older one's records replayed from the log are not stored.
+      slot->superseded = true;
+      slot->superseded_by_lsn = lsn;
+      // (Both from the store, both generations are there under one key:
+      // erasing it would take the newer's records too.)
+      if (!stored) superseded_.push_back(slot);
     }
     std::optional<TimePoint> deadline;
     if (record.number != 0) deadline = from_ms(static_cast<std::int64_t>(record.number));
@@ -537,8 +545,18 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
     work.unload_finished.push_back(std::move(run));
   }
   finished_since_checkpoint_.clear();
-  for (auto& stored : superseded_) work.erased.push_back(std::move(stored));
-  superseded_.clear();
+  // An older generation leaves the store only once the start of the one
+  // that replaced it is durable: a crash before then keeps the older one
+  // (and its records since are stored meanwhile, below). Both places go:
+  // a revived run's records may be in either.
+  std::erase_if(superseded_, [&](const std::shared_ptr<Run>& old) {
+    if (old->superseded_by_lsn > work.lsn) return false;
+    if (old->journal_place || old->parked_entry) {
+      work.erased.push_back({old->id(), JournalPlace::live, old->parked_entry});
+      work.erased.push_back({old->id(), JournalPlace::parked, std::nullopt});
+    }
+    return true;
+  });
   // Waiting runs whose records are all durable leave memory (parking).
   std::unordered_set<const Run*> parking;
   if (store_ != nullptr) {
@@ -565,7 +583,11 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
   while (!since_checkpoint_.empty() && since_checkpoint_.front().lsn <= work.lsn) {
     auto& entry = since_checkpoint_.front();
     auto& run = *entry.run;
-    if (!run.finished() && !run.superseded) {
+    // A generation replaced by one whose start is durable is erased by now
+    // (superseded_, above); one replaced by a start not yet durable is
+    // what a crash would keep, so its records are stored as before.
+    const bool replaced = run.superseded && run.superseded_by_lsn <= work.lsn;
+    if (!run.finished() && !replaced) {
       bool parks = parking.contains(&run);
       bool leave_out = defer && !parks && !run.journal_place &&
                        (run.deferred_at == 0 || run.deferred_at == checkpoints_taken_);
@@ -822,6 +844,7 @@ void Shard::start_continued(const std::shared_ptr<Run>& old) {
   // fails for its caller; its streams end; whoever waited for the id's
   // result waits for the new generation's.
   old->superseded = true;
+  old->superseded_by_lsn = run->started_lsn;
   old->fail_callers(Outcome{});
   old->stop();
   for (auto& [name, stream] : old->streams) {
@@ -830,9 +853,7 @@ void Shard::start_continued(const std::shared_ptr<Run>& old) {
   }
   run->external_waiters = std::move(old->external_waiters);
   run->result_waiters = std::move(old->result_waiters);
-  if (store_ != nullptr && (old->journal_place || old->parked_entry)) {
-    superseded_.push_back(CheckpointWork::Stored{old->id(), old->journal_place, old->parked_entry});
-  }
+  if (store_ != nullptr) superseded_.push_back(old);
   loaded_bytes_ -= old->memory_bytes;
   loaded_bytes_ += run->memory_bytes;
   found->second = run;
@@ -1483,12 +1504,11 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
       // The old generation stops here; whoever waited for the id's result
       // waits for the new one.
       existing->superseded = true;
+      existing->superseded_by_lsn = run->last_lsn;
       existing->stop();
       run->external_waiters = std::move(existing->external_waiters);
       run->result_waiters = std::move(existing->result_waiters);
-      if (store_ != nullptr && (existing->journal_place || existing->parked_entry)) {
-        superseded_.push_back(CheckpointWork::Stored{id, existing->journal_place, existing->parked_entry});
-      }
+      if (store_ != nullptr) superseded_.push_back(existing);
     }
     loaded_bytes_ -= existing->memory_bytes;
   }

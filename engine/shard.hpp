@@ -280,8 +280,11 @@ class Shard {
   };
   std::deque<SinceCheckpoint> since_checkpoint_;
   std::vector<std::shared_ptr<Run>> finished_since_checkpoint_;
-  // Runs a reset replaced: what the store holds of them goes at the next checkpoint.
-  std::vector<CheckpointWork::Stored> superseded_;
+  // Generations a later one replaced (a reset, continue-as-new, or a later
+  // generation in the log at recovery) whose records the store may hold: a
+  // checkpoint erases them once the replacing record is durable (at or
+  // below it: Run::superseded_by_lsn), for until then a crash keeps them.
+  std::vector<std::shared_ptr<Run>> superseded_;
   std::unordered_map<std::string, std::vector<std::function<void()>>> held_for_continue_;  // by run id
   std::uint64_t checkpoints_taken_ = 0;
   std::unordered_map<std::string, bool> held_by_store_;  // recovery's store_holds answers

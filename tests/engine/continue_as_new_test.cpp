@@ -6,10 +6,17 @@
 // keep only the newest generation.
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
+#include "engine/shard.hpp"
 #include "tests/engine/engine_harness.hpp"
+#include "tests/support/crash_points.hpp"
+#include "tests/support/fault_file_system.hpp"
 
 using namespace fusee;
 using namespace fusee::testing;
@@ -189,5 +196,210 @@ TEST_CASE_TEMPLATE("continue_as_new closes the children it does not abandon, as 
   CHECK(engine->get_run("kept")->status == RunStatus::running);
   engine->signal("kept", kGo, 4);
   CHECK(result_of(engine, child, "kept") == 4);
+}
+}
+
+namespace {
+
+// Holds a sync of the log (a disk slow to flush) while a test looks at
+// what the engine does before a batch is durable: once armed, it lets
+// `pass` more syncs through and holds the next until released. Every log
+// sync also takes 2 ms, so that the log never writes from a shard's thread
+// (it does when its flushes are fast) and a held sync holds only a log
+// thread.
+struct SlowLog {
+  std::mutex mu;
+  std::condition_variable released;
+  std::optional<int> pass;  // armed: syncs still to let through
+  bool holding = false;
+  bool held_a_shard = false;  // a held sync came from a shard's thread: the test proves nothing
+  void before(OpKind kind, const std::string& path) {
+    if (kind != OpKind::sync_data || path.find("/wal/") == std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::unique_lock lock(mu);
+    if (!pass) return;
+    if (*pass > 0) {
+      --*pass;
+      return;
+    }
+    if (engine::Shard::on_shard_thread()) {
+      held_a_shard = true;
+      return;
+    }
+    holding = true;
+    released.notify_all();
+    released.wait(lock, [&] { return !pass; });
+    holding = false;
+  }
+  void arm(int syncs_to_pass) {
+    std::lock_guard lock(mu);
+    pass = syncs_to_pass;
+  }
+  bool wait_holding() {
+    std::unique_lock lock(mu);
+    return released.wait_for(lock, kPatience, [&] { return holding; });
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      pass.reset();
+    }
+    released.notify_all();
+  }
+};
+
+// Waits for "go"; generation 1 then arms the hold in a step (its result's
+// sync passes, the next one, the next generation's start, is held) and
+// continues as new; generation 2 returns 10.
+const WorkflowRef<int, int> kHeld{"held"};
+
+void register_held(Engine& engine, SlowLog& slow) {
+  engine.register_workflow(kHeld, [&slow](Ctx& ctx, int generation) -> Task<int> {
+    (void)co_await ctx.wait_for(kGo);
+    if (generation == 1) {
+      auto arm = [&slow] {
+        slow.arm(1);
+        return 1;
+      };
+      co_await ctx.step("arm", arm);
+      ctx.continue_as_new(2);
+    }
+    co_return 10;
+  });
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("a checkpoint taken before the next generation's start is durable keeps the old one's journal") {
+  // The store held generation 1's journal; generation 2 started in memory,
+  // its start not yet durable, when a checkpoint ran. Erasing generation 1
+  // there would leave, after a crash that loses generation 2's start, a run
+  // with neither generation in the store.
+  SlowLog slow;
+  FaultFileSystemOptions options;
+  options.before_operation = [&slow](OpKind kind, const std::string& path, std::size_t) { slow.before(kind, path); };
+  FaultFileSystem fs(options);
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  std::unique_ptr<FaultFileSystem> image;
+  {
+    auto engine = Engine::open(config);
+    register_held(*engine, slow);
+    (void)engine->start(kHeld, "held", 1);
+    CHECK(eventually([&] { return engine->stats().records_written >= 1; }));  // its start is durable
+    // Two checkpoints: a run's journal goes to the store at its second.
+    engine->checkpoint();
+    engine->checkpoint();
+    engine->signal("held", kGo, 1, "go-1");
+    REQUIRE(slow.wait_holding());
+    CHECK(eventually([&] {
+      auto run = engine->get_run("held");
+      return run && run->generation == 2;
+    }));
+    engine->checkpoint();
+    fs.set_crash_after_ops(fs.operation_count());  // the held sync fails; nothing more reaches the disk
+    image = fs.crash_image(CrashOutcome::drop_all());
+    slow.release();
+    engine->shutdown();
+  }
+  CHECK_FALSE(slow.held_a_shard);
+  SlowLog idle;
+  auto config_again = crash_config(*image, clock);
+  auto engine = Engine::open(config_again);  // the journal fits
+  register_held(*engine, idle);
+  // (go-1 was acknowledged, so durable: generation 1 takes it again.)
+  CHECK(eventually([&] {
+    auto run = engine->get_run("held");
+    return run && run->generation == 2;
+  }));
+  INFO(engine->journal_json("held"));
+  engine->signal("held", kGo, 1, "go-2");
+  CHECK(engine->result(kHeld, "held") == 10);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("after a checkpoint erased an older generation, its records left in the log are passed over at recovery") {
+  // A checkpoint erased generation 1 of "sum" from the store (generation 2
+  // had started, durably) while another run, new, was left out of the store
+  // for one checkpoint: replay then starts at that run's first record,
+  // before generation 1's last ones, which the log still holds.
+  FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.shards = 1;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  std::unique_ptr<FaultFileSystem> image;
+  {
+    auto engine = Engine::open(config);
+    register_sum(*engine);
+    (void)engine->start(kSum, "sum", 1);
+    CHECK(eventually([&] { return engine->stats().records_written >= 1; }));
+    engine->checkpoint();
+    engine->checkpoint();  // generation 1's journal is in the store
+    (void)engine->start(kSum, "other", 100);
+    engine->signal("sum", kNext, 2);
+    // Durable by now: each run's start and wait, the signal and its taking,
+    // generation 2's start and wait.
+    CHECK(eventually([&] { return engine->stats().records_written >= 8; }));
+    REQUIRE(engine->get_run("sum")->generation == 2);
+    engine->checkpoint();  // erases generation 1; leaves "other" and generation 2 out
+    image = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
+  }
+  auto reopened = crash_config(*image, clock);
+  reopened.shards = 1;
+  auto engine = Engine::open(reopened);
+  register_sum(*engine);
+  CHECK(engine->get_run("sum")->generation == 2);
+  engine->signal("sum", kNext, 0);
+  engine->signal("other", kNext, 0);
+  CHECK(engine->result(kSum, "sum") == 3);
+  CHECK(engine->result(kSum, "other") == 100);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("a generation replaced in the log at recovery leaves none of its records in the store") {
+  // The store held generation 1; the log past it, generation 1's last
+  // records and generation 2's start. Recovery replays both; the next
+  // checkpoint must store generation 2 alone, not generation 1's tail
+  // beside it (which the open after would find without its start).
+  FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.shards = 1;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  std::unique_ptr<FaultFileSystem> first;
+  {
+    auto engine = Engine::open(config);
+    register_sum(*engine);
+    (void)engine->start(kSum, "sum", 1);
+    CHECK(eventually([&] { return engine->stats().records_written >= 2; }));
+    engine->checkpoint();
+    engine->checkpoint();  // generation 1's journal is in the store
+    engine->signal("sum", kNext, 2);
+    CHECK(eventually([&] { return engine->stats().records_written >= 6; }));  // generation 2 started and waits
+    first = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
+  }
+  std::unique_ptr<FaultFileSystem> second;
+  {
+    auto reopened = crash_config(*first, clock);
+    reopened.shards = 1;
+    auto engine = Engine::open(reopened);
+    register_sum(*engine);
+    CHECK(engine->get_run("sum")->generation == 2);
+    engine->checkpoint();
+    engine->checkpoint();
+    second = first->crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
+  }
+  auto reopened = crash_config(*second, clock);
+  reopened.shards = 1;
+  auto engine = Engine::open(reopened);
+  register_sum(*engine);
+  CHECK(engine->get_run("sum")->generation == 2);
+  engine->signal("sum", kNext, 0);
+  CHECK(engine->result(kSum, "sum") == 3);
 }
 }
