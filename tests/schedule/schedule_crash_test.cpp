@@ -51,8 +51,10 @@ bool wait_or_crashed(CallCounter& counter, int count, FaultFileSystem& fs) {
   return false;
 }
 
-// The result of run `id` once it exists (its start may still be on the way).
-int result_when_started(const std::shared_ptr<Engine>& engine, const std::string& id) {
+// The result of run `id` once it exists (its start may still be on the way);
+// `starter` is the run that starts it, whose journal a failure shows.
+int result_when_started(const std::shared_ptr<Engine>& engine, const std::string& id,
+                        const std::string& starter = "schedule:s") {
   CallCounter never;
   for (auto waited = std::chrono::milliseconds(0); !engine->get_run(id) && waited < kPatience; waited += kReactionTime) {
     (void)never.wait_for(1, kReactionTime);
@@ -60,11 +62,11 @@ int result_when_started(const std::shared_ptr<Engine>& engine, const std::string
   if (!engine->get_run(id)) {
     std::string journal;
     try {
-      journal = engine->journal_json("schedule:s");
+      journal = engine->journal_json(starter);
     } catch (const Error&) {
-      journal = "(no schedule run)";
+      journal = "(no run " + starter + ")";
     }
-    REQUIRE_MESSAGE(engine->get_run(id), "run " << id << " never started; the schedule's journal: " << journal);
+    REQUIRE_MESSAGE(engine->get_run(id), "run " << id << " never started; " << starter << "'s journal: " << journal);
   }
   return result_of(engine, kTick, id);
 }
@@ -147,14 +149,16 @@ void check_queue(FaultFileSystem& image, Life& before, const std::string& where)
   register_tick(*engine, after);
   engine->queue("q", QueueOptions{.concurrency = 1});
   // Whatever was acknowledged runs; nothing runs that was not enqueued.
-  for (const auto& id : before.enqueued) CHECK_MESSAGE(result_when_started(engine, id) == 1, "enqueued " << id << " lost");
+  for (const auto& id : before.enqueued) {
+    CHECK_MESSAGE(result_when_started(engine, id, "queue:q") == 1, "enqueued " << id << " lost");
+  }
   auto ids = tick_runs(*engine);
   for (const auto& id : ids) CHECK_MESSAGE((id == "a" || id == "b"), "a run nobody enqueued: " << id);
   auto info = engine->describe_queue("q");
   CHECK(info.started == ids.size());
   // The queue goes on: one more runs.
   (void)engine->enqueue("q", kTick, "c", 1);
-  CHECK(result_when_started(engine, "c") == 1);
+  CHECK(result_when_started(engine, "c", "queue:q") == 1);
 }
 
 }  // namespace
