@@ -1305,6 +1305,34 @@ void Shard::handle_registered(const std::string& workflow) {
     if (run->workflow() == workflow && !run->code_started() && !run->ending()) waiting.push_back(run);
   }
   for (auto& run : waiting) start_code(*run);
+  if (auto found = children_awaiting_code_.find(workflow); found != children_awaiting_code_.end()) {
+    auto starts = std::move(found->second);
+    children_awaiting_code_.erase(found);
+    for (auto& start : starts) start();
+  }
+}
+
+void Shard::start_child(StartRequest request, ChildEnd on_end) {
+  auto id = request.id;
+  auto workflow = request.workflow;
+  auto again = request;  // for another try once the workflow is registered
+  handle_start(std::move(request), true,
+               [this, id, workflow, again = std::move(again), on_end = std::move(on_end)](
+                   std::error_code error, std::string message, StartOutcome) mutable {
+                 if (error == make_error_code(errc::unknown_workflow)) {
+                   children_awaiting_code_[workflow].push_back(
+                       [this, again = std::move(again), on_end = std::move(on_end)]() mutable {
+                         start_child(std::move(again), std::move(on_end));
+                       });
+                   return;
+                 }
+                 if (error) {
+                   auto code = error.category() == error_category() ? static_cast<errc>(error.value()) : errc::storage;
+                   on_end(error, Outcome{RunStatus::failed, {}, code, std::move(message)});
+                   return;
+                 }
+                 subscribe_end(id, [on_end = std::move(on_end)](const Outcome& outcome) { on_end({}, outcome); });
+               });
 }
 
 void Shard::handle_journal(const std::string& id, std::function<void(std::error_code, std::string)> reply) {

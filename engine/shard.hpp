@@ -166,6 +166,14 @@ class Shard {
   void handle_awakeable(const std::string& token, bool succeeded, boost::json::value value, Reply reply);
   // Subscribes to a run's end (children): fn runs on this shard's thread.
   void subscribe_end(const std::string& id, std::function<void(const Outcome&)> fn);
+  // A child run's start, for its parent (on this worker or another):
+  // on_end(error, outcome) once the start failed (error set; the outcome
+  // says why) or the child ended (no error). A workflow not registered yet
+  // is waited for, not failed: a parent replayed at open may ask before the
+  // application has registered its workflows, and a failed child would be
+  // a failure for good (a queue would lose the run it admitted).
+  using ChildEnd = std::function<void(std::error_code, const Outcome&)>;
+  void start_child(StartRequest request, ChildEnd on_end);
 
   std::error_code storage_error() const { return storage_error_; }
 
@@ -286,6 +294,8 @@ class Shard {
   // below it: Run::superseded_by_lsn), for until then a crash keeps them.
   std::vector<std::shared_ptr<Run>> superseded_;
   std::unordered_map<std::string, std::vector<std::function<void()>>> held_for_continue_;  // by run id
+  // Child starts waiting for their workflow to be registered, by workflow.
+  std::unordered_map<std::string, std::vector<std::function<void()>>> children_awaiting_code_;
   std::uint64_t checkpoints_taken_ = 0;
   std::unordered_map<std::string, bool> held_by_store_;  // recovery's store_holds answers
   // Parking.

@@ -232,27 +232,18 @@ void RemoteCalls::serve(ShardRouter::Call call) {
           },
           true);
     } else if (op == "child") {
-      // As EngineCore::start_child: a start that fails ends the child at
-      // once; the answer comes when the child ends.
+      // As EngineCore::start_child (Shard::start_child): a start that fails
+      // ends the child at once; the answer comes when the child ends.
       auto request = forwarded::start_request_of(*body);
       post(
           [&shard, request = std::move(request), answer]() mutable {
-            auto id = request.id;
-            shard.handle_start(std::move(request), true,
-                               [&shard, id, answer](std::error_code error, std::string message, StartOutcome) {
-                                 if (error) {
-                                   if (code_of(error) == errc::shut_down) {
-                                     answer(retry("the worker is shutting down"));
-                                     return;
-                                   }
-                                   engine::Outcome outcome{RunStatus::failed, {}, code_of(error), message};
-                                   answer({{"outcome", forwarded::outcome_json(outcome)}});
-                                   return;
-                                 }
-                                 shard.subscribe_end(id, [answer](const engine::Outcome& outcome) {
-                                   answer({{"outcome", forwarded::outcome_json(outcome)}});
-                                 });
-                               });
+            shard.start_child(std::move(request), [answer](std::error_code error, const engine::Outcome& outcome) {
+              if (error && code_of(error) == errc::shut_down) {
+                answer(retry("the worker is shutting down"));
+                return;
+              }
+              answer({{"outcome", forwarded::outcome_json(outcome)}});
+            });
           },
           false);
     } else if (op == "result") {

@@ -196,20 +196,10 @@ struct Engine::Impl final : engine::EngineCore {
     auto& shard = shard_for(request.id);
     (void)shard.post(
         [&shard, request = std::move(request), on_end = std::move(on_end)]() mutable {
-          auto id = request.id;
-          shard.handle_start(std::move(request), true,
-                             [&shard, id, on_end](std::error_code error, std::string message, StartOutcome) {
-                               if (error) {
-                                 engine::Outcome outcome;
-                                 outcome.status = RunStatus::failed;
-                                 outcome.code = error.category() == error_category() ? static_cast<errc>(error.value())
-                                                                                     : errc::storage;
-                                 outcome.message = message;
-                                 on_end(outcome);
-                                 return;
-                               }
-                               shard.subscribe_end(id, on_end);
-                             });
+          shard.start_child(std::move(request),
+                            [on_end = std::move(on_end)](std::error_code, const engine::Outcome& outcome) {
+                              on_end(outcome);
+                            });
         },
         false);
   }

@@ -166,3 +166,56 @@ TEST_CASE("local mode: a parent and its unfinished child both resume after a reo
   CHECK(child_bodies.count() == 2);  // started once, replayed once
 }
 }
+
+namespace {
+const WorkflowRef<int, int> kLateParent{"late-parent"};
+const WorkflowRef<int, int> kLateChild{"late-child"};
+
+// The same again, for the reopen.
+const WorkflowRef<int, int> kLateParent2{"late-parent-2"};
+const WorkflowRef<int, int> kLateChild2{"late-child-2"};
+
+void register_late_parent(Engine& engine, const WorkflowRef<int, int>& parent, const WorkflowRef<int, int>& child) {
+  engine.register_workflow(parent, [child](Ctx& ctx, int n) -> Task<int> {
+    co_return co_await ctx.child(child, ctx.run_id() + "-child", n);
+  });
+}
+void register_late_child(Engine& engine, const WorkflowRef<int, int>& child) {
+  engine.register_workflow(child, [](Ctx&, int n) -> Task<int> { co_return n * 2; });
+}
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a child of a workflow not registered yet waits for it, also across a reopen, and starts once it is",
+                   M, InMemory, OnDisk, Remote) {
+  // A parent replayed at open may ask for its child before the application
+  // has registered the child's workflow (a queue admits its runs so):
+  // failing the child then would be for good.
+  EngineHarness harness(M::mode);
+  {
+    auto engine = harness.open();
+    register_late_parent(*engine, kLateParent, kLateChild);
+    register_late_parent(*engine, kLateParent2, kLateChild2);
+    (void)engine->start(kLateParent, "early", 4);
+    CHECK(eventually([&] { return engine->get_run("early").has_value(); }));
+    CallCounter never;
+    (void)never.wait_for(1, kReactionTime);
+    CHECK_FALSE(engine->get_run("early-child").has_value());  // not started, not failed
+    CHECK(engine->get_run("early")->status == RunStatus::running);
+    register_late_child(*engine, kLateChild);
+    CHECK(result_of(engine, kLateParent, "early") == 8);
+    if (M::mode == Mode::memory) return;
+    (void)engine->start(kLateParent2, "across", 5);
+    CHECK(eventually([&] { return engine->get_run("across").has_value(); }));
+    engine->shutdown();
+  }
+  // Reopened: the parent replays and asks for its child before the child's
+  // workflow is registered.
+  auto engine = harness.open();
+  register_late_parent(*engine, kLateParent2, kLateChild2);
+  CallCounter never;
+  (void)never.wait_for(1, kReactionTime);
+  register_late_child(*engine, kLateChild2);
+  CHECK(result_of(engine, kLateParent2, "across") == 10);
+}
+}
