@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/backoffice.hpp"
 #include "cli/order_demo_child.hpp"
 #include "cli/order_ledger.hpp"
 #include "cli/order_workflow.hpp"
@@ -46,6 +47,10 @@ constexpr milliseconds kFinalLifeLimit{60'000};
 constexpr std::size_t kViolationsShown = 20;
 // Remote mode's log service: its shards, split in halves with --split.
 constexpr std::uint32_t kSplitShards = 4;
+
+std::int64_t steady_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
 
 std::int64_t system_ms() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -371,6 +376,7 @@ int run_order_demo(const OrderDemoOptions& options) {
     }
     const bool ended_by_itself = !open;
     if (!ended_by_itself) {
+      ledger.killed(child->pid, steady_us());
       ::kill(child->pid, SIGKILL);
       if (!final) ++kills;
       // What the child wrote before it died is still in the pipe.
@@ -416,6 +422,7 @@ int run_order_demo(const OrderDemoOptions& options) {
   }
 
   if (standby) {
+    ledger.killed(standby->pid, steady_us());
     ::kill(standby->pid, SIGKILL);
     ::close(standby->report_fd);
     if (standby->state_fd >= 0) ::close(standby->state_fd);
@@ -446,13 +453,16 @@ int run_order_demo(const OrderDemoOptions& options) {
     fmt::print(stderr, "... and {} more violations\n", violations.size() - kViolationsShown);
 
   const auto totals = ledger.totals();
+  const auto backoffice = ledger.backoffice_totals();
   const auto elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
   fmt::print("fusee demo: {} runs finished ({} shipped, {} rejected, {} expired), {} step runs ({} repeated after a "
              "kill before they were durable), {} kills, {} chunks, {} signals, {} updates answered ({} took effect), "
-             "{} payments confirmed by the provider, {} took the life-{} patch, {} violations, {:.1f} s (seed {})\n",
+             "{} payments confirmed by the provider, {} took the life-{} patch, {} packed through the `{}` queue (at "
+             "most {} at once; it allows {}), {} audits on schedule, {} violations, {:.1f} s (seed {})\n",
              totals.finished, totals.shipped, totals.rejected, totals.expired, totals.step_runs, totals.step_reruns,
              kills, totals.chunks, totals.signals, totals.updates, totals.updates_applied, totals.payments,
-             ledger.took_patch(), patch_life, violations.size(), elapsed_s, seed);
+             ledger.took_patch(), patch_life, backoffice.packs, kPackingQueue, backoffice.most_in_flight,
+             kPackingConcurrency, backoffice.audits, violations.size(), elapsed_s, seed);
   return violations.empty() ? 0 : 1;
 }
 

@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/backoffice.hpp"
 #include "cli/order_events.hpp"
 #include "cli/order_workflow.hpp"
 #include "fusee/engine.hpp"
@@ -49,6 +50,8 @@ constexpr auto kCheckpointInterval = 100ms;
 // which leaves room for a kill between a step's call and its durable result.
 constexpr int kServiceLatencyMinMs = 2;
 constexpr int kServiceLatencyMaxMs = 15;
+// Packing takes this much longer than the other services' calls.
+constexpr auto kPackingExtra = 20ms;
 // New orders arrive this far apart, so a life's work is spread over time.
 constexpr auto kStartGap = 10ms;
 // How often the payment provider tries a confirmation the engine refused
@@ -86,7 +89,7 @@ class Reporter {
 // latency, on the same thread, and the parent hands a confirmation not yet
 // acknowledged to the next life, which sends it again (a provider retrying
 // its webhook). Thread-safe.
-class OutsideWorld final : public OrderServices {
+class OutsideWorld final : public OrderServices, public BackofficeServices {
  public:
   explicit OutsideWorld(const Reporter& reporter) : reporter_(reporter), thread_([this] { serve(); }) {}
 
@@ -122,7 +125,20 @@ class OutsideWorld final : public OrderServices {
   }
 
   void answer_later(const std::string& order_id, std::string_view step, std::coroutine_handle<> waiter) override {
-    at(latency_of(order_id + std::string(step)), [waiter] { waiter.resume(); });
+    // Packing takes longer than the orders come, so packs wait in their
+    // queue and its bound is what holds them back.
+    auto latency = latency_of(order_id + std::string(step));
+    if (step == kPackStep) latency += kPackingExtra;
+    at(latency, [waiter] { waiter.resume(); });
+  }
+
+  void packing(const std::string& pack_id, bool done) override {
+    auto now = std::chrono::steady_clock::now().time_since_epoch();
+    reporter_.send(pack_line(pack_id, done, ::getpid(), std::chrono::duration_cast<std::chrono::microseconds>(now).count()));
+  }
+  void audited(const std::string& run_id) override {
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    reporter_.send(audit_line(run_id, std::chrono::duration_cast<std::chrono::milliseconds>(now).count()));
   }
 
  private:
@@ -194,7 +210,7 @@ class OutsideWorld final : public OrderServices {
 
 // What the parent knew when this life began.
 struct KnownState {
-  std::set<std::string> started, signalled, finished, updated;
+  std::set<std::string> started, signalled, finished, updated, enqueued;
   struct Payment {
     std::string token, key;
   };
@@ -224,6 +240,7 @@ KnownState read_known_state(int fd) {
       if (verb == "signalled") known.signalled.insert(id);
       if (verb == "finished") known.finished.insert(id);
       if (verb == "updated") known.updated.insert(id);
+      if (verb == "enqueued") known.enqueued.insert(id);
       if (verb == "pay") {
         // "pay ID TOKEN KEY"
         auto rest = std::string_view(id);
@@ -251,6 +268,11 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   engine->register_workflow(kOrderWorkflow, [&world, patched](Ctx& ctx, Order order) {
     return order_workflow(ctx, std::move(order), world, patched);
   });
+  engine->register_workflow(kPackWorkflow, [&world](Ctx& ctx, std::uint32_t index) {
+    return pack_workflow(ctx, index, world, world);
+  });
+  engine->register_workflow(kAuditWorkflow, [&world](Ctx& ctx, int) { return audit_workflow(ctx, world); });
+  engine->queue(std::string(kPackingQueue), QueueOptions{.concurrency = kPackingConcurrency});
   world.set_engine(engine.get());
   return engine;
 }
@@ -390,7 +412,52 @@ void final_check(const OrderDemoOptions& options, Engine& engine, const Reporter
       reporter.send(failed_line(id, fmt::format("its result after reopening: {}", error.what())));
     }
   }
+  for (std::uint32_t index = 0; index < options.orders; ++index) {
+    auto id = pack_id(index);
+    try {
+      reporter.send(final_result_line(id, engine.result_json(id)));
+    } catch (const std::exception& error) {
+      reporter.send(failed_line(id, fmt::format("its result after reopening: {}", error.what())));
+    }
+  }
   for (const auto& run : engine.list_runs()) reporter.send(run_line(run.id, run_status_name(run.status)));
+}
+
+// Puts order `index`'s pack run in the packing queue (again, after a life
+// that did not see it acknowledged: the queue knows the run's id).
+void enqueue_pack(Engine& engine, const Reporter& reporter, std::uint32_t index) {
+  auto id = pack_id(index);
+  try {
+    (void)engine.enqueue(std::string(kPackingQueue), kPackWorkflow, id, index);
+  } catch (const std::exception& error) {
+    reporter.send(failed_line(id, fmt::format("enqueue: {}", error.what())));
+    return;
+  }
+  reporter.send(enqueued_line(id));
+}
+
+// The audit schedule, made by the first life that gets this far (a later
+// one finds it made).
+void make_audit_schedule(Engine& engine) {
+  try {
+    engine.schedule(std::string(kAuditSchedule), ScheduleSpec{.every = kAuditEvery}, kAuditWorkflow, 0,
+                    ScheduleOptions{.overlap = Overlap::skip});
+  } catch (const Error& error) {
+    if (error.error() != errc::already_exists) throw;
+  }
+}
+
+// The final life's end of the back office: the schedule stops (its count of
+// runs started reported, for the ledger to hold against list_runs) and is
+// deleted, and every pack and audit run is waited for.
+void close_backoffice(const OrderDemoOptions& options, Engine& engine, const Reporter& reporter) {
+  auto paused = engine.pause_schedule(std::string(kAuditSchedule), "the demo ends");
+  reporter.send(audit_schedule_line(kAuditSchedule, paused.started));
+  engine.delete_schedule(std::string(kAuditSchedule));
+  for (std::uint32_t index = 0; index < options.orders; ++index) (void)engine.result_json(pack_id(index));
+  for (const auto& run : engine.list_runs()) {
+    if (audit_due_ms(run.id) && run.status == RunStatus::running) (void)engine.result_json(run.id);
+  }
 }
 
 }  // namespace
@@ -430,6 +497,17 @@ int run_order_demo_child(const OrderDemoOptions& options) {
       auto id = order_id(index);
       if (known.started.contains(id) && !known.finished.contains(id)) watcher.watch(index);
     }
+    try {
+      make_audit_schedule(*engine);
+    } catch (const std::exception& error) {
+      reporter.send(failed_line(std::string(kAuditSchedule) + "@", fmt::format("making the schedule: {}", error.what())));
+    }
+    // Orders started earlier whose pack run was never seen enqueued.
+    for (std::uint32_t index = 0; index < allowed; ++index) {
+      if (known.started.contains(order_id(index)) && !known.enqueued.contains(pack_id(index))) {
+        enqueue_pack(*engine, reporter, index);
+      }
+    }
     // A result, once reported, must read the same in every later life.
     for (const auto& id : known.finished) {
       try {
@@ -454,11 +532,17 @@ int run_order_demo_child(const OrderDemoOptions& options) {
       }
       reporter.send(started_line(id));
       watcher.watch(index);
+      enqueue_pack(*engine, reporter, index);
     }
     if (!options.final) {
       for (;;) ::pause();  // until the parent's SIGKILL
     }
     watcher.wait_until_idle();
+    try {
+      close_backoffice(options, *engine, reporter);
+    } catch (const std::exception& error) {
+      reporter.send(failed_line(std::string(kAuditSchedule) + "@", fmt::format("closing the back office: {}", error.what())));
+    }
   }
   try {
     world.set_engine(nullptr);

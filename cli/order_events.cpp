@@ -95,6 +95,18 @@ std::string run_line(std::string_view id, std::string_view status) { return fmt:
 
 std::string complete_line() { return "complete\n"; }
 
+std::string enqueued_line(std::string_view id) { return fmt::format("enqueued {}\n", id); }
+
+std::string pack_line(std::string_view id, bool done, std::int64_t pid, std::int64_t at_us) {
+  return fmt::format("{} {} {} {}\n", done ? "pack-end" : "pack-begin", id, pid, at_us);
+}
+
+std::string audit_line(std::string_view id, std::int64_t at_ms) { return fmt::format("audit {} {}\n", id, at_ms); }
+
+std::string audit_schedule_line(std::string_view id, std::uint64_t started) {
+  return fmt::format("audit-schedule {} {}\n", id, started);
+}
+
 std::optional<OrderEvent> parse_order_event(std::string_view line) {
   using Kind = OrderEvent::Kind;
   Fields fields(line);
@@ -144,6 +156,18 @@ std::optional<OrderEvent> parse_order_event(std::string_view line) {
   } else if (verb == "final-end") {
     event.kind = Kind::final_end;
     ok = fields.rest().empty();
+  } else if (verb == "enqueued") {
+    event.kind = Kind::enqueued;
+    ok = fields.rest().empty();
+  } else if (verb == "pack-begin" || verb == "pack-end") {
+    event.kind = verb == "pack-begin" ? Kind::pack_begin : Kind::pack_end;
+    ok = parse_int(fields.next(), event.pid) && parse_int(fields.next(), event.at_us) && fields.rest().empty();
+  } else if (verb == "audit") {
+    event.kind = Kind::audit;
+    ok = parse_int(fields.next(), event.at_ms) && fields.rest().empty();
+  } else if (verb == "audit-schedule") {
+    event.kind = Kind::audit_schedule;
+    ok = parse_int(fields.next(), event.offset) && fields.rest().empty();
   } else if (verb == "run") {
     event.kind = Kind::run;
     event.text = std::string(fields.rest());

@@ -26,6 +26,14 @@
 //   run ID STATUS               list_runs after reopening
 //   complete                    the final check is done
 //
+// The back office (backoffice.hpp):
+//   enqueued ID                 engine.enqueue of pack run ID returned
+//   pack-begin ID PID AT_US     its pack step starts its work, in process
+//   pack-end ID PID AT_US       PID; ... has done it (AT_US: steady clock, µs)
+//   audit ID AT_MS              audit run ID's step runs (system clock, ms)
+//   audit-schedule ID STARTED   the final life paused schedule ID: it had
+//                               started STARTED runs (then deleted it)
+//
 // Pure functions; thread-safe.
 #pragma once
 
@@ -53,6 +61,11 @@ struct OrderEvent {
     final_result,
     run,
     complete,
+    enqueued,
+    pack_begin,
+    pack_end,
+    audit,
+    audit_schedule,
   };
   Kind kind = Kind::complete;
   std::string id;
@@ -60,7 +73,9 @@ struct OrderEvent {
   std::int64_t at_ms = 0; // ran
   std::string text;       // ran, paid: key; signalled, updated: signal or update id; failed: message; run: status
   std::string token;      // pay: the awakeable token (text: the key)
-  std::uint64_t offset = 0;
+  std::uint64_t offset = 0;  // chunks; audit-schedule: runs started
+  std::int64_t pid = 0;      // pack-begin, pack-end
+  std::int64_t at_us = 0;    // pack-begin, pack-end
   boost::json::value value;  // signalled, updated, chunk, result, final-chunk, final-result
 };
 
@@ -78,6 +93,10 @@ std::string final_end_line(std::string_view id);
 std::string final_result_line(std::string_view id, const boost::json::value& value);
 std::string run_line(std::string_view id, std::string_view status);
 std::string complete_line();
+std::string enqueued_line(std::string_view id);
+std::string pack_line(std::string_view id, bool done, std::int64_t pid, std::int64_t at_us);
+std::string audit_line(std::string_view id, std::int64_t at_ms);
+std::string audit_schedule_line(std::string_view id, std::uint64_t started);
 // The split demo's partner: its engine is open (not an event of the ledger's).
 inline constexpr std::string_view kReadyLine = "ready";
 

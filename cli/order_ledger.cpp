@@ -37,7 +37,7 @@ std::string shorten(const json::value& value) {
 }  // namespace
 
 OrderLedger::OrderLedger(std::uint64_t seed, std::uint32_t orders, std::chrono::milliseconds approval_timeout)
-    : approval_timeout_(approval_timeout) {
+    : approval_timeout_(approval_timeout), backoffice_(orders) {
   runs_.resize(orders);
   for (std::uint32_t index = 0; index < orders; ++index) {
     runs_[index].order = make_order(seed, index);
@@ -72,6 +72,7 @@ bool OrderLedger::feed(int life, std::string_view line, std::int64_t received_ms
     complete_ = true;
     return false;
   }
+  if (BackofficeLedger::takes(*event)) return backoffice_.feed(life, *event, line);
   if (event->kind == Kind::run) {
     auto found = index_.find(event->id);
     if (found == index_.end()) {
@@ -185,6 +186,12 @@ bool OrderLedger::feed(int life, std::string_view line, std::int64_t received_ms
     case Kind::run:
     case Kind::complete:
       break;
+    case Kind::enqueued:  // the back office's (taken above)
+    case Kind::pack_begin:
+    case Kind::pack_end:
+    case Kind::audit:
+    case Kind::audit_schedule:
+      break;
   }
   return false;
 }
@@ -238,7 +245,7 @@ std::string OrderLedger::child_state() const {
       state += fmt::format("pay {} {} {}\n", run.order.id, run.payment_token, run.payment_key);
     }
   }
-  return state;
+  return state + backoffice_.child_state();
 }
 
 OrderLedger::Counts OrderLedger::life_counts(int life) const {
@@ -484,6 +491,7 @@ std::vector<std::string> OrderLedger::check(bool with_final_state) const {
     check_steps(run, out);
     if (with_final_state) check_final(run, out);
   }
+  backoffice_.check(with_final_state, out);
   return out;
 }
 

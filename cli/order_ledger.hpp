@@ -30,7 +30,9 @@
 //  - no wait timed out before its timeout could have passed;
 //  - the second phase's patch never flips: an order whose journal the first
 //    code wrote past the patch point (a life before the patch delivered its
-//    awaiting_approval chunk) never runs the fraud check.
+//    awaiting_approval chunk) never runs the fraud check;
+//  - the back office's checks (backoffice_ledger.hpp): the packing queue's
+//    bound, every acknowledged enqueue run, each audit due time once.
 //
 // Times: `ran` lines carry the child's system clock; the parent stamps every
 // line with its own system clock when it reads it (an upper bound on when the
@@ -49,6 +51,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/backoffice_ledger.hpp"
 #include "cli/order_events.hpp"
 #include "cli/order_workflow.hpp"
 
@@ -105,6 +108,9 @@ class OrderLedger {
   void set_patched_from(int life) { patched_from_ = life; }
   // Orders that ran the patch's fraud check.
   std::uint64_t took_patch() const;
+  // Process `pid` (a worker) was SIGKILLed at `at_us`, steady clock.
+  void killed(std::int64_t pid, std::int64_t at_us) { backoffice_.killed(pid, at_us); }
+  BackofficeLedger::Totals backoffice_totals() const { return backoffice_.totals(); }
 
  private:
   struct StepRun {
@@ -159,6 +165,7 @@ class OrderLedger {
   std::vector<Counts> life_counts_;
   std::vector<std::string> unknown_runs_;  // in list_runs, never started by the demo
   bool complete_ = false;
+  BackofficeLedger backoffice_;
 };
 
 }  // namespace fusee::cli
