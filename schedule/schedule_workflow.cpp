@@ -27,20 +27,32 @@ constexpr std::size_t kMissedCountMax = 100000;
 constexpr std::size_t kBackfillMax = 1000;
 
 // What the "plan" step journals: the due times to fire, how many passed,
-// and the next due time after now.
+// the next due time to wake for, and where the next plan starts from
+// (`last_ms`). A due time fires only once its jitter has passed: the
+// schedule may wake earlier for something else (an update, a run's end),
+// and its run would start early. It and the due times after it wait; the
+// next plan starts just before it.
 Json plan_json(const ScheduleState& state, TimePoint now) {
   ScheduleTimes times(times_spec(state.spec));
   auto plan = plan_due(times, time_of(state.last_ms), now, state.options.catch_up);
   boost::json::array fire;
-  for (auto due : plan.fire) fire.push_back(ms_of(due));
+  std::optional<TimePoint> waiting;  // the first due time whose jitter has not passed
+  for (auto due : plan.fire) {
+    if (due + jitter_of(state.id, due, state.spec.jitter) > now) {
+      waiting = due;
+      break;
+    }
+    fire.push_back(ms_of(due));
+  }
   std::size_t missed = 0;
   if (plan.missed_from && plan.missed_to) {
     missed = times.between(*plan.missed_from - milliseconds(1), *plan.missed_to, kMissedCountMax).size();
   }
-  auto next = times.next_after(now);
+  auto next = waiting ? waiting : times.next_after(now);
   return {{"fire", std::move(fire)},
           {"missed", missed},
-          {"next_ms", next ? Json(ms_of(*next)) : Json(nullptr)}};
+          {"next_ms", next ? Json(ms_of(*next)) : Json(nullptr)},
+          {"last_ms", waiting ? ms_of(*waiting) - 1 : ms_of(now)}};
 }
 
 class ScheduleLoop {
@@ -67,7 +79,9 @@ class ScheduleLoop {
         auto plan_now = [this, now] { return plan_json(state_, now); };
         Json plan = co_await ctx_.step("plan", plan_now);
         state_.skipped += plan.at("missed").to_number<std::uint64_t>();
-        state_.last_ms = ms_of(now);
+        // (A plan journaled before plans said where the next starts: now.)
+        const auto* last = plan.as_object().if_contains("last_ms");
+        state_.last_ms = last ? last->to_number<std::int64_t>() : ms_of(now);
         for (const auto& due : plan.at("fire").as_array()) co_await fire(due.to_number<std::int64_t>(), state_.options.overlap, nullptr);
         if (const auto& next = plan.at("next_ms"); !next.is_null()) next_due_ = time_of(next.to_number<std::int64_t>());
       }

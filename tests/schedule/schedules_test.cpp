@@ -392,3 +392,29 @@ TEST_CASE_TEMPLATE("a schedule continues as new every so many turns and keeps it
   CHECK(run_ids(*engine, "tick").size() == static_cast<std::size_t>(targets.ticks.count()));
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("jitter: a due time's run starts its fixed delay after it, and keeps the due time's id", M, InMemory,
+                   OnDisk) {
+  Targets targets;  // outlives the engine, whose runs use it to the end
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_targets(*engine, targets);
+  auto spec = every_minute();
+  spec.jitter = std::chrono::seconds(50);
+  auto first = next_minute(harness.clock().now());
+  auto delay = schedule::jitter_of("jittery", first, spec.jitter);
+  REQUIRE(delay >= std::chrono::seconds(1));  // (fixed by the id and the due time)
+  engine->schedule("jittery", spec, kTick, 1);
+  // Up to a millisecond before its delay: nothing.
+  harness.clock().advance(std::chrono::duration_cast<std::chrono::milliseconds>(first - harness.clock().now()) + delay -
+                          std::chrono::milliseconds(1));
+  CHECK_FALSE(targets.ticks.wait_for(1, kReactionTime * 5));
+  CHECK(run_ids(*engine, "tick").empty());
+  harness.clock().advance(std::chrono::milliseconds(1));
+  REQUIRE(targets.ticks.wait_for(1, kPatience));
+  CHECK(run_ids(*engine, "tick") == std::set<std::string>{due_id("jittery", first)});
+  auto started = engine->get_run(due_id("jittery", first))->started_at;
+  CHECK(started == first + delay);
+}
+}
