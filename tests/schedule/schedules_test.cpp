@@ -418,3 +418,47 @@ TEST_CASE_TEMPLATE("jitter: a due time's run starts its fixed delay after it, an
   CHECK(started == first + delay);
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("a schedule and a queue go on past park_after and checkpoints, and across a reopen", M, OnDisk,
+                   Remote) {
+  // They wait in Ctx::any (a timer, an update, a run's end), which does not
+  // park: they stay in memory, and every due time and admission still
+  // happens once.
+  Targets targets;  // outlives the engine, whose runs use it to the end
+  EngineHarness harness(M::mode);
+  auto config = harness.config();
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  config.park_after = std::chrono::seconds(1);
+  auto engine = harness.open(config);
+  register_targets(*engine, targets);
+  auto first = next_minute(harness.clock().now());
+  engine->schedule("parked?", every_minute(), kTick, 1);
+  engine->queue("line", QueueOptions{.concurrency = 1});
+  (void)engine->enqueue("line", kJob, "job-1", 1);
+  (void)engine->enqueue("line", kJob, "job-2", 2);
+  REQUIRE(targets.jobs.wait_for(1, kPatience));
+  for (int round = 0; round < 3; ++round) {
+    harness.clock().advance(std::chrono::seconds(2));
+    engine->checkpoint();
+  }
+  CHECK(engine->get_run("schedule:parked?")->status == RunStatus::running);
+  auto waiting = engine->describe_queue("line").waiting;
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting[0].id == "job-2");
+  harness.clock().advance(std::chrono::duration_cast<std::chrono::milliseconds>(first - harness.clock().now()));
+  REQUIRE(targets.ticks.wait_for(1, kPatience));
+  engine->signal("job-1", kFinish, 0);
+  REQUIRE(targets.jobs.wait_for(2, kPatience));
+  engine->shutdown();
+  engine = harness.open(config);
+  register_targets(*engine, targets);
+  engine->queue("line", QueueOptions{.concurrency = 1});
+  engine->signal("job-2", kFinish, 0);
+  CHECK(result_of(engine, kJob, "job-2") == 2);
+  harness.clock().advance(minutes(1));
+  REQUIRE(targets.ticks.wait_for(2, kPatience));
+  CHECK(run_ids(*engine, "tick") ==
+        std::set<std::string>{due_id("parked?", first), due_id("parked?", first + minutes(1))});
+}
+}
