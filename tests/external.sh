@@ -55,7 +55,11 @@ run() {
 }
 # The shared builds must use the staged library, not one installed elsewhere.
 uses_staged() {
-  ldd "$1" | grep -q "libfusee.so.* => $libdir/" || { echo "external: $1 does not load the staged libfusee" >&2; ldd "$1" >&2; exit 1; }
+  # (ldd's output first: grep -q stops reading at its match, and with
+  # pipefail the SIGPIPE ldd may then get would fail the check.)
+  local libs
+  libs=$(ldd "$1")
+  grep -q "libfusee.so.* => $libdir/" <<<"$libs" || { echo "external: $1 does not load the staged libfusee" >&2; echo "$libs" >&2; exit 1; }
 }
 
 app="$top/examples/external"
@@ -69,7 +73,8 @@ read -r -a static_libs <<<"$(pkg-config --static --libs fusee)"
 static_libs=("${static_libs[@]/#-lfusee/-l:libfusee.a}")
 # shellcheck disable=SC2046
 g++ "${flags[@]}" "$app/main.cpp" -o "$scratch/greet-static" $(pkg-config --cflags fusee) "${static_libs[@]}"
-if ldd "$scratch/greet-static" | grep -q libfusee; then
+static_ldd=$(ldd "$scratch/greet-static")
+if grep -q libfusee <<<"$static_ldd"; then
   echo "external: the static build still loads libfusee.so" >&2
   exit 1
 fi

@@ -61,18 +61,21 @@ round() {
 }
 round demo
 # SIGTERM: the server closes cleanly, and its directory (a local engine's
-# layout) is what `fusee inspect` reads: every order finished, in the run
-# store its workers checkpointed into.
+# layout) is what `fusee inspect` reads: every order and every pack
+# finished, in the run store its workers checkpointed into; only the
+# packing queue's own run goes on.
 kill -TERM "$server"
 wait "$server" || { echo "server_restart_test: the server's SIGTERM exit was not 0"; exit 1; }
 server=""
 tail -1 "$scratch/server.log" | grep -q "closed cleanly" || { echo "server_restart_test: no clean close"; exit 1; }
-"$fusee" inspect "$scratch/log" runs --json --limit 1 >"$scratch/runs.json"
+"$fusee" inspect "$scratch/log" runs --json --limit 100000 >"$scratch/runs.json"
 python3 - "$scratch/runs.json" <<'PY'
-import json, sys
-counts = json.load(open(sys.argv[1]))["counts"]
-finished = sum(counts.get(status, 0) for status in ("completed", "failed", "cancelled"))
-assert counts.get("running", 0) == 0 and finished == 200, f"server_restart_test: inspect counted {counts}"
+import collections, json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+finished = collections.Counter(r["workflow"] for r in runs if r["status"] in ("completed", "failed", "cancelled"))
+running = [r["id"] for r in runs if r["status"] not in ("completed", "failed", "cancelled")]
+assert finished["order"] == 200 and finished["pack"] == 200, f"server_restart_test: inspect found finished {dict(finished)}"
+assert running == ["queue:packing"], f"server_restart_test: inspect found running {running}"
 PY
 echo "server_restart_test: the stopped server's directory has every run finished (fusee inspect)"
 

@@ -169,6 +169,11 @@ TEST_CASE_TEMPLATE("a step naming a limit not set waits until it is set, and the
   });
   (void)engine->start(kPay, "early", 7);
   CHECK(eventually([&] { return waiting_for(*engine, "late") == 1; }));
+  // The warning follows the ask: wait for it too.
+  CHECK(eventually([&] {
+    std::lock_guard lock(mu);
+    return !warnings.empty();
+  }));
   {
     std::lock_guard lock(mu);
     REQUIRE(warnings.size() == 1);
