@@ -42,6 +42,10 @@
 //  - limit: --limit-runs runs of --steps steps each, every step under a step
 //    limit of --limit-rate permits/s (Engine::limit), local mode, direct
 //    writes: the achieved steps/s beside the limit; aim within 5 % of it.
+//  - limit_split_unix: the same with two workers splitting the shards of a
+//    log service in this process (Unix socket): the server grants the
+//    permits to both (docs/server-protocol.md, "Step limits"), so the two
+//    together achieve the limit, not twice it; aim within 5 % of it.
 //  - fanout_split_unix: the fan-out with two workers on the Unix socket, each
 //    holding half the shards (Config::server_shards_max); every run is
 //    started and awaited through the first, so half the starts and results
@@ -135,6 +139,7 @@ constexpr std::string_view kCaseParallelSteps = "parallel_steps";
 constexpr std::string_view kCaseParallelChildren = "parallel_children";
 constexpr std::string_view kCaseQueue = "queue";
 constexpr std::string_view kCaseLimit = "limit";
+constexpr std::string_view kCaseLimitSplitUnix = "limit_split_unix";
 constexpr std::uint32_t kQueueConcurrency = 100;
 constexpr double kLimitAchievedAimTolerance = 0.05;  // achieved within 5 % of the limit
 // parallel_steps: 100 coroutine steps of one run, each waiting 10 ms.
@@ -177,7 +182,8 @@ struct Options {
                                     std::string(kCaseQuery),          std::string(kCaseSignal),
                                     std::string(kCaseUpdate),
                                     std::string(kCaseParallelSteps), std::string(kCaseParallelChildren),
-                                    std::string(kCaseQueue),         std::string(kCaseLimit)};
+                                    std::string(kCaseQueue),         std::string(kCaseLimit),
+                                    std::string(kCaseLimitSplitUnix)};
   std::uint32_t limit_runs = 100;   // limit: concurrent runs asking for permits
   double limit_rate = 1000;         // limit: permits per second
   std::uint32_t chain_steps = 1000;
@@ -686,14 +692,37 @@ CaseResult run_limit_case(const CaseSpec& spec, std::uint32_t shards, std::size_
   result.steps_per_run = spec.steps_per_run;
   result.starters = 1;
   result.limit_per_s = rate;
+  result.transport = spec.transport;
   result.raw = make_case_dir(spec.data_dir, raw_iterations);
-  auto engine = fusee::Engine::open(local_direct(spec.data_dir, shards));
+  // limit_split_unix: two workers split a log service's shards; the server
+  // grants the permits to both. Runs are started and awaited through the
+  // first, so half go through the server to the other.
+  fusee::io::PosixFileSystem server_fs;
+  std::unique_ptr<fusee::server::LogService> service;
+  std::vector<std::unique_ptr<fusee::Engine>> workers;
+  if (spec.split) {
+    fusee::server::LogServiceOptions service_options;
+    service_options.dir = spec.data_dir + "/server";
+    service_options.listen = "unix:" + spec.data_dir + "/server.sock";
+    service_options.shards = std::max(2u, shards != 0 ? shards : std::thread::hardware_concurrency());
+    service_options.log = [](const std::string&) {};
+    service = fusee::server::LogService::open(server_fs, service_options);
+    for (int worker = 0; worker < 2; ++worker) {
+      auto config = fusee::Config::remote(service->endpoint());
+      config.server_shards_max = service_options.shards / 2;
+      workers.push_back(fusee::Engine::open(config));
+    }
+  } else {
+    workers.push_back(fusee::Engine::open(local_direct(spec.data_dir, shards)));
+  }
+  auto& engine = workers.front();
   result.shards = engine->shard_count();
-  engine->limit("bench", fusee::StepLimit{.per_second = rate});
   const fusee::WorkflowRef<std::uint32_t, std::uint32_t> limited{"bench.limited"};
   std::mutex mu;
   std::vector<double> step_us;
-  engine->register_workflow(limited, [&](fusee::Ctx& ctx, std::uint32_t steps) -> fusee::Task<std::uint32_t> {
+  for (auto& worker : workers) {
+    worker->limit("bench", fusee::StepLimit{.per_second = rate});
+    worker->register_workflow(limited, [&](fusee::Ctx& ctx, std::uint32_t steps) -> fusee::Task<std::uint32_t> {
     auto last = Clock::now();
     for (std::uint32_t n = 0; n < steps; ++n) {
       (void)co_await ctx.step("call", [n] { return n; }).limit("bench");
@@ -706,6 +735,7 @@ CaseResult run_limit_case(const CaseSpec& spec, std::uint32_t shards, std::size_
     }
     co_return steps;
   });
+  }
   auto round_of = [&](std::uint32_t round) {
     std::vector<std::future<fusee::StartOutcome>> starts;
     for (std::uint32_t n = 0; n < spec.runs; ++n)
@@ -741,10 +771,12 @@ CaseResult run_limit_case(const CaseSpec& spec, std::uint32_t shards, std::size_
     result.rounds = round + 1;
   }
   auto stats_after = engine->stats();
-  if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
+  if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0 && !spec.split)
     result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
-  engine->shutdown();
-  engine.reset();
+  for (auto& worker : workers) worker->shutdown();
+  workers.clear();
+  if (service) service->stop();
+  service.reset();
   remove_case_dir(spec.data_dir);
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
   std::lock_guard lock(mu);
@@ -1117,10 +1149,12 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
     aims.push_back(
         {"start/p50_over_raw", ratio(start->latency.p50_us, raw_p50_us(*start)), true, kStartP50OverRawAimMax});
   }
-  if (const CaseResult* limit = find_case(results, kCaseLimit); limit && limit->limit_per_s) {
-    double achieved = ratio(limit->steps_per_s, *limit->limit_per_s);
-    aims.push_back({"limit/achieved_over_limit_min", achieved, false, 1 - kLimitAchievedAimTolerance});
-    aims.push_back({"limit/achieved_over_limit_max", achieved, true, 1 + kLimitAchievedAimTolerance});
+  for (auto name : {kCaseLimit, kCaseLimitSplitUnix}) {
+    if (const CaseResult* limit = find_case(results, name); limit && limit->limit_per_s) {
+      double achieved = ratio(limit->steps_per_s, *limit->limit_per_s);
+      aims.push_back({fmt::format("{}/achieved_over_limit_min", name), achieved, false, 1 - kLimitAchievedAimTolerance});
+      aims.push_back({fmt::format("{}/achieved_over_limit_max", name), achieved, true, 1 + kLimitAchievedAimTolerance});
+    }
   }
   const CaseResult* chain = find_case(results, kCaseChain);
   if (const CaseResult* unix_chain = find_case(results, kCaseChainUnix); unix_chain && chain) {
@@ -1245,6 +1279,9 @@ int run(const Options& options) {
     specs.push_back({std::string(kCaseQueue), true, data_dir(kCaseQueue), options.runs, 1, 1});
   if (options.wants(kCaseLimit))
     specs.push_back({std::string(kCaseLimit), true, data_dir(kCaseLimit), options.limit_runs, options.steps, 1});
+  if (options.wants(kCaseLimitSplitUnix))
+    specs.push_back({std::string(kCaseLimitSplitUnix), true, data_dir(kCaseLimitSplitUnix), options.limit_runs,
+                     options.steps, 1, "unix", true});
   std::vector<CaseSpec> parallel_specs;
   if (options.wants(kCaseParallelSteps))
     parallel_specs.push_back(
@@ -1260,7 +1297,7 @@ int run(const Options& options) {
       results.push_back(
           spec.name == kCaseStart ? run_start_case(spec, options.shards, options.raw_iterations, options.rounds)
           : spec.name == kCaseQueue ? run_queue_case(spec, options.shards, options.raw_iterations, options.rounds)
-          : spec.name == kCaseLimit
+          : spec.name == kCaseLimit || spec.name == kCaseLimitSplitUnix
               ? run_limit_case(spec, options.shards, options.raw_iterations, options.rounds, options.limit_rate)
           : spec.name == kCaseQuery || spec.name == kCaseSignal || spec.name == kCaseUpdate
               ? run_call_case(spec, options.shards, options.raw_iterations, options.rounds,
@@ -1321,13 +1358,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children, queue, limit")
+                 "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children, queue, limit, "
+                 "limit_split_unix")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
                              std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
                              std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
-                             std::string(kCaseParallelChildren), std::string(kCaseQueue), std::string(kCaseLimit)}))
+                             std::string(kCaseParallelChildren), std::string(kCaseQueue), std::string(kCaseLimit),
+                             std::string(kCaseLimitSplitUnix)}))
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)
