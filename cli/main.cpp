@@ -9,6 +9,7 @@
 #include "cli/log_demo.hpp"
 #include "cli/order_demo.hpp"
 #include "cli/reshard.hpp"
+#include "cli/restore.hpp"
 #include "cli/server_command.hpp"
 #include "fusee/version.hpp"
 
@@ -90,6 +91,13 @@ int main(int argc, char** argv) {
     view->fallthrough();
   }
 
+  fusee::cli::RestoreCommandOptions restore;
+  auto* restore_command = app.add_subcommand(
+      "restore", "Rebuild a data directory from a backup as of a moment (docs/backup.md)");
+  restore_command->add_option("--from", restore.from, "The backup target (a directory)")->required();
+  restore_command->add_option("--to", restore.to, "The moment: UTC ISO 8601, ms since the epoch, or latest")
+      ->capture_default_str();
+  restore_command->add_option("--dir", restore.dir, "The new data directory (absent or empty)")->required();
   fusee::cli::ReshardCommandOptions reshard;
   auto* reshard_command = app.add_subcommand(
       "reshard", "Change a data directory's shard count, offline and crash-safely (docs/cli.md)");
@@ -137,6 +145,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(disk_check_command)) return fusee::cli::run_disk_check(disk_check);
   if (app.got_subcommand(log_demo_command)) return fusee::cli::run_log_demo(log_demo);
   if (app.got_subcommand(reshard_command)) return fusee::cli::run_reshard(reshard);
+  if (app.got_subcommand(restore_command)) return fusee::cli::run_restore(restore);
   if (app.got_subcommand(server_command)) return fusee::cli::run_server(server);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;

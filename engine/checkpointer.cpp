@@ -178,6 +178,7 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     keep_from = *std::min_element(keep_from_.begin(), keep_from_.end());
     ++stats_.checkpoints;
   }
+  if (options_.retire_bound) keep_from = std::min(keep_from, options_.retire_bound());
   auto retired = sink_.retire(keep_from);
   if (!retired) {
     fail(fmt::format("cannot retire log segments: {}", retired.error().message()));

@@ -42,6 +42,9 @@ struct CheckpointerOptions {
   std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
   std::function<std::int64_t()> now_ms;       // the engine's clock, for retention
   std::function<void(const std::string&)> warn;
+  // The highest keep_from_sequence retirement may use (a backup that has
+  // not copied the log past it yet); none: the checkpoints alone decide.
+  std::function<std::uint64_t()> retire_bound;
 };
 
 struct CheckpointerStats {

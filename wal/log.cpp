@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -46,6 +47,13 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
                                             .count());
     };
 
+  if (!options.now_ms)
+    options.now_ms = [] {
+      return static_cast<std::int64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count());
+    };
+
   if (!FUSEE_TRY(fs.exists(options.dir))) {
     FUSEE_TRY_VOID(fs.create_dir(options.dir));
     FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(options.dir)));
@@ -55,10 +63,10 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
   // A wal.new left by a crash during creation never held an acknowledged record.
   if (FUSEE_TRY(fs.exists(staging_dir))) FUSEE_TRY_VOID(io::remove_tree(fs, staging_dir));
 
-  auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
+  auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base, options.list_batches));
   if (plan.fresh) {
     FUSEE_TRY_VOID(create_empty_log(fs, options.dir, 1, 0, options.segment_bytes, options.direct_io, options.random()));
-    plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base));
+    plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base, options.list_batches));
   }
   if (plan_out != nullptr) *plan_out = plan;
   if (plan.refused) return make_error_code(errc::recovery_refused);
@@ -623,6 +631,10 @@ void Log::complete(Write* write, const Result<void>& result) {
       note_blob_refs_published(section.shard, done.first_lsns[i], last, done.segment);
     }
     published_sequence_ = done.sequence;
+    if (options_.track_published) {
+      published_.push_back(
+          PublishedBatch{done.sequence, done.segment, done.offset, done.batch_bytes, done.flags, options_.now_ms()});
+    }
     ++stats_.flushes;
     stats_.bytes_written += done.batch_bytes;
     stats_.records_written += done.records;
@@ -637,6 +649,11 @@ void Log::complete(Write* write, const Result<void>& result) {
   lock.unlock();
   if (hook_)
     for (auto [shard, lsn] : advanced) hook_(shard, lsn);
+}
+
+std::vector<PublishedBatch> Log::take_published() {
+  std::lock_guard lock(mu_);
+  return std::exchange(published_, {});
 }
 
 Result<void> Log::close() {

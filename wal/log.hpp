@@ -101,6 +101,28 @@ struct LogOptions {
   std::function<std::uint64_t()> now_us;
   // The checkpoints that retired old segments (RecoveryBase).
   RecoveryBase base;
+  // Keep a list of published batches (their place and when) for
+  // take_published(): a backup copies the log as it becomes durable.
+  bool track_published = false;
+  // Fill the recovery plan's batch list (recovery_plan().batches), for a
+  // backup picking up batches published before a crash.
+  bool list_batches = false;
+  // Wall-clock milliseconds since the epoch, for published batches' times.
+  // Default: the system clock.
+  std::function<std::int64_t()> now_ms;
+};
+
+// A batch the log published (made durable, and told its waiters of): where
+// its bytes lie and when. Marker batches (roll, close) too.
+struct PublishedBatch {
+  std::uint64_t sequence = 0;
+  std::uint64_t segment = 0;
+  std::uint64_t offset = 0;  // of its first byte in the segment file
+  std::uint32_t bytes = 0;   // whole blocks
+  std::uint32_t flags = 0;   // kBatchFlagRoll, kBatchFlagClose
+  // Taken before any waiter is told, so every acknowledgement of its
+  // records comes at or after it.
+  std::int64_t at_ms = 0;
 };
 
 // What one retire() call removed.
@@ -208,6 +230,9 @@ class Log {
   // the first append.
   void set_roll_hook(std::function<void(std::uint64_t retires_at)> hook);
 
+  // With LogOptions::track_published: the batches published since the last
+  // call, in sequence order (each once).
+  std::vector<PublishedBatch> take_published();
   // Reads shard's durable records with first <= LSN <= last, in order.
   [[nodiscard]] Result<void> read(ShardId shard, Lsn first, Lsn last,
                                   const std::function<void(Lsn, std::span<const std::byte>)>& visit);
@@ -320,6 +345,7 @@ class Log {
   std::vector<Lsn> durable_lsns_;
   std::deque<std::unique_ptr<Write>> in_flight_;
   std::uint64_t published_sequence_ = 0;
+  std::vector<PublishedBatch> published_;  // under mu_: since the last take_published()
   std::vector<std::vector<SectionLocation>> index_;  // per shard, by LSN
   std::error_code poison_;
   bool closing_ = false;          // no more appends

@@ -14,6 +14,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backup/directory_id.hpp"
+#include "backup/directory_target.hpp"
+#include "backup/uploader.hpp"
 #include "engine/awakeable_token.hpp"
 #include "engine/checkpointer.hpp"
 #include "engine/data_dir.hpp"
@@ -79,6 +82,10 @@ struct Engine::Impl final : engine::EngineCore {
   std::mutex storage_error_mu;
   std::string storage_error;  // the first journal failure, for stats()
   std::unique_ptr<engine::JournalSink> sink;
+  // Config::backup_dir: the target and its uploader, after the sink (whose
+  // log the uploader reads), so they go first.
+  std::unique_ptr<backup::BackupTarget> backup_target;
+  std::unique_ptr<backup::Uploader> uploader;
   std::unique_ptr<engine::RunStore> store;  // local and remote mode
   std::vector<std::unique_ptr<engine::Shard>> shards;
   std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
@@ -455,6 +462,11 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   std::uint32_t shards = config.shards;
   std::string root = config.dir;  // where the store and the log are (for messages)
   engine::ShardBases bases;       // local and remote mode: where each shard's recovery starts
+  if (!config.backup_dir.empty() && config.mode != Mode::local) {
+    throw Error(errc::invalid_argument,
+                "backup_dir: a backup is for local mode (a server's directory is not backed up yet, and memory mode "
+                "has nothing to back up)");
+  }
   if (config.mode == Mode::memory) {
     if (shards == 0) shards = std::max(1u, std::thread::hardware_concurrency());
     impl->sink = engine::make_memory_sink(shards);
@@ -495,20 +507,44 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       impl->own_fs = std::make_unique<io::PosixFileSystem>();
       impl->fs = impl->own_fs.get();
     }
+    const bool backed_up = !config.backup_dir.empty();
     wal::LogOptions options;
     options.segment_bytes = config.segment_bytes;
     options.direct_io = config.flush == FlushMethod::direct;
     options.staged_bytes_max = config.log_staged_bytes_max;
-    options.payload_offload_bytes = config.payload_offload_bytes;
+    // A backup copies the log's segments, not yet its blob area.
+    options.payload_offload_bytes = backed_up ? 0 : config.payload_offload_bytes;
     options.random = [impl = impl.get()] { return impl->random(); };
     options.warn = warn;
+    options.track_published = backed_up;
+    options.list_batches = backed_up;
+    options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
     auto opened = engine::open_data_dir(*impl->fs, config.dir, shards, std::move(options), config.file_system != nullptr);
     impl->lock = std::move(opened.lock);
     shards = opened.shards;
     root = opened.root;
     impl->store = std::move(opened.store);
     bases = std::move(opened.bases);
+    wal::Log* log = opened.log.get();
     impl->sink = engine::make_log_sink(std::move(opened.log));
+    if (backed_up) {
+      auto id = backup::directory_backup_id(*impl->fs, config.dir, [impl = impl.get()] { return impl->random(); });
+      if (!id) throw Error(errc::storage, fmt::format("backup: cannot read or make {}/{}: {}", config.dir,
+                                                      backup::kDirectoryIdFileName, id.error().message()));
+      auto target = backup::open_directory_target(*impl->fs, config.backup_dir);
+      if (!target) throw Error(errc::storage, fmt::format("backup: cannot open the target directory {}: {}",
+                                                          config.backup_dir, target.error().message()));
+      impl->backup_target = std::move(*target);
+      std::string problem;
+      auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,
+                                              backup::Identity{*id, shards},
+                                              backup::UploaderOptions{config.backup_upload_interval, warn}, &problem);
+      if (!uploader) {
+        throw Error(errc::storage, problem.empty() ? fmt::format("backup: {}", uploader.error().message())
+                                                   : fmt::format("backup: {}", problem));
+      }
+      impl->uploader = std::move(*uploader);
+    }
   }
   impl->config = config;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
@@ -536,6 +572,10 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.finished_retention = config.finished_retention;
     options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
     options.warn = warn;
+    if (impl->uploader) {
+      // No segment retires before the backup holds it.
+      options.retire_bound = [uploader = impl->uploader.get()] { return uploader->covered_sequence() + 1; };
+    }
     impl->checkpointer = std::make_unique<engine::Checkpointer>(std::move(shard_ptrs), *impl->sink, *impl->store,
                                                                 std::move(options), bases.keep_from, mine);
     impl->sink->set_roll_hook([checkpointer = impl->checkpointer.get()](std::uint64_t retires_at) {
@@ -685,6 +725,14 @@ void Engine::shutdown() {
   // waiting to be sent again now, those still out as the sink closes.
   if (impl_->remote_calls) impl_->remote_calls->stop();
   (void)impl_->sink->close();
+  if (impl_->uploader) {
+    // After a clean close the backup holds everything, the close marker too.
+    if (auto uploaded = impl_->uploader->finish(); !uploaded && impl_->warn) {
+      impl_->warn(fmt::format("backup: the last upload at shutdown failed ({}): the backup ends before it; the "
+                              "next open uploads the rest",
+                              impl_->uploader->stats().error));
+    }
+  }
   if (impl_->router) impl_->router->set_handlers(nullptr, nullptr);
   {
     std::lock_guard waker_lock(impl_->waker->mu);

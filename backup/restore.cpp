@@ -1,0 +1,127 @@
+#include "backup/restore.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "backup/manifest.hpp"
+#include "engine/meta.hpp"
+#include "wal/log_format.hpp"
+#include "wal/segment_file.hpp"
+
+namespace fusee::backup {
+namespace {
+
+// The preallocated size a segment header names (offset 40, little-endian).
+std::uint64_t segment_bytes_of(std::span<const std::byte> header) {
+  std::uint64_t value = 0;
+  if (header.size() < wal::kSegmentHeaderUsedBytes) return 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | std::to_integer<std::uint64_t>(header[40 + i]);
+  return value;
+}
+
+}  // namespace
+
+Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
+                                         std::optional<std::int64_t> to_ms, std::string* problem) {
+  auto fail = [&](std::string why) {
+    if (problem) *problem = std::move(why);
+    return std::make_error_code(std::errc::invalid_argument);
+  };
+  if (FUSEE_TRY(fs.exists(dir)) && !FUSEE_TRY(fs.list(dir)).empty()) {
+    return fail(fmt::format("{} is not empty: a restore makes a new data directory", dir));
+  }
+  auto identity_bytes = FUSEE_TRY(target.get(kIdentityName));
+  auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
+  if (!identity) return fail(fmt::format("{} holds no backup (no readable identity)", target.describe()));
+
+  // Every manifest, in order: one chain of batches from the first.
+  std::vector<BatchRef> batches;
+  std::map<std::uint64_t, std::vector<ChunkRef>> chunks;  // by segment, in upload order
+  for (const auto& name : FUSEE_TRY(target.list(kManifestPrefix))) {
+    auto bytes = FUSEE_TRY(target.get(name));
+    auto manifest = bytes ? parse_manifest(*bytes) : std::nullopt;
+    if (!manifest || manifest->directory != identity->directory) {
+      return fail(fmt::format("{}: manifest {} does not read, or is another directory's", target.describe(), name));
+    }
+    auto first = manifest->batches.front().sequence;
+    // A manifest written again after a failure names batches already seen.
+    auto next = batches.empty() ? std::uint64_t{1} : batches.back().sequence + 1;
+    if (first > next) {
+      return fail(fmt::format("{}: batches {} to {} are missing (manifest {} starts at {})", target.describe(), next,
+                              first - 1, name, first));
+    }
+    for (const auto& batch : manifest->batches) {
+      if (batch.sequence >= next) batches.push_back(batch);
+    }
+    for (const auto& chunk : manifest->chunks) chunks[chunk.segment].push_back(chunk);
+  }
+  RestoreSummary summary;
+  summary.shards = identity->shards;
+  // The cut: published at or before the moment. Publication follows the
+  // chain, so it is a prefix.
+  std::size_t keep = batches.size();
+  if (to_ms) {
+    keep = 0;
+    while (keep < batches.size() && batches[keep].at_ms <= *to_ms) ++keep;
+  }
+  summary.batches = keep;
+  summary.batches_left_out = batches.size() - keep;
+  if (keep > 0) {
+    summary.last_sequence = batches[keep - 1].sequence;
+    summary.last_at_ms = batches[keep - 1].at_ms;
+  }
+  // Each segment's bytes up to its last kept batch, from its chunks.
+  std::map<std::uint64_t, std::uint64_t> ends;
+  for (std::size_t i = 0; i < keep; ++i) {
+    auto& end = ends[batches[i].segment];
+    end = std::max(end, batches[i].offset + batches[i].bytes);
+  }
+  auto wal_dir = io::join_path(dir, "wal");
+  if (!FUSEE_TRY(fs.exists(dir))) FUSEE_TRY_VOID(fs.create_dir(dir));
+  // Nothing published by then: a directory with no log yet, which the
+  // engine makes at open.
+  if (keep > 0) FUSEE_TRY_VOID(fs.create_dir(wal_dir));
+  for (const auto& [segment, end] : ends) {
+    std::vector<std::byte> bytes;
+    for (const auto& chunk : chunks[segment]) {
+      if (chunk.offset >= end) break;
+      if (chunk.offset > bytes.size()) {
+        return fail(fmt::format("{}: segment {} lacks bytes {} to {}", target.describe(), segment, bytes.size(),
+                                chunk.offset));
+      }
+      auto object = FUSEE_TRY(target.get(chunk.name));
+      if (!object || object->size() != chunk.bytes) {
+        return fail(fmt::format("{}: chunk {} is missing or not {} bytes", target.describe(), chunk.name, chunk.bytes));
+      }
+      bytes.resize(chunk.offset);  // a chunk written again after a failure starts earlier
+      bytes.insert(bytes.end(), object->begin(), object->end());
+    }
+    if (bytes.size() < end) {
+      return fail(fmt::format("{}: segment {} ends at byte {} in the backup, before its batches ({})",
+                              target.describe(), segment, bytes.size(), end));
+    }
+    bytes.resize(end);
+    // Zeros past the last batch, to the size the header names: what a
+    // segment the log prepared looks like past the batches a crash kept.
+    bytes.resize(std::max<std::uint64_t>(end, segment_bytes_of(bytes)), std::byte{0});
+    auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir, wal::segment_file_name(segment)),
+                                  {.write = true, .create = true, .exclusive = true}));
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      auto wrote = FUSEE_TRY(file->write_at(done, std::span(bytes).subspan(done), io::WriteFlags::none));
+      if (wrote == 0) return std::make_error_code(std::errc::io_error);
+      done += wrote;
+    }
+    FUSEE_TRY_VOID(file->sync_data());
+    ++summary.segments;
+  }
+  if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
+  FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity->shards, 0}));
+  FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));
+  return summary;
+}
+
+}  // namespace fusee::backup

@@ -1,0 +1,219 @@
+#include "backup/uploader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "wal/log_format.hpp"
+#include "wal/segment_file.hpp"
+
+namespace fusee::backup {
+namespace {
+
+std::span<const std::byte> bytes_of(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+}  // namespace
+
+Uploader::Uploader(io::FileSystem& fs, wal::Log& log, std::string wal_dir, BackupTarget& target, Identity identity,
+                   UploaderOptions options)
+    : fs_(fs),
+      log_(log),
+      wal_dir_(std::move(wal_dir)),
+      target_(target),
+      identity_(std::move(identity)),
+      options_(std::move(options)) {}
+
+Result<std::unique_ptr<Uploader>> Uploader::start(io::FileSystem& fs, wal::Log& log, std::string wal_dir,
+                                                  BackupTarget& target, Identity identity, UploaderOptions options,
+                                                  std::string* problem) {
+  auto refuse = [&](std::string why) {
+    if (problem) *problem = std::move(why);
+    return std::make_error_code(std::errc::operation_not_permitted);
+  };
+  // The target is this directory's, or nobody's yet.
+  auto known = FUSEE_TRY(target.get(kIdentityName));
+  if (!known) {
+    auto json = identity_json(identity);
+    if (!FUSEE_TRY(target.put_new(kIdentityName, bytes_of(json)))) known = FUSEE_TRY(target.get(kIdentityName));
+  }
+  if (known) {
+    auto theirs = parse_identity(*known);
+    if (!theirs) return refuse(fmt::format("{} holds an identity that does not read", target.describe()));
+    if (theirs->directory != identity.directory) {
+      return refuse(fmt::format("{} is the backup of another data directory (backup id {}, this one's is {}): a "
+                                "target takes one directory; the backup stops",
+                                target.describe(), theirs->directory, identity.directory));
+    }
+    if (theirs->shards != identity.shards) {
+      return refuse(fmt::format("{} holds a backup of {} shards; this directory has {} (resharded?): back it up to "
+                                "a new target",
+                                target.describe(), theirs->shards, identity.shards));
+    }
+  }
+  // Where the target ends.
+  std::unique_ptr<Uploader> uploader(
+      new Uploader(fs, log, std::move(wal_dir), target, std::move(identity), std::move(options)));
+  std::uint64_t covered = 0;
+  std::int64_t covered_at_ms = 0;
+  auto manifests = FUSEE_TRY(target.list(kManifestPrefix));
+  if (!manifests.empty()) {
+    auto bytes = FUSEE_TRY(target.get(manifests.back()));
+    auto last = bytes ? parse_manifest(*bytes) : std::nullopt;
+    if (!last) return refuse(fmt::format("{}: manifest {} does not read", target.describe(), manifests.back()));
+    covered = last->batches.back().sequence;
+    covered_at_ms = last->batches.back().at_ms;
+    for (const auto& chunk : last->chunks) {
+      auto& end = uploader->uploaded_end_[chunk.segment];
+      end = std::max(end, chunk.offset + chunk.bytes);
+    }
+  }
+  const auto& plan = log.recovery_plan();
+  const bool empty = plan.batches.empty();
+  if (plan.blob_records > 0) {
+    return refuse("the log holds records in its blob area, which a backup does not copy yet: back up a "
+                  "directory whose engine had payload_offload_bytes = 0 from its start");
+  }
+  if (!empty && plan.batches.front().sequence > covered + 1) {
+    return refuse(fmt::format("the log starts at batch {} and {} ends at batch {}: the batches in between were "
+                              "retired without a backup (a backup needs the whole log until the run store is "
+                              "uploaded too)",
+                              plan.batches.front().sequence, target.describe(), covered));
+  }
+  if (covered > plan.last_sequence) {
+    return refuse(fmt::format("{} holds batches up to {}, past this log's end ({}): a restored directory backs up "
+                              "to a new target",
+                              target.describe(), covered, plan.last_sequence));
+  }
+  // What the log holds past the target: published before a crash.
+  for (const auto& batch : plan.batches) {
+    if (batch.sequence <= covered) continue;
+    uploader->pending_.push_back(
+        BatchRef{batch.sequence, batch.segment, batch.offset, batch.total_length, batch.flags, covered_at_ms});
+  }
+  {
+    std::lock_guard lock(uploader->mu_);
+    uploader->stats_.covered_sequence = covered;
+    uploader->stats_.covered_at_ms = covered_at_ms;
+    uploader->stats_.pending_batches = uploader->pending_.size();
+  }
+  uploader->thread_ = std::thread([raw = uploader.get()] { raw->loop(); });
+  return uploader;
+}
+
+Uploader::~Uploader() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::uint64_t Uploader::covered_sequence() const {
+  std::lock_guard lock(mu_);
+  return stats_.covered_sequence;
+}
+
+UploaderStats Uploader::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Uploader::loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, options_.interval, [&] { return stopping_; });
+    if (stopping_) return;
+    lock.unlock();
+    (void)upload_now();  // a failure is counted and told; the next interval tries again
+    lock.lock();
+  }
+}
+
+Result<void> Uploader::finish() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return upload_now();
+}
+
+Result<void> Uploader::upload_now() {
+  std::lock_guard upload_lock(upload_mu_);
+  auto uploaded = upload_locked();
+  std::lock_guard lock(mu_);
+  stats_.pending_batches = pending_.size();
+  if (uploaded) {
+    stats_.error.clear();
+    return ok();
+  }
+  ++stats_.failures;
+  bool first = stats_.error.empty();
+  stats_.error = fmt::format("uploading to {}: {}", target_.describe(), uploaded.error().message());
+  if (first && options_.warn) {
+    options_.warn(fmt::format("backup: {}; trying again every {} ms, and the log keeps every segment meanwhile",
+                              stats_.error, options_.interval.count()));
+  }
+  return uploaded.error();
+}
+
+Result<void> Uploader::upload_locked() {
+  for (auto& published : log_.take_published()) {
+    pending_.push_back(BatchRef{published.sequence, published.segment, published.offset, published.bytes,
+                                published.flags, published.at_ms});
+  }
+  if (pending_.empty()) return ok();
+  // The new bytes of each segment the pending batches lie in, from where
+  // the last upload ended (its start, for a segment new to the target: the
+  // header is in it).
+  Manifest manifest;
+  manifest.directory = identity_.directory;
+  std::map<std::uint64_t, std::uint64_t> ends;
+  for (const auto& batch : pending_) {
+    auto& end = ends[batch.segment];
+    end = std::max(end, batch.offset + batch.bytes);
+  }
+  std::uint64_t chunk_bytes = 0;
+  for (const auto& [segment, end] : ends) {
+    auto begin = uploaded_end_.contains(segment) ? uploaded_end_[segment] : 0;
+    if (end <= begin) continue;
+    auto bytes = FUSEE_TRY(read_segment(segment, begin, end - begin));
+    auto name = chunk_name(segment, begin);
+    FUSEE_TRY_VOID(target_.put(name, bytes));
+    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin});
+    chunk_bytes += bytes.size();
+  }
+  manifest.batches = pending_;
+  auto json = manifest_json(manifest);
+  FUSEE_TRY_VOID(target_.put(manifest_name(pending_.back().sequence), bytes_of(json)));
+  for (const auto& chunk : manifest.chunks) uploaded_end_[chunk.segment] = chunk.offset + chunk.bytes;
+  // Segments before the last are complete: forget them.
+  while (uploaded_end_.size() > 1) uploaded_end_.erase(uploaded_end_.begin());
+  std::lock_guard lock(mu_);
+  ++stats_.uploads;
+  stats_.chunks += manifest.chunks.size();
+  stats_.bytes += chunk_bytes;
+  stats_.covered_sequence = pending_.back().sequence;
+  stats_.covered_at_ms = pending_.back().at_ms;
+  pending_.clear();
+  return ok();
+}
+
+Result<std::vector<std::byte>> Uploader::read_segment(std::uint64_t segment, std::uint64_t offset,
+                                                      std::uint64_t bytes) {
+  auto file = FUSEE_TRY(fs_.open(io::join_path(wal_dir_, wal::segment_file_name(segment)), {}));
+  std::vector<std::byte> out(bytes);
+  std::size_t done = 0;
+  while (done < out.size()) {
+    auto got = FUSEE_TRY(file->read_at(offset + done, std::span(out).subspan(done)));
+    if (got == 0) return std::make_error_code(std::errc::io_error);  // shorter than the log published
+    done += got;
+  }
+  return out;
+}
+
+}  // namespace fusee::backup

@@ -1,0 +1,100 @@
+// Uploader: a local engine's continuous backup (docs/backup.md). Every
+// `interval` it takes the batches the log published since the last upload
+// (wal::Log::take_published), copies the new bytes of their segment files
+// to the target as chunks, then writes a manifest naming them and every
+// batch they complete with its publication time. A manifest is written
+// only after its chunks, so whatever a restore reads whole. What is
+// uploaded covers a sequence (covered_sequence()); the log retires no
+// segment past it (the checkpointer asks).
+//
+// At start it checks the target is this directory's (its identity), and
+// picks up where the last manifest ended: batches the log holds past it
+// (published before a crash, not yet uploaded) go first, with the last
+// upload's time as theirs (earlier than their own, so a restore to any
+// later moment keeps them).
+//
+// An upload that fails is tried again at the next interval; the log keeps
+// growing meanwhile, and the warning says so once per failure streak.
+//
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backup/backup_target.hpp"
+#include "backup/manifest.hpp"
+#include "wal/io/file_system.hpp"
+#include "wal/log.hpp"
+
+namespace fusee::backup {
+
+struct UploaderOptions {
+  std::chrono::milliseconds interval{1000};
+  std::function<void(const std::string&)> warn;
+};
+
+struct UploaderStats {
+  std::uint64_t uploads = 0;   // manifests written
+  std::uint64_t chunks = 0;
+  std::uint64_t bytes = 0;     // chunk bytes
+  std::uint64_t failures = 0;  // uploads that failed (each tried again)
+  std::uint64_t covered_sequence = 0;
+  std::int64_t covered_at_ms = 0;  // publication time of the newest batch uploaded (0: none)
+  std::uint64_t pending_batches = 0;  // published, not yet uploaded
+  std::string error;                  // the last failure; empty once an upload succeeded
+};
+
+class Uploader {
+ public:
+  // `log` must have been opened with track_published and list_batches (its
+  // recovery plan lists the chain's batches). Fails, with `problem`, when
+  // the target belongs to another directory or holds batches past this
+  // log's, or when the log no longer holds what the target lacks.
+  static Result<std::unique_ptr<Uploader>> start(io::FileSystem& fs, wal::Log& log, std::string wal_dir,
+                                                 BackupTarget& target, Identity identity, UploaderOptions options,
+                                                 std::string* problem);
+  ~Uploader();
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+
+  std::uint64_t covered_sequence() const;
+  // Uploads what is published now, once, on the caller's thread.
+  [[nodiscard]] Result<void> upload_now();
+  // After the log's close: uploads the rest (the close marker too) and
+  // stops the thread.
+  [[nodiscard]] Result<void> finish();
+  UploaderStats stats() const;
+
+ private:
+  Uploader(io::FileSystem& fs, wal::Log& log, std::string wal_dir, BackupTarget& target, Identity identity,
+           UploaderOptions options);
+  void loop();
+  Result<void> upload_locked();
+  Result<std::vector<std::byte>> read_segment(std::uint64_t segment, std::uint64_t offset, std::uint64_t bytes);
+
+  io::FileSystem& fs_;
+  wal::Log& log_;
+  std::string wal_dir_;
+  BackupTarget& target_;
+  Identity identity_;
+  UploaderOptions options_;
+  std::mutex upload_mu_;  // one upload at a time
+  std::vector<BatchRef> pending_;                      // under upload_mu_
+  std::map<std::uint64_t, std::uint64_t> uploaded_end_;  // per segment, bytes uploaded from its start (under upload_mu_)
+  mutable std::mutex mu_;
+  UploaderStats stats_;  // under mu_
+  std::condition_variable wake_;
+  bool stopping_ = false;  // under mu_
+  std::thread thread_;
+};
+
+}  // namespace fusee::backup

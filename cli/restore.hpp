@@ -1,0 +1,26 @@
+// `fusee restore --from TARGET --to TIME|latest --dir NEW_DIR`: rebuilds a
+// data directory from a backup target as of a moment (backup/restore.hpp,
+// docs/backup.md). TIME: UTC ISO 8601 ("2026-12-02T04:00:00Z", optional
+// fraction of a second) or milliseconds since the epoch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace fusee::cli {
+
+struct RestoreCommandOptions {
+  std::string from;  // the target directory
+  std::string to = "latest";
+  std::string dir;
+};
+
+// The moment `text` names, in ms since the epoch; nothing for "latest";
+// an error message in `why` when it is neither.
+std::optional<std::int64_t> parse_restore_time(const std::string& text, std::string& why);
+
+// 0 when restored, 1 when refused or failed (why is printed).
+int run_restore(const RestoreCommandOptions& options);
+
+}  // namespace fusee::cli

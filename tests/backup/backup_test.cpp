@@ -1,0 +1,178 @@
+// Continuous backup and restore (backup/, docs/backup.md): a local engine
+// copies its log to a directory target as it becomes durable; a restore to
+// a moment holds exactly the batches published by then, and opens as after
+// a crash at that moment. The target refuses a second directory; the log
+// retires nothing the backup lacks.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backup/directory_target.hpp"
+#include "backup/manifest.hpp"
+#include "backup/restore.hpp"
+#include "tests/engine/engine_harness.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+using namespace fusee;
+using namespace fusee::testing;
+
+namespace {
+
+const WorkflowRef<int, int> kDouble{"double"};
+
+void register_double(Engine& engine) {
+  engine.register_workflow(kDouble, [](Ctx& ctx, int n) -> Task<int> {
+    co_return co_await ctx.step("double", [n] { return n * 2; });
+  });
+}
+
+std::int64_t ms_of(TimePoint time) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+}
+
+// Restores `target_dir` as of `to_ms` into `dir`; the summary.
+backup::RestoreSummary restore(const std::string& target_dir, const std::string& dir, std::optional<std::int64_t> to_ms) {
+  io::PosixFileSystem fs;
+  auto target = backup::open_directory_target(fs, target_dir);
+  REQUIRE(target.has_value());
+  std::string problem;
+  auto restored = backup::restore_directory(fs, **target, dir, to_ms, &problem);
+  REQUIRE_MESSAGE(restored.has_value(), problem);
+  return *restored;
+}
+
+// The runs of a restored directory, opened as a local engine.
+std::set<std::string> runs_of(const std::string& dir, const std::shared_ptr<ManualClock>& clock) {
+  auto config = Config::local(dir);
+  config.flush = FlushMethod::buffered;
+  config.clock = clock;
+  auto engine = Engine::open(config);
+  register_double(*engine);
+  std::set<std::string> ids;
+  for (const auto& run : engine->list_runs()) {
+    CHECK_MESSAGE(run.status == RunStatus::completed, run.id);
+    ids.insert(run.id);
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("backup: a restore to a moment holds exactly what was published by then, and opens") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_dir = scratch.sub("target");
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  std::vector<std::int64_t> finished_ms;  // when each run's records were published
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 5; ++k) {
+      harness.clock().advance(std::chrono::seconds(1));
+      CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
+      finished_ms.push_back(ms_of(harness.clock().now()));
+    }
+    engine->shutdown();  // the last upload: everything, the close marker too
+  }
+  auto clock = std::make_shared<ManualClock>(harness.clock().now());
+  // Half a second after each run: that run and the ones before, no later one.
+  for (int k = 0; k < 5; ++k) {
+    auto dir = scratch.sub("restored-" + std::to_string(k));
+    auto summary = restore(config.backup_dir, dir, finished_ms[static_cast<std::size_t>(k)] + 500);
+    if (k < 4) CHECK(summary.batches_left_out > 0);  // (the last run's moment is the close marker's too)
+    std::set<std::string> want;
+    for (int j = 0; j <= k; ++j) want.insert("r-" + std::to_string(j));
+    CHECK(runs_of(dir, clock) == want);
+  }
+  // Before the first: nothing. The latest: everything.
+  CHECK(runs_of([&] {
+          auto dir = scratch.sub("restored-before");
+          CHECK(restore(config.backup_dir, dir, finished_ms[0] - 1500).batches == 0);
+          return dir;
+        }(),
+                clock)
+            .empty());
+  auto latest = scratch.sub("restored-latest");
+  auto summary = restore(config.backup_dir, latest, std::nullopt);
+  CHECK(summary.batches_left_out == 0);
+  CHECK(runs_of(latest, clock).size() == 5);
+}
+
+TEST_CASE("backup: a target takes one directory; a restore refuses a directory that is not empty") {
+  TempDir scratch;
+  auto target = scratch.sub("target");
+  {
+    EngineHarness first(Mode::local);
+    auto config = first.config();
+    config.backup_dir = target;
+    config.backup_upload_interval = std::chrono::milliseconds(1);
+    auto engine = first.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 3; ++k) {
+      CHECK(engine->execute(kDouble, "one-" + std::to_string(k), k) == 2 * k);
+      CallCounter never;
+      (void)never.wait_for(1, std::chrono::milliseconds(50));  // an upload between runs
+    }
+    engine->shutdown();
+  }
+  EngineHarness second(Mode::local);
+  auto config = second.config();
+  config.backup_dir = target;
+  // Another directory gets another backup id (the harness's random source
+  // is the same for every harness).
+  config.random = [n = std::uint64_t{1} << 40]() mutable { return ++n; };
+  auto message = error_message(errc::storage, [&] { (void)Engine::open(config); });
+  CHECK_MESSAGE(contains(message, "is the backup of another data directory"), message);
+  // Not in other modes.
+  auto memory = Config::memory();
+  memory.backup_dir = target;
+  (void)error_message(errc::invalid_argument, [&] { (void)Engine::open(memory); });
+  // A restore makes a new directory.
+  io::PosixFileSystem fs;
+  auto opened = backup::open_directory_target(fs, target);
+  REQUIRE(opened.has_value());
+  auto busy = scratch.sub("busy");
+  std::filesystem::create_directories(busy + "/something");
+  std::string problem;
+  CHECK_FALSE(backup::restore_directory(fs, **opened, busy, std::nullopt, &problem).has_value());
+  CHECK_MESSAGE(contains(problem, "is not empty"), problem);
+  // A manifest gone leaves a gap the restore names.
+  auto manifests = (*opened)->list(backup::kManifestPrefix);
+  REQUIRE(manifests.has_value());
+  REQUIRE(!manifests->empty());
+  std::filesystem::remove(target + "/" + manifests->front());
+  problem.clear();
+  CHECK_FALSE(backup::restore_directory(fs, **opened, scratch.sub("gap"), std::nullopt, &problem).has_value());
+  CHECK_MESSAGE(contains(problem, "are missing"), problem);
+}
+
+TEST_CASE("backup: the log retires no segment the backup has not copied") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_dir = scratch.sub("target");
+  config.backup_upload_interval = std::chrono::hours(1);  // nothing uploads until the shutdown
+  config.segment_bytes = 64 * 1024;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 300; ++k) (void)engine->execute(kDouble, "r-" + std::to_string(k), k);
+    engine->checkpoint();
+    engine->checkpoint();
+    CHECK(engine->stats().segments_retired == 0);  // the checkpoints allowed it; the backup did not
+    CHECK(engine->stats().wal_segments > 2);
+    engine->shutdown();
+  }
+  auto latest = scratch.sub("restored");
+  (void)restore(config.backup_dir, latest, std::nullopt);
+  CHECK(runs_of(latest, std::make_shared<ManualClock>(harness.clock().now())).size() == 300);
+}
+}
