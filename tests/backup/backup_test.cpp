@@ -15,6 +15,8 @@
 #include "backup/manifest.hpp"
 #include "backup/restore.hpp"
 #include "tests/engine/engine_harness.hpp"
+#include "tests/support/crash_points.hpp"
+#include "tests/support/fault_file_system.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -174,5 +176,49 @@ TEST_CASE("backup: the log retires no segment the backup has not copied") {
   auto latest = scratch.sub("restored");
   (void)restore(config.backup_dir, latest, std::nullopt);
   CHECK(runs_of(latest, std::make_shared<ManualClock>(harness.clock().now())).size() == 300);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("backup: after a crash the next open uploads what the log published before it") {
+  // Nothing was uploaded before the crash (the interval is long); the
+  // batches are in the log. The next life uploads them first.
+  FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.backup_dir = "/backup";
+  config.backup_upload_interval = std::chrono::hours(1);
+  std::unique_ptr<FaultFileSystem> image;
+  {
+    auto engine = Engine::open(config);
+    register_double(*engine);
+    for (int k = 0; k < 3; ++k) CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
+    // The crash, while it runs: the target holds the identity and no manifest.
+    image = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
+    auto target = backup::open_directory_target(*image, "/backup");
+    REQUIRE(target.has_value());
+    CHECK((*target)->list(backup::kManifestPrefix)->empty());
+  }
+  {
+    auto reopened = crash_config(*image, clock);
+    reopened.backup_dir = "/backup";
+    reopened.backup_upload_interval = std::chrono::hours(1);
+    auto engine = Engine::open(reopened);
+    register_double(*engine);
+    CHECK(engine->execute(kDouble, "r-3", 3) == 6);
+    engine->shutdown();
+  }
+  auto target = backup::open_directory_target(*image, "/backup");
+  REQUIRE(target.has_value());
+  std::string problem;
+  auto restored = backup::restore_directory(*image, **target, "/restored", std::nullopt, &problem);
+  REQUIRE_MESSAGE(restored.has_value(), problem);
+  auto opened = crash_config(*image, clock);
+  opened.dir = "/restored";
+  auto engine = Engine::open(opened);
+  register_double(*engine);
+  std::set<std::string> ids;
+  for (const auto& run : engine->list_runs()) ids.insert(run.id);
+  CHECK(ids == std::set<std::string>{"r-0", "r-1", "r-2", "r-3"});
 }
 }
