@@ -23,8 +23,8 @@ class BackupTarget {
   // object of that name is replaced.
   [[nodiscard]] virtual Result<void> put(const std::string& name, std::span<const std::byte> bytes) = 0;
   // Writes the object only if none of that name exists: false when one did
-  // (nothing written). A target's identity is made this way, so that two
-  // directories never write one target.
+  // (nothing written). A target's identity is made this way; the uploader
+  // reads it back and compares, so two directories never write one target.
   [[nodiscard]] virtual Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) = 0;
   // The object, or nothing when there is none of that name.
   [[nodiscard]] virtual Result<std::optional<std::vector<std::byte>>> get(const std::string& name) = 0;

@@ -25,19 +25,21 @@ class DirectoryTarget final : public BackupTarget {
   Result<void> put(const std::string& name, std::span<const std::byte> bytes) override {
     if (!good_name(name)) return std::make_error_code(std::errc::invalid_argument);
     auto temporary = io::join_path(dir_, name + ".tmp");
-    FUSEE_TRY_VOID(write_synced(temporary, bytes, false));
+    FUSEE_TRY_VOID(write_synced(temporary, bytes));
     FUSEE_TRY_VOID(fs_.rename(temporary, io::join_path(dir_, name)));
     return fs_.sync_dir(dir_);
   }
 
   Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) override {
     if (!good_name(name)) return Result<bool>(boost::system::in_place_error, std::make_error_code(std::errc::invalid_argument));
-    auto written = write_synced(io::join_path(dir_, name), bytes, true);
-    if (!written) {
-      if (written.error() == std::errc::file_exists) return false;
-      return Result<bool>(boost::system::in_place_error, written.error());
-    }
-    if (auto synced = fs_.sync_dir(dir_); !synced) return Result<bool>(boost::system::in_place_error, synced.error());
+    // Whole or absent, as put: a crash while it is written must not leave a
+    // torn identity. (Two processes making the same object at the same
+    // moment could both see none; a target is one directory's, and each
+    // checks the identity it reads back.)
+    auto exists = fs_.exists(io::join_path(dir_, name));
+    if (!exists) return Result<bool>(boost::system::in_place_error, exists.error());
+    if (*exists) return false;
+    if (auto written = put(name, bytes); !written) return Result<bool>(boost::system::in_place_error, written.error());
     return true;
   }
 
@@ -68,8 +70,8 @@ class DirectoryTarget final : public BackupTarget {
   std::string describe() const override { return "directory " + dir_; }
 
  private:
-  Result<void> write_synced(const std::string& path, std::span<const std::byte> bytes, bool exclusive) {
-    auto file = FUSEE_TRY(fs_.open(path, {.write = true, .create = true, .exclusive = exclusive}));
+  Result<void> write_synced(const std::string& path, std::span<const std::byte> bytes) {
+    auto file = FUSEE_TRY(fs_.open(path, {.write = true, .create = true}));
     FUSEE_TRY_VOID(file->truncate(0));
     std::size_t done = 0;
     while (done < bytes.size()) {

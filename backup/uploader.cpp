@@ -36,7 +36,8 @@ Result<std::unique_ptr<Uploader>> Uploader::start(io::FileSystem& fs, wal::Log& 
   auto known = FUSEE_TRY(target.get(kIdentityName));
   if (!known) {
     auto json = identity_json(identity);
-    if (!FUSEE_TRY(target.put_new(kIdentityName, bytes_of(json)))) known = FUSEE_TRY(target.get(kIdentityName));
+    (void)FUSEE_TRY(target.put_new(kIdentityName, bytes_of(json)));
+    known = FUSEE_TRY(target.get(kIdentityName));  // ours, or the one that won
   }
   if (known) {
     auto theirs = parse_identity(*known);

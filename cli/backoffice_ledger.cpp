@@ -103,6 +103,15 @@ bool BackofficeLedger::feed(int life, const OrderEvent& event, std::string_view 
 
 void BackofficeLedger::killed(std::int64_t pid, std::int64_t at_us) { killed_us_[pid] = at_us; }
 
+void BackofficeLedger::begin_restored_check() {
+  for (auto& [id, pack] : packs_) {
+    pack.final_result.reset();
+    pack.final_status.reset();
+  }
+  for (auto& [id, audit] : audits_) audit.final_status.reset();
+  unknown_runs_.clear();
+}
+
 std::string BackofficeLedger::child_state() const {
   std::string out;
   for (const auto& [id, pack] : packs_) {

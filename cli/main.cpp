@@ -10,6 +10,7 @@
 #include "cli/order_demo.hpp"
 #include "cli/reshard.hpp"
 #include "cli/restore.hpp"
+#include "cli/backup_status.hpp"
 #include "cli/server_command.hpp"
 #include "fusee/version.hpp"
 
@@ -35,6 +36,11 @@ int main(int argc, char** argv) {
   demo_command->add_option("--shards-max", demo.shards_max)->group("");
   demo_command->add_flag("--partner", demo.partner)->group("");
   demo_command->add_flag("--patched", demo.patched)->group("");
+  demo_command->add_flag("--check-only", demo.check_only)->group("");
+  demo_command->add_option("--backup", demo.backup,
+                           "Back the workers' engine up to this directory (wiped if a previous demo made it); at the "
+                           "end, restore the latest into DIR-restored and check it as the final life was checked "
+                           "(docs/backup.md)");
   demo_command->add_flag("--split", demo.split,
                          "With --remote or --server: two workers split the shards (a server of 4); the killed one's "
                          "half goes to its successor");
@@ -91,6 +97,14 @@ int main(int argc, char** argv) {
     view->fallthrough();
   }
 
+  fusee::cli::BackupStatusOptions backup_status;
+  auto* backup_command = app.add_subcommand("backup", "A data directory's continuous backup (docs/backup.md)");
+  backup_command->require_subcommand(1);
+  auto* backup_status_command =
+      backup_command->add_subcommand("status", "What the backup covers, and what losing the disk now would lose");
+  backup_status_command->add_option("dir", backup_status.dir, "The data directory")->required()->check(
+      CLI::ExistingDirectory);
+  backup_status_command->add_flag("--json", backup_status.json, "One JSON object instead of text");
   fusee::cli::RestoreCommandOptions restore;
   auto* restore_command = app.add_subcommand(
       "restore", "Rebuild a data directory from a backup as of a moment (docs/backup.md)");
@@ -146,6 +160,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(log_demo_command)) return fusee::cli::run_log_demo(log_demo);
   if (app.got_subcommand(reshard_command)) return fusee::cli::run_reshard(reshard);
   if (app.got_subcommand(restore_command)) return fusee::cli::run_restore(restore);
+  if (backup_command->got_subcommand(backup_status_command)) return fusee::cli::run_backup_status(backup_status);
   if (app.got_subcommand(server_command)) return fusee::cli::run_server(server);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;

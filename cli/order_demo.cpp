@@ -24,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "backup/directory_target.hpp"
+#include "backup/restore.hpp"
 #include "cli/backoffice.hpp"
 #include "cli/order_demo_child.hpp"
 #include "cli/order_ledger.hpp"
@@ -144,6 +146,11 @@ std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t 
     args.push_back(std::to_string(kSplitShards / 2));
   }
   if (partner) args.emplace_back("--partner");
+  if (options.check_only) args.emplace_back("--check-only");
+  if (!options.backup.empty() && !options.check_only) {
+    args.emplace_back("--backup");
+    args.push_back(options.backup);
+  }
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -255,6 +262,53 @@ KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
   return plan;
 }
 
+// fusee demo --backup: restores the latest from the backup into
+// <dir>-restored and has one more child run the final check there, into the
+// ledger, which holds it to the final life's checks. Empty when it ran;
+// else why not.
+std::string check_restored(const OrderDemoOptions& options, std::uint64_t seed, OrderLedger& ledger) {
+  namespace fs = std::filesystem;
+  const auto restored = options.dir + "-restored";
+  std::error_code error;
+  if (fs::exists(restored, error)) {
+    if (!fs::exists(fs::path(restored) / kMarker, error)) {
+      return fmt::format("{} holds files the demo did not make; remove it or choose another --dir", restored);
+    }
+    fs::remove_all(restored, error);
+    if (error) return fmt::format("cannot empty {}: {}", restored, error.message());
+  }
+  io::PosixFileSystem posix;
+  auto target = backup::open_directory_target(posix, options.backup);
+  if (!target) return fmt::format("cannot open the backup {}: {}", options.backup, target.error().message());
+  std::string problem;
+  auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
+  if (!summary) return fmt::format("the restore from {} failed: {}", options.backup, problem);
+  std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
+  auto check_options = options;
+  check_options.dir = restored;
+  check_options.check_only = true;
+  auto child = spawn_child(check_options, seed, 0, false, "");
+  if (!child) return fmt::format("cannot start the check of {}: {}", restored, std::strerror(errno));
+  ::close(child->state_fd);
+  child->state_fd = -1;
+  ledger.begin_restored_check();
+  LineReader reader(ledger, options.kills + 1, "");
+  while (reader.read_from(child->report_fd)) {
+  }
+  ::close(child->report_fd);
+  int status = 0;
+  while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !ledger.complete()) {
+    return fmt::format("the check of the directory restored from the backup failed ({})", describe_status(status));
+  }
+  if (!options.quiet) {
+    fmt::print("restored: the latest of {} ({} batches) into {}, reopened and re-read every stream, result and run\n",
+               options.backup, summary->batches, restored);
+  }
+  return {};
+}
+
 }  // namespace
 
 int run_order_demo(const OrderDemoOptions& options) {
@@ -263,7 +317,12 @@ int run_order_demo(const OrderDemoOptions& options) {
     fmt::print(stderr, "fusee demo: --split needs --remote or --server\n");
     return 2;
   }
+  if (!options.backup.empty() && (options.remote || !options.server.empty())) {
+    fmt::print(stderr, "fusee demo: --backup is for local mode (a server's directory is not backed up yet)\n");
+    return 2;
+  }
   if (!prepare_dir(options.dir)) return 2;
+  if (!options.backup.empty() && !prepare_dir(options.backup)) return 2;
   std::signal(SIGPIPE, SIG_IGN);
   io::PosixFileSystem service_fs;
   const auto seed = options.seed != 0 ? options.seed : static_cast<std::uint64_t>(system_ms());
@@ -445,6 +504,9 @@ int run_order_demo(const OrderDemoOptions& options) {
     if (!options.quiet) fmt::print("partner: {} lines reported from its half of the shards\n", partner_reader->lines());
   }
   if (service) service->stop();
+  if (!options.backup.empty() && failures.empty() && ledger.complete()) {
+    if (auto why = check_restored(options, seed, ledger); !why.empty()) failures.push_back(why);
+  }
   auto violations = failures;
   for (auto& violation : ledger.check(ledger.complete())) violations.push_back(std::move(violation));
   for (std::size_t i = 0; i < violations.size() && i < kViolationsShown; ++i)

@@ -45,6 +45,11 @@ struct OrderDemoOptions {
   std::uint32_t shards_max = 0;  // remote mode: Config::server_shards_max
   bool partner = false;          // split: only run the orders of its shards and answer for them
   bool patched = false;          // the second phase's workflow code (a patch)
+  // Local mode: the workers' engine backs up to this directory; after the
+  // final life the parent restores the latest into <dir>-restored and a
+  // last child checks it as the final life checked the original.
+  std::string backup;
+  bool check_only = false;  // the child: open the engine, run the final check, exit
 };
 
 // Returns the process exit code: 0 when every check held, 1 on a violation,

@@ -263,6 +263,11 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   config.segment_bytes = kSegmentBytes;
   config.checkpoint_interval = kCheckpointInterval;
   config.server_shards_max = options.shards_max;
+  if (!options.backup.empty()) {
+    config.backup_dir = options.backup;
+    // Often, so that kills land during uploads.
+    config.backup_upload_interval = 50ms;
+  }
   auto engine = Engine::open(config);
   const bool patched = options.patched;
   engine->register_workflow(kOrderWorkflow, [&world, patched](Ctx& ctx, Order order) {
@@ -478,6 +483,14 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fusee demo child: the engine did not open on %s: %s\n", options.dir.c_str(), error.what());
     return 3;
+  }
+  if (options.check_only) {
+    // A restored directory: the final check alone.
+    final_check(options, *engine, reporter);
+    world.set_engine(nullptr);
+    engine->shutdown();
+    reporter.send(complete_line());
+    return 0;
   }
   if (options.partner) {
     // It runs the orders of its shards and answers the other workers'

@@ -234,6 +234,18 @@ bool OrderLedger::on_result(RunRecord& run, int life, const json::value& value, 
   return false;
 }
 
+void OrderLedger::begin_restored_check() {
+  for (auto& run : runs_) {
+    run.final_chunks.clear();
+    run.final_ended = false;
+    run.final_result.reset();
+    run.final_status.reset();
+  }
+  unknown_runs_.clear();
+  complete_ = false;
+  backoffice_.begin_restored_check();
+}
+
 std::string OrderLedger::child_state() const {
   std::string state;
   for (const auto& run : runs_) {

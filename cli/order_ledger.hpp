@@ -75,6 +75,11 @@ class OrderLedger {
   // Whether a child wrote `complete` (the final check ran to its end).
   bool complete() const { return complete_; }
 
+  // Before a second final check, of a directory restored from the backup
+  // (fusee demo --backup): its lines replace the final life's, and are
+  // held to the same checks.
+  void begin_restored_check();
+
   // Every check above; one sentence per violation, empty when all held.
   // Without the final child's report (it never got that far) only what the
   // lives reported is checked, not the end state.

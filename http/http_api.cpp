@@ -825,6 +825,26 @@ HttpResponse HttpApi::metrics() {
   append_seconds_histogram(text, "fusee_flush_duration_seconds", "Durable writes of the log by how long they took.",
                            kFlushLatencyBoundsUs, stats.flush_latency_counts, stats.flush_latency_sum_us);
   append_limit_metrics(text, stats.limits);
+  if (stats.backup.enabled) {
+    // The continuous backup (docs/backup.md).
+    metric("fusee_backup_uploads_total", "counter", "Backup uploads (manifests) written.", stats.backup.uploads);
+    metric("fusee_backup_chunks_total", "counter", "Chunks of log segment bytes uploaded.", stats.backup.chunks);
+    metric("fusee_backup_bytes_total", "counter", "Bytes of the log uploaded.", stats.backup.bytes);
+    metric("fusee_backup_failures_total", "counter", "Backup uploads that failed (each tried again).",
+           stats.backup.failures);
+    metric("fusee_backup_pending_batches", "gauge",
+           "Log batches published and not yet uploaded: what losing the disk would lose now.",
+           stats.backup.pending_batches);
+    const auto covered_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                stats.backup.covered_at.time_since_epoch())
+                                .count();
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            engine_.now().time_since_epoch())
+                            .count();
+    metric("fusee_backup_newest_uploaded_age_seconds", "gauge",
+           "Age of the newest log batch the backup holds (0 before the first upload).",
+           covered_ms > 0 ? static_cast<double>(std::max<std::int64_t>(0, now_ms - covered_ms)) / 1000 : 0.0);
+  }
   text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
   for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
   HttpResponse response;
@@ -872,6 +892,20 @@ HttpResponse HttpApi::stats_json() {
                                   {"waited_us", limit.waited_us}});
   }
   out["limits"] = std::move(limits);
+  if (stats.backup.enabled) {
+    out["backup"] = boost::json::object{
+        {"uploads", stats.backup.uploads},
+        {"chunks", stats.backup.chunks},
+        {"bytes", stats.backup.bytes},
+        {"failures", stats.backup.failures},
+        {"covered_sequence", stats.backup.covered_sequence},
+        {"covered_at_ms",
+         std::chrono::duration_cast<std::chrono::milliseconds>(stats.backup.covered_at.time_since_epoch()).count()},
+        {"pending_batches", stats.backup.pending_batches},
+        {"error", stats.backup.error.empty() ? boost::json::value(nullptr) : boost::json::value(stats.backup.error)}};
+  } else {
+    out["backup"] = nullptr;
+  }
   return json_response(200, out);
 }
 

@@ -531,6 +531,10 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       auto id = backup::directory_backup_id(*impl->fs, config.dir, [impl = impl.get()] { return impl->random(); });
       if (!id) throw Error(errc::storage, fmt::format("backup: cannot read or make {}/{}: {}", config.dir,
                                                       backup::kDirectoryIdFileName, id.error().message()));
+      if (auto recorded = backup::record_backup_target(*impl->fs, config.dir, config.backup_dir); !recorded) {
+        throw Error(errc::storage, fmt::format("backup: cannot write {}/{}: {}", config.dir,
+                                               backup::kBackupTargetFileName, recorded.error().message()));
+      }
       auto target = backup::open_directory_target(*impl->fs, config.backup_dir);
       if (!target) throw Error(errc::storage, fmt::format("backup: cannot open the target directory {}: {}",
                                                           config.backup_dir, target.error().message()));
@@ -677,6 +681,18 @@ EngineStats Engine::stats() const {
   stats.flush_latency_sum_us = log.flush_latency_sum_us;
   stats.staged_bytes = log.staged_bytes;
   stats.limits = impl_->step_limits->stats();
+  if (impl_->uploader) {
+    auto uploader = impl_->uploader->stats();
+    stats.backup.enabled = true;
+    stats.backup.uploads = uploader.uploads;
+    stats.backup.chunks = uploader.chunks;
+    stats.backup.bytes = uploader.bytes;
+    stats.backup.failures = uploader.failures;
+    stats.backup.covered_sequence = uploader.covered_sequence;
+    stats.backup.covered_at = engine::from_ms(uploader.covered_at_ms);
+    stats.backup.pending_batches = uploader.pending_batches;
+    stats.backup.error = uploader.error;
+  }
   stats.wal_segments = log.segments_live;
   stats.wal_bytes = log.live_bytes;
   if (impl_->checkpointer) {

@@ -81,6 +81,17 @@ TEST_CASE("backup: a restore to a moment holds exactly what was published by the
       CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
       finished_ms.push_back(ms_of(harness.clock().now()));
     }
+    // The figures: everything published is on the target within an interval.
+    CHECK(eventually([&] {
+      auto stats = engine->stats().backup;
+      return stats.pending_batches == 0 && stats.covered_at == harness.clock().now();
+    }));
+    auto stats = engine->stats().backup;
+    CHECK(stats.enabled);
+    CHECK(stats.uploads > 0);
+    CHECK(stats.bytes > 0);
+    CHECK(stats.failures == 0);
+    CHECK(stats.error.empty());
     engine->shutdown();  // the last upload: everything, the close marker too
   }
   auto clock = std::make_shared<ManualClock>(harness.clock().now());

@@ -165,6 +165,19 @@ struct LimitStats {
   std::uint64_t waited_us = 0;  // time attempts spent waiting for theirs (steady clock), in all
 };
 
+// A local engine's continuous backup (Config::backup_dir, docs/backup.md).
+struct BackupStats {
+  bool enabled = false;
+  std::uint64_t uploads = 0;           // manifests written since open
+  std::uint64_t chunks = 0;            // chunks of segment bytes uploaded since open
+  std::uint64_t bytes = 0;             // their bytes
+  std::uint64_t failures = 0;          // uploads that failed (each tried again)
+  std::uint64_t covered_sequence = 0;  // every log batch up to it is on the target
+  TimePoint covered_at;                // when the newest batch on the target was published
+  std::uint64_t pending_batches = 0;   // published, not yet uploaded: lost with the disk now
+  std::string error;                   // the last upload's failure; empty once one succeeded
+};
+
 struct EngineStats {
   std::uint64_t records_written = 0;  // journal records made durable
   std::uint64_t batches_written = 0;  // log batches (each one durable write)
@@ -189,6 +202,7 @@ struct EngineStats {
   // Config::server_shards_max (the others' runs are other workers').
   std::uint32_t shards_held = 0;
   std::vector<LimitStats> limits;  // by name
+  BackupStats backup;
 };
 
 namespace detail {

@@ -1,0 +1,139 @@
+// The uploader against a target that fails (backup/uploader.hpp): a failed
+// upload covers nothing, is counted and told once per streak, and the next
+// one takes everything since; a restore then holds every record the log
+// made durable before the last upload.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backup/directory_target.hpp"
+#include "backup/restore.hpp"
+#include "backup/uploader.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+#include "wal/log.hpp"
+#include "wal/log_format.hpp"
+
+using namespace fusee;
+
+namespace {
+
+// A directory target whose writes fail while `failing` is set, as an
+// unreachable target does.
+class FlakyTarget final : public backup::BackupTarget {
+ public:
+  explicit FlakyTarget(std::unique_ptr<backup::BackupTarget> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> failing{false};
+  std::atomic<int> refused{0};
+
+  Result<void> put(const std::string& name, std::span<const std::byte> bytes) override {
+    if (failing) {
+      ++refused;
+      return std::make_error_code(std::errc::network_unreachable);
+    }
+    return inner_->put(name, bytes);
+  }
+  Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) override {
+    return inner_->put_new(name, bytes);
+  }
+  Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override { return inner_->get(name); }
+  Result<std::vector<std::string>> list(const std::string& prefix) override { return inner_->list(prefix); }
+  std::string describe() const override { return "flaky " + inner_->describe(); }
+
+ private:
+  std::unique_ptr<backup::BackupTarget> inner_;
+};
+
+std::vector<std::byte> record_of(int n) {
+  auto text = "record-" + std::to_string(n);
+  auto bytes = std::as_bytes(std::span(text.data(), text.size()));
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: a failed upload covers nothing and is told once; the next one takes everything since") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  wal::LogOptions options;
+  options.dir = dir.sub("data");
+  options.shard_count = 1;
+  options.segment_bytes = 64 * 1024;  // several segments
+  options.direct_io = false;
+  options.payload_offload_bytes = 0;
+  options.warn = [](const std::string&) {};
+  options.track_published = true;
+  options.list_batches = true;
+  auto log = wal::Log::open(fs, options);
+  REQUIRE(log.has_value());
+  auto inner = backup::open_directory_target(fs, dir.sub("target"));
+  REQUIRE(inner.has_value());
+  FlakyTarget target(std::move(*inner));
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  backup::UploaderOptions uploader_options;
+  uploader_options.interval = std::chrono::hours(1);  // uploads only when asked, below
+  uploader_options.warn = [&](const std::string& text) {
+    std::lock_guard lock(mu);
+    warnings.push_back(text);
+  };
+  std::string problem;
+  auto uploader = backup::Uploader::start(fs, **log, options.dir + "/wal", target, backup::Identity{"test", 1},
+                                          uploader_options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  auto write = [&](int from, int to) {
+    for (int n = from; n < to; ++n) {
+      auto lsn = (*log)->append(0, record_of(n));
+      REQUIRE(lsn.has_value());
+      REQUIRE((*log)->wait_durable(0, *lsn).has_value());
+    }
+  };
+  write(0, 50);
+  REQUIRE((*uploader)->upload_now().has_value());
+  auto covered = (*uploader)->stats().covered_sequence;
+  CHECK(covered > 0);
+  // The target goes away: two uploads fail, told once.
+  target.failing = true;
+  write(50, 400);
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  write(400, 500);
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  auto stats = (*uploader)->stats();
+  CHECK(stats.failures == 2);
+  CHECK(stats.covered_sequence == covered);  // what failed covers nothing
+  CHECK(stats.pending_batches > 0);
+  CHECK(stats.error.find("uploading to flaky directory") != std::string::npos);
+  {
+    std::lock_guard lock(mu);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("the log keeps every segment meanwhile") != std::string::npos);
+  }
+  // Back: the next upload takes everything since, across the segments.
+  target.failing = false;
+  REQUIRE((*uploader)->upload_now().has_value());
+  stats = (*uploader)->stats();
+  CHECK(stats.error.empty());
+  CHECK(stats.pending_batches == 0);
+  CHECK(stats.covered_sequence > covered);
+  REQUIRE((*log)->close().has_value());
+  REQUIRE((*uploader)->finish().has_value());
+  // A restore holds all 500 records, in order.
+  std::string why;
+  auto restored = backup::restore_directory(fs, target, dir.sub("restored"), std::nullopt, &why);
+  REQUIRE_MESSAGE(restored.has_value(), why);
+  auto reopened_options = options;
+  reopened_options.dir = dir.sub("restored");
+  auto reopened = wal::Log::open(fs, reopened_options);
+  REQUIRE(reopened.has_value());
+  std::vector<std::vector<std::byte>> records;
+  REQUIRE((*reopened)->read(0, 1, (*reopened)->durable_lsn(0), [&](wal::Lsn, std::span<const std::byte> bytes) {
+    records.emplace_back(bytes.begin(), bytes.end());
+  }).has_value());
+  REQUIRE(records.size() == 500);
+  for (int n = 0; n < 500; ++n) CHECK(records[static_cast<std::size_t>(n)] == record_of(n));
+}
+}
