@@ -293,11 +293,27 @@ std::string check_restored(const OrderDemoOptions& options, std::uint64_t seed, 
   child->state_fd = -1;
   ledger.begin_restored_check();
   LineReader reader(ledger, options.kills + 1, "");
-  while (reader.read_from(child->report_fd)) {
+  // As long as a final life may take: a run that never ends in the restored
+  // directory (a restore that lost something) would hold the check for ever.
+  const auto give_up = Clock::now() + kFinalLifeLimit;
+  bool open = true;
+  while (open && Clock::now() < give_up) {
+    pollfd ready{child->report_fd, POLLIN, 0};
+    if (::poll(&ready, 1, 100) > 0) open = reader.read_from(child->report_fd);
+  }
+  if (open) {
+    ::kill(child->pid, SIGKILL);
+    while (reader.read_from(child->report_fd)) {
+    }
   }
   ::close(child->report_fd);
   int status = 0;
   while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (open) {
+    return fmt::format("the check of the directory restored from the backup had not finished after {} s (a run "
+                       "that never ends there?)",
+                       kFinalLifeLimit.count() / 1000);
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !ledger.complete()) {
     return fmt::format("the check of the directory restored from the backup failed ({})", describe_status(status));
