@@ -42,6 +42,9 @@
 //  - limit: --limit-runs runs of --steps steps each, every step under a step
 //    limit of --limit-rate permits/s (Engine::limit), local mode, direct
 //    writes: the achieved steps/s beside the limit; aim within 5 % of it.
+//  - fanout_backup: the fan-out with a continuous backup to a directory
+//    beside the case's (Config::backup_dir, an upload every 100 ms): steps/s
+//    beside fanout's in the same run; aim at most 10 % slower.
 //  - limit_split_unix: the same with two workers splitting the shards of a
 //    log service in this process (Unix socket): the server grants the
 //    permits to both (docs/server-protocol.md, "Step limits"), so the two
@@ -122,6 +125,7 @@ using RawMethod = fusee::bench::FlushMethod;
 
 constexpr std::string_view kCaseChain = "chain";
 constexpr std::string_view kCaseFanout = "fanout";
+constexpr std::string_view kCaseFanoutBackup = "fanout_backup";
 constexpr std::string_view kCaseMemory = "memory";
 constexpr std::string_view kCaseChainUnix = "chain_unix";
 constexpr std::string_view kCaseChainTcp = "chain_tcp";
@@ -161,6 +165,8 @@ constexpr double kServerStepExtraAimMaxUs = 40.0;
 constexpr double kChainP50OverRawAimMax = 1.2;
 constexpr double kFanoutStepsPerSecondAimMin = 50'000;
 constexpr double kFanoutP99OverP50AimMax = 3.0;
+// fanout_backup: a continuous backup costs at most 10 % of the fan-out's steps/s (issue 24).
+constexpr double kFanoutBackupOverFanoutAimMin = 0.9;
 constexpr double kMemoryStepsPerSecondAimMin = 500'000;
 
 // Every case repeats its timed round until it has timed min_seconds and at
@@ -176,6 +182,7 @@ struct RoundRule {
 struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
+                                    std::string(kCaseFanoutBackup),
                                     std::string(kCaseMemory),    std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
                                     std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
@@ -311,6 +318,7 @@ struct CaseSpec {
   // measured there too).
   std::string transport;
   bool split = false;  // remote: two workers, half the shards each
+  bool backup = false;  // local: a continuous backup to a directory beside the case's (docs/backup.md)
 };
 
 // One starting thread's share: runs first, first + stride, ...
@@ -352,6 +360,12 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   fusee::Config config = fusee::Config::memory();
   config.shards = shards;
   if (spec.local) config = local_direct(spec.data_dir, shards);
+  if (spec.backup) {
+    config.backup_dir = spec.data_dir + "-backup";
+    // Ten uploads a second rather than one, so that the timed rounds (about
+    // a second in all) hold several and their cost shows.
+    config.backup_upload_interval = std::chrono::milliseconds(100);
+  }
   fusee::io::PosixFileSystem server_fs;
   std::unique_ptr<fusee::server::LogService> service;
 
@@ -453,6 +467,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   if (service) service->stop();
   service.reset();
   if (spec.local) remove_case_dir(spec.data_dir);
+  if (spec.backup) remove_case_dir(spec.data_dir + "-backup");
 
   result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
@@ -1142,6 +1157,12 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
     aims.push_back({"fanout/steps_per_s", fanout->steps_per_s, false, kFanoutStepsPerSecondAimMin});
     aims.push_back({"fanout/p99_over_p50", fanout->p99_over_p50(), true, kFanoutP99OverP50AimMax});
   }
+  if (const CaseResult* backed_up = find_case(results, kCaseFanoutBackup)) {
+    if (const CaseResult* fanout = find_case(results, kCaseFanout)) {
+      aims.push_back({"fanout_backup/steps_per_s_over_fanout", ratio(backed_up->steps_per_s, fanout->steps_per_s),
+                      false, kFanoutBackupOverFanoutAimMin});
+    }
+  }
   if (const CaseResult* memory = find_case(results, kCaseMemory)) {
     aims.push_back({"memory/steps_per_s", memory->steps_per_s, false, kMemoryStepsPerSecondAimMin});
   }
@@ -1255,6 +1276,10 @@ int run(const Options& options) {
   if (options.wants(kCaseFanout))
     specs.push_back({std::string(kCaseFanout), true, data_dir(kCaseFanout), options.runs, options.steps,
                      options.starters});
+  if (options.wants(kCaseFanoutBackup)) {
+    specs.push_back({std::string(kCaseFanoutBackup), true, data_dir(kCaseFanoutBackup), options.runs, options.steps,
+                     options.starters, "", false, true});
+  }
   if (options.wants(kCaseMemory))
     specs.push_back({std::string(kCaseMemory), false, "", options.runs, options.steps, options.starters});
   if (options.wants(kCaseChainUnix))
@@ -1357,11 +1382,12 @@ int main(int argc, char** argv) {
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
   app.add_option("--cases", options.cases,
-                 "cases to run, comma-separated: chain, fanout, memory, chain_unix, chain_tcp, fanout_unix, "
+                 "cases to run, comma-separated: chain, fanout, fanout_backup, memory, chain_unix, chain_tcp, fanout_unix, "
                  "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children, queue, limit, "
                  "limit_split_unix")
       ->delimiter(',')
-      ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseMemory),
+      ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseFanoutBackup),
+                             std::string(kCaseMemory),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
                              std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
                              std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
