@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "wal/segment_file.hpp"
+
 namespace fusee::backup {
 namespace {
 
@@ -13,14 +15,7 @@ Result<void> write_file_atomically(io::FileSystem& fs, const std::string& dir, c
   {
     auto file = FUSEE_TRY(fs.open(temporary, {.write = true, .create = true}));
     FUSEE_TRY_VOID(file->truncate(0));
-    auto bytes = std::as_bytes(std::span(text.data(), text.size()));
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      auto wrote = FUSEE_TRY(file->write_at(done, bytes.subspan(done), io::WriteFlags::none));
-      if (wrote == 0) return std::make_error_code(std::errc::io_error);
-      done += wrote;
-    }
-    FUSEE_TRY_VOID(file->sync_data());
+    FUSEE_TRY_VOID(wal::write_durably(*file, 0, std::as_bytes(std::span(text.data(), text.size()))));
   }
   FUSEE_TRY_VOID(fs.rename(temporary, path));
   return fs.sync_dir(dir);

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "wal/io/file_system.hpp"
+#include "wal/segment_file.hpp"
 
 namespace fusee::backup {
 namespace {
@@ -73,13 +74,7 @@ class DirectoryTarget final : public BackupTarget {
   Result<void> write_synced(const std::string& path, std::span<const std::byte> bytes) {
     auto file = FUSEE_TRY(fs_.open(path, {.write = true, .create = true}));
     FUSEE_TRY_VOID(file->truncate(0));
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      auto wrote = FUSEE_TRY(file->write_at(done, bytes.subspan(done), io::WriteFlags::none));
-      if (wrote == 0) return std::make_error_code(std::errc::io_error);
-      done += wrote;
-    }
-    return file->sync_data();
+    return wal::write_durably(*file, 0, bytes);
   }
 
   io::FileSystem& fs_;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "wal/log.hpp"
+
 namespace fusee::backup {
 
 inline constexpr std::uint32_t kManifestFormat = 1;
@@ -32,15 +34,8 @@ struct ChunkRef {
 };
 
 // One published batch: where it lies and when it was published (every
-// acknowledgement of its records came at or after at_ms).
-struct BatchRef {
-  std::uint64_t sequence = 0;
-  std::uint64_t segment = 0;
-  std::uint64_t offset = 0;
-  std::uint32_t bytes = 0;
-  std::uint32_t flags = 0;
-  std::int64_t at_ms = 0;
-};
+// acknowledgement of its records came at or after at_ms), as the log lists it.
+using BatchRef = wal::PublishedBatch;
 
 struct Manifest {
   std::string directory;

@@ -14,12 +14,11 @@
 namespace fusee::backup {
 namespace {
 
-// The preallocated size a segment header names (offset 40, little-endian).
-std::uint64_t segment_bytes_of(std::span<const std::byte> header) {
-  std::uint64_t value = 0;
-  if (header.size() < wal::kSegmentHeaderUsedBytes) return 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | std::to_integer<std::uint64_t>(header[40 + i]);
-  return value;
+// The preallocated size a segment's header names (0 when it does not read).
+std::uint64_t segment_bytes_of(std::span<const std::byte> bytes) {
+  if (bytes.size() < wal::kSegmentHeaderBytes) return 0;
+  auto decoded = wal::decode_segment_header(bytes.first(wal::kSegmentHeaderBytes));
+  return decoded.status == wal::SegmentHeaderStatus::valid ? decoded.header.segment_bytes : 0;
 }
 
 }  // namespace
@@ -109,13 +108,7 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
     bytes.resize(std::max<std::uint64_t>(end, segment_bytes_of(bytes)), std::byte{0});
     auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir, wal::segment_file_name(segment)),
                                   {.write = true, .create = true, .exclusive = true}));
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      auto wrote = FUSEE_TRY(file->write_at(done, std::span(bytes).subspan(done), io::WriteFlags::none));
-      if (wrote == 0) return std::make_error_code(std::errc::io_error);
-      done += wrote;
-    }
-    FUSEE_TRY_VOID(file->sync_data());
+    FUSEE_TRY_VOID(wal::write_durably(*file, 0, bytes));
     ++summary.segments;
   }
   if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));

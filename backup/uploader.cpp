@@ -163,10 +163,8 @@ Result<void> Uploader::upload_now() {
 }
 
 Result<void> Uploader::upload_locked() {
-  for (auto& published : log_.take_published()) {
-    pending_.push_back(BatchRef{published.sequence, published.segment, published.offset, published.bytes,
-                                published.flags, published.at_ms});
-  }
+  auto published = log_.take_published();
+  pending_.insert(pending_.end(), published.begin(), published.end());
   if (pending_.empty()) return ok();
   // The new bytes of each segment the pending batches lie in, from where
   // the last upload ended (its start, for a segment new to the target: the

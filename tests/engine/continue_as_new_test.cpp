@@ -320,6 +320,28 @@ TEST_CASE("a checkpoint taken before the next generation's start is durable keep
 }
 }
 
+namespace {
+
+// One shard, checkpoints only when asked: what the store holds is the
+// test's doing.
+Config one_shard(FaultFileSystem& fs, const std::shared_ptr<ManualClock>& clock) {
+  auto config = crash_config(fs, clock);
+  config.shards = 1;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  return config;
+}
+
+// Starts "sum" and checkpoints twice: generation 1's journal (its start and
+// its wait, durable) is in the store.
+void store_first_generation(Engine& engine) {
+  (void)engine.start(kSum, "sum", 1);
+  CHECK(eventually([&] { return engine.stats().records_written >= 2; }));
+  engine.checkpoint();
+  engine.checkpoint();  // a run's journal goes to the store at its second
+}
+
+}  // namespace
+
 TEST_SUITE("unit") {
 TEST_CASE("after a checkpoint erased an older generation, its records left in the log are passed over at recovery") {
   // A checkpoint erased generation 1 of "sum" from the store (generation 2
@@ -328,17 +350,12 @@ TEST_CASE("after a checkpoint erased an older generation, its records left in th
   // before generation 1's last ones, which the log still holds.
   FaultFileSystem fs;
   auto clock = std::make_shared<ManualClock>();
-  auto config = crash_config(fs, clock);
-  config.shards = 1;
-  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  auto config = one_shard(fs, clock);
   std::unique_ptr<FaultFileSystem> image;
   {
     auto engine = Engine::open(config);
     register_sum(*engine);
-    (void)engine->start(kSum, "sum", 1);
-    CHECK(eventually([&] { return engine->stats().records_written >= 1; }));
-    engine->checkpoint();
-    engine->checkpoint();  // generation 1's journal is in the store
+    store_first_generation(*engine);
     (void)engine->start(kSum, "other", 100);
     engine->signal("sum", kNext, 2);
     // Durable by now: each run's start and wait, the signal and its taking,
@@ -348,8 +365,7 @@ TEST_CASE("after a checkpoint erased an older generation, its records left in th
     engine->checkpoint();  // erases generation 1; leaves "other" and generation 2 out
     image = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
   }
-  auto reopened = crash_config(*image, clock);
-  reopened.shards = 1;
+  auto reopened = one_shard(*image, clock);
   auto engine = Engine::open(reopened);
   register_sum(*engine);
   CHECK(engine->get_run("sum")->generation == 2);
@@ -368,25 +384,19 @@ TEST_CASE("a generation replaced in the log at recovery leaves none of its recor
   // beside it (which the open after would find without its start).
   FaultFileSystem fs;
   auto clock = std::make_shared<ManualClock>();
-  auto config = crash_config(fs, clock);
-  config.shards = 1;
-  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  auto config = one_shard(fs, clock);
   std::unique_ptr<FaultFileSystem> first;
   {
     auto engine = Engine::open(config);
     register_sum(*engine);
-    (void)engine->start(kSum, "sum", 1);
-    CHECK(eventually([&] { return engine->stats().records_written >= 2; }));
-    engine->checkpoint();
-    engine->checkpoint();  // generation 1's journal is in the store
+    store_first_generation(*engine);
     engine->signal("sum", kNext, 2);
     CHECK(eventually([&] { return engine->stats().records_written >= 6; }));  // generation 2 started and waits
     first = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
   }
   std::unique_ptr<FaultFileSystem> second;
   {
-    auto reopened = crash_config(*first, clock);
-    reopened.shards = 1;
+    auto reopened = one_shard(*first, clock);
     auto engine = Engine::open(reopened);
     register_sum(*engine);
     CHECK(engine->get_run("sum")->generation == 2);
@@ -394,8 +404,7 @@ TEST_CASE("a generation replaced in the log at recovery leaves none of its recor
     engine->checkpoint();
     second = first->crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
   }
-  auto reopened = crash_config(*second, clock);
-  reopened.shards = 1;
+  auto reopened = one_shard(*second, clock);
   auto engine = Engine::open(reopened);
   register_sum(*engine);
   CHECK(engine->get_run("sum")->generation == 2);
