@@ -43,7 +43,7 @@
 //    limit of --limit-rate permits/s (Engine::limit), local mode, direct
 //    writes: the achieved steps/s beside the limit; aim within 5 % of it.
 //  - fanout_backup: the fan-out with a continuous backup to a directory
-//    beside the case's (Config::backup_dir, an upload every 100 ms): steps/s
+//    beside the case's (Config::backup_target, an upload every 100 ms): steps/s
 //    beside fanout's in the same run; aim at most 10 % slower.
 //  - limit_split_unix: the same with two workers splitting the shards of a
 //    log service in this process (Unix socket): the server grants the
@@ -361,7 +361,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   config.shards = shards;
   if (spec.local) config = local_direct(spec.data_dir, shards);
   if (spec.backup) {
-    config.backup_dir = spec.data_dir + "-backup";
+    config.backup_target = spec.data_dir + "-backup";
     // Ten uploads a second rather than one, so that the timed rounds (about
     // a second in all) hold several and their cost shows.
     config.backup_upload_interval = std::chrono::milliseconds(100);

@@ -7,7 +7,7 @@
 #include <chrono>
 
 #include "backup/directory_id.hpp"
-#include "backup/directory_target.hpp"
+#include "backup/open_target.hpp"
 #include "backup/manifest.hpp"
 #include "engine/offline_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -22,10 +22,11 @@ int run_backup_status(const BackupStatusOptions& options) {
   };
   auto recorded = backup::recorded_backup_target(fs, options.dir);
   if (!recorded) return fail(fmt::format("{}: {}", options.dir, recorded.error().message()));
-  if (!*recorded) return fail(fmt::format("{} has no backup (no engine opened it with Config::backup_dir)", options.dir));
+  if (!*recorded) return fail(fmt::format("{} has no backup (no engine opened it with Config::backup_target)", options.dir));
   const auto& target_dir = **recorded;
-  auto target = backup::open_directory_target(fs, target_dir);
-  if (!target) return fail(fmt::format("cannot open the target {}: {}", target_dir, target.error().message()));
+  std::string target_problem;
+  auto target = backup::open_target(fs, target_dir, &target_problem);
+  if (!target) return fail(target_problem);
   auto manifests = (*target)->list(backup::kManifestPrefix);
   if (!manifests) return fail(fmt::format("cannot list {}: {}", target_dir, manifests.error().message()));
   std::uint64_t covered = 0;
@@ -55,7 +56,7 @@ int run_backup_status(const BackupStatusOptions& options) {
     fmt::print("{}\n", boost::json::serialize(out));
     return 0;
   }
-  fmt::print("backup of {} to directory {}\n", options.dir, target_dir);
+  fmt::print("backup of {} to {}\n", options.dir, target_dir);
   if (manifests->empty()) {
     fmt::print("  nothing uploaded yet\n");
   } else {

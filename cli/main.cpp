@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   demo_command->add_flag("--patched", demo.patched)->group("");
   demo_command->add_flag("--check-only", demo.check_only)->group("");
   demo_command->add_option("--backup", demo.backup,
-                           "Back the workers' engine up to this directory (wiped if a previous demo made it); at the "
+                           "Back the workers' engine up to this directory (wiped if a previous demo made it) or s3://BUCKET/PREFIX "
+                           "(a prefix no demo wrote yet); at the "
                            "end, restore the latest into DIR-restored and check it as the final life was checked "
                            "(docs/backup.md)");
   demo_command->add_flag("--split", demo.split,
@@ -102,13 +103,13 @@ int main(int argc, char** argv) {
   backup_command->require_subcommand(1);
   auto* backup_status_command =
       backup_command->add_subcommand("status", "What the backup covers, and what losing the disk now would lose");
-  backup_status_command->add_option("dir", backup_status.dir, "The data directory")->required()->check(
+  backup_status_command->add_option("dir,--dir", backup_status.dir, "The data directory")->required()->check(
       CLI::ExistingDirectory);
   backup_status_command->add_flag("--json", backup_status.json, "One JSON object instead of text");
   fusee::cli::RestoreCommandOptions restore;
   auto* restore_command = app.add_subcommand(
       "restore", "Rebuild a data directory from a backup as of a moment (docs/backup.md)");
-  restore_command->add_option("--from", restore.from, "The backup target (a directory)")->required();
+  restore_command->add_option("--from", restore.from, "The backup target: a directory, or s3://BUCKET[/PREFIX] (docs/backup.md)")->required();
   restore_command->add_option("--to", restore.to, "The moment: UTC ISO 8601, ms since the epoch, or latest")
       ->capture_default_str();
   restore_command->add_option("--dir", restore.dir, "The new data directory (absent or empty)")->required();

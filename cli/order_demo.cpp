@@ -24,7 +24,8 @@
 
 #include <fmt/format.h>
 
-#include "backup/directory_target.hpp"
+#include "backup/open_target.hpp"
+#include "backup/s3_target.hpp"
 #include "backup/restore.hpp"
 #include "cli/backoffice.hpp"
 #include "cli/order_demo_child.hpp"
@@ -278,9 +279,9 @@ std::string check_restored(const OrderDemoOptions& options, std::uint64_t seed, 
     if (error) return fmt::format("cannot empty {}: {}", restored, error.message());
   }
   io::PosixFileSystem posix;
-  auto target = backup::open_directory_target(posix, options.backup);
-  if (!target) return fmt::format("cannot open the backup {}: {}", options.backup, target.error().message());
   std::string problem;
+  auto target = backup::open_target(posix, options.backup, &problem);
+  if (!target) return fmt::format("cannot open the backup: {}", problem);
   auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
   if (!summary) return fmt::format("the restore from {} failed: {}", options.backup, problem);
   std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
@@ -338,7 +339,9 @@ int run_order_demo(const OrderDemoOptions& options) {
     return 2;
   }
   if (!prepare_dir(options.dir)) return 2;
-  if (!options.backup.empty() && !prepare_dir(options.backup)) return 2;
+  // A bucket is not wiped: an s3:// target wants a prefix no earlier demo
+  // wrote (the backup refuses another directory's target, loudly).
+  if (!options.backup.empty() && !backup::is_s3_address(options.backup) && !prepare_dir(options.backup)) return 2;
   std::signal(SIGPIPE, SIG_IGN);
   io::PosixFileSystem service_fs;
   const auto seed = options.seed != 0 ? options.seed : static_cast<std::uint64_t>(system_ms());

@@ -264,7 +264,7 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   config.checkpoint_interval = kCheckpointInterval;
   config.server_shards_max = options.shards_max;
   if (!options.backup.empty()) {
-    config.backup_dir = options.backup;
+    config.backup_target = options.backup;
     // Often, so that kills land during uploads.
     config.backup_upload_interval = 50ms;
   }

@@ -7,7 +7,8 @@
 #include <chrono>
 #include <sstream>
 
-#include "backup/directory_target.hpp"
+#include "backup/open_target.hpp"
+#include "backup/s3_target.hpp"
 #include "backup/restore.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -47,13 +48,16 @@ int run_restore(const RestoreCommandOptions& options) {
     return 1;
   }
   io::PosixFileSystem fs;
-  if (auto exists = fs.exists(options.from); !exists || !*exists) {
-    fmt::print(stderr, "fusee restore: --from {}: no such directory\n", options.from);
-    return 1;
+  if (!backup::is_s3_address(options.from)) {
+    if (auto exists = fs.exists(options.from); !exists || !*exists) {
+      fmt::print(stderr, "fusee restore: --from {}: no such directory\n", options.from);
+      return 1;
+    }
   }
-  auto target = backup::open_directory_target(fs, options.from);
+  std::string target_problem;
+  auto target = backup::open_target(fs, options.from, &target_problem);
   if (!target) {
-    fmt::print(stderr, "fusee restore: cannot open {}: {}\n", options.from, target.error().message());
+    fmt::print(stderr, "fusee restore: --from {}: {}\n", options.from, target_problem);
     return 1;
   }
   std::string problem;

@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "backup/directory_id.hpp"
-#include "backup/directory_target.hpp"
+#include "backup/open_target.hpp"
 #include "backup/uploader.hpp"
 #include "engine/awakeable_token.hpp"
 #include "engine/checkpointer.hpp"
@@ -82,7 +82,7 @@ struct Engine::Impl final : engine::EngineCore {
   std::mutex storage_error_mu;
   std::string storage_error;  // the first journal failure, for stats()
   std::unique_ptr<engine::JournalSink> sink;
-  // Config::backup_dir: the target and its uploader, after the sink (whose
+  // Config::backup_target: the target and its uploader, after the sink (whose
   // log the uploader reads), so they go first.
   std::unique_ptr<backup::BackupTarget> backup_target;
   std::unique_ptr<backup::Uploader> uploader;
@@ -462,9 +462,9 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   std::uint32_t shards = config.shards;
   std::string root = config.dir;  // where the store and the log are (for messages)
   engine::ShardBases bases;       // local and remote mode: where each shard's recovery starts
-  if (!config.backup_dir.empty() && config.mode != Mode::local) {
+  if (!config.backup_target.empty() && config.mode != Mode::local) {
     throw Error(errc::invalid_argument,
-                "backup_dir: a backup is for local mode (a server's directory is not backed up yet, and memory mode "
+                "backup_target: a backup is for local mode (a server's directory is not backed up yet, and memory mode "
                 "has nothing to back up)");
   }
   if (config.mode == Mode::memory) {
@@ -507,7 +507,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       impl->own_fs = std::make_unique<io::PosixFileSystem>();
       impl->fs = impl->own_fs.get();
     }
-    const bool backed_up = !config.backup_dir.empty();
+    const bool backed_up = !config.backup_target.empty();
     wal::LogOptions options;
     options.segment_bytes = config.segment_bytes;
     options.direct_io = config.flush == FlushMethod::direct;
@@ -531,13 +531,13 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       auto id = backup::directory_backup_id(*impl->fs, config.dir, [impl = impl.get()] { return impl->random(); });
       if (!id) throw Error(errc::storage, fmt::format("backup: cannot read or make {}/{}: {}", config.dir,
                                                       backup::kDirectoryIdFileName, id.error().message()));
-      if (auto recorded = backup::record_backup_target(*impl->fs, config.dir, config.backup_dir); !recorded) {
+      if (auto recorded = backup::record_backup_target(*impl->fs, config.dir, config.backup_target); !recorded) {
         throw Error(errc::storage, fmt::format("backup: cannot write {}/{}: {}", config.dir,
                                                backup::kBackupTargetFileName, recorded.error().message()));
       }
-      auto target = backup::open_directory_target(*impl->fs, config.backup_dir);
-      if (!target) throw Error(errc::storage, fmt::format("backup: cannot open the target directory {}: {}",
-                                                          config.backup_dir, target.error().message()));
+      std::string target_problem;
+      auto target = backup::open_target(*impl->fs, config.backup_target, &target_problem);
+      if (!target) throw Error(errc::invalid_argument, fmt::format("backup: {}", target_problem));
       impl->backup_target = std::move(*target);
       std::string problem;
       auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,

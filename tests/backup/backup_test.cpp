@@ -70,7 +70,7 @@ TEST_CASE("backup: a restore to a moment holds exactly what was published by the
   EngineHarness harness(Mode::local);
   TempDir scratch;
   auto config = harness.config();
-  config.backup_dir = scratch.sub("target");
+  config.backup_target = scratch.sub("target");
   config.backup_upload_interval = std::chrono::milliseconds(5);
   std::vector<std::int64_t> finished_ms;  // when each run's records were published
   {
@@ -98,7 +98,7 @@ TEST_CASE("backup: a restore to a moment holds exactly what was published by the
   // Half a second after each run: that run and the ones before, no later one.
   for (int k = 0; k < 5; ++k) {
     auto dir = scratch.sub("restored-" + std::to_string(k));
-    auto summary = restore(config.backup_dir, dir, finished_ms[static_cast<std::size_t>(k)] + 500);
+    auto summary = restore(config.backup_target, dir, finished_ms[static_cast<std::size_t>(k)] + 500);
     if (k < 4) CHECK(summary.batches_left_out > 0);  // (the last run's moment is the close marker's too)
     std::set<std::string> want;
     for (int j = 0; j <= k; ++j) want.insert("r-" + std::to_string(j));
@@ -107,13 +107,13 @@ TEST_CASE("backup: a restore to a moment holds exactly what was published by the
   // Before the first: nothing. The latest: everything.
   CHECK(runs_of([&] {
           auto dir = scratch.sub("restored-before");
-          CHECK(restore(config.backup_dir, dir, finished_ms[0] - 1500).batches == 0);
+          CHECK(restore(config.backup_target, dir, finished_ms[0] - 1500).batches == 0);
           return dir;
         }(),
                 clock)
             .empty());
   auto latest = scratch.sub("restored-latest");
-  auto summary = restore(config.backup_dir, latest, std::nullopt);
+  auto summary = restore(config.backup_target, latest, std::nullopt);
   CHECK(summary.batches_left_out == 0);
   CHECK(runs_of(latest, clock).size() == 5);
 }
@@ -124,7 +124,7 @@ TEST_CASE("backup: a target takes one directory; a restore refuses a directory t
   {
     EngineHarness first(Mode::local);
     auto config = first.config();
-    config.backup_dir = target;
+    config.backup_target = target;
     config.backup_upload_interval = std::chrono::milliseconds(1);
     auto engine = first.open(config);
     register_double(*engine);
@@ -137,7 +137,7 @@ TEST_CASE("backup: a target takes one directory; a restore refuses a directory t
   }
   EngineHarness second(Mode::local);
   auto config = second.config();
-  config.backup_dir = target;
+  config.backup_target = target;
   // Another directory gets another backup id (the harness's random source
   // is the same for every harness).
   config.random = [n = std::uint64_t{1} << 40]() mutable { return ++n; };
@@ -145,7 +145,7 @@ TEST_CASE("backup: a target takes one directory; a restore refuses a directory t
   CHECK_MESSAGE(contains(message, "is the backup of another data directory"), message);
   // Not in other modes.
   auto memory = Config::memory();
-  memory.backup_dir = target;
+  memory.backup_target = target;
   (void)error_message(errc::invalid_argument, [&] { (void)Engine::open(memory); });
   // A restore makes a new directory.
   io::PosixFileSystem fs;
@@ -170,7 +170,7 @@ TEST_CASE("backup: the log retires no segment the backup has not copied") {
   EngineHarness harness(Mode::local);
   TempDir scratch;
   auto config = harness.config();
-  config.backup_dir = scratch.sub("target");
+  config.backup_target = scratch.sub("target");
   config.backup_upload_interval = std::chrono::hours(1);  // nothing uploads until the shutdown
   config.segment_bytes = 64 * 1024;
   config.checkpoint_interval = std::chrono::milliseconds::zero();
@@ -185,7 +185,7 @@ TEST_CASE("backup: the log retires no segment the backup has not copied") {
     engine->shutdown();
   }
   auto latest = scratch.sub("restored");
-  (void)restore(config.backup_dir, latest, std::nullopt);
+  (void)restore(config.backup_target, latest, std::nullopt);
   CHECK(runs_of(latest, std::make_shared<ManualClock>(harness.clock().now())).size() == 300);
 }
 }
@@ -197,7 +197,7 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
   FaultFileSystem fs;
   auto clock = std::make_shared<ManualClock>();
   auto config = crash_config(fs, clock);
-  config.backup_dir = "/backup";
+  config.backup_target = "/backup";
   config.backup_upload_interval = std::chrono::hours(1);
   std::unique_ptr<FaultFileSystem> image;
   {
@@ -212,7 +212,7 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
   }
   {
     auto reopened = crash_config(*image, clock);
-    reopened.backup_dir = "/backup";
+    reopened.backup_target = "/backup";
     reopened.backup_upload_interval = std::chrono::hours(1);
     auto engine = Engine::open(reopened);
     register_double(*engine);

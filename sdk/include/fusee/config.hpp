@@ -66,14 +66,15 @@ struct Config {
   // inspect DIR run ID`). Off: finished runs keep their summary only, and
   // loaded runs hold no second copy of their records.
   bool keep_finished_journals = true;
-  // Local mode, continuous backup (docs/backup.md): a directory (any
-  // mounted file system) the log is copied to as it becomes durable, every
-  // backup_upload_interval; `fusee restore` rebuilds a data directory from
-  // it as of any moment. Empty: no backup. The log keeps every segment the
-  // backup has not copied. Not yet: S3 targets, the blob area (a backup
-  // needs payload_offload_bytes = 0 from the directory's start), the run
-  // store (a backup needs the directory's whole log).
-  std::string backup_dir;
+  // Local mode, continuous backup (docs/backup.md): where the log is
+  // copied to as it becomes durable, every backup_upload_interval; `fusee
+  // restore` rebuilds a data directory from it as of any moment. A
+  // directory (any mounted file system), or s3://BUCKET[/PREFIX] for
+  // S3-compatible storage (credentials and endpoint from the AWS_*
+  // variables). Empty: no backup. The log keeps every segment the backup
+  // has not copied. Not yet: the run store (a backup needs the
+  // directory's whole log).
+  std::string backup_target;
   std::chrono::milliseconds backup_upload_interval{1000};
   // Remote mode: the server's address, and its token (TCP, when it wants one).
   std::string server;

@@ -165,7 +165,7 @@ struct LimitStats {
   std::uint64_t waited_us = 0;  // time attempts spent waiting for theirs (steady clock), in all
 };
 
-// A local engine's continuous backup (Config::backup_dir, docs/backup.md).
+// A local engine's continuous backup (Config::backup_target, docs/backup.md).
 struct BackupStats {
   bool enabled = false;
   std::uint64_t uploads = 0;           // manifests written since open
