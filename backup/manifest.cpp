@@ -55,8 +55,10 @@ std::optional<Identity> parse_identity(std::span<const std::byte> bytes) {
 std::string manifest_json(const Manifest& manifest) {
   json::array chunks;
   for (const auto& chunk : manifest.chunks) {
-    chunks.push_back(json::object{
-        {"name", chunk.name}, {"segment", chunk.segment}, {"offset", chunk.offset}, {"bytes", chunk.bytes}});
+    json::object entry{
+        {"name", chunk.name}, {"segment", chunk.segment}, {"offset", chunk.offset}, {"bytes", chunk.bytes}};
+    if (!chunk.blob_pack.empty()) entry["blob_pack"] = chunk.blob_pack;
+    chunks.push_back(std::move(entry));
   }
   json::array batches;
   for (const auto& batch : manifest.batches) {
@@ -87,6 +89,7 @@ std::optional<Manifest> parse_manifest(std::span<const std::byte> bytes) {
         !number(entry, "offset", chunk.offset) || !number(entry, "bytes", chunk.bytes)) {
       return std::nullopt;
     }
+    if (entry.contains("blob_pack") && !text(entry, "blob_pack", chunk.blob_pack)) return std::nullopt;
     manifest.chunks.push_back(std::move(chunk));
   }
   for (const auto& value : batches->as_array()) {

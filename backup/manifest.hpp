@@ -25,12 +25,15 @@ struct Identity {
   std::uint32_t shards = 0;
 };
 
-// Bytes [offset, offset + bytes) of segment file `segment`.
+// Bytes [offset, offset + bytes) of segment file `segment`, and the blob
+// pack (blob_pack.hpp) of the large records its batches reference (empty:
+// they reference none).
 struct ChunkRef {
   std::string name;
   std::uint64_t segment = 0;
   std::uint64_t offset = 0;
   std::uint64_t bytes = 0;
+  std::string blob_pack;
 };
 
 // One published batch: where it lies and when it was published (every

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
+#include "backup/blob_pack.hpp"
 #include "backup/manifest.hpp"
 #include "engine/meta.hpp"
+#include "wal/blob_store.hpp"
 #include "wal/log_format.hpp"
+#include "wal/recovery.hpp"
 #include "wal/segment_file.hpp"
 
 namespace fusee::backup {
@@ -19,6 +23,29 @@ std::uint64_t segment_bytes_of(std::span<const std::byte> bytes) {
   if (bytes.size() < wal::kSegmentHeaderBytes) return 0;
   auto decoded = wal::decode_segment_header(bytes.first(wal::kSegmentHeaderBytes));
   return decoded.status == wal::SegmentHeaderStatus::valid ? decoded.header.segment_bytes : 0;
+}
+
+// Puts a chunk's large records back into the blob area, each at the file
+// and offset its reference names (a blob file has no header; what lies
+// between is never read).
+Result<void> restore_blob_pack(io::FileSystem& fs, BackupTarget& target, const ChunkRef& chunk,
+                               const std::string& wal_dir, std::set<std::uint64_t>& blob_files, std::string* problem) {
+  auto object = FUSEE_TRY(target.get(chunk.blob_pack));
+  std::string why = "missing";
+  auto blobs = object ? decode_blob_pack(*object, &why) : std::nullopt;
+  if (!blobs) {
+    if (problem) *problem = fmt::format("{}: blob pack {}: {}", target.describe(), chunk.blob_pack, why);
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  const auto blob_dir = wal::blob_dir_of(wal_dir);
+  if (!FUSEE_TRY(fs.exists(blob_dir))) FUSEE_TRY_VOID(fs.create_dir(blob_dir));
+  for (const auto& blob : *blobs) {
+    auto file = FUSEE_TRY(fs.open(io::join_path(blob_dir, wal::blob_file_name(blob.ref.file_number)),
+                                  {.write = true, .create = true}));
+    FUSEE_TRY_VOID(wal::write_durably(*file, blob.ref.offset, blob.bytes));
+    blob_files.insert(blob.ref.file_number);
+  }
+  return ok();
 }
 
 }  // namespace
@@ -83,6 +110,7 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
   // Nothing published by then: a directory with no log yet, which the
   // engine makes at open.
   if (keep > 0) FUSEE_TRY_VOID(fs.create_dir(wal_dir));
+  std::set<std::uint64_t> blob_files;  // written, to sync
   for (const auto& [segment, end] : ends) {
     std::vector<std::byte> bytes;
     for (const auto& chunk : chunks[segment]) {
@@ -97,6 +125,7 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
       }
       bytes.resize(chunk.offset);  // a chunk written again after a failure starts earlier
       bytes.insert(bytes.end(), object->begin(), object->end());
+      if (!chunk.blob_pack.empty()) FUSEE_TRY_VOID(restore_blob_pack(fs, target, chunk, wal_dir, blob_files, problem));
     }
     if (bytes.size() < end) {
       return fail(fmt::format("{}: segment {} ends at byte {} in the backup, before its batches ({})",
@@ -111,6 +140,7 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
     FUSEE_TRY_VOID(wal::write_durably(*file, 0, bytes));
     ++summary.segments;
   }
+  if (!blob_files.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal::blob_dir_of(wal_dir)));
   if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
   FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity->shards, 0}));
   FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));

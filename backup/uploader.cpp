@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "backup/blob_pack.hpp"
 #include "wal/log_format.hpp"
+#include "wal/recovery.hpp"
 #include "wal/segment_file.hpp"
 
 namespace fusee::backup {
@@ -72,10 +74,6 @@ Result<std::unique_ptr<Uploader>> Uploader::start(io::FileSystem& fs, wal::Log& 
   }
   const auto& plan = log.recovery_plan();
   const bool empty = plan.batches.empty();
-  if (plan.blob_records > 0) {
-    return refuse("the log holds records in its blob area, which a backup does not copy yet: back up a "
-                  "directory whose engine had payload_offload_bytes = 0 from its start");
-  }
   if (!empty && plan.batches.front().sequence > covered + 1) {
     return refuse(fmt::format("the log starts at batch {} and {} ends at batch {}: the batches in between were "
                               "retired without a backup (a backup needs the whole log until the run store is "
@@ -177,16 +175,21 @@ Result<void> Uploader::upload_locked() {
     end = std::max(end, batch.offset + batch.bytes);
   }
   std::uint64_t chunk_bytes = 0;
+  pack_bytes_ = 0;
+  pack_blobs_ = 0;
   for (const auto& [segment, end] : ends) {
     auto begin = uploaded_end_.contains(segment) ? uploaded_end_[segment] : 0;
     if (end <= begin) continue;
     auto bytes = FUSEE_TRY(read_segment(segment, begin, end - begin));
+    // The large records its batches reference, before any manifest names it.
+    auto pack = FUSEE_TRY(upload_blob_pack(segment, begin, bytes));
     auto name = chunk_name(segment, begin);
     FUSEE_TRY_VOID(target_.put(name, bytes));
-    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin});
+    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack});
     chunk_bytes += bytes.size();
   }
   manifest.batches = pending_;
+  chunk_bytes += pack_bytes_;
   auto json = manifest_json(manifest);
   FUSEE_TRY_VOID(target_.put(manifest_name(pending_.back().sequence), bytes_of(json)));
   for (const auto& chunk : manifest.chunks) uploaded_end_[chunk.segment] = chunk.offset + chunk.bytes;
@@ -196,10 +199,42 @@ Result<void> Uploader::upload_locked() {
   ++stats_.uploads;
   stats_.chunks += manifest.chunks.size();
   stats_.bytes += chunk_bytes;
+  stats_.blobs += pack_blobs_;
   stats_.covered_sequence = pending_.back().sequence;
   stats_.covered_at_ms = pending_.back().at_ms;
   pending_.clear();
   return ok();
+}
+
+Result<std::string> Uploader::upload_blob_pack(std::uint64_t segment, std::uint64_t offset,
+                                               std::span<const std::byte> chunk) {
+  std::vector<BatchRef> batches;
+  for (const auto& batch : pending_) {
+    if (batch.segment == segment && batch.offset >= offset) batches.push_back(batch);
+  }
+  std::string problem;
+  auto refs = blob_refs_of_batches(chunk, offset, batches, &problem);
+  if (!refs) {
+    if (options_.warn) options_.warn(fmt::format("backup: segment {}: {}", segment, problem));
+    return std::make_error_code(std::errc::io_error);
+  }
+  if (refs->empty()) return std::string();
+  std::vector<PackedBlob> blobs;
+  const auto blob_dir = wal::blob_dir_of(wal_dir_);
+  for (const auto& ref : *refs) {
+    auto bytes = wal::read_blob(fs_, blob_dir, ref, &problem);
+    if (!bytes) {
+      if (options_.warn) options_.warn(fmt::format("backup: {}", problem));
+      return bytes.error();
+    }
+    blobs.push_back(PackedBlob{ref, std::move(*bytes)});
+  }
+  auto name = blob_pack_name(segment, offset);
+  auto pack = encode_blob_pack(blobs);
+  FUSEE_TRY_VOID(target_.put(name, pack));
+  pack_bytes_ += pack.size();
+  pack_blobs_ += blobs.size();
+  return name;
 }
 
 Result<std::vector<std::byte>> Uploader::read_segment(std::uint64_t segment, std::uint64_t offset,

@@ -45,7 +45,8 @@ struct UploaderOptions {
 struct UploaderStats {
   std::uint64_t uploads = 0;   // manifests written
   std::uint64_t chunks = 0;
-  std::uint64_t bytes = 0;     // chunk bytes
+  std::uint64_t bytes = 0;     // chunk and blob pack bytes
+  std::uint64_t blobs = 0;     // large records uploaded in blob packs
   std::uint64_t failures = 0;  // uploads that failed (each tried again)
   std::uint64_t covered_sequence = 0;
   std::int64_t covered_at_ms = 0;  // publication time of the newest batch uploaded (0: none)
@@ -79,6 +80,9 @@ class Uploader {
            UploaderOptions options);
   void loop();
   Result<void> upload_locked();
+  // Uploads the blob pack of the chunk of `segment` from `offset`; its
+  // name, or empty when the chunk's batches reference no blob.
+  Result<std::string> upload_blob_pack(std::uint64_t segment, std::uint64_t offset, std::span<const std::byte> chunk);
   Result<std::vector<std::byte>> read_segment(std::uint64_t segment, std::uint64_t offset, std::uint64_t bytes);
 
   io::FileSystem& fs_;
@@ -89,6 +93,8 @@ class Uploader {
   UploaderOptions options_;
   std::mutex upload_mu_;  // one upload at a time
   std::vector<BatchRef> pending_;                      // under upload_mu_
+  std::uint64_t pack_bytes_ = 0;  // of this upload's blob packs (under upload_mu_)
+  std::uint64_t pack_blobs_ = 0;
   std::map<std::uint64_t, std::uint64_t> uploaded_end_;  // per segment, bytes uploaded from its start (under upload_mu_)
   mutable std::mutex mu_;
   UploaderStats stats_;  // under mu_

@@ -512,8 +512,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.segment_bytes = config.segment_bytes;
     options.direct_io = config.flush == FlushMethod::direct;
     options.staged_bytes_max = config.log_staged_bytes_max;
-    // A backup copies the log's segments, not yet its blob area.
-    options.payload_offload_bytes = backed_up ? 0 : config.payload_offload_bytes;
+    options.payload_offload_bytes = config.payload_offload_bytes;
     options.random = [impl = impl.get()] { return impl->random(); };
     options.warn = warn;
     options.track_published = backed_up;

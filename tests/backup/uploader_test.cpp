@@ -47,8 +47,11 @@ class FlakyTarget final : public backup::BackupTarget {
   std::unique_ptr<backup::BackupTarget> inner_;
 };
 
+// Every seventh record is 3000 bytes: past the offload size of the case
+// with a blob area, where those go to blob files.
 std::vector<std::byte> record_of(int n) {
   auto text = "record-" + std::to_string(n);
+  if (n % 7 == 0) text += std::string(3000, static_cast<char>('a' + n % 26));
   auto bytes = std::as_bytes(std::span(text.data(), text.size()));
   return {bytes.begin(), bytes.end()};
 }
@@ -57,6 +60,10 @@ std::vector<std::byte> record_of(int n) {
 
 TEST_SUITE("unit") {
 TEST_CASE("uploader: a failed upload covers nothing and is told once; the next one takes everything since") {
+  // With a blob area, the large records go up in blob packs and come back.
+  bool blobs = false;
+  SUBCASE("segments only") { blobs = false; }
+  SUBCASE("with a blob area") { blobs = true; }
   testing::TempDir dir;
   io::PosixFileSystem fs;
   wal::LogOptions options;
@@ -64,7 +71,8 @@ TEST_CASE("uploader: a failed upload covers nothing and is told once; the next o
   options.shard_count = 1;
   options.segment_bytes = 64 * 1024;  // several segments
   options.direct_io = false;
-  options.payload_offload_bytes = 0;
+  options.payload_offload_bytes = blobs ? 1024 : 0;
+  options.blob_file_bytes_max = 16 * 1024;  // several blob files
   options.warn = [](const std::string&) {};
   options.track_published = true;
   options.list_batches = true;
@@ -119,6 +127,7 @@ TEST_CASE("uploader: a failed upload covers nothing and is told once; the next o
   CHECK(stats.error.empty());
   CHECK(stats.pending_batches == 0);
   CHECK(stats.covered_sequence > covered);
+  CHECK(stats.blobs == (blobs ? 500u / 7 + 1 : 0u));
   REQUIRE((*log)->close().has_value());
   REQUIRE((*uploader)->finish().has_value());
   // A restore holds all 500 records, in order.
