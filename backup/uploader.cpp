@@ -30,75 +30,101 @@ Uploader::Uploader(io::FileSystem& fs, wal::Log& log, std::string wal_dir, Backu
 Result<std::unique_ptr<Uploader>> Uploader::start(io::FileSystem& fs, wal::Log& log, std::string wal_dir,
                                                   BackupTarget& target, Identity identity, UploaderOptions options,
                                                   std::string* problem) {
+  std::unique_ptr<Uploader> uploader(
+      new Uploader(fs, log, std::move(wal_dir), target, std::move(identity), std::move(options)));
+  {
+    std::lock_guard upload_lock(uploader->upload_mu_);
+    std::string refusal;
+    if (auto connected = uploader->connect_locked(&refusal); !connected) {
+      if (!refusal.empty()) {
+        if (problem) *problem = std::move(refusal);
+        return connected.error();
+      }
+      // Unreachable: the engine goes on; the log keeps everything until
+      // the target answers and the loop connects.
+      uploader->note_failure_locked("connecting to", connected.error());
+    }
+  }
+  uploader->thread_ = std::thread([raw = uploader.get()] { raw->loop(); });
+  return uploader;
+}
+
+Result<void> Uploader::connect_locked(std::string* refusal) {
   auto refuse = [&](std::string why) {
-    if (problem) *problem = std::move(why);
+    *refusal = std::move(why);
     return std::make_error_code(std::errc::operation_not_permitted);
   };
   // The target is this directory's, or nobody's yet.
-  auto known = FUSEE_TRY(target.get(kIdentityName));
+  auto known = FUSEE_TRY(target_.get(kIdentityName));
   if (!known) {
-    auto json = identity_json(identity);
-    (void)FUSEE_TRY(target.put_new(kIdentityName, bytes_of(json)));
-    known = FUSEE_TRY(target.get(kIdentityName));  // ours, or the one that won
+    auto json = identity_json(identity_);
+    (void)FUSEE_TRY(target_.put_new(kIdentityName, bytes_of(json)));
+    known = FUSEE_TRY(target_.get(kIdentityName));  // ours, or the one that won
   }
   if (known) {
     auto theirs = parse_identity(*known);
-    if (!theirs) return refuse(fmt::format("{} holds an identity that does not read", target.describe()));
-    if (theirs->directory != identity.directory) {
+    if (!theirs) return refuse(fmt::format("{} holds an identity that does not read", target_.describe()));
+    if (theirs->directory != identity_.directory) {
       return refuse(fmt::format("{} is the backup of another data directory (backup id {}, this one's is {}): a "
                                 "target takes one directory; the backup stops",
-                                target.describe(), theirs->directory, identity.directory));
+                                target_.describe(), theirs->directory, identity_.directory));
     }
-    if (theirs->shards != identity.shards) {
+    if (theirs->shards != identity_.shards) {
       return refuse(fmt::format("{} holds a backup of {} shards; this directory has {} (resharded?): back it up to "
                                 "a new target",
-                                target.describe(), theirs->shards, identity.shards));
+                                target_.describe(), theirs->shards, identity_.shards));
     }
   }
   // Where the target ends.
-  std::unique_ptr<Uploader> uploader(
-      new Uploader(fs, log, std::move(wal_dir), target, std::move(identity), std::move(options)));
   std::uint64_t covered = 0;
   std::int64_t covered_at_ms = 0;
-  auto manifests = FUSEE_TRY(target.list(kManifestPrefix));
+  std::map<std::uint64_t, std::uint64_t> uploaded_end;
+  auto manifests = FUSEE_TRY(target_.list(kManifestPrefix));
   if (!manifests.empty()) {
-    auto bytes = FUSEE_TRY(target.get(manifests.back()));
+    auto bytes = FUSEE_TRY(target_.get(manifests.back()));
     auto last = bytes ? parse_manifest(*bytes) : std::nullopt;
-    if (!last) return refuse(fmt::format("{}: manifest {} does not read", target.describe(), manifests.back()));
+    if (!last) return refuse(fmt::format("{}: manifest {} does not read", target_.describe(), manifests.back()));
+    if (last->directory != identity_.directory) {
+      return refuse(fmt::format("{}: manifest {} is another data directory's ({}): the backup stops",
+                                target_.describe(), manifests.back(), last->directory));
+    }
     covered = last->batches.back().sequence;
     covered_at_ms = last->batches.back().at_ms;
     for (const auto& chunk : last->chunks) {
-      auto& end = uploader->uploaded_end_[chunk.segment];
+      auto& end = uploaded_end[chunk.segment];
       end = std::max(end, chunk.offset + chunk.bytes);
     }
   }
-  const auto& plan = log.recovery_plan();
-  const bool empty = plan.batches.empty();
-  if (!empty && plan.batches.front().sequence > covered + 1) {
+  const auto& plan = log_.recovery_plan();
+  if (!plan.batches.empty() && plan.batches.front().sequence > covered + 1) {
     return refuse(fmt::format("the log starts at batch {} and {} ends at batch {}: the batches in between were "
                               "retired without a backup (a backup needs the whole log until the run store is "
                               "uploaded too)",
-                              plan.batches.front().sequence, target.describe(), covered));
+                              plan.batches.front().sequence, target_.describe(), covered));
   }
   if (covered > plan.last_sequence) {
     return refuse(fmt::format("{} holds batches up to {}, past this log's end ({}): a restored directory backs up "
                               "to a new target",
-                              target.describe(), covered, plan.last_sequence));
+                              target_.describe(), covered, plan.last_sequence));
   }
-  // What the log holds past the target: published before a crash.
+  // What the log holds past the target: published before a crash (or
+  // since the open, while the target did not answer), oldest first.
+  uploaded_end_ = std::move(uploaded_end);
+  std::vector<BatchRef> pending;
   for (const auto& batch : plan.batches) {
     if (batch.sequence <= covered) continue;
-    uploader->pending_.push_back(
+    pending.push_back(
         BatchRef{batch.sequence, batch.segment, batch.offset, batch.total_length, batch.flags, covered_at_ms});
   }
-  {
-    std::lock_guard lock(uploader->mu_);
-    uploader->stats_.covered_sequence = covered;
-    uploader->stats_.covered_at_ms = covered_at_ms;
-    uploader->stats_.pending_batches = uploader->pending_.size();
-  }
-  uploader->thread_ = std::thread([raw = uploader.get()] { raw->loop(); });
-  return uploader;
+  pending.insert(pending.end(), pending_.begin(), pending_.end());
+  pending_ = std::move(pending);
+  connected_ = true;
+  std::lock_guard lock(mu_);
+  stats_.covered_sequence = covered;
+  stats_.covered_at_ms = covered_at_ms;
+  stats_.pending_batches = pending_.size();
+  stats_.connected = true;
+  return ok();
 }
 
 Uploader::~Uploader() {
@@ -143,26 +169,76 @@ Result<void> Uploader::finish() {
 
 Result<void> Uploader::upload_now() {
   std::lock_guard upload_lock(upload_mu_);
+  if (stopped_) return std::make_error_code(std::errc::operation_not_permitted);
+  auto published = log_.take_published();
+  pending_.insert(pending_.end(), published.begin(), published.end());
+  if (!connected_) {
+    std::string refusal;
+    if (auto connected = connect_locked(&refusal); !connected) {
+      if (!refusal.empty()) {
+        stop_locked(refusal);
+      } else {
+        note_failure_locked("connecting to", connected.error());
+      }
+      return connected.error();
+    }
+  }
   auto uploaded = upload_locked();
-  std::lock_guard lock(mu_);
-  stats_.pending_batches = pending_.size();
   if (uploaded) {
+    std::lock_guard lock(mu_);
     stats_.error.clear();
+    note_backlog_locked(0);
     return ok();
   }
+  if (uploaded.error() == std::make_error_code(std::errc::operation_not_permitted)) return uploaded.error();
+  note_failure_locked("uploading to", uploaded.error());
+  return uploaded.error();
+}
+
+void Uploader::note_failure_locked(const char* doing, std::error_code error) {
+  std::uint64_t backlog = 0;
+  for (const auto& batch : pending_) backlog += batch.bytes;
+  std::lock_guard lock(mu_);
+  stats_.pending_batches = pending_.size();
   ++stats_.failures;
   bool first = stats_.error.empty();
-  stats_.error = fmt::format("uploading to {}: {}", target_.describe(), uploaded.error().message());
+  stats_.error = fmt::format("{} {}: {}", doing, target_.describe(), error.message());
   if (first && options_.warn) {
     options_.warn(fmt::format("backup: {}; trying again every {} ms, and the log keeps every segment meanwhile",
                               stats_.error, options_.interval.count()));
   }
-  return uploaded.error();
+  note_backlog_locked(backlog);
+}
+
+void Uploader::note_backlog_locked(std::uint64_t backlog_bytes) {
+  stats_.backlog_bytes = backlog_bytes;
+  const bool full = options_.backlog_bytes_max > 0 && backlog_bytes > options_.backlog_bytes_max;
+  if (full == backlog_full_.load()) return;
+  backlog_full_ = full;
+  stats_.backlog_full = full;
+  if (!options_.warn) return;
+  if (full) {
+    options_.warn(fmt::format("backup: {} bytes of the log are not on {} yet, past backup_backlog_bytes_max ({}): "
+                              "new requests are refused (busy) until the backup catches up; runs in flight go on",
+                              backlog_bytes, target_.describe(), options_.backlog_bytes_max));
+  } else {
+    options_.warn(fmt::format("backup: the backlog is uploaded; new requests are taken again"));
+  }
+}
+
+void Uploader::stop_locked(const std::string& why) {
+  stopped_ = true;
+  std::lock_guard lock(mu_);
+  stats_.stopped = true;
+  stats_.error = why;
+  if (options_.warn) {
+    options_.warn(fmt::format("backup: STOPPED: {}; nothing more is uploaded, and the log keeps every segment from "
+                              "the last upload on",
+                              why));
+  }
 }
 
 Result<void> Uploader::upload_locked() {
-  auto published = log_.take_published();
-  pending_.insert(pending_.end(), published.begin(), published.end());
   if (pending_.empty()) return ok();
   // The new bytes of each segment the pending batches lie in, from where
   // the last upload ended (its start, for a segment new to the target: the
@@ -191,7 +267,21 @@ Result<void> Uploader::upload_locked() {
   manifest.batches = pending_;
   chunk_bytes += pack_bytes_;
   auto json = manifest_json(manifest);
-  FUSEE_TRY_VOID(target_.put(manifest_name(pending_.back().sequence), bytes_of(json)));
+  const auto name = manifest_name(pending_.back().sequence);
+  if (!FUSEE_TRY(target_.put_new(name, bytes_of(json)))) {
+    // One of that name is there: ours, from an upload whose answer was lost
+    // (the same batches again), or another writer's, and then the backup
+    // stops, loudly.
+    auto there = FUSEE_TRY(target_.get(name));
+    auto theirs = there ? parse_manifest(*there) : std::nullopt;
+    if (!theirs || theirs->directory != identity_.directory) {
+      stop_locked(fmt::format("{} holds {} written by another data directory ({}): two directories write one "
+                              "target",
+                              target_.describe(), name, theirs ? theirs->directory : "unreadable"));
+      return std::make_error_code(std::errc::operation_not_permitted);
+    }
+    FUSEE_TRY_VOID(target_.put(name, bytes_of(json)));
+  }
   for (const auto& chunk : manifest.chunks) uploaded_end_[chunk.segment] = chunk.offset + chunk.bytes;
   // Segments before the last are complete: forget them.
   while (uploaded_end_.size() > 1) uploaded_end_.erase(uploaded_end_.begin());
@@ -203,6 +293,7 @@ Result<void> Uploader::upload_locked() {
   stats_.covered_sequence = pending_.back().sequence;
   stats_.covered_at_ms = pending_.back().at_ms;
   pending_.clear();
+  stats_.pending_batches = 0;
   return ok();
 }
 

@@ -11,14 +11,20 @@
 // picks up where the last manifest ended: batches the log holds past it
 // (published before a crash, not yet uploaded) go first, with the last
 // upload's time as theirs (earlier than their own, so a restore to any
-// later moment keeps them).
+// later moment keeps them). A target that does not answer at start is
+// connected to later, each interval; one that is another directory's
+// refuses the start, or, found later (its identity or a manifest of
+// another directory where ours goes), stops the backup for good, loudly.
 //
 // An upload that fails is tried again at the next interval; the log keeps
-// growing meanwhile, and the warning says so once per failure streak.
+// growing meanwhile, and the warning says so once per failure streak. Past
+// backlog_bytes_max of log not uploaded, backlog_full() turns true (the
+// engine then refuses new requests, errc::busy) until an upload succeeds.
 //
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +45,9 @@ namespace fusee::backup {
 
 struct UploaderOptions {
   std::chrono::milliseconds interval{1000};
+  // Past this many bytes of log not on the target (0: no bound),
+  // backlog_full() says so, and the engine refuses new requests.
+  std::uint64_t backlog_bytes_max = 0;
   std::function<void(const std::string&)> warn;
 };
 
@@ -51,6 +60,10 @@ struct UploaderStats {
   std::uint64_t covered_sequence = 0;
   std::int64_t covered_at_ms = 0;  // publication time of the newest batch uploaded (0: none)
   std::uint64_t pending_batches = 0;  // published, not yet uploaded
+  std::uint64_t backlog_bytes = 0;    // their bytes, as of the last failed upload (0 after a good one)
+  bool backlog_full = false;          // backlog_bytes past UploaderOptions::backlog_bytes_max
+  bool connected = false;             // the target answered and its identity is this directory's
+  bool stopped = false;               // for good: the target is another directory's (error says)
   std::string error;                  // the last failure; empty once an upload succeeded
 };
 
@@ -68,6 +81,8 @@ class Uploader {
   Uploader& operator=(const Uploader&) = delete;
 
   std::uint64_t covered_sequence() const;
+  // Whether the backlog is past UploaderOptions::backlog_bytes_max.
+  bool backlog_full() const { return backlog_full_.load(std::memory_order_relaxed); }
   // Uploads what is published now, once, on the caller's thread.
   [[nodiscard]] Result<void> upload_now();
   // After the log's close: uploads the rest (the close marker too) and
@@ -79,7 +94,14 @@ class Uploader {
   Uploader(io::FileSystem& fs, wal::Log& log, std::string wal_dir, BackupTarget& target, Identity identity,
            UploaderOptions options);
   void loop();
+  // Checks the target's identity and finds where it ends (the last
+  // manifest). A refusal (another directory's target, a gap) sets
+  // `refusal`; a failure to reach the target does not.
+  Result<void> connect_locked(std::string* refusal);
   Result<void> upload_locked();
+  void note_failure_locked(const char* doing, std::error_code error);
+  void note_backlog_locked(std::uint64_t backlog_bytes);  // caller holds mu_
+  void stop_locked(const std::string& why);
   // Uploads the blob pack of the chunk of `segment` from `offset`; its
   // name, or empty when the chunk's batches reference no blob.
   Result<std::string> upload_blob_pack(std::uint64_t segment, std::uint64_t offset, std::span<const std::byte> chunk);
@@ -93,6 +115,9 @@ class Uploader {
   UploaderOptions options_;
   std::mutex upload_mu_;  // one upload at a time
   std::vector<BatchRef> pending_;                      // under upload_mu_
+  bool connected_ = false;                             // under upload_mu_
+  bool stopped_ = false;                               // under upload_mu_
+  std::atomic<bool> backlog_full_{false};
   std::uint64_t pack_bytes_ = 0;  // of this upload's blob packs (under upload_mu_)
   std::uint64_t pack_blobs_ = 0;
   std::map<std::uint64_t, std::uint64_t> uploaded_end_;  // per segment, bytes uploaded from its start (under upload_mu_)

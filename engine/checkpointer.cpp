@@ -72,6 +72,10 @@ void Checkpointer::loop() {
         continue;
       }
       bool due = options_.interval.count() > 0 && now >= next_due_[shard];
+      // Asked and not answered yet (the shard is busy, a step of its own
+      // blocking it, say): the next due time moves on, or the wait below
+      // would return at once, over and over.
+      if (asked_[shard] && due) next_due_[shard] = now + options_.interval;
       if (asked_[shard] || !(requested_[shard] || due)) continue;
       ask(shard);
       next_due_[shard] = now + options_.interval;

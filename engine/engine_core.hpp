@@ -69,6 +69,10 @@ class EngineCore {
   // A shard's journal failed (the log was poisoned or refused a write): the
   // shard's runs cannot go on until a reopen. Tells the operator once.
   virtual void storage_failed(std::uint32_t shard, std::error_code error) = 0;
+  // Why new requests are refused now (errc::busy, nothing recorded), or
+  // empty: the continuous backup's backlog past its bound, say. Read on
+  // every request's first record, so it must be cheap.
+  virtual std::string refusing_new_requests() const = 0;
 };
 
 std::int64_t to_ms(TimePoint time);

@@ -229,7 +229,9 @@ void Shard::append(Run& run, JournalRecord record, std::function<void()> after_d
 
 Result<Lsn> Shard::append_external(Run& run, JournalRecord record) {
   if (storage_error_) return storage_error_;
+  busy_reason_.clear();
   if (!waiting_appends_.empty()) return make_error_code(errc::busy);
+  if (busy_reason_ = core_.refusing_new_requests(); !busy_reason_.empty()) return make_error_code(errc::busy);
   stamp(record);
   scratch_.clear();
   encode_record(record, scratch_);
@@ -973,7 +975,7 @@ void Shard::handle_start(StartRequest request, bool internal,
     if (!lsn) {
       reply(lsn.error(),
             lsn.error() == make_error_code(errc::busy)
-                ? fmt::format("shard {} is busy: run '{}' was not started, try again", id_, request.id)
+                ? fmt::format("{}: run '{}' was not started, try again", busy_text(), request.id)
                 : lsn.error() == make_error_code(errc::invalid_argument)
                 ? fmt::format("run '{}' was not started: {}", request.id, oversize_message_)
                 : fmt::format("run '{}' was not started: {}", request.id, lsn.error().message()),
@@ -993,10 +995,15 @@ void Shard::handle_start(StartRequest request, bool internal,
   start_code(*run);
 }
 
+std::string Shard::busy_text() const {
+  if (busy_reason_.empty()) return fmt::format("shard {} is busy", id_);
+  return fmt::format("shard {} is busy ({})", id_, busy_reason_);
+}
+
 std::string Shard::refused_append_message(std::error_code error, const std::string& what,
                                          const std::string& run_id) const {
   if (error == make_error_code(errc::busy)) {
-    return fmt::format("shard {} is busy: {} to run '{}' was not recorded", id_, what, run_id);
+    return fmt::format("{}: {} to run '{}' was not recorded", busy_text(), what, run_id);
   }
   if (error == make_error_code(errc::invalid_argument)) {
     return fmt::format("{} was not recorded: {}", what, oversize_message_);
@@ -1121,7 +1128,7 @@ void Shard::handle_cancel(const std::string& id, const std::string& reason, Canc
   auto lsn = append_external(*run, record);
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
-                           ? fmt::format("shard {} is busy: cancel of run '{}' was not recorded", id_, id)
+                           ? fmt::format("{}: cancel of run '{}' was not recorded", busy_text(), id)
                        : lsn.error() == make_error_code(errc::invalid_argument)
                            ? fmt::format("cancel was not recorded: {}", oversize_message_)
                            : lsn.error().message());
@@ -1499,7 +1506,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   auto lsn = append_external(*run, record);
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
-                           ? fmt::format("shard {} is busy: run '{}' was not reset, try again", id_, id)
+                           ? fmt::format("{}: run '{}' was not reset, try again", busy_text(), id)
                            : lsn.error().message());
     return;
   }

@@ -111,6 +111,8 @@ class Shard {
   // Why a request's first record (append_external) was refused: busy, too
   // large, or the log's error. what: "signal 'x'", "update 'y'".
   std::string refused_append_message(std::error_code error, const std::string& what, const std::string& run_id) const;
+  // "shard 3 is busy", with why when append_external said (busy_reason_).
+  std::string busy_text() const;
   void after_durable(Lsn lsn, DurableCallback callback);
   // callback runs once every record `run` appended so far is durable.
   void after_run_durable(Run& run, DurableCallback callback);
@@ -274,6 +276,7 @@ class Shard {
   std::error_code storage_error_;
   std::vector<std::byte> scratch_;
   std::string oversize_message_;  // why append_external last refused a record as too large
+  std::string busy_reason_;  // why append_external last refused a record as busy, beyond a full log (empty: that)
 
   RunStore* store_ = nullptr;
   bool keep_history_ = true;

@@ -832,6 +832,16 @@ HttpResponse HttpApi::metrics() {
     metric("fusee_backup_bytes_total", "counter", "Bytes of the log uploaded.", stats.backup.bytes);
     metric("fusee_backup_failures_total", "counter", "Backup uploads that failed (each tried again).",
            stats.backup.failures);
+    metric("fusee_backup_blobs_total", "counter", "Large records (blob area) uploaded in blob packs.",
+           stats.backup.blobs);
+    metric("fusee_backup_backlog_bytes", "gauge",
+           "Bytes of the log not on the backup target, as of the last failed upload (0 after a good one).",
+           stats.backup.backlog_bytes);
+    metric("fusee_backup_backlog_full", "gauge",
+           "1 while the backlog is past backup_backlog_bytes_max and new requests are refused.",
+           stats.backup.backlog_full ? 1 : 0);
+    metric("fusee_backup_stopped", "gauge",
+           "1 once the backup stopped for good (the target is another directory's).", stats.backup.stopped ? 1 : 0);
     metric("fusee_backup_pending_batches", "gauge",
            "Log batches published and not yet uploaded: what losing the disk would lose now.",
            stats.backup.pending_batches);
@@ -902,6 +912,11 @@ HttpResponse HttpApi::stats_json() {
         {"covered_at_ms",
          std::chrono::duration_cast<std::chrono::milliseconds>(stats.backup.covered_at.time_since_epoch()).count()},
         {"pending_batches", stats.backup.pending_batches},
+        {"blobs", stats.backup.blobs},
+        {"backlog_bytes", stats.backup.backlog_bytes},
+        {"backlog_full", stats.backup.backlog_full},
+        {"connected", stats.backup.connected},
+        {"stopped", stats.backup.stopped},
         {"error", stats.backup.error.empty() ? boost::json::value(nullptr) : boost::json::value(stats.backup.error)}};
   } else {
     out["backup"] = nullptr;

@@ -258,6 +258,13 @@ struct Engine::Impl final : engine::EngineCore {
     if (warn) warn(message);
   }
 
+  std::string refusing_new_requests() const override {
+    if (uploader && uploader->backlog_full()) {
+      return "the backup's backlog is past backup_backlog_bytes_max (the target does not take uploads)";
+    }
+    return {};
+  }
+
   void storage_failed(std::uint32_t shard, std::error_code error) override {
     std::string text;
     {
@@ -541,7 +548,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       std::string problem;
       auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,
                                               backup::Identity{*id, shards},
-                                              backup::UploaderOptions{config.backup_upload_interval, warn}, &problem);
+                                              backup::UploaderOptions{config.backup_upload_interval,
+                                                                      config.backup_backlog_bytes_max, warn}, &problem);
       if (!uploader) {
         throw Error(errc::storage, problem.empty() ? fmt::format("backup: {}", uploader.error().message())
                                                    : fmt::format("backup: {}", problem));
@@ -690,6 +698,11 @@ EngineStats Engine::stats() const {
     stats.backup.covered_sequence = uploader.covered_sequence;
     stats.backup.covered_at = engine::from_ms(uploader.covered_at_ms);
     stats.backup.pending_batches = uploader.pending_batches;
+    stats.backup.blobs = uploader.blobs;
+    stats.backup.backlog_bytes = uploader.backlog_bytes;
+    stats.backup.backlog_full = uploader.backlog_full;
+    stats.backup.connected = uploader.connected;
+    stats.backup.stopped = uploader.stopped;
     stats.backup.error = uploader.error;
   }
   stats.wal_segments = log.segments_live;

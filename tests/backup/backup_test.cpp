@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <string>
 #include <vector>
@@ -231,5 +232,74 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
   std::set<std::string> ids;
   for (const auto& run : engine->list_runs()) ids.insert(run.id);
   CHECK(ids == std::set<std::string>{"r-0", "r-1", "r-2", "r-3"});
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("backup: while the target is away the engine goes on; past the backlog bound new requests are busy") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  const auto target = scratch.sub("target");
+  config.backup_target = target;
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  config.backup_backlog_bytes_max = 16 * 1024;
+  auto engine = harness.open(config);
+  register_double(*engine);
+  // A run that sleeps (on the harness's manual clock): in flight across the
+  // outage.
+  const WorkflowRef<int, int> kHeld{"held"};
+  engine->register_workflow(kHeld, [](Ctx& ctx, int n) -> Task<int> {
+    co_await ctx.sleep("nap", std::chrono::seconds(10));
+    co_return co_await ctx.step("after", [n] { return n + 1; });
+  });
+  CHECK(engine->execute(kDouble, "before", 1) == 2);
+  engine->start(kHeld, "held", 41);
+  CHECK(eventually([&] { return engine->stats().backup.pending_batches == 0 && engine->stats().backup.connected; }));
+  // The target goes away (a directory moved off, as an unmounted disk).
+  std::filesystem::rename(target, target + "-away");
+  // Runs go on until the backlog passes the bound (an upload fails every
+  // 5 ms and measures it); the one refused then was not recorded.
+  std::size_t during = 0;
+  while (!engine->stats().backup.backlog_full && during < 10'000) {
+    try {
+      CHECK(engine->execute(kDouble, "during-" + std::to_string(during), 1) == 2);
+      ++during;
+    } catch (const Error& error) {
+      CHECK(error.code() == make_error_code(errc::busy));
+      break;
+    }
+  }
+  CHECK(during > 0);
+  CHECK(eventually([&] { return engine->stats().backup.backlog_full; }));
+  auto stats = engine->stats().backup;
+  CHECK(stats.backlog_bytes > config.backup_backlog_bytes_max);
+  CHECK_FALSE(stats.error.empty());
+  auto message = error_message(errc::busy, [&] { engine->start(kDouble, "refused", 1); });
+  CHECK_MESSAGE(contains(message, "backup_backlog_bytes_max"), message);
+  (void)error_message(errc::busy, [&] { engine->cancel("held", "no"); });
+  CHECK_FALSE(engine->get_run("refused").has_value());  // nothing was recorded
+  // The run in flight goes on: its timer fires, its step runs.
+  harness.clock().advance(std::chrono::seconds(11));
+  CHECK(engine->result(kHeld, "held") == 42);
+  // Back: the backlog goes up, new requests are taken again.
+  std::filesystem::rename(target + "-away", target);
+  CHECK(eventually([&] { return !engine->stats().backup.backlog_full; }));
+  CHECK(engine->execute(kDouble, "after", 5) == 10);
+  CHECK(engine->stats().backup.error.empty());
+  engine->shutdown();
+  auto latest = scratch.sub("restored");
+  (void)restore(target, latest, std::nullopt);
+  auto clock = std::make_shared<ManualClock>(harness.clock().now());
+  auto restored_config = Config::local(latest);
+  restored_config.flush = FlushMethod::buffered;
+  restored_config.clock = clock;
+  auto restored = Engine::open(restored_config);
+  register_double(*restored);
+  std::set<std::string> ids;
+  for (const auto& run : restored->list_runs()) ids.insert(run.id);
+  CHECK(ids.size() == during + 3);  // before, held, during-*, after
+  CHECK(ids.contains("held"));
+  CHECK_FALSE(ids.contains("refused"));
 }
 }

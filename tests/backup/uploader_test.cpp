@@ -32,15 +32,23 @@ class FlakyTarget final : public backup::BackupTarget {
   Result<void> put(const std::string& name, std::span<const std::byte> bytes) override {
     if (failing) {
       ++refused;
-      return std::make_error_code(std::errc::network_unreachable);
+      return unreachable();
     }
     return inner_->put(name, bytes);
   }
   Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) override {
+    if (failing) return Result<bool>(boost::system::in_place_error, unreachable());
     return inner_->put_new(name, bytes);
   }
-  Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override { return inner_->get(name); }
-  Result<std::vector<std::string>> list(const std::string& prefix) override { return inner_->list(prefix); }
+  Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override {
+    if (failing) return unreachable();
+    return inner_->get(name);
+  }
+  Result<std::vector<std::string>> list(const std::string& prefix) override {
+    if (failing) return unreachable();
+    return inner_->list(prefix);
+  }
+  static std::error_code unreachable() { return std::make_error_code(std::errc::network_unreachable); }
   std::string describe() const override { return "flaky " + inner_->describe(); }
 
  private:
@@ -146,3 +154,148 @@ TEST_CASE("uploader: a failed upload covers nothing and is told once; the next o
   for (int n = 0; n < 500; ++n) CHECK(records[static_cast<std::size_t>(n)] == record_of(n));
 }
 }
+
+namespace {
+
+// A log on a POSIX directory, with what a backup needs from it.
+struct LogUnderTest {
+  explicit LogUnderTest(const std::string& dir) {
+    options.dir = dir;
+    options.shard_count = 1;
+    options.segment_bytes = 64 * 1024;
+    options.direct_io = false;
+    options.warn = [](const std::string&) {};
+    options.track_published = true;
+    options.list_batches = true;
+    auto opened = wal::Log::open(fs, options);
+    REQUIRE(opened.has_value());
+    log = std::move(*opened);
+  }
+  void write(int from, int to) {
+    for (int n = from; n < to; ++n) {
+      auto lsn = log->append(0, record_of(n));
+      REQUIRE(lsn.has_value());
+      REQUIRE(log->wait_durable(0, *lsn).has_value());
+    }
+  }
+  io::PosixFileSystem fs;
+  wal::LogOptions options;
+  std::unique_ptr<wal::Log> log;
+};
+
+struct Warnings {
+  std::mutex mu;
+  std::vector<std::string> texts;
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& text) {
+      std::lock_guard lock(mu);
+      texts.push_back(text);
+    };
+  }
+  bool any(const std::string& part) {
+    std::lock_guard lock(mu);
+    for (const auto& text : texts) {
+      if (text.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: a target that does not answer at start is connected to later; the backlog bound trips and clears") {
+  testing::TempDir dir;
+  LogUnderTest under(dir.sub("data"));
+  auto inner = backup::open_directory_target(under.fs, dir.sub("target"));
+  REQUIRE(inner.has_value());
+  FlakyTarget target(std::move(*inner));
+  target.failing = true;
+  Warnings warnings;
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);
+  options.backlog_bytes_max = 100 * 1024;  // batches take whole 4 KiB blocks
+  options.warn = warnings.sink();
+  std::string problem;
+  auto uploader = backup::Uploader::start(under.fs, *under.log, dir.sub("data") + "/wal", target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);  // the engine goes on
+  auto stats = (*uploader)->stats();
+  CHECK_FALSE(stats.connected);
+  CHECK(stats.covered_sequence == 0);  // nothing retires meanwhile
+  CHECK(warnings.any("connecting to flaky"));
+  under.write(0, 5);  // 5 batches: under the bound
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  CHECK_FALSE((*uploader)->backlog_full());
+  under.write(5, 200);  // over it
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  CHECK((*uploader)->backlog_full());
+  stats = (*uploader)->stats();
+  CHECK(stats.backlog_full);
+  CHECK(stats.backlog_bytes > 100 * 1024);
+  CHECK(warnings.any("past backup_backlog_bytes_max"));
+  // The target answers: connected, everything uploaded, the bound clears.
+  target.failing = false;
+  REQUIRE((*uploader)->upload_now().has_value());
+  stats = (*uploader)->stats();
+  CHECK(stats.connected);
+  CHECK_FALSE(stats.backlog_full);
+  CHECK_FALSE((*uploader)->backlog_full());
+  CHECK(stats.backlog_bytes == 0);
+  CHECK(stats.pending_batches == 0);
+  CHECK(warnings.any("new requests are taken again"));
+  REQUIRE(under.log->close().has_value());
+  REQUIRE((*uploader)->finish().has_value());
+  std::string why;
+  auto restored = backup::restore_directory(under.fs, target, dir.sub("restored"), std::nullopt, &why);
+  REQUIRE_MESSAGE(restored.has_value(), why);
+  LogUnderTest reopened(dir.sub("restored"));
+  std::size_t records = 0;
+  REQUIRE(reopened.log->read(0, 1, reopened.log->durable_lsn(0), [&](wal::Lsn, std::span<const std::byte>) {
+    ++records;
+  }).has_value());
+  CHECK(records == 200);
+}
+
+TEST_CASE("uploader: another directory's manifest where ours goes stops the backup, loudly, for good") {
+  testing::TempDir dir;
+  LogUnderTest under(dir.sub("data"));
+  auto target = backup::open_directory_target(under.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  Warnings warnings;
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);
+  options.warn = warnings.sink();
+  std::string problem;
+  auto uploader = backup::Uploader::start(under.fs, *under.log, dir.sub("data") + "/wal", **target,
+                                          backup::Identity{"ours", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  under.write(0, 10);
+  REQUIRE((*uploader)->upload_now().has_value());
+  const auto covered = (*uploader)->stats().covered_sequence;
+  under.write(10, 20);
+  // Another writer got there first (say its identity check raced ours):
+  // whatever name our next manifest takes, one of another directory is
+  // there.
+  backup::Manifest theirs;
+  theirs.directory = "theirs";
+  theirs.batches = {wal::PublishedBatch{covered + 1, 1, 0, 4096, 0, 0}};
+  auto json = backup::manifest_json(theirs);
+  for (std::uint64_t sequence = covered + 1; sequence <= covered + 20; ++sequence) {
+    REQUIRE((*target)->put(backup::manifest_name(sequence), std::as_bytes(std::span(json))).has_value());
+  }
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  auto stats = (*uploader)->stats();
+  CHECK(stats.stopped);
+  CHECK(stats.covered_sequence == covered);
+  CHECK(stats.error.find("written by another data directory (theirs)") != std::string::npos);
+  CHECK(warnings.any("backup: STOPPED"));
+  // For good: nothing more is tried.
+  under.write(20, 30);
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  CHECK((*uploader)->stats().covered_sequence == covered);
+  REQUIRE(under.log->close().has_value());
+  CHECK_FALSE((*uploader)->finish().has_value());
+}
+}
+

@@ -76,6 +76,13 @@ struct Config {
   // directory's whole log).
   std::string backup_target;
   std::chrono::milliseconds backup_upload_interval{1000};
+  // While the target does not answer, the engine goes on and the log keeps
+  // what the backup lacks. Past this many bytes of log not on the target
+  // (0: no bound, the log grows as long as the disk allows), new requests
+  // (start, signal, update, cancel, enqueue) fail with errc::busy and
+  // nothing is recorded, as when the log is full; runs in flight go on. It
+  // bounds what losing the disk would lose, at the cost of availability.
+  std::uint64_t backup_backlog_bytes_max = 0;
   // Remote mode: the server's address, and its token (TCP, when it wants one).
   std::string server;
   std::string server_token;

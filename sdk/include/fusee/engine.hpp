@@ -175,6 +175,11 @@ struct BackupStats {
   std::uint64_t covered_sequence = 0;  // every log batch up to it is on the target
   TimePoint covered_at;                // when the newest batch on the target was published
   std::uint64_t pending_batches = 0;   // published, not yet uploaded: lost with the disk now
+  std::uint64_t blobs = 0;             // large records (the blob area's) uploaded since open
+  std::uint64_t backlog_bytes = 0;     // log bytes not on the target, as of the last failed upload
+  bool backlog_full = false;           // past Config::backup_backlog_bytes_max: new requests are busy
+  bool connected = false;              // the target answered and is this directory's
+  bool stopped = false;                // for good: the target is another directory's (see error)
   std::string error;                   // the last upload's failure; empty once one succeeded
 };
 
