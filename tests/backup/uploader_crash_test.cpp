@@ -1,0 +1,243 @@
+// Crash enumeration over the uploader (backup/uploader.hpp): the engine
+// dies at every call it makes to the target, before the call takes effect
+// or after it did (its answer lost), in the middle of an upload or between
+// two. Each case then checks two things:
+//  - right after the crash, a restore of the target holds every record
+//    made durable before the last upload that completed (a crash inside an
+//    upload never spoils what earlier uploads wrote);
+//  - the next life resumes from the target's last manifest, uploads what
+//    the log kept, and at its clean close the target restores to exactly
+//    the log: every record, in order, large ones (the blob area) included.
+// The log's disk crashes too (a random crash image); the target's is a
+// separate one that does not (object storage, or another machine).
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backup/directory_target.hpp"
+#include "backup/restore.hpp"
+#include "backup/uploader.hpp"
+#include "tests/support/fault_file_system.hpp"
+#include "wal/log.hpp"
+
+using namespace fusee;
+using namespace fusee::testing;
+
+namespace {
+
+// Dies at its `crash_at`-th call: `after` says whether that call still took
+// effect on the target. Every call from then on fails, as a dead process
+// makes none.
+class CrashingTarget final : public backup::BackupTarget {
+ public:
+  explicit CrashingTarget(backup::BackupTarget& inner) : inner_(inner) {}
+  std::uint64_t crash_at = 0;  // 0: never
+  bool after = false;
+  std::uint64_t calls = 0;
+  bool dead = false;
+
+  Result<void> put(const std::string& name, std::span<const std::byte> bytes) override {
+    if (!enter()) return gone();
+    auto done = inner_.put(name, bytes);
+    return leave() ? done : Result<void>(gone());
+  }
+  Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) override {
+    if (!enter()) return Result<bool>(boost::system::in_place_error, gone());
+    auto done = inner_.put_new(name, bytes);
+    return leave() ? done : Result<bool>(boost::system::in_place_error, gone());
+  }
+  Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override {
+    if (!enter()) return gone();
+    auto done = inner_.get(name);
+    if (!leave()) return gone();
+    return done;
+  }
+  Result<std::vector<std::string>> list(const std::string& prefix) override {
+    if (!enter()) return gone();
+    auto done = inner_.list(prefix);
+    if (!leave()) return gone();
+    return done;
+  }
+  std::string describe() const override { return "crashing " + inner_.describe(); }
+
+ private:
+  static std::error_code gone() { return std::make_error_code(std::errc::owner_dead); }
+  // Whether the call goes ahead.
+  bool enter() {
+    if (dead) return false;
+    ++calls;
+    if (calls == crash_at && !after) dead = true;
+    return !dead;
+  }
+  // Whether its answer comes back.
+  bool leave() {
+    if (calls == crash_at && after) dead = true;
+    return !dead;
+  }
+  backup::BackupTarget& inner_;
+};
+
+// Every fifth record is 3000 bytes, past the offload size: the blob area.
+std::vector<std::byte> record_of(int n) {
+  auto text = fmt::format("record-{}", n);
+  if (n % 5 == 0) text += std::string(3000, static_cast<char>('a' + n % 26));
+  auto bytes = std::as_bytes(std::span(text.data(), text.size()));
+  return {bytes.begin(), bytes.end()};
+}
+
+wal::LogOptions log_options(const std::string& dir) {
+  wal::LogOptions options;
+  options.dir = dir;
+  options.shard_count = 1;
+  options.segment_bytes = 64 * 1024;  // a roll every dozen records or so
+  options.direct_io = false;
+  options.payload_offload_bytes = 1024;
+  options.blob_file_bytes_max = 16 * 1024;
+  options.warn = [](const std::string&) {};
+  options.track_published = true;
+  options.list_batches = true;
+  return options;
+}
+
+backup::UploaderOptions uploader_options() {
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);  // uploads only when the test asks
+  options.warn = [](const std::string&) {};
+  return options;
+}
+
+std::vector<std::vector<std::byte>> records_of(io::FileSystem& fs, const std::string& dir) {
+  auto log = wal::Log::open(fs, log_options(dir));
+  REQUIRE(log.has_value());
+  std::vector<std::vector<std::byte>> records;
+  REQUIRE((*log)->read(0, 1, (*log)->durable_lsn(0), [&](wal::Lsn, std::span<const std::byte> bytes) {
+    records.emplace_back(bytes.begin(), bytes.end());
+  }).has_value());
+  return records;
+}
+
+// Restores the target's latest into a new directory of `fs`; its records.
+std::vector<std::vector<std::byte>> restored_records(io::FileSystem& fs, backup::BackupTarget& target,
+                                                     const std::string& dir) {
+  std::string problem;
+  auto restored = backup::restore_directory(fs, target, dir, std::nullopt, &problem);
+  REQUIRE_MESSAGE(restored.has_value(), problem);
+  return records_of(fs, dir);
+}
+
+struct Life1 {
+  std::uint64_t calls = 0;      // target calls the whole life makes (no crash)
+  int durable = 0;              // records made durable before the crash
+  int durable_at_upload = 0;    // ... before the last upload that completed
+};
+
+// The first life: 6 rounds of 8 records, each made durable, then an upload.
+Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<FaultFileSystem>* image,
+                 std::uint64_t image_seed) {
+  Life1 life;
+  auto options = log_options("/data");
+  auto log = wal::Log::open(fs, options);
+  REQUIRE(log.has_value());
+  std::string problem;
+  auto uploader = backup::Uploader::start(fs, **log, "/data/wal", target, backup::Identity{"dir", 1},
+                                          uploader_options(), &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  int n = 0;
+  for (int round = 0; round < 6 && !target.dead; ++round) {
+    for (int k = 0; k < 8; ++k, ++n) {
+      auto lsn = (*log)->append(0, record_of(n));
+      REQUIRE(lsn.has_value());
+      REQUIRE((*log)->wait_durable(0, *lsn).has_value());
+      life.durable = n + 1;
+    }
+    if ((*uploader)->upload_now()) life.durable_at_upload = life.durable;
+  }
+  life.calls = target.calls;
+  if (image) {
+    // The process dies here: its disk is what the crash leaves.
+    std::mt19937_64 random(image_seed);
+    auto outcome = random() % 2 ? CrashOutcome::random_subset(random()) : CrashOutcome::drop_all();
+    *image = fs.crash_image(outcome);
+  } else {
+    REQUIRE((*log)->close().has_value());
+    REQUIRE((*uploader)->finish().has_value());
+  }
+  return life;
+}
+
+}  // namespace
+
+TEST_SUITE("crash") {
+TEST_CASE("uploader: a crash at every call to the target, before or after it took effect, loses nothing uploaded") {
+  // How many calls a life makes without a crash.
+  std::uint64_t calls = 0;
+  {
+    FaultFileSystem fs, remote;
+    REQUIRE(fs.create_dir("/data").has_value());
+    REQUIRE(fs.sync_dir("/").has_value());
+    auto inner = backup::open_directory_target(remote, "/target");
+    REQUIRE(inner.has_value());
+    CrashingTarget target(**inner);
+    calls = run_life_1(fs, target, nullptr, 0).calls;
+    CHECK(restored_records(remote, **inner, "/restored").size() == 48);
+  }
+  REQUIRE(calls > 10);
+  std::uint64_t cases = 0;
+  for (std::uint64_t crash_at = 1; crash_at <= calls + 4; ++crash_at) {
+    for (bool after : {false, true}) {
+      CAPTURE(crash_at);
+      CAPTURE(after);
+      FaultFileSystem fs, remote;
+      REQUIRE(fs.create_dir("/data").has_value());
+      REQUIRE(fs.sync_dir("/").has_value());
+      auto inner = backup::open_directory_target(remote, "/target");
+      REQUIRE(inner.has_value());
+      CrashingTarget target(**inner);
+      target.crash_at = crash_at;
+      target.after = after;
+      std::unique_ptr<FaultFileSystem> image;
+      auto life = run_life_1(fs, target, &image, crash_at * 2 + after);
+      // (A life makes a call or two more or fewer from run to run: whether
+      // a segment's roll batch is published before an upload decides if
+      // the next segment gets a chunk of its own then.)
+      if (!target.dead) continue;
+      ++cases;
+      // What the target holds now: at least what the last completed upload
+      // covered (nothing, before any).
+      if (life.durable_at_upload > 0) {
+        auto restored = restored_records(remote, **inner, fmt::format("/early-{}-{}", crash_at, after));
+        REQUIRE(restored.size() >= static_cast<std::size_t>(life.durable_at_upload));
+        for (int n = 0; n < life.durable_at_upload; ++n) CHECK(restored[static_cast<std::size_t>(n)] == record_of(n));
+      }
+      // The next life, on what the crash left, with the target back.
+      REQUIRE(records_of(*image, "/data").size() >= static_cast<std::size_t>(life.durable));
+      {
+        auto log = wal::Log::open(*image, log_options("/data"));
+        REQUIRE(log.has_value());
+        std::string problem;
+        auto uploader = backup::Uploader::start(*image, **log, "/data/wal", **inner, backup::Identity{"dir", 1},
+                                                uploader_options(), &problem);
+        REQUIRE_MESSAGE(uploader.has_value(), problem);
+        for (int n = 1000; n < 1010; ++n) {
+          auto lsn = (*log)->append(0, record_of(n));
+          REQUIRE(lsn.has_value());
+          REQUIRE((*log)->wait_durable(0, *lsn).has_value());
+        }
+        REQUIRE((*uploader)->upload_now().has_value());
+        REQUIRE((*log)->close().has_value());
+        REQUIRE((*uploader)->finish().has_value());
+      }
+      auto local = records_of(*image, "/data");
+      REQUIRE(local.size() >= static_cast<std::size_t>(life.durable) + 10);
+      for (int n = 0; n < life.durable; ++n) CHECK(local[static_cast<std::size_t>(n)] == record_of(n));
+      CHECK(restored_records(remote, **inner, fmt::format("/restored-{}-{}", crash_at, after)) == local);
+    }
+  }
+  CHECK(cases >= 2 * (calls - 4));
+}
+}
