@@ -143,7 +143,16 @@ std::uint64_t Uploader::covered_sequence() const {
 
 UploaderStats Uploader::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  auto stats = stats_;
+  if (!lags_ms_.empty()) {
+    auto lags = lags_ms_;
+    std::sort(lags.begin(), lags.end());
+    auto at = [&](double q) { return lags[std::min(lags.size() - 1, static_cast<std::size_t>(q * lags.size()))]; };
+    stats.lag_p50_ms = at(0.50);
+    stats.lag_p99_ms = at(0.99);
+    stats.lag_max_ms = lags.back();
+  }
+  return stats;
 }
 
 void Uploader::loop() {
@@ -292,6 +301,19 @@ Result<void> Uploader::upload_locked() {
   stats_.blobs += pack_blobs_;
   stats_.covered_sequence = pending_.back().sequence;
   stats_.covered_at_ms = pending_.back().at_ms;
+  const auto now = options_.now_ms ? options_.now_ms()
+                                   : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count();
+  for (const auto& batch : pending_) {
+    auto lag = std::max<std::int64_t>(0, now - batch.at_ms);
+    if (lags_ms_.size() < kLagWindow) {
+      lags_ms_.push_back(lag);
+    } else {
+      lags_ms_[lag_next_] = lag;
+      lag_next_ = (lag_next_ + 1) % kLagWindow;
+    }
+  }
   pending_.clear();
   stats_.pending_batches = 0;
   return ok();

@@ -49,6 +49,9 @@ struct UploaderOptions {
   // backlog_full() says so, and the engine refuses new requests.
   std::uint64_t backlog_bytes_max = 0;
   std::function<void(const std::string&)> warn;
+  // The clock batches' publication times read (the log's); for the upload
+  // lag. Unset: the system clock.
+  std::function<std::int64_t()> now_ms;
 };
 
 struct UploaderStats {
@@ -64,11 +67,17 @@ struct UploaderStats {
   bool backlog_full = false;          // backlog_bytes past UploaderOptions::backlog_bytes_max
   bool connected = false;             // the target answered and its identity is this directory's
   bool stopped = false;               // for good: the target is another directory's (error says)
+  // From a batch's publication to the end of the upload that covers it,
+  // over the last kLagWindow batches uploaded (0 before any).
+  std::int64_t lag_p50_ms = 0;
+  std::int64_t lag_p99_ms = 0;
+  std::int64_t lag_max_ms = 0;
   std::string error;                  // the last failure; empty once an upload succeeded
 };
 
 class Uploader {
  public:
+  static constexpr std::size_t kLagWindow = 8192;
   // `log` must have been opened with track_published and list_batches (its
   // recovery plan lists the chain's batches). Fails, with `problem`, when
   // the target belongs to another directory or holds batches past this
@@ -118,6 +127,8 @@ class Uploader {
   bool connected_ = false;                             // under upload_mu_
   bool stopped_ = false;                               // under upload_mu_
   std::atomic<bool> backlog_full_{false};
+  std::vector<std::int64_t> lags_ms_;  // ring of the last kLagWindow batches' lags (under mu_)
+  std::size_t lag_next_ = 0;
   std::uint64_t pack_bytes_ = 0;  // of this upload's blob packs (under upload_mu_)
   std::uint64_t pack_blobs_ = 0;
   std::map<std::uint64_t, std::uint64_t> uploaded_end_;  // per segment, bytes uploaded from its start (under upload_mu_)

@@ -126,6 +126,8 @@ using RawMethod = fusee::bench::FlushMethod;
 constexpr std::string_view kCaseChain = "chain";
 constexpr std::string_view kCaseFanout = "fanout";
 constexpr std::string_view kCaseFanoutBackup = "fanout_backup";
+// fanout_backup's upload interval (Config::backup_upload_interval).
+constexpr std::int64_t kBackupUploadIntervalMs = 100;
 constexpr std::string_view kCaseMemory = "memory";
 constexpr std::string_view kCaseChainUnix = "chain_unix";
 constexpr std::string_view kCaseChainTcp = "chain_tcp";
@@ -301,6 +303,12 @@ struct CaseResult {
   double records_per_flush = 0;  // local cases, timed window
   std::string transport;          // remote cases: "unix" or "tcp"
   std::optional<double> limit_per_s;  // limit: the step limit's rate
+  // fanout_backup: publication to upload, over the last 8192 batches.
+  struct UploadLag {
+    std::int64_t p50_ms = 0, p99_ms = 0, max_ms = 0;
+    std::uint64_t uploads = 0, failures = 0;
+  };
+  std::optional<UploadLag> upload_lag;
 
   std::uint64_t steps() const { return std::uint64_t(runs) * steps_per_run * rounds; }
   double p99_over_p50() const { return ratio(latency.p99_us, latency.p50_us); }
@@ -364,7 +372,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     config.backup_target = spec.data_dir + "-backup";
     // Ten uploads a second rather than one, so that the timed rounds (about
     // a second in all) hold several and their cost shows.
-    config.backup_upload_interval = std::chrono::milliseconds(100);
+    config.backup_upload_interval = std::chrono::milliseconds(kBackupUploadIntervalMs);
   }
   fusee::io::PosixFileSystem server_fs;
   std::unique_ptr<fusee::server::LogService> service;
@@ -459,6 +467,11 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   if (auto batches = counts_after.second - counts_before.second; batches > 0)
     result.records_per_flush = double(counts_after.first - counts_before.first) / double(batches);
 
+  if (spec.backup) {
+    auto backup = engine->stats().backup;
+    result.upload_lag = CaseResult::UploadLag{backup.upload_lag_p50.count(), backup.upload_lag_p99.count(),
+                                              backup.upload_lag_max.count(), backup.uploads, backup.failures};
+  }
   // A clean shutdown, as a real one would end; outside the timed window.
   engine->shutdown();
   engine.reset();
@@ -1127,6 +1140,14 @@ void print_case_json(const CaseResult& result) {
         .field("records_per_flush", round_to_digits(result.records_per_flush, 2));
   }
   if (result.durable_writes_per_call) line.field("durable_writes_per_call", round_to_digits(*result.durable_writes_per_call, 3));
+  if (result.upload_lag) {
+    line.field("upload_interval_ms", kBackupUploadIntervalMs)
+        .field("upload_lag_p50_ms", result.upload_lag->p50_ms)
+        .field("upload_lag_p99_ms", result.upload_lag->p99_ms)
+        .field("upload_lag_max_ms", result.upload_lag->max_ms)
+        .field("uploads", result.upload_lag->uploads)
+        .field("upload_failures", result.upload_lag->failures);
+  }
   if (result.limit_per_s) {
     line.field("limit_per_s", *result.limit_per_s)
         .field("achieved_over_limit", round_to_digits(ratio(result.steps_per_s, *result.limit_per_s), 4));
@@ -1351,6 +1372,12 @@ int run(const Options& options) {
   print_parallel(parallel);
   for (const auto& result : results) {
     if (result.local) fmt::print("{}: {:.1f} records per flush\n", result.name, result.records_per_flush);
+    if (result.upload_lag) {
+      fmt::print("{}: upload lag (publication to upload, every {} ms) p50 {} ms, p99 {} ms, max {} ms; {} uploads, "
+                 "{} failed\n",
+                 result.name, kBackupUploadIntervalMs, result.upload_lag->p50_ms, result.upload_lag->p99_ms, result.upload_lag->max_ms,
+                 result.upload_lag->uploads, result.upload_lag->failures);
+    }
     if (result.durable_writes_per_call)
       fmt::print("{}: {:.3f} durable writes per call\n", result.name, *result.durable_writes_per_call);
   }

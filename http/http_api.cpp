@@ -840,6 +840,9 @@ HttpResponse HttpApi::metrics() {
     metric("fusee_backup_backlog_full", "gauge",
            "1 while the backlog is past backup_backlog_bytes_max and new requests are refused.",
            stats.backup.backlog_full ? 1 : 0);
+    metric("fusee_backup_upload_lag_p99_seconds", "gauge",
+           "From a log batch's publication to the end of the upload covering it: p99 over the last 8192 batches.",
+           static_cast<double>(stats.backup.upload_lag_p99.count()) / 1000);
     metric("fusee_backup_stopped", "gauge",
            "1 once the backup stopped for good (the target is another directory's).", stats.backup.stopped ? 1 : 0);
     metric("fusee_backup_pending_batches", "gauge",
@@ -917,6 +920,9 @@ HttpResponse HttpApi::stats_json() {
         {"backlog_full", stats.backup.backlog_full},
         {"connected", stats.backup.connected},
         {"stopped", stats.backup.stopped},
+        {"upload_lag_p50_ms", stats.backup.upload_lag_p50.count()},
+        {"upload_lag_p99_ms", stats.backup.upload_lag_p99.count()},
+        {"upload_lag_max_ms", stats.backup.upload_lag_max.count()},
         {"error", stats.backup.error.empty() ? boost::json::value(nullptr) : boost::json::value(stats.backup.error)}};
   } else {
     out["backup"] = nullptr;

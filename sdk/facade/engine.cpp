@@ -549,7 +549,10 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,
                                               backup::Identity{*id, shards},
                                               backup::UploaderOptions{config.backup_upload_interval,
-                                                                      config.backup_backlog_bytes_max, warn}, &problem);
+                                                                      config.backup_backlog_bytes_max, warn,
+                                                                      [clock = impl->clock] {
+                                                                        return engine::to_ms(clock->now());
+                                                                      }}, &problem);
       if (!uploader) {
         throw Error(errc::storage, problem.empty() ? fmt::format("backup: {}", uploader.error().message())
                                                    : fmt::format("backup: {}", problem));
@@ -703,6 +706,9 @@ EngineStats Engine::stats() const {
     stats.backup.backlog_full = uploader.backlog_full;
     stats.backup.connected = uploader.connected;
     stats.backup.stopped = uploader.stopped;
+    stats.backup.upload_lag_p50 = std::chrono::milliseconds(uploader.lag_p50_ms);
+    stats.backup.upload_lag_p99 = std::chrono::milliseconds(uploader.lag_p99_ms);
+    stats.backup.upload_lag_max = std::chrono::milliseconds(uploader.lag_max_ms);
     stats.backup.error = uploader.error;
   }
   stats.wal_segments = log.segments_live;

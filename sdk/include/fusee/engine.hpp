@@ -180,6 +180,11 @@ struct BackupStats {
   bool backlog_full = false;           // past Config::backup_backlog_bytes_max: new requests are busy
   bool connected = false;              // the target answered and is this directory's
   bool stopped = false;                // for good: the target is another directory's (see error)
+  // From a batch's publication to the end of the upload covering it, over
+  // the last 8192 batches uploaded.
+  std::chrono::milliseconds upload_lag_p50{0};
+  std::chrono::milliseconds upload_lag_p99{0};
+  std::chrono::milliseconds upload_lag_max{0};
   std::string error;                   // the last upload's failure; empty once one succeeded
 };
 
