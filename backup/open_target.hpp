@@ -12,7 +12,12 @@
 
 namespace fusee::backup {
 
-// A directory is made if missing. Fails with `problem` saying why.
-Result<std::unique_ptr<BackupTarget>> open_target(io::FileSystem& fs, const std::string& address, std::string* problem);
+// What to do with a directory target that is not there.
+enum class MissingDirectory { create, refuse };
+
+// Fails with `problem` saying why. Readers (restore, status, inspect)
+// refuse a missing directory; the engine makes it.
+Result<std::unique_ptr<BackupTarget>> open_target(io::FileSystem& fs, const std::string& address, std::string* problem,
+                                                  MissingDirectory missing = MissingDirectory::refuse);
 
 }  // namespace fusee::backup

@@ -7,12 +7,62 @@
 #include <chrono>
 
 #include "backup/directory_id.hpp"
-#include "backup/open_target.hpp"
 #include "backup/manifest.hpp"
-#include "engine/offline_dir.hpp"
+#include "backup/open_target.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 namespace fusee::cli {
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string utc(std::int64_t ms) {
+  auto at = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+  return date::format("%FT%TZ", std::chrono::time_point_cast<std::chrono::milliseconds>(at));
+}
+
+}  // namespace
+
+std::optional<BackupSummary> read_backup_summary(io::FileSystem& fs, const engine::OfflineDir& offline,
+                                                 std::string& problem) {
+  auto recorded = backup::recorded_backup_target(fs, offline.dir);
+  if (!recorded) {
+    problem = fmt::format("{}: {}", offline.dir, recorded.error().message());
+    return std::nullopt;
+  }
+  if (!*recorded) return std::nullopt;
+  BackupSummary summary;
+  summary.target = **recorded;
+  auto target = backup::open_target(fs, summary.target, &problem);
+  if (!target) return summary;
+  auto manifests = (*target)->list(backup::kManifestPrefix);
+  if (!manifests) {
+    problem = fmt::format("cannot list {}: {}", (*target)->describe(), manifests.error().message());
+    return summary;
+  }
+  summary.uploads = manifests->size();
+  if (!manifests->empty()) {
+    auto bytes = (*target)->get(manifests->back());
+    auto last = bytes && *bytes ? backup::parse_manifest(**bytes) : std::nullopt;
+    if (!last) {
+      problem = fmt::format("{}: manifest {} does not read", (*target)->describe(), manifests->back());
+      return summary;
+    }
+    summary.covered_sequence = last->batches.back().sequence;
+    summary.covered_at_ms = last->batches.back().at_ms;
+  }
+  summary.log_last_sequence = offline.plan_made ? offline.plan.last_sequence : 0;
+  if (summary.log_last_sequence > summary.covered_sequence) {
+    summary.pending_batches = summary.log_last_sequence - summary.covered_sequence;
+  }
+  for (const auto& batch : offline.plan.batches) {
+    if (batch.sequence > summary.covered_sequence) summary.pending_bytes += batch.total_length;
+  }
+  return summary;
+}
 
 int run_backup_status(const BackupStatusOptions& options) {
   io::PosixFileSystem fs;
@@ -20,56 +70,54 @@ int run_backup_status(const BackupStatusOptions& options) {
     fmt::print(stderr, "fusee backup status: {}\n", why);
     return 1;
   };
-  auto recorded = backup::recorded_backup_target(fs, options.dir);
-  if (!recorded) return fail(fmt::format("{}: {}", options.dir, recorded.error().message()));
-  if (!*recorded) return fail(fmt::format("{} has no backup (no engine opened it with Config::backup_target)", options.dir));
-  const auto& target_dir = **recorded;
-  std::string target_problem;
-  auto target = backup::open_target(fs, target_dir, &target_problem);
-  if (!target) return fail(target_problem);
-  auto manifests = (*target)->list(backup::kManifestPrefix);
-  if (!manifests) return fail(fmt::format("cannot list {}: {}", target_dir, manifests.error().message()));
-  std::uint64_t covered = 0;
-  std::int64_t covered_at_ms = 0;
-  if (!manifests->empty()) {
-    auto bytes = (*target)->get(manifests->back());
-    auto last = bytes && *bytes ? backup::parse_manifest(**bytes) : std::nullopt;
-    if (!last) return fail(fmt::format("{}: manifest {} does not read", target_dir, manifests->back()));
-    covered = last->batches.back().sequence;
-    covered_at_ms = last->batches.back().at_ms;
-  }
-  auto offline = engine::read_offline_dir(fs, options.dir);
+  auto offline = engine::read_offline_dir(fs, options.dir, true);
   if (!offline) return fail(fmt::format("cannot read {}: {}", options.dir, offline.error().message()));
-  const std::uint64_t log_last = offline->plan_made ? offline->plan.last_sequence : 0;
-  const std::uint64_t pending = log_last > covered ? log_last - covered : 0;
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  std::string problem;
+  auto summary = read_backup_summary(fs, *offline, problem);
+  if (!summary) {
+    if (!problem.empty()) return fail(problem);
+    return fail(fmt::format("{} has no backup (no engine opened it with Config::backup_target)", options.dir));
+  }
+  if (!problem.empty()) return fail(problem);
+  const auto now = now_ms();
+  // What losing the disk now would lose: everything published after the
+  // newest batch on the target, which is how long ago that was.
+  const std::optional<std::int64_t> loss_window_ms =
+      summary->pending_batches == 0 ? std::optional<std::int64_t>(0)
+      : summary->covered_at_ms > 0  ? std::optional<std::int64_t>(std::max<std::int64_t>(0, now - summary->covered_at_ms))
+                                    : std::nullopt;
   if (options.json) {
     boost::json::object out{{"dir", options.dir},
-                            {"target", target_dir},
-                            {"uploads", manifests->size()},
-                            {"covered_sequence", covered},
-                            {"covered_at_ms", covered_at_ms},
-                            {"log_last_sequence", log_last},
-                            {"pending_batches", pending}};
+                            {"target", summary->target},
+                            {"uploads", summary->uploads},
+                            {"covered_sequence", summary->covered_sequence},
+                            {"covered_at_ms", summary->covered_at_ms},
+                            {"log_last_sequence", summary->log_last_sequence},
+                            {"pending_batches", summary->pending_batches},
+                            {"pending_bytes", summary->pending_bytes},
+                            {"loss_window_ms", loss_window_ms ? boost::json::value(*loss_window_ms) : nullptr}};
     fmt::print("{}\n", boost::json::serialize(out));
     return 0;
   }
-  fmt::print("backup of {} to {}\n", options.dir, target_dir);
-  if (manifests->empty()) {
+  fmt::print("backup of {} to {}\n", options.dir, summary->target);
+  if (summary->uploads == 0) {
     fmt::print("  nothing uploaded yet\n");
   } else {
-    auto at = std::chrono::system_clock::time_point(std::chrono::milliseconds(covered_at_ms));
-    fmt::print("  on the target: batches 1 to {} in {} uploads; the newest published {} ({:.1f} s ago)\n", covered,
-               manifests->size(), date::format("%FT%TZ", std::chrono::time_point_cast<std::chrono::milliseconds>(at)),
-               static_cast<double>(now_ms - covered_at_ms) / 1000);
+    fmt::print("  on the target: batches 1 to {} in {} uploads; the newest published {} ({:.1f} s ago)\n",
+               summary->covered_sequence, summary->uploads, utc(summary->covered_at_ms),
+               static_cast<double>(now - summary->covered_at_ms) / 1000);
   }
-  if (pending == 0) {
-    fmt::print("  the log ends at batch {}: everything is on the target\n", log_last);
+  if (summary->pending_batches == 0) {
+    fmt::print("  the log ends at batch {}: everything is on the target; losing the disk now loses nothing\n",
+               summary->log_last_sequence);
   } else {
-    fmt::print("  the log ends at batch {}: {} batches not on the target yet, which losing the disk now would lose\n",
-               log_last, pending);
+    fmt::print("  backlog: the log ends at batch {}: {} batches ({} bytes) not on the target yet\n",
+               summary->log_last_sequence, summary->pending_batches, summary->pending_bytes);
+    fmt::print("  losing the disk now loses what was acknowledged {}\n",
+               summary->covered_at_ms > 0 ? fmt::format("in the last {:.1f} s (since {})",
+                                                        static_cast<double>(*loss_window_ms) / 1000,
+                                                        utc(summary->covered_at_ms))
+                                          : std::string("since the directory's start (nothing is uploaded)"));
   }
   return 0;
 }

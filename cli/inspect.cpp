@@ -8,6 +8,7 @@
 #include <ctime>
 #include <map>
 
+#include "cli/backup_status.hpp"
 #include "cli/table.hpp"
 #include "engine/journal_json.hpp"
 #include "engine/journal_record.hpp"
@@ -164,6 +165,40 @@ json::object recovery_json(const Inspection& inspection) {
   for (const auto& path : offline.leftovers) leftovers.push_back(json::value(path));
   out["leftovers"] = std::move(leftovers);
   return out;
+}
+
+// The continuous backup (docs/backup.md), as its target tells it: what it
+// covers and the backlog, the batches the log holds past it.
+json::value backup_json(Inspection& inspection) {
+  std::string problem;
+  auto summary = read_backup_summary(inspection.fs, inspection.offline, problem);
+  if (!summary) return problem.empty() ? json::value(nullptr) : json::value(json::object{{"problem", problem}});
+  json::object out{{"target", summary->target}};
+  if (!problem.empty()) {
+    out["problem"] = problem;
+    return out;
+  }
+  out["uploads"] = summary->uploads;
+  out["covered_sequence"] = summary->covered_sequence;
+  out["covered_at_ms"] = summary->covered_at_ms;
+  out["pending_batches"] = summary->pending_batches;
+  return out;
+}
+
+void print_backup(Inspection& inspection) {
+  std::string problem;
+  auto summary = read_backup_summary(inspection.fs, inspection.offline, problem);
+  if (!summary) {
+    if (!problem.empty()) fmt::print("backup         cannot tell: {}\n", problem);
+    return;
+  }
+  if (!problem.empty()) {
+    fmt::print("backup         to {}: cannot read it now: {}\n", summary->target, problem);
+    return;
+  }
+  fmt::print("backup         to {}: batches 1 to {} on it; backlog {} batches, which losing the disk now would "
+             "lose (fusee backup status {})\n",
+             summary->target, summary->covered_sequence, summary->pending_batches, inspection.offline.dir);
 }
 
 void print_recovery(const Inspection& inspection) {
@@ -360,6 +395,7 @@ int show_summary(Inspection& inspection, bool as_json) {
     out["segments"] = offline.plan_made ? json::value(segments_json(inspection)) : json::value(json::array());
     out["shards"] = shards_json(inspection);
     out["blobs"] = offline.plan_made ? json::value(blobs_json(inspection)) : json::value(nullptr);
+    out["backup"] = backup_json(inspection);
     out["runs"] = counts ? json::value(counts_json(*counts)) : json::value(nullptr);
     if (!problem.empty()) out["runs_problem"] = problem;
     print_json(out);
@@ -375,6 +411,7 @@ int show_summary(Inspection& inspection, bool as_json) {
     print_segments(inspection);
     print_blobs(inspection);
   }
+  print_backup(inspection);
   if (offline.meta) print_shards(inspection);
   if (counts) {
     fmt::print("runs           {} running ({} of them parked), {} completed, {} failed, {} cancelled\n",

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "backup/open_target.hpp"
-#include "backup/s3_target.hpp"
 #include "backup/restore.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -48,12 +47,6 @@ int run_restore(const RestoreCommandOptions& options) {
     return 1;
   }
   io::PosixFileSystem fs;
-  if (!backup::is_s3_address(options.from)) {
-    if (auto exists = fs.exists(options.from); !exists || !*exists) {
-      fmt::print(stderr, "fusee restore: --from {}: no such directory\n", options.from);
-      return 1;
-    }
-  }
   std::string target_problem;
   auto target = backup::open_target(fs, options.from, &target_problem);
   if (!target) {

@@ -542,7 +542,8 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                                backup::kBackupTargetFileName, recorded.error().message()));
       }
       std::string target_problem;
-      auto target = backup::open_target(*impl->fs, config.backup_target, &target_problem);
+      auto target = backup::open_target(*impl->fs, config.backup_target, &target_problem,
+                                         backup::MissingDirectory::create);
       if (!target) throw Error(errc::invalid_argument, fmt::format("backup: {}", target_problem));
       impl->backup_target = std::move(*target);
       std::string problem;
