@@ -79,7 +79,7 @@ struct Config {
   // While the target does not answer, the engine goes on and the log keeps
   // what the backup lacks. Past this many bytes of log not on the target
   // (0: no bound, the log grows as long as the disk allows), new requests
-  // (start, signal, update, cancel, enqueue) fail with errc::busy and
+  // (start, signal, update, cancel, reset, enqueue) fail with errc::busy and
   // nothing is recorded, as when the log is full; runs in flight go on. It
   // bounds what losing the disk would lose, at the cost of availability.
   std::uint64_t backup_backlog_bytes_max = 0;
