@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -31,6 +32,7 @@
 #include "cli/order_demo_child.hpp"
 #include "cli/order_ledger.hpp"
 #include "cli/order_workflow.hpp"
+#include "engine/offline_dir.hpp"
 #include "server/log_service.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -263,6 +265,54 @@ KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
   return plan;
 }
 
+// fusee demo --backup, after a kill: restores the backup's latest into
+// <dir>-after-kill and reads its runs as recovery would assemble them
+// (engine/offline_dir.hpp); every approval and result the parent received
+// before the newest batch on the target was published must be there. Empty
+// when so; else why not. `line` gets what to print.
+std::string check_backup_after_kill(const OrderDemoOptions& options, const OrderLedger& ledger, std::string& line) {
+  namespace fs = std::filesystem;
+  const auto restored = options.dir + "-after-kill";
+  std::error_code error;
+  if (fs::exists(restored, error)) {
+    if (!fs::exists(fs::path(restored) / kMarker, error)) {
+      return fmt::format("{} holds files the demo did not make; remove it or choose another --dir", restored);
+    }
+    fs::remove_all(restored, error);
+    if (error) return fmt::format("cannot empty {}: {}", restored, error.message());
+  }
+  io::PosixFileSystem posix;
+  std::string problem;
+  auto target = backup::open_target(posix, options.backup, &problem);
+  if (!target) return fmt::format("cannot open the backup: {}", problem);
+  auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
+  if (!summary) return fmt::format("the restore after the kill failed: {}", problem);
+  std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
+  std::map<std::string, bool> runs;  // id -> finished
+  if (summary->batches > 0) {
+    auto offline = engine::read_offline_dir(posix, restored);
+    if (!offline) return fmt::format("cannot read the restored {}: {}", restored, offline.error().message());
+    if (!offline->refusal.empty()) return fmt::format("the restored {} would not open: {}", restored, offline->refusal);
+    for (std::uint32_t shard = 0; offline->meta && shard < offline->meta->shards; ++shard) {
+      auto collected = engine::collect_runs(posix, *offline, shard, &problem);
+      if (!collected) return fmt::format("cannot read the runs of the restored {}: {}", restored, problem);
+      for (const auto& run : *collected) runs[run.id] = run.status != RunStatus::running;
+    }
+  }
+  fs::remove_all(restored, error);
+  auto check = ledger.check_backup_prefix(runs, summary->last_at_ms);
+  if (!check.missing.empty()) {
+    std::string text = fmt::format("the backup's latest after the kill lost what was acknowledged before it: {}",
+                                   check.missing.front());
+    if (check.missing.size() > 1) text += fmt::format(" (and {} more)", check.missing.size() - 1);
+    return text;
+  }
+  line = fmt::format("the backup's latest ({} batches) holds the {} approvals and {} results acknowledged before its "
+                     "newest batch",
+                     summary->batches, check.approvals, check.results);
+  return {};
+}
+
 // fusee demo --backup: restores the latest from the backup into
 // <dir>-restored and has one more child run the final check there, into the
 // ledger, which holds it to the final life's checks. Empty when it ran;
@@ -482,6 +532,14 @@ int run_order_demo(const OrderDemoOptions& options) {
           when += fmt::format(", right behind new `{}` line {}", kill.after_kind.substr(0, kill.after_kind.size() - 1),
                               kill.after_count);
         fmt::print("life {}: SIGKILL {}; {}\n", life, when, acknowledged);
+      }
+      if (!options.backup.empty() && !ended_by_itself) {
+        std::string line;
+        if (auto why = check_backup_after_kill(options, ledger, line); !why.empty()) {
+          failures.push_back(fmt::format("life {}: {}", life, why));
+        } else if (!options.quiet) {
+          fmt::print("  backup: {}\n", line);
+        }
       }
       continue;
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <array>
 #include <climits>
 #include <exception>
@@ -194,6 +195,31 @@ bool OrderLedger::feed(int life, std::string_view line, std::int64_t received_ms
       break;
   }
   return false;
+}
+
+OrderLedger::BackupPrefix OrderLedger::check_backup_prefix(const std::map<std::string, bool>& restored,
+                                                          std::int64_t covered_at_ms) const {
+  BackupPrefix out;
+  for (const auto& run : runs_) {
+    auto found = restored.find(run.order.id);
+    if (run.signal_life && run.signal_received_ms <= covered_at_ms) {
+      ++out.approvals;
+      if (found == restored.end()) {
+        out.missing.push_back(fmt::format("{}: its approval was acknowledged before the backup's newest batch, and "
+                                          "the restore has no such run",
+                                          run.order.id));
+      }
+    }
+    if (run.result && run.result->received_ms <= covered_at_ms) {
+      ++out.results;
+      if (found == restored.end() || !found->second) {
+        out.missing.push_back(fmt::format("{}: its result was acknowledged before the backup's newest batch, and the "
+                                          "restore has it {}",
+                                          run.order.id, found == restored.end() ? "missing" : "still running"));
+      }
+    }
+  }
+  return out;
 }
 
 bool OrderLedger::on_chunk(RunRecord& run, int life, const OrderEvent& event, std::int64_t received_ms) {

@@ -79,6 +79,17 @@ class OrderLedger {
   // (fusee demo --backup): its lines replace the final life's, and are
   // held to the same checks.
   void begin_restored_check();
+  // fusee demo --backup, after a kill: a restore of the backup's latest,
+  // whose newest batch was published at covered_at_ms, holds `restored`
+  // (run id -> finished). Every approval and result the parent received by
+  // then must be in it (their batches were published before they were
+  // received), the results as finished runs.
+  struct BackupPrefix {
+    std::uint64_t approvals = 0;  // received by covered_at_ms, and checked
+    std::uint64_t results = 0;
+    std::vector<std::string> missing;
+  };
+  BackupPrefix check_backup_prefix(const std::map<std::string, bool>& restored, std::int64_t covered_at_ms) const;
 
   // Every check above; one sentence per violation, empty when all held.
   // Without the final child's report (it never got that far) only what the

@@ -2,7 +2,9 @@
 # Continuous backup end to end (docs/backup.md): `fusee demo --backup` runs
 # the order demo with the worker's engine backing up to a directory every
 # 50 ms while it is SIGKILLed 15 times (an upload resumes after each kill
-# from the last manifest and the log); after the final life the demo
+# from the last manifest and the log). After each kill the demo restores the
+# latest and checks that every approval and result acknowledged before its
+# newest batch is there; after the final life the demo
 # restores the latest into DIR-restored and a last worker re-reads every
 # stream, result and run there, which the demo's ledger holds to the same
 # checks as the original. Then `fusee backup status` on the original, a
@@ -21,6 +23,10 @@ fail() { echo "backup_test: $*" >&2; exit 1; }
 grep -q "^restored: the latest of $scratch/target" "$scratch/demo.out" || { cat "$scratch/demo.out"; fail "no restored check"; }
 grep "^fusee demo:" "$scratch/demo.out" | tail -1
 grep -q " 0 violations" "$scratch/demo.out" || fail "violations"
+# After each kill the demo restored the backup's latest and found every
+# approval and result acknowledged before its newest batch.
+checked=$(grep -c "^  backup: the backup's latest" "$scratch/demo.out" || true)
+[ "$checked" -eq 15 ] || { cat "$scratch/demo.out"; fail "$checked restores after a kill, not 15"; }
 
 status=$("$fusee" backup status "$scratch/data" --json)
 python3 - "$status" <<'PY'
