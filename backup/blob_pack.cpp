@@ -59,38 +59,54 @@ std::optional<std::vector<PackedBlob>> decode_blob_pack(std::span<const std::byt
   return blobs;
 }
 
+bool visit_batch_records(std::span<const std::byte> chunk, std::uint64_t chunk_offset, const BatchRef& batch,
+                         const std::function<void(std::span<const std::byte>, bool)>& visit, std::string* problem) {
+  auto fail = [&](const std::string& why) {
+    if (problem) *problem = fmt::format("batch {} (segment {}, offset {}): {}", batch.sequence, batch.segment,
+                                        batch.offset, why);
+    return false;
+  };
+  if (batch.offset < chunk_offset || batch.offset + batch.bytes > chunk_offset + chunk.size()) {
+    return fail("not in the chunk read for it");
+  }
+  auto bytes = chunk.subspan(batch.offset - chunk_offset, batch.bytes);
+  auto header = wal::decode_batch_header(bytes);
+  if (!header || header->sequence != batch.sequence || header->body_length > bytes.size() - wal::kBatchHeaderBytes) {
+    return fail("its header does not decode");
+  }
+  std::vector<wal::SectionView> sections;
+  if (auto error =
+          wal::decode_body(bytes.subspan(wal::kBatchHeaderBytes, header->body_length), header->section_count, sections)) {
+    return fail(error->message);
+  }
+  for (const auto& section : sections) {
+    for (std::size_t r = 0; r < section.records.size(); ++r) visit(section.records[r], section.blob_refs[r]);
+  }
+  return true;
+}
+
 std::optional<std::vector<wal::BlobRef>> blob_refs_of_batches(std::span<const std::byte> chunk,
                                                               std::uint64_t chunk_offset,
                                                               const std::vector<BatchRef>& batches,
                                                               std::string* problem) {
   std::vector<wal::BlobRef> refs;
-  std::vector<wal::SectionView> sections;
+  bool sized = true;
   for (const auto& batch : batches) {
-    auto fail = [&](const std::string& why) {
-      if (problem) *problem = fmt::format("batch {} (segment {}, offset {}): {}", batch.sequence, batch.segment,
-                                          batch.offset, why);
+    bool decoded = visit_batch_records(
+        chunk, chunk_offset, batch,
+        [&](std::span<const std::byte> record, bool blob_ref) {
+          if (!blob_ref) return;
+          if (record.size() != wal::kBlobRefBytes) {
+            sized = false;
+            return;
+          }
+          refs.push_back(wal::decode_blob_ref(record.data()));
+        },
+        problem);
+    if (!decoded) return std::nullopt;
+    if (!sized) {
+      if (problem) *problem = fmt::format("batch {}: a blob reference of the wrong size", batch.sequence);
       return std::nullopt;
-    };
-    if (batch.offset < chunk_offset || batch.offset + batch.bytes > chunk_offset + chunk.size()) {
-      return fail("not in the chunk read for it");
-    }
-    auto bytes = chunk.subspan(batch.offset - chunk_offset, batch.bytes);
-    auto header = wal::decode_batch_header(bytes);
-    if (!header || header->sequence != batch.sequence ||
-        header->body_length > bytes.size() - wal::kBatchHeaderBytes) {
-      return fail("its header does not decode");
-    }
-    sections.clear();
-    if (auto error = wal::decode_body(bytes.subspan(wal::kBatchHeaderBytes, header->body_length),
-                                      header->section_count, sections)) {
-      return fail(error->message);
-    }
-    for (const auto& section : sections) {
-      for (std::size_t r = 0; r < section.records.size(); ++r) {
-        if (!section.blob_refs[r]) continue;
-        if (section.records[r].size() != wal::kBlobRefBytes) return fail("a blob reference of the wrong size");
-        refs.push_back(wal::decode_blob_ref(section.records[r].data()));
-      }
     }
   }
   return refs;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,9 +39,15 @@ std::vector<std::byte> encode_blob_pack(const std::vector<PackedBlob>& blobs);
 // blob does not match its reference's length and CRC.
 std::optional<std::vector<PackedBlob>> decode_blob_pack(std::span<const std::byte> bytes, std::string* problem);
 
-// The blob references in `batches` (each lying in `chunk`, which holds
-// segment bytes from chunk_offset on). Fails, with `problem`, when a batch
-// does not decode there.
+// Calls visit(record bytes as stored, whether they are a blob reference)
+// for each record of `batch`, which lies in `chunk` (segment bytes from
+// chunk_offset on). False, with `problem`, when the batch does not decode
+// there.
+bool visit_batch_records(std::span<const std::byte> chunk, std::uint64_t chunk_offset, const BatchRef& batch,
+                         const std::function<void(std::span<const std::byte>, bool)>& visit, std::string* problem);
+
+// The blob references in `batches` (each lying in `chunk`). Fails, with
+// `problem`, when a batch does not decode there.
 std::optional<std::vector<wal::BlobRef>> blob_refs_of_batches(std::span<const std::byte> chunk,
                                                               std::uint64_t chunk_offset,
                                                               const std::vector<BatchRef>& batches,

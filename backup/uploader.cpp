@@ -116,6 +116,7 @@ Result<void> Uploader::connect_locked(std::string* refusal) {
     pending.push_back(
         BatchRef{batch.sequence, batch.segment, batch.offset, batch.total_length, batch.flags, covered_at_ms});
   }
+  if (!pending.empty()) unknown_time_through_ = pending.back().sequence;
   pending.insert(pending.end(), pending_.begin(), pending_.end());
   pending_ = std::move(pending);
   connected_ = true;
@@ -248,35 +249,70 @@ void Uploader::stop_locked(const std::string& why) {
 }
 
 Result<void> Uploader::upload_locked() {
-  if (pending_.empty()) return ok();
-  // The new bytes of each segment the pending batches lie in, from where
-  // the last upload ended (its start, for a segment new to the target: the
-  // header is in it).
+  // A backlog (after an outage, or a crash) goes up in manifests of at most
+  // upload_bytes_max of batches each, so that an upload's chunks, blob packs
+  // and manifest stay bounded in memory, and each one covers more.
+  while (!pending_.empty()) {
+    std::size_t count = 0;
+    std::uint64_t bytes = 0;
+    while (count < pending_.size() && (count == 0 || bytes + pending_[count].bytes <= options_.upload_bytes_max)) {
+      bytes += pending_[count].bytes;
+      ++count;
+    }
+    FUSEE_TRY_VOID(upload_first_locked(count));
+  }
+  return ok();
+}
+
+Result<void> Uploader::upload_first_locked(std::size_t count) {
+  const std::span<BatchRef> batches(pending_.data(), count);
+  // The new bytes of each segment the batches lie in, from where the last
+  // upload ended (its start, for a segment new to the target: the header is
+  // in it).
   Manifest manifest;
   manifest.directory = identity_.directory;
   std::map<std::uint64_t, std::uint64_t> ends;
-  for (const auto& batch : pending_) {
+  for (const auto& batch : batches) {
     auto& end = ends[batch.segment];
     end = std::max(end, batch.offset + batch.bytes);
   }
   std::uint64_t chunk_bytes = 0;
+  std::map<std::uint64_t, std::int64_t> record_times;  // sequence -> newest record time, for unknown times
   pack_bytes_ = 0;
   pack_blobs_ = 0;
   for (const auto& [segment, end] : ends) {
     auto begin = uploaded_end_.contains(segment) ? uploaded_end_[segment] : 0;
     if (end <= begin) continue;
     auto bytes = FUSEE_TRY(read_segment(segment, begin, end - begin));
+    note_record_times(batches, segment, begin, bytes, record_times);
     // The large records its batches reference, before any manifest names it.
-    auto pack = FUSEE_TRY(upload_blob_pack(segment, begin, bytes));
+    auto pack = FUSEE_TRY(upload_blob_pack(batches, segment, begin, bytes));
     auto name = chunk_name(segment, begin);
     FUSEE_TRY_VOID(target_.put(name, bytes));
     manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack});
     chunk_bytes += bytes.size();
   }
-  manifest.batches = pending_;
+  if (!record_times.empty()) {
+    // Published before this open: the newest record's time, never before
+    // the batch before it.
+    std::int64_t previous = 0;
+    {
+      std::lock_guard lock(mu_);
+      previous = stats_.covered_at_ms;
+    }
+    for (auto& batch : batches) {
+      if (batch.sequence > unknown_time_through_) break;
+      if (auto found = record_times.find(batch.sequence); found != record_times.end()) {
+        batch.at_ms = std::max(batch.at_ms, found->second);
+      }
+      batch.at_ms = std::max(batch.at_ms, previous);
+      previous = batch.at_ms;
+    }
+  }
+  manifest.batches.assign(batches.begin(), batches.end());
   chunk_bytes += pack_bytes_;
   auto json = manifest_json(manifest);
-  const auto name = manifest_name(pending_.back().sequence);
+  const auto name = manifest_name(batches.back().sequence);
   if (!FUSEE_TRY(target_.put_new(name, bytes_of(json)))) {
     // One of that name is there: ours, from an upload whose answer was lost
     // (the same batches again), or another writer's, and then the backup
@@ -299,13 +335,13 @@ Result<void> Uploader::upload_locked() {
   stats_.chunks += manifest.chunks.size();
   stats_.bytes += chunk_bytes;
   stats_.blobs += pack_blobs_;
-  stats_.covered_sequence = pending_.back().sequence;
-  stats_.covered_at_ms = pending_.back().at_ms;
+  stats_.covered_sequence = batches.back().sequence;
+  stats_.covered_at_ms = batches.back().at_ms;
   const auto now = options_.now_ms ? options_.now_ms()
                                    : std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::system_clock::now().time_since_epoch())
                                          .count();
-  for (const auto& batch : pending_) {
+  for (const auto& batch : batches) {
     auto lag = std::max<std::int64_t>(0, now - batch.at_ms);
     if (lags_ms_.size() < kLagWindow) {
       lags_ms_.push_back(lag);
@@ -314,15 +350,33 @@ Result<void> Uploader::upload_locked() {
       lag_next_ = (lag_next_ + 1) % kLagWindow;
     }
   }
-  pending_.clear();
-  stats_.pending_batches = 0;
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
+  stats_.pending_batches = pending_.size();
   return ok();
 }
 
-Result<std::string> Uploader::upload_blob_pack(std::uint64_t segment, std::uint64_t offset,
-                                               std::span<const std::byte> chunk) {
+void Uploader::note_record_times(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,
+                                 std::span<const std::byte> chunk, std::map<std::uint64_t, std::int64_t>& times) const {
+  if (!options_.record_time_ms) return;
+  for (const auto& batch : batches) {
+    if (batch.sequence > unknown_time_through_) break;
+    if (batch.segment != segment || batch.offset < offset) continue;
+    std::optional<std::int64_t> newest;
+    (void)visit_batch_records(
+        chunk, offset, batch,
+        [&](std::span<const std::byte> record, bool blob_ref) {
+          if (blob_ref) return;  // its time is in the blob area; the batch's other records tell
+          if (auto at = options_.record_time_ms(record); at && (!newest || *at > *newest)) newest = at;
+        },
+        nullptr);
+    if (newest) times[batch.sequence] = *newest;
+  }
+}
+
+Result<std::string> Uploader::upload_blob_pack(std::span<const BatchRef> window, std::uint64_t segment,
+                                               std::uint64_t offset, std::span<const std::byte> chunk) {
   std::vector<BatchRef> batches;
-  for (const auto& batch : pending_) {
+  for (const auto& batch : window) {
     if (batch.segment == segment && batch.offset >= offset) batches.push_back(batch);
   }
   std::string problem;

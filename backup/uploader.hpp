@@ -10,8 +10,8 @@
 // At start it checks the target is this directory's (its identity), and
 // picks up where the last manifest ended: batches the log holds past it
 // (published before a crash, not yet uploaded) go first, with the last
-// upload's time as theirs (earlier than their own, so a restore to any
-// later moment keeps them). A target that does not answer at start is
+// upload's time as theirs, or, with UploaderOptions::record_time_ms, the
+// newest of their records' times. A target that does not answer at start is
 // connected to later, each interval; one that is another directory's
 // refuses the start, or, found later (its identity or a manifest of
 // another directory where ours goes), stops the backup for good, loudly.
@@ -31,6 +31,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -52,6 +54,15 @@ struct UploaderOptions {
   // The clock batches' publication times read (the log's); for the upload
   // lag. Unset: the system clock.
   std::function<std::int64_t()> now_ms;
+  // When a record (as stored in a batch) was made, on that clock, if it
+  // says: the engine's journal records do (JournalRecord::at_ms). A batch
+  // published before a crash and uploaded after it gets the newest of its
+  // records' times (at most a flush before its publication) instead of the
+  // last upload's. Unset: the last upload's.
+  std::function<std::optional<std::int64_t>(std::span<const std::byte>)> record_time_ms;
+  // The most batch bytes one manifest covers: a backlog (after an outage or
+  // a crash) goes up in several, each bounded in memory. Tests lower it.
+  std::uint64_t upload_bytes_max = 64ull << 20;
 };
 
 struct UploaderStats {
@@ -78,6 +89,7 @@ struct UploaderStats {
 class Uploader {
  public:
   static constexpr std::size_t kLagWindow = 8192;
+
   // `log` must have been opened with track_published and list_batches (its
   // recovery plan lists the chain's batches). Fails, with `problem`, when
   // the target belongs to another directory or holds batches past this
@@ -108,12 +120,20 @@ class Uploader {
   // `refusal`; a failure to reach the target does not.
   Result<void> connect_locked(std::string* refusal);
   Result<void> upload_locked();
+  // Uploads the first `count` pending batches: their chunks and blob packs,
+  // then a manifest naming them.
+  Result<void> upload_first_locked(std::size_t count);
   void note_failure_locked(const char* doing, std::error_code error);
   void note_backlog_locked(std::uint64_t backlog_bytes);  // caller holds mu_
   void stop_locked(const std::string& why);
+  // For the pending batches published before this open that lie in this
+  // chunk: the newest of their records' times (record_time_ms).
+  void note_record_times(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,
+                         std::span<const std::byte> chunk, std::map<std::uint64_t, std::int64_t>& times) const;
   // Uploads the blob pack of the chunk of `segment` from `offset`; its
   // name, or empty when the chunk's batches reference no blob.
-  Result<std::string> upload_blob_pack(std::uint64_t segment, std::uint64_t offset, std::span<const std::byte> chunk);
+  Result<std::string> upload_blob_pack(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,
+                                       std::span<const std::byte> chunk);
   Result<std::vector<std::byte>> read_segment(std::uint64_t segment, std::uint64_t offset, std::uint64_t bytes);
 
   io::FileSystem& fs_;
@@ -125,6 +145,9 @@ class Uploader {
   std::mutex upload_mu_;  // one upload at a time
   std::vector<BatchRef> pending_;                      // under upload_mu_
   bool connected_ = false;                             // under upload_mu_
+  // Batches up to this sequence (past the target at connect) were published
+  // before this open: their time comes from their records (under upload_mu_).
+  std::uint64_t unknown_time_through_ = 0;
   bool stopped_ = false;                               // under upload_mu_
   std::atomic<bool> backlog_full_{false};
   std::vector<std::int64_t> lags_ms_;  // ring of the last kLagWindow batches' lags (under mu_)

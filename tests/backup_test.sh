@@ -39,9 +39,10 @@ PY
 out=$("$fusee" backup status "$scratch/data")
 grep -q "everything is on the target" <<<"$out" || fail "backup status: $out"
 
-# A moment before the backup's first upload: at most the batches a killed
-# first life published before it (they carry the epoch as their time; see
-# docs/backup.md, "The loss window"), far fewer than the latest.
+# A moment before anything: at most a batch or two with no journal record of
+# their own, published by a killed first life before its first upload (they
+# take the time before them, the epoch; docs/backup.md, "The loss window"),
+# far fewer than the latest.
 out=$("$fusee" restore --from "$scratch/target" --to 1970-01-01T00:00:01Z --dir "$scratch/early")
 early=$(sed -nE 's/^fusee restore: ([0-9]+) batches.*/\1/p' <<<"$out")
 latest=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["covered_sequence"])' "$status")

@@ -17,6 +17,7 @@
 #include "backup/directory_id.hpp"
 #include "backup/open_target.hpp"
 #include "backup/uploader.hpp"
+#include "engine/journal_record.hpp"
 #include "engine/awakeable_token.hpp"
 #include "engine/checkpointer.hpp"
 #include "engine/data_dir.hpp"
@@ -547,13 +548,20 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       if (!target) throw Error(errc::invalid_argument, fmt::format("backup: {}", target_problem));
       impl->backup_target = std::move(*target);
       std::string problem;
+      // A journal record says when it was made.
+      auto record_time_ms = [](std::span<const std::byte> bytes) -> std::optional<std::int64_t> {
+        auto record = engine::decode_record(bytes);
+        if (!record || record->at_ms <= 0) return std::nullopt;
+        return record->at_ms;
+      };
       auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,
                                               backup::Identity{*id, shards},
                                               backup::UploaderOptions{config.backup_upload_interval,
                                                                       config.backup_backlog_bytes_max, warn,
                                                                       [clock = impl->clock] {
                                                                         return engine::to_ms(clock->now());
-                                                                      }}, &problem);
+                                                                      },
+                                                                      record_time_ms}, &problem);
       if (!uploader) {
         throw Error(errc::storage, problem.empty() ? fmt::format("backup: {}", uploader.error().message())
                                                    : fmt::format("backup: {}", problem));

@@ -203,10 +203,15 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
   config.backup_target = "/backup";
   config.backup_upload_interval = std::chrono::hours(1);
   std::unique_ptr<FaultFileSystem> image;
+  std::vector<std::int64_t> finished_ms;
   {
     auto engine = Engine::open(config);
     register_double(*engine);
-    for (int k = 0; k < 3; ++k) CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
+    for (int k = 0; k < 3; ++k) {
+      clock->advance(std::chrono::seconds(1));
+      CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
+      finished_ms.push_back(ms_of(clock->now()));
+    }
     // The crash, while it runs: the target holds the identity and no manifest.
     image = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
     auto target = backup::open_directory_target(*image, "/backup");
@@ -234,6 +239,18 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
   std::set<std::string> ids;
   for (const auto& run : engine->list_runs()) ids.insert(run.id);
   CHECK(ids == std::set<std::string>{"r-0", "r-1", "r-2", "r-3"});
+  // The batches published before the crash carry their records' times, not
+  // the epoch: a restore to a moment between two runs holds only the first.
+  auto middle = backup::restore_directory(*image, **target, "/restored-middle", finished_ms[1] + 500, &problem);
+  REQUIRE_MESSAGE(middle.has_value(), problem);
+  CHECK(middle->batches_left_out > 0);
+  auto at_middle = crash_config(*image, clock);
+  at_middle.dir = "/restored-middle";
+  auto middle_engine = Engine::open(at_middle);
+  register_double(*middle_engine);
+  ids.clear();
+  for (const auto& run : middle_engine->list_runs()) ids.insert(run.id);
+  CHECK(ids == std::set<std::string>{"r-0", "r-1"});
 }
 }
 
@@ -265,7 +282,8 @@ TEST_CASE("backup: while the target is away the engine goes on; past the backlog
   std::size_t during = 0;
   while (!engine->stats().backup.backlog_full && during < 10'000) {
     try {
-      CHECK(engine->execute(kDouble, "during-" + std::to_string(during), 1) == 2);
+      auto doubled = engine->execute(kDouble, "during-" + std::to_string(during), 1);
+      CHECK(doubled == 2);
       ++during;
     } catch (const Error& error) {
       CHECK(error.code() == make_error_code(errc::busy));

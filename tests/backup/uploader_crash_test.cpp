@@ -1,7 +1,7 @@
 // Crash enumeration over the uploader (backup/uploader.hpp): the engine
 // dies at every call it makes to the target, before the call takes effect
-// or after it did (its answer lost), in the middle of an upload or between
-// two. Each case then checks two things:
+// or after it did (its answer lost), in the middle of an upload (each
+// writes several manifests here) or between two. Each case then checks two things:
 //  - right after the crash, a restore of the target holds every record
 //    made durable before the last upload that completed (a crash inside an
 //    upload never spoils what earlier uploads wrote);
@@ -108,6 +108,7 @@ backup::UploaderOptions uploader_options() {
   backup::UploaderOptions options;
   options.interval = std::chrono::hours(1);  // uploads only when the test asks
   options.warn = [](const std::string&) {};
+  options.upload_bytes_max = 24 * 1024;  // an upload of 8 records writes two manifests or more
   return options;
 }
 
