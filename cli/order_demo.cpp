@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "backup/manifest.hpp"
 #include "backup/open_target.hpp"
 #include "backup/s3_target.hpp"
 #include "backup/restore.hpp"
@@ -285,6 +286,16 @@ std::string check_backup_after_kill(const OrderDemoOptions& options, const Order
   std::string problem;
   auto target = backup::open_target(posix, options.backup, &problem);
   if (!target) return fmt::format("cannot open the backup: {}", problem);
+  // A worker killed before its engine made the target leaves it empty; it
+  // had acknowledged nothing either (the open comes first).
+  auto identity = (*target)->get(backup::kIdentityName);
+  if (!identity) return fmt::format("cannot read the backup: {}", identity.error().message());
+  if (!*identity) {
+    auto check = ledger.check_backup_prefix({}, 0);
+    if (!check.missing.empty()) return check.missing.front();
+    line = "the backup holds nothing yet (the worker died before making it)";
+    return {};
+  }
   auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
   if (!summary) return fmt::format("the restore after the kill failed: {}", problem);
   std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
