@@ -8,8 +8,10 @@
 #  - `fusee demo --backup s3://...` with SIGKILLs while uploading every
 #    50 ms, restoring the latest into DIR-restored and checking it with the
 #    demo's ledger;
-#  - `fusee backup status` of it, and the refusals: a wrong secret, a
-#    bucket that does not exist, a server that does not answer.
+#  - `fusee backup status` of it, a restore to a moment before its newest
+#    batch (fewer batches, and a directory that opens), and the refusals: a
+#    wrong secret, an unknown key, a bucket that does not exist, a prefix
+#    with no backup, no credentials, a server that does not answer.
 set -euo pipefail
 top=${1:?usage: backup_s3_test.sh SOURCE_DIR BUILD_DIR}
 build=${2:-$top/build}
@@ -61,6 +63,16 @@ assert s["target"] == "s3://fusee-backup/demo", s
 assert s["pending_batches"] == 0 and s["covered_sequence"] == s["log_last_sequence"] > 0, s
 PY
 
+# A point in time from S3: half a second before the newest batch, fewer
+# batches than the latest, and a directory that opens (inspect exits 0 only
+# when recovery would open it).
+covered_at=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["covered_at_ms"])' "$status")
+latest=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["covered_sequence"])' "$status")
+out=$("$fusee" restore --from s3://fusee-backup/demo --to $((covered_at - 500)) --dir "$scratch/earlier")
+earlier=$(sed -nE 's/^fusee restore: ([0-9]+) batches.*/\1/p' <<<"$out")
+[ -n "$earlier" ] && [ "$earlier" -gt 0 ] && [ "$earlier" -lt "$latest" ] || fail "a restore to a moment: $out"
+"$fusee" inspect "$scratch/earlier" >"$scratch/inspect.out" || { cat "$scratch/inspect.out"; fail "the restored moment does not open"; }
+
 refused() {
   local why=$1; shift
   if out=$("$@" 2>&1); then fail "accepted: $*"; fi
@@ -72,4 +84,4 @@ refused "NoSuchBucket" "$fusee" restore --from s3://no-such-bucket/demo --to lat
 refused "holds no backup" "$fusee" restore --from s3://fusee-backup/nothing-here --to latest --dir "$scratch/r3"
 refused "set AWS_ACCESS_KEY_ID" env -u AWS_ACCESS_KEY_ID "$fusee" restore --from s3://fusee-backup/demo --to latest --dir "$scratch/r4"
 refused "connect" env AWS_ENDPOINT_URL=http://127.0.0.1:1 "$fusee" restore --from s3://fusee-backup/demo --to latest --dir "$scratch/r5"
-echo "backup_s3_test: the s3 suite, a demo with 8 kills restored from S3 and checked, status and six refusals"
+echo "backup_s3_test: the s3 suite, a demo with 8 kills restored from S3 and checked, status, a restore to a moment ($earlier of $latest batches) and six refusals"
