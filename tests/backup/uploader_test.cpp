@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "backup/blob_pack.hpp"
 #include "backup/directory_target.hpp"
 #include "backup/restore.hpp"
 #include "backup/uploader.hpp"
@@ -299,3 +301,41 @@ TEST_CASE("uploader: another directory's manifest where ours goes stops the back
 }
 }
 
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: a damaged blob pack on the target fails the restore, naming it") {
+  testing::TempDir dir;
+  LogUnderTest under(dir.sub("data"));
+  under.log.reset();
+  under.options.payload_offload_bytes = 1024;  // every seventh record goes to the blob area
+  auto reopened = wal::Log::open(under.fs, under.options);
+  REQUIRE(reopened.has_value());
+  under.log = std::move(*reopened);
+  auto target = backup::open_directory_target(under.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);
+  options.warn = [](const std::string&) {};
+  std::string problem;
+  auto uploader = backup::Uploader::start(under.fs, *under.log, dir.sub("data") + "/wal", **target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  under.write(0, 30);
+  REQUIRE(under.log->close().has_value());
+  REQUIRE((*uploader)->finish().has_value());
+  CHECK((*uploader)->stats().blobs == 5);
+  auto packs = (*target)->list(backup::kBlobPackPrefix);
+  REQUIRE(packs.has_value());
+  REQUIRE_FALSE(packs->empty());
+  {
+    auto path = dir.sub("target") + "/" + packs->front();
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(40);
+    file.put('!');
+  }
+  auto restored = backup::restore_directory(under.fs, **target, dir.sub("restored"), std::nullopt, &problem);
+  CHECK_FALSE(restored.has_value());
+  CHECK_MESSAGE(problem.find("blob pack " + packs->front() + ": its checksum does not match") != std::string::npos,
+                problem);
+}
+}
