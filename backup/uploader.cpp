@@ -25,7 +25,14 @@ Uploader::Uploader(io::FileSystem& fs, wal::Log& log, std::string wal_dir, Backu
       wal_dir_(std::move(wal_dir)),
       target_(target),
       identity_(std::move(identity)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      started_ms_(now_ms()) {}
+
+std::int64_t Uploader::now_ms() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 Result<std::unique_ptr<Uploader>> Uploader::start(io::FileSystem& fs, wal::Log& log, std::string wal_dir,
                                                   BackupTarget& target, Identity identity, UploaderOptions options,
@@ -143,8 +150,13 @@ std::uint64_t Uploader::covered_sequence() const {
 }
 
 UploaderStats Uploader::stats() const {
+  const auto published = log_.published_sequence();  // (the log's lock, not ours)
+  const auto now = now_ms();
   std::lock_guard lock(mu_);
   auto stats = stats_;
+  if (published > stats.covered_sequence) {
+    stats.loss_window_ms = std::max<std::int64_t>(0, now - (stats.covered_at_ms > 0 ? stats.covered_at_ms : started_ms_));
+  }
   if (!lags_ms_.empty()) {
     auto lags = lags_ms_;
     std::sort(lags.begin(), lags.end());
@@ -337,10 +349,7 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
   stats_.blobs += pack_blobs_;
   stats_.covered_sequence = batches.back().sequence;
   stats_.covered_at_ms = batches.back().at_ms;
-  const auto now = options_.now_ms ? options_.now_ms()
-                                   : std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::system_clock::now().time_since_epoch())
-                                         .count();
+  const auto now = now_ms();
   for (const auto& batch : batches) {
     auto lag = std::max<std::int64_t>(0, now - batch.at_ms);
     if (lags_ms_.size() < kLagWindow) {

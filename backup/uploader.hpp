@@ -83,6 +83,10 @@ struct UploaderStats {
   std::int64_t lag_p50_ms = 0;
   std::int64_t lag_p99_ms = 0;
   std::int64_t lag_max_ms = 0;
+  // What losing the disk now would lose, as a span of time: from the newest
+  // batch on the target (or the open, before any) to now, while the log
+  // holds batches past it; 0 when it holds none.
+  std::int64_t loss_window_ms = 0;
   std::string error;                  // the last failure; empty once an upload succeeded
 };
 
@@ -114,6 +118,7 @@ class Uploader {
  private:
   Uploader(io::FileSystem& fs, wal::Log& log, std::string wal_dir, BackupTarget& target, Identity identity,
            UploaderOptions options);
+  std::int64_t now_ms() const;
   void loop();
   // Checks the target's identity and finds where it ends (the last
   // manifest). A refusal (another directory's target, a gap) sets
@@ -150,6 +155,7 @@ class Uploader {
   std::uint64_t unknown_time_through_ = 0;
   bool stopped_ = false;                               // under upload_mu_
   std::atomic<bool> backlog_full_{false};
+  std::int64_t started_ms_ = 0;
   std::vector<std::int64_t> lags_ms_;  // ring of the last kLagWindow batches' lags (under mu_)
   std::size_t lag_next_ = 0;
   std::uint64_t pack_bytes_ = 0;  // of this upload's blob packs (under upload_mu_)

@@ -840,6 +840,10 @@ HttpResponse HttpApi::metrics() {
     metric("fusee_backup_backlog_full", "gauge",
            "1 while the backlog is past backup_backlog_bytes_max and new requests are refused.",
            stats.backup.backlog_full ? 1 : 0);
+    metric("fusee_backup_loss_window_seconds", "gauge",
+           "What losing the disk now would lose, as time: from the newest batch on the target to now while the log "
+           "holds batches past it; 0 when it holds none.",
+           static_cast<double>(stats.backup.loss_window.count()) / 1000);
     metric("fusee_backup_upload_lag_p99_seconds", "gauge",
            "From a log batch's publication to the end of the upload covering it: p99 over the last 8192 batches.",
            static_cast<double>(stats.backup.upload_lag_p99.count()) / 1000);
@@ -923,6 +927,7 @@ HttpResponse HttpApi::stats_json() {
         {"upload_lag_p50_ms", stats.backup.upload_lag_p50.count()},
         {"upload_lag_p99_ms", stats.backup.upload_lag_p99.count()},
         {"upload_lag_max_ms", stats.backup.upload_lag_max.count()},
+        {"loss_window_ms", stats.backup.loss_window.count()},
         {"error", stats.backup.error.empty() ? boost::json::value(nullptr) : boost::json::value(stats.backup.error)}};
   } else {
     out["backup"] = nullptr;

@@ -656,6 +656,11 @@ std::vector<PublishedBatch> Log::take_published() {
   return std::exchange(published_, {});
 }
 
+std::uint64_t Log::published_sequence() const {
+  std::lock_guard lock(mu_);
+  return published_sequence_;
+}
+
 Result<void> Log::close() {
   {
     std::unique_lock lock(mu_);

@@ -233,6 +233,8 @@ class Log {
   // With LogOptions::track_published: the batches published since the last
   // call, in sequence order (each once).
   std::vector<PublishedBatch> take_published();
+  // The sequence of the newest batch published (made durable, in order).
+  std::uint64_t published_sequence() const;
   // Reads shard's durable records with first <= LSN <= last, in order.
   [[nodiscard]] Result<void> read(ShardId shard, Lsn first, Lsn last,
                                   const std::function<void(Lsn, std::span<const std::byte>)>& visit);

@@ -718,6 +718,7 @@ EngineStats Engine::stats() const {
     stats.backup.upload_lag_p50 = std::chrono::milliseconds(uploader.lag_p50_ms);
     stats.backup.upload_lag_p99 = std::chrono::milliseconds(uploader.lag_p99_ms);
     stats.backup.upload_lag_max = std::chrono::milliseconds(uploader.lag_max_ms);
+    stats.backup.loss_window = std::chrono::milliseconds(uploader.loss_window_ms);
     stats.backup.error = uploader.error;
   }
   stats.wal_segments = log.segments_live;

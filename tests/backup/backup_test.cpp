@@ -292,6 +292,9 @@ TEST_CASE("backup: while the target is away the engine goes on; past the backlog
   }
   CHECK(during > 0);
   CHECK(eventually([&] { return engine->stats().backup.backlog_full; }));
+  // The loss window: from the newest batch on the target to now.
+  harness.clock().advance(std::chrono::seconds(3));
+  CHECK(engine->stats().backup.loss_window >= std::chrono::seconds(3));
   auto stats = engine->stats().backup;
   CHECK(stats.backlog_bytes > config.backup_backlog_bytes_max);
   CHECK_FALSE(stats.error.empty());
@@ -307,6 +310,7 @@ TEST_CASE("backup: while the target is away the engine goes on; past the backlog
   CHECK(eventually([&] { return !engine->stats().backup.backlog_full; }));
   CHECK(engine->execute(kDouble, "after", 5) == 10);
   CHECK(engine->stats().backup.error.empty());
+  CHECK(eventually([&] { return engine->stats().backup.loss_window == std::chrono::milliseconds(0); }));
   engine->shutdown();
   auto latest = scratch.sub("restored");
   (void)restore(target, latest, std::nullopt);

@@ -185,6 +185,10 @@ struct BackupStats {
   std::chrono::milliseconds upload_lag_p50{0};
   std::chrono::milliseconds upload_lag_p99{0};
   std::chrono::milliseconds upload_lag_max{0};
+  // What losing the disk now would lose, as a span of time: from the newest
+  // batch on the target (or the open, before any upload) to now, while the
+  // log holds batches past it; 0 when it holds none.
+  std::chrono::milliseconds loss_window{0};
   std::string error;                   // the last upload's failure; empty once one succeeded
 };
 
