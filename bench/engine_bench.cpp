@@ -193,6 +193,7 @@ struct Options {
                                     std::string(kCaseParallelSteps), std::string(kCaseParallelChildren),
                                     std::string(kCaseQueue),         std::string(kCaseLimit),
                                     std::string(kCaseLimitSplitUnix)};
+  std::string backup_dir;           // fanout_backup: the target's parent ("": beside the case's data)
   std::uint32_t limit_runs = 100;   // limit: concurrent runs asking for permits
   double limit_rate = 1000;         // limit: permits per second
   std::uint32_t chain_steps = 1000;
@@ -307,6 +308,7 @@ struct CaseResult {
   struct UploadLag {
     std::int64_t p50_ms = 0, p99_ms = 0, max_ms = 0;
     std::uint64_t uploads = 0, failures = 0;
+    std::string target;  // the target directory
   };
   std::optional<UploadLag> upload_lag;
 
@@ -327,7 +329,15 @@ struct CaseSpec {
   std::string transport;
   bool split = false;  // remote: two workers, half the shards each
   bool backup = false;  // local: a continuous backup to a directory beside the case's (docs/backup.md)
+  std::string backup_dir;  // where that backup goes instead (--backup-dir): another disk, say
 };
+
+// fanout_backup's target directory: beside the case's data, or in
+// --backup-dir.
+std::string backup_target_of(const CaseSpec& spec) {
+  if (spec.backup_dir.empty()) return spec.data_dir + "-backup";
+  return spec.backup_dir + "/" + std::string(kCaseFanoutBackup) + "-backup";
+}
 
 // One starting thread's share: runs first, first + stride, ...
 struct StarterOutput {
@@ -369,7 +379,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   config.shards = shards;
   if (spec.local) config = local_direct(spec.data_dir, shards);
   if (spec.backup) {
-    config.backup_target = spec.data_dir + "-backup";
+    config.backup_target = backup_target_of(spec);
     // Ten uploads a second rather than one, so that the timed rounds (about
     // a second in all) hold several and their cost shows.
     config.backup_upload_interval = std::chrono::milliseconds(kBackupUploadIntervalMs);
@@ -470,7 +480,8 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   if (spec.backup) {
     auto backup = engine->stats().backup;
     result.upload_lag = CaseResult::UploadLag{backup.upload_lag_p50.count(), backup.upload_lag_p99.count(),
-                                              backup.upload_lag_max.count(), backup.uploads, backup.failures};
+                                              backup.upload_lag_max.count(), backup.uploads, backup.failures,
+                                              backup_target_of(spec)};
   }
   // A clean shutdown, as a real one would end; outside the timed window.
   engine->shutdown();
@@ -480,7 +491,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
   if (service) service->stop();
   service.reset();
   if (spec.local) remove_case_dir(spec.data_dir);
-  if (spec.backup) remove_case_dir(spec.data_dir + "-backup");
+  if (spec.backup) remove_case_dir(backup_target_of(spec));
 
   result.seconds = timed_seconds;
   result.steps_per_s = result.seconds > 0 ? double(result.steps()) / result.seconds : 0;
@@ -1141,7 +1152,8 @@ void print_case_json(const CaseResult& result) {
   }
   if (result.durable_writes_per_call) line.field("durable_writes_per_call", round_to_digits(*result.durable_writes_per_call, 3));
   if (result.upload_lag) {
-    line.field("upload_interval_ms", kBackupUploadIntervalMs)
+    line.field("backup_target", result.upload_lag->target)
+        .field("upload_interval_ms", kBackupUploadIntervalMs)
         .field("upload_lag_p50_ms", result.upload_lag->p50_ms)
         .field("upload_lag_p99_ms", result.upload_lag->p99_ms)
         .field("upload_lag_max_ms", result.upload_lag->max_ms)
@@ -1299,7 +1311,7 @@ int run(const Options& options) {
                      options.starters});
   if (options.wants(kCaseFanoutBackup)) {
     specs.push_back({std::string(kCaseFanoutBackup), true, data_dir(kCaseFanoutBackup), options.runs, options.steps,
-                     options.starters, "", false, true});
+                     options.starters, "", false, true, options.backup_dir});
   }
   if (options.wants(kCaseMemory))
     specs.push_back({std::string(kCaseMemory), false, "", options.runs, options.steps, options.starters});
@@ -1447,6 +1459,8 @@ int main(int argc, char** argv) {
   app.add_option("--raw-iterations", options.raw_iterations, "timed raw flush writes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--backup-dir", options.backup_dir,
+                 "fanout_backup's target goes in this directory (another disk, a tmpfs) instead of beside its data");
   app.add_option("--min-seconds", options.rounds.min_seconds,
                  "each case repeats its round until it has timed this long")
       ->check(CLI::PositiveNumber)
