@@ -47,18 +47,21 @@ const std::error_category& s3_category() {
 
 std::error_code s3_error(S3Errc code) { return {static_cast<int>(code), s3_category()}; }
 
-// The error a non-2xx answer stands for: its <Code> when it names one we
-// explain, else its status.
+// The error a non-2xx answer stands for: its <Error><Code> when it names one
+// we explain, else its status.
 std::error_code answer_error(const HttpResponse& response) {
-  auto code_at = response.body.find("<Code>");
-  if (code_at != std::string::npos) {
-    auto begin = code_at + 6;
-    auto code = std::string_view(response.body).substr(begin, response.body.find('<', begin) - begin);
-    if (code == "AccessDenied") return s3_error(S3Errc::access_denied);
-    if (code == "NoSuchBucket") return s3_error(S3Errc::no_such_bucket);
-    if (code == "SignatureDoesNotMatch") return s3_error(S3Errc::signature_mismatch);
-    if (code == "InvalidAccessKeyId") return s3_error(S3Errc::invalid_access_key);
+  boost::property_tree::ptree tree;
+  try {
+    std::istringstream in(response.body);
+    boost::property_tree::read_xml(in, tree);
+  } catch (const boost::property_tree::xml_parser_error&) {
+    return {static_cast<int>(response.status), s3_category()};  // a HEAD's, or not S3's XML
   }
+  const auto code = tree.get<std::string>("Error.Code", "");
+  if (code == "AccessDenied") return s3_error(S3Errc::access_denied);
+  if (code == "NoSuchBucket") return s3_error(S3Errc::no_such_bucket);
+  if (code == "SignatureDoesNotMatch") return s3_error(S3Errc::signature_mismatch);
+  if (code == "InvalidAccessKeyId") return s3_error(S3Errc::invalid_access_key);
   return {static_cast<int>(response.status), s3_category()};
 }
 
@@ -104,8 +107,11 @@ class S3Target final : public BackupTarget {
   Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override {
     using Out = std::optional<std::vector<std::byte>>;
     auto answer = FUSEE_TRY(send("GET", object_path(name), {}, {}, {}));
-    if (answer.status == 404 && answer.body.find("NoSuchBucket") == std::string::npos) return Out();
-    if (answer.status != 200) return Result<Out>(boost::system::in_place_error, answer_error(answer));
+    if (answer.status != 200) {
+      auto error = answer_error(answer);
+      if (answer.status == 404 && error != s3_error(S3Errc::no_such_bucket)) return Out();  // NoSuchKey
+      return Result<Out>(boost::system::in_place_error, error);
+    }
     auto* data = reinterpret_cast<const std::byte*>(answer.body.data());
     return Out(std::vector<std::byte>(data, data + answer.body.size()));
   }

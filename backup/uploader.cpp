@@ -154,6 +154,7 @@ UploaderStats Uploader::stats() const {
   const auto now = now_ms();
   std::lock_guard lock(mu_);
   auto stats = stats_;
+  stats.backlog_full = backlog_full_.load();
   if (published > stats.covered_sequence) {
     stats.loss_window_ms = std::max<std::int64_t>(0, now - (stats.covered_at_ms > 0 ? stats.covered_at_ms : started_ms_));
   }
@@ -237,7 +238,6 @@ void Uploader::note_backlog_locked(std::uint64_t backlog_bytes) {
   const bool full = options_.backlog_bytes_max > 0 && backlog_bytes > options_.backlog_bytes_max;
   if (full == backlog_full_.load()) return;
   backlog_full_ = full;
-  stats_.backlog_full = full;
   if (!options_.warn) return;
   if (full) {
     options_.warn(fmt::format("backup: {} bytes of the log are not on {} yet, past backup_backlog_bytes_max ({}): "
@@ -288,10 +288,9 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
     auto& end = ends[batch.segment];
     end = std::max(end, batch.offset + batch.bytes);
   }
-  std::uint64_t chunk_bytes = 0;
+  std::uint64_t uploaded_bytes = 0;  // chunks and blob packs
+  std::uint64_t uploaded_blobs = 0;
   std::map<std::uint64_t, std::int64_t> record_times;  // sequence -> newest record time, for unknown times
-  pack_bytes_ = 0;
-  pack_blobs_ = 0;
   for (const auto& [segment, end] : ends) {
     auto begin = uploaded_end_.contains(segment) ? uploaded_end_[segment] : 0;
     if (end <= begin) continue;
@@ -301,8 +300,9 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
     auto pack = FUSEE_TRY(upload_blob_pack(batches, segment, begin, bytes));
     auto name = chunk_name(segment, begin);
     FUSEE_TRY_VOID(target_.put(name, bytes));
-    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack});
-    chunk_bytes += bytes.size();
+    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack.name});
+    uploaded_bytes += bytes.size() + pack.bytes;
+    uploaded_blobs += pack.blobs;
   }
   if (!record_times.empty()) {
     // Published before this open: the newest record's time, never before
@@ -322,7 +322,6 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
     }
   }
   manifest.batches.assign(batches.begin(), batches.end());
-  chunk_bytes += pack_bytes_;
   auto json = manifest_json(manifest);
   const auto name = manifest_name(batches.back().sequence);
   if (!FUSEE_TRY(target_.put_new(name, bytes_of(json)))) {
@@ -345,8 +344,8 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
   std::lock_guard lock(mu_);
   ++stats_.uploads;
   stats_.chunks += manifest.chunks.size();
-  stats_.bytes += chunk_bytes;
-  stats_.blobs += pack_blobs_;
+  stats_.bytes += uploaded_bytes;
+  stats_.blobs += uploaded_blobs;
   stats_.covered_sequence = batches.back().sequence;
   stats_.covered_at_ms = batches.back().at_ms;
   const auto now = now_ms();
@@ -382,7 +381,7 @@ void Uploader::note_record_times(std::span<const BatchRef> batches, std::uint64_
   }
 }
 
-Result<std::string> Uploader::upload_blob_pack(std::span<const BatchRef> window, std::uint64_t segment,
+Result<Uploader::PackUploaded> Uploader::upload_blob_pack(std::span<const BatchRef> window, std::uint64_t segment,
                                                std::uint64_t offset, std::span<const std::byte> chunk) {
   std::vector<BatchRef> batches;
   for (const auto& batch : window) {
@@ -394,7 +393,7 @@ Result<std::string> Uploader::upload_blob_pack(std::span<const BatchRef> window,
     if (options_.warn) options_.warn(fmt::format("backup: segment {}: {}", segment, problem));
     return std::make_error_code(std::errc::io_error);
   }
-  if (refs->empty()) return std::string();
+  if (refs->empty()) return PackUploaded{};
   std::vector<PackedBlob> blobs;
   const auto blob_dir = wal::blob_dir_of(wal_dir_);
   for (const auto& ref : *refs) {
@@ -408,9 +407,7 @@ Result<std::string> Uploader::upload_blob_pack(std::span<const BatchRef> window,
   auto name = blob_pack_name(segment, offset);
   auto pack = encode_blob_pack(blobs);
   FUSEE_TRY_VOID(target_.put(name, pack));
-  pack_bytes_ += pack.size();
-  pack_blobs_ += blobs.size();
-  return name;
+  return PackUploaded{name, pack.size(), blobs.size()};
 }
 
 Result<std::vector<std::byte>> Uploader::read_segment(std::uint64_t segment, std::uint64_t offset,

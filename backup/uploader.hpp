@@ -135,9 +135,14 @@ class Uploader {
   // chunk: the newest of their records' times (record_time_ms).
   void note_record_times(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,
                          std::span<const std::byte> chunk, std::map<std::uint64_t, std::int64_t>& times) const;
-  // Uploads the blob pack of the chunk of `segment` from `offset`; its
-  // name, or empty when the chunk's batches reference no blob.
-  Result<std::string> upload_blob_pack(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,
+  struct PackUploaded {
+    std::string name;  // empty: the chunk's batches reference no blob
+    std::uint64_t bytes = 0;
+    std::uint64_t blobs = 0;
+  };
+  // Uploads the blob pack of the chunk of `segment` from `offset` (none
+  // when the chunk's batches reference no blob).
+  Result<PackUploaded> upload_blob_pack(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,
                                        std::span<const std::byte> chunk);
   Result<std::vector<std::byte>> read_segment(std::uint64_t segment, std::uint64_t offset, std::uint64_t bytes);
 
@@ -158,8 +163,6 @@ class Uploader {
   std::int64_t started_ms_ = 0;
   std::vector<std::int64_t> lags_ms_;  // ring of the last kLagWindow batches' lags (under mu_)
   std::size_t lag_next_ = 0;
-  std::uint64_t pack_bytes_ = 0;  // of this upload's blob packs (under upload_mu_)
-  std::uint64_t pack_blobs_ = 0;
   std::map<std::uint64_t, std::uint64_t> uploaded_end_;  // per segment, bytes uploaded from its start (under upload_mu_)
   mutable std::mutex mu_;
   UploaderStats stats_;  // under mu_

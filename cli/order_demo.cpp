@@ -266,6 +266,49 @@ KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
   return plan;
 }
 
+// Restores the backup's latest into `restored`, emptied first (only if the
+// demo made it) and marked the demo's. Nothing, with `why`, when it fails;
+// with `empty_is_nothing`, a target no engine has made yet (no identity)
+// gives a summary of no batches instead.
+std::optional<backup::RestoreSummary> restore_latest(const OrderDemoOptions& options, const std::string& restored,
+                                                     bool empty_is_nothing, std::string& why) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(restored, error)) {
+    if (!fs::exists(fs::path(restored) / kMarker, error)) {
+      why = fmt::format("{} holds files the demo did not make; remove it or choose another --dir", restored);
+      return std::nullopt;
+    }
+    fs::remove_all(restored, error);
+    if (error) {
+      why = fmt::format("cannot empty {}: {}", restored, error.message());
+      return std::nullopt;
+    }
+  }
+  io::PosixFileSystem posix;
+  std::string problem;
+  auto target = backup::open_target(posix, options.backup, &problem);
+  if (!target) {
+    why = fmt::format("cannot open the backup: {}", problem);
+    return std::nullopt;
+  }
+  if (empty_is_nothing) {
+    auto identity = (*target)->get(backup::kIdentityName);
+    if (!identity) {
+      why = fmt::format("cannot read the backup: {}", identity.error().message());
+      return std::nullopt;
+    }
+    if (!*identity) return backup::RestoreSummary{};
+  }
+  auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
+  if (!summary) {
+    why = fmt::format("the restore from {} failed: {}", options.backup, problem);
+    return std::nullopt;
+  }
+  std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
+  return *summary;
+}
+
 // fusee demo --backup, after a kill: restores the backup's latest into
 // <dir>-after-kill and reads its runs as recovery would assemble them
 // (engine/offline_dir.hpp); every approval and result the parent received
@@ -274,31 +317,14 @@ KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
 std::string check_backup_after_kill(const OrderDemoOptions& options, const OrderLedger& ledger, std::string& line) {
   namespace fs = std::filesystem;
   const auto restored = options.dir + "-after-kill";
-  std::error_code error;
-  if (fs::exists(restored, error)) {
-    if (!fs::exists(fs::path(restored) / kMarker, error)) {
-      return fmt::format("{} holds files the demo did not make; remove it or choose another --dir", restored);
-    }
-    fs::remove_all(restored, error);
-    if (error) return fmt::format("cannot empty {}: {}", restored, error.message());
-  }
-  io::PosixFileSystem posix;
-  std::string problem;
-  auto target = backup::open_target(posix, options.backup, &problem);
-  if (!target) return fmt::format("cannot open the backup: {}", problem);
   // A worker killed before its engine made the target leaves it empty; it
   // had acknowledged nothing either (the open comes first).
-  auto identity = (*target)->get(backup::kIdentityName);
-  if (!identity) return fmt::format("cannot read the backup: {}", identity.error().message());
-  if (!*identity) {
-    auto check = ledger.check_backup_prefix({}, 0);
-    if (!check.missing.empty()) return check.missing.front();
-    line = "the backup holds nothing yet (the worker died before making it)";
-    return {};
-  }
-  auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
-  if (!summary) return fmt::format("the restore after the kill failed: {}", problem);
-  std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
+  std::string why;
+  auto summary = restore_latest(options, restored, true, why);
+  if (!summary) return why;
+  io::PosixFileSystem posix;
+  std::string problem;
+  std::error_code error;
   std::map<std::string, bool> runs;  // id -> finished
   if (summary->batches > 0) {
     auto offline = engine::read_offline_dir(posix, restored);
@@ -312,6 +338,10 @@ std::string check_backup_after_kill(const OrderDemoOptions& options, const Order
   }
   fs::remove_all(restored, error);
   auto check = ledger.check_backup_prefix(runs, summary->last_at_ms);
+  if (summary->batches == 0 && check.missing.empty()) {
+    line = "the backup holds no batch yet (the worker died before its first upload)";
+    return {};
+  }
   if (!check.missing.empty()) {
     std::string text = fmt::format("the backup's latest after the kill lost what was acknowledged before it: {}",
                                    check.missing.front());
@@ -329,23 +359,10 @@ std::string check_backup_after_kill(const OrderDemoOptions& options, const Order
 // ledger, which holds it to the final life's checks. Empty when it ran;
 // else why not.
 std::string check_restored(const OrderDemoOptions& options, std::uint64_t seed, OrderLedger& ledger) {
-  namespace fs = std::filesystem;
   const auto restored = options.dir + "-restored";
-  std::error_code error;
-  if (fs::exists(restored, error)) {
-    if (!fs::exists(fs::path(restored) / kMarker, error)) {
-      return fmt::format("{} holds files the demo did not make; remove it or choose another --dir", restored);
-    }
-    fs::remove_all(restored, error);
-    if (error) return fmt::format("cannot empty {}: {}", restored, error.message());
-  }
-  io::PosixFileSystem posix;
-  std::string problem;
-  auto target = backup::open_target(posix, options.backup, &problem);
-  if (!target) return fmt::format("cannot open the backup: {}", problem);
-  auto summary = backup::restore_directory(posix, **target, restored, std::nullopt, &problem);
-  if (!summary) return fmt::format("the restore from {} failed: {}", options.backup, problem);
-  std::ofstream(fs::path(restored) / kMarker) << "made by `fusee demo --backup`, which wipes this directory\n";
+  std::string why;
+  auto summary = restore_latest(options, restored, false, why);
+  if (!summary) return why;
   auto check_options = options;
   check_options.dir = restored;
   check_options.check_only = true;

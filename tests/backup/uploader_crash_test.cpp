@@ -171,6 +171,20 @@ Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<Fa
   return life;
 }
 
+// The engine's disk with /data on it, and the target's, which never crashes.
+struct Disks {
+  Disks() {
+    REQUIRE(fs.create_dir("/data").has_value());
+    REQUIRE(fs.sync_dir("/").has_value());
+    auto opened = backup::open_directory_target(remote, "/target");
+    REQUIRE(opened.has_value());
+    inner = std::move(*opened);
+  }
+  FaultFileSystem fs;
+  FaultFileSystem remote;
+  std::unique_ptr<backup::BackupTarget> inner;
+};
+
 }  // namespace
 
 TEST_SUITE("crash") {
@@ -178,14 +192,10 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
   // How many calls a life makes without a crash.
   std::uint64_t calls = 0;
   {
-    FaultFileSystem fs, remote;
-    REQUIRE(fs.create_dir("/data").has_value());
-    REQUIRE(fs.sync_dir("/").has_value());
-    auto inner = backup::open_directory_target(remote, "/target");
-    REQUIRE(inner.has_value());
-    CrashingTarget target(**inner);
-    calls = run_life_1(fs, target, nullptr, 0).calls;
-    CHECK(restored_records(remote, **inner, "/restored").size() == 48);
+    Disks disks;
+    CrashingTarget target(*disks.inner);
+    calls = run_life_1(disks.fs, target, nullptr, 0).calls;
+    CHECK(restored_records(disks.remote, *disks.inner, "/restored").size() == 48);
   }
   REQUIRE(calls > 10);
   std::uint64_t cases = 0;
@@ -193,16 +203,14 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
     for (bool after : {false, true}) {
       CAPTURE(crash_at);
       CAPTURE(after);
-      FaultFileSystem fs, remote;
-      REQUIRE(fs.create_dir("/data").has_value());
-      REQUIRE(fs.sync_dir("/").has_value());
-      auto inner = backup::open_directory_target(remote, "/target");
-      REQUIRE(inner.has_value());
-      CrashingTarget target(**inner);
+      Disks disks;
+      auto& remote = disks.remote;
+      auto& inner = disks.inner;
+      CrashingTarget target(*inner);
       target.crash_at = crash_at;
       target.after = after;
       std::unique_ptr<FaultFileSystem> image;
-      auto life = run_life_1(fs, target, &image, crash_at * 2 + after);
+      auto life = run_life_1(disks.fs, target, &image, crash_at * 2 + after);
       // (A life makes a call or two more or fewer from run to run: whether
       // a segment's roll batch is published before an upload decides if
       // the next segment gets a chunk of its own then.)
@@ -211,7 +219,7 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
       // What the target holds now: at least what the last completed upload
       // covered (nothing, before any).
       if (life.durable_at_upload > 0) {
-        auto restored = restored_records(remote, **inner, fmt::format("/early-{}-{}", crash_at, after));
+        auto restored = restored_records(remote, *inner, fmt::format("/early-{}-{}", crash_at, after));
         REQUIRE(restored.size() >= static_cast<std::size_t>(life.durable_at_upload));
         for (int n = 0; n < life.durable_at_upload; ++n) CHECK(restored[static_cast<std::size_t>(n)] == record_of(n));
       }
@@ -221,7 +229,7 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
         auto log = wal::Log::open(*image, log_options("/data"));
         REQUIRE(log.has_value());
         std::string problem;
-        auto uploader = backup::Uploader::start(*image, **log, "/data/wal", **inner, backup::Identity{"dir", 1},
+        auto uploader = backup::Uploader::start(*image, **log, "/data/wal", *inner, backup::Identity{"dir", 1},
                                                 uploader_options(), &problem);
         REQUIRE_MESSAGE(uploader.has_value(), problem);
         for (int n = 1000; n < 1010; ++n) {
@@ -236,7 +244,7 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
       auto local = records_of(*image, "/data");
       REQUIRE(local.size() >= static_cast<std::size_t>(life.durable) + 10);
       for (int n = 0; n < life.durable; ++n) CHECK(local[static_cast<std::size_t>(n)] == record_of(n));
-      CHECK(restored_records(remote, **inner, fmt::format("/restored-{}-{}", crash_at, after)) == local);
+      CHECK(restored_records(remote, *inner, fmt::format("/restored-{}-{}", crash_at, after)) == local);
     }
   }
   CHECK(cases >= 2 * (calls - 4));

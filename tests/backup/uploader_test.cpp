@@ -161,8 +161,10 @@ namespace {
 
 // A log on a POSIX directory, with what a backup needs from it.
 struct LogUnderTest {
-  explicit LogUnderTest(const std::string& dir) {
+  explicit LogUnderTest(const std::string& dir,
+                        std::uint64_t payload_offload_bytes = wal::kPayloadOffloadBytesDefault) {
     options.dir = dir;
+    options.payload_offload_bytes = payload_offload_bytes;
     options.shard_count = 1;
     options.segment_bytes = 64 * 1024;
     options.direct_io = false;
@@ -305,12 +307,7 @@ TEST_CASE("uploader: another directory's manifest where ours goes stops the back
 TEST_SUITE("unit") {
 TEST_CASE("uploader: a damaged blob pack on the target fails the restore, naming it") {
   testing::TempDir dir;
-  LogUnderTest under(dir.sub("data"));
-  under.log.reset();
-  under.options.payload_offload_bytes = 1024;  // every seventh record goes to the blob area
-  auto reopened = wal::Log::open(under.fs, under.options);
-  REQUIRE(reopened.has_value());
-  under.log = std::move(*reopened);
+  LogUnderTest under(dir.sub("data"), 1024);  // every seventh record goes to the blob area
   auto target = backup::open_directory_target(under.fs, dir.sub("target"));
   REQUIRE(target.has_value());
   backup::UploaderOptions options;

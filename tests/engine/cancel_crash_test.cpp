@@ -176,15 +176,9 @@ namespace {
 
 void enumerate_points(std::uint64_t stride) {
   auto clock = std::make_shared<ManualClock>();
-  auto crash_points = enumerate_crash_points(
-      [&](FaultFileSystem& fs) {
-        auto life = std::make_unique<Life>();
-        crashing_life(fs, clock, *life);
-        return life;
-      },
-      [&](FaultFileSystem& image, Life& life, const std::string& where) { check_after_crash(image, clock, life, where); },
-      stride);
-  std::cout << "cancel crash enumeration (every " << stride << "): " << crash_points << " crash points, " << crash_points * 4 << " crash states checked\n";
+  auto crash_points = enumerate_life_crash_points<Life>(
+      "cancel", stride, [&](FaultFileSystem& fs, Life& life) { crashing_life(fs, clock, life); },
+      [&](FaultFileSystem& image, Life& life, const std::string& where) { check_after_crash(image, clock, life, where); });
   CHECK(crash_points * stride > 10);
 }
 

@@ -166,28 +166,16 @@ void check_queue(FaultFileSystem& image, Life& before, const std::string& where)
 // Every point takes about 40 s for each workload on 2 cores: the default
 // suites check every 8th, the slow suite (make test-long) all.
 void schedule_points(std::uint64_t stride) {
-  auto crash_points = enumerate_crash_points(
-      [&](FaultFileSystem& fs) {
-        auto life = std::make_unique<Life>();
-        schedule_life(fs, *life);
-        return life;
-      },
-      [&](FaultFileSystem& image, Life& life, const std::string& where) { check_schedule(image, life, where); }, stride);
-  std::cout << "schedule crash enumeration (every " << stride << "): " << crash_points << " crash points, "
-            << crash_points * 4 << " crash states checked\n";
+  auto crash_points = enumerate_life_crash_points<Life>(
+      "schedule", stride, [&](FaultFileSystem& fs, Life& life) { schedule_life(fs, life); },
+      [&](FaultFileSystem& image, Life& life, const std::string& where) { check_schedule(image, life, where); });
   CHECK(crash_points * stride > 100);
 }
 
 void queue_points(std::uint64_t stride) {
-  auto crash_points = enumerate_crash_points(
-      [&](FaultFileSystem& fs) {
-        auto life = std::make_unique<Life>();
-        queue_life(fs, *life);
-        return life;
-      },
-      [&](FaultFileSystem& image, Life& life, const std::string& where) { check_queue(image, life, where); }, stride);
-  std::cout << "queue crash enumeration (every " << stride << "): " << crash_points << " crash points, "
-            << crash_points * 4 << " crash states checked\n";
+  auto crash_points = enumerate_life_crash_points<Life>(
+      "queue", stride, [&](FaultFileSystem& fs, Life& life) { queue_life(fs, life); },
+      [&](FaultFileSystem& image, Life& life, const std::string& where) { check_queue(image, life, where); });
   CHECK(crash_points * stride > 100);
 }
 

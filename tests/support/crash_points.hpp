@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,24 @@ std::uint64_t enumerate_crash_points(Life life, Check check, std::uint64_t strid
     }
     if (!fs.crashed()) break;  // the workload ran to its end: every point is covered
   }
+  return crash_points;
+}
+
+// The same for a workload whose life is a `Life` filled in by
+// run_life(fs, life); prints "<name> crash enumeration (every N): ..." and
+// returns the number of crash points.
+template <typename Life, typename RunLife, typename Check>
+std::uint64_t enumerate_life_crash_points(const std::string& name, std::uint64_t stride, RunLife run_life,
+                                          Check check) {
+  auto crash_points = enumerate_crash_points(
+      [&](FaultFileSystem& fs) {
+        auto life = std::make_unique<Life>();
+        run_life(fs, *life);
+        return life;
+      },
+      check, stride);
+  std::cout << name << " crash enumeration (every " << stride << "): " << crash_points << " crash points, "
+            << crash_points * 4 << " crash states checked\n";
   return crash_points;
 }
 
