@@ -111,12 +111,89 @@ std::optional<Manifest> parse_manifest(std::span<const std::byte> bytes) {
   return manifest;
 }
 
+std::string snapshot_json(const Snapshot& snapshot) {
+  json::array files;
+  for (const auto& file : snapshot.files) {
+    files.push_back(json::object{{"name", file.name}, {"object", file.object}, {"bytes", file.bytes}});
+  }
+  return json::serialize(json::object{{"format", kManifestFormat},
+                                      {"directory", snapshot.directory},
+                                      {"covers_sequence", snapshot.covers_sequence},
+                                      {"covers_at_ms", snapshot.covers_at_ms},
+                                      {"from_sequence", snapshot.from_sequence},
+                                      {"files", std::move(files)}});
+}
+
+std::optional<Snapshot> parse_snapshot(std::span<const std::byte> bytes) {
+  auto object = object_of(bytes);
+  Snapshot snapshot;
+  std::uint32_t format = 0;
+  if (!object || !number(*object, "format", format) || format != kManifestFormat ||
+      !text(*object, "directory", snapshot.directory) ||
+      !number(*object, "covers_sequence", snapshot.covers_sequence) ||
+      !number(*object, "covers_at_ms", snapshot.covers_at_ms) ||
+      !number(*object, "from_sequence", snapshot.from_sequence)) {
+    return std::nullopt;
+  }
+  const auto* files = object->if_contains("files");
+  if (!files || !files->is_array()) return std::nullopt;
+  for (const auto& value : files->as_array()) {
+    if (!value.is_object()) return std::nullopt;
+    SnapshotFile file;
+    const auto& entry = value.as_object();
+    if (!text(entry, "name", file.name) || !text(entry, "object", file.object) || !number(entry, "bytes", file.bytes)) {
+      return std::nullopt;
+    }
+    // A file of the store's own directory, never a path out of it.
+    if (file.name.empty() || file.name.find('/') != std::string::npos || file.name.starts_with('.')) {
+      return std::nullopt;
+    }
+    snapshot.files.push_back(std::move(file));
+  }
+  if (snapshot.covers_sequence == 0 || snapshot.from_sequence == 0 ||
+      snapshot.from_sequence > snapshot.covers_sequence || snapshot.files.empty()) {
+    return std::nullopt;
+  }
+  return snapshot;
+}
+
 std::string manifest_name(std::uint64_t last_sequence) {
   return fmt::format("{}{:020}", kManifestPrefix, last_sequence);
 }
 
 std::string chunk_name(std::uint64_t segment, std::uint64_t offset) {
   return fmt::format("{}{:010}-{:012}", kChunkPrefix, segment, offset);
+}
+
+std::string snapshot_name(std::uint64_t covers_sequence) {
+  return fmt::format("{}{:020}", kSnapshotPrefix, covers_sequence);
+}
+
+std::string store_table_name(const std::string& store_id, std::uint64_t file_number, std::uint64_t bytes) {
+  // Object names hold letters, digits, '-' and '.' only.
+  std::string id;
+  for (char c : store_id) {
+    const bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
+    id += plain ? c : '-';
+  }
+  return fmt::format("{}{}-{:012}-{}.sst", kStoreTablePrefix, id, file_number, bytes);
+}
+
+std::string snapshot_file_name(std::uint64_t covers_sequence, const std::string& file) {
+  return fmt::format("{}{:020}-{}", kSnapshotFilePrefix, covers_sequence, file);
+}
+
+std::optional<std::uint64_t> number_of_name(const std::string& name, const char* prefix) {
+  std::string_view rest(name);
+  if (!rest.starts_with(prefix)) return std::nullopt;
+  rest.remove_prefix(std::string_view(prefix).size());
+  if (rest.empty() || rest.size() > 20) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : rest) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return value;
 }
 
 }  // namespace fusee::backup

@@ -9,6 +9,7 @@
 
 #include "backup/blob_pack.hpp"
 #include "backup/manifest.hpp"
+#include "backup/snapshot.hpp"
 #include "engine/meta.hpp"
 #include "wal/blob_store.hpp"
 #include "wal/log_format.hpp"
@@ -48,6 +49,97 @@ Result<void> restore_blob_pack(io::FileSystem& fs, BackupTarget& target, const C
   return ok();
 }
 
+// The log a restore writes back: the chain's batches from the first
+// segment it needs, cut at the moment, and the chunks that hold them.
+struct LogPlan {
+  std::vector<BatchRef> batches;  // contiguous, up to the cut
+  std::uint64_t left_out = 0;     // read, but published after the moment
+  std::map<std::uint64_t, std::vector<ChunkRef>> chunks;  // by segment, in upload order
+};
+
+struct ManifestName {
+  std::uint64_t last_sequence = 0;
+  std::string name;
+};
+
+// Reads the manifests a restore needs, to serve the log from batch `from`
+// (1: the whole log): back to the first that names a chunk of from's
+// segment, then on until the moment. Nothing when the target's log does
+// not hold batch `from` (retired, or never uploaded); an error, with
+// `problem`, when it is damaged.
+Result<std::optional<LogPlan>> plan_log(BackupTarget& target, const Identity& identity,
+                                        const std::vector<ManifestName>& manifests, std::uint64_t from,
+                                        std::optional<std::int64_t> to_ms, std::string* problem) {
+  auto fail = [&](std::string why) {
+    if (problem) *problem = std::move(why);
+    return std::make_error_code(std::errc::invalid_argument);
+  };
+  std::map<std::size_t, Manifest> read;
+  auto manifest_at = [&](std::size_t index) -> Result<const Manifest*> {
+    if (auto found = read.find(index); found != read.end()) return &found->second;
+    const auto& name = manifests[index].name;
+    auto bytes = FUSEE_TRY(target.get(name));
+    auto manifest = bytes ? parse_manifest(*bytes) : std::nullopt;
+    if (!manifest || manifest->directory != identity.directory) {
+      return fail(fmt::format("{}: manifest {} does not read, or is another directory's", target.describe(), name));
+    }
+    return &read.emplace(index, std::move(*manifest)).first->second;
+  };
+  LogPlan plan;
+  if (manifests.empty()) {
+    if (from == 1) return std::optional<LogPlan>(std::move(plan));  // nothing uploaded: an empty log
+    return std::optional<LogPlan>();
+  }
+  // The manifest that names batch `from`, and its segment.
+  auto at = std::lower_bound(manifests.begin(), manifests.end(), from,
+                             [](const ManifestName& name, std::uint64_t sequence) { return name.last_sequence < sequence; });
+  if (at == manifests.end()) return std::optional<LogPlan>();
+  auto start = static_cast<std::size_t>(at - manifests.begin());
+  const auto* holding = FUSEE_TRY(manifest_at(start));
+  if (holding->batches.front().sequence > from) return std::optional<LogPlan>();  // a gap before it
+  std::uint64_t first_segment = 0;
+  for (const auto& batch : holding->batches) {
+    if (batch.sequence == from) first_segment = batch.segment;
+  }
+  // Back to where that segment's chunks begin.
+  while (start > 0) {
+    const auto* previous = FUSEE_TRY(manifest_at(start - 1));
+    bool names_it = false;
+    for (const auto& chunk : previous->chunks) names_it = names_it || chunk.segment >= first_segment;
+    if (!names_it) break;
+    --start;
+  }
+  for (auto index = start; index < manifests.size(); ++index) {
+    const auto* manifest = FUSEE_TRY(manifest_at(index));
+    auto first = manifest->batches.front().sequence;
+    // A manifest written again after a failure names batches already seen.
+    auto next = plan.batches.empty() ? first : plan.batches.back().sequence + 1;
+    if (first > next) {
+      return fail(fmt::format("{}: batches {} to {} are missing (manifest {} starts at {})", target.describe(), next,
+                              first - 1, manifests[index].name, first));
+    }
+    for (const auto& batch : manifest->batches) {
+      if (batch.sequence >= next) plan.batches.push_back(batch);
+    }
+    for (const auto& chunk : manifest->chunks) plan.chunks[chunk.segment].push_back(chunk);
+    if (to_ms && manifest->batches.back().at_ms > *to_ms) break;  // the moment lies in it
+  }
+  if (plan.batches.empty() || plan.batches.front().sequence > from) return std::optional<LogPlan>();
+  // Only the segments from batch `from`'s on.
+  std::erase_if(plan.batches, [&](const BatchRef& batch) { return batch.segment < first_segment; });
+  std::erase_if(plan.chunks, [&](const auto& entry) { return entry.first < first_segment; });
+  // The cut: published at or before the moment. Publication follows the
+  // chain, so it is a prefix.
+  std::size_t keep = plan.batches.size();
+  if (to_ms) {
+    keep = 0;
+    while (keep < plan.batches.size() && plan.batches[keep].at_ms <= *to_ms) ++keep;
+  }
+  plan.left_out = plan.batches.size() - keep;
+  plan.batches.resize(keep);
+  return std::optional<LogPlan>(std::move(plan));
+}
+
 }  // namespace
 
 Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
@@ -63,42 +155,51 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
   auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
   if (!identity) return fail(fmt::format("{} holds no backup (no readable identity)", target.describe()));
 
-  // Every manifest, in order: one chain of batches from the first.
-  std::vector<BatchRef> batches;
-  std::map<std::uint64_t, std::vector<ChunkRef>> chunks;  // by segment, in upload order
-  for (const auto& name : FUSEE_TRY(target.list(kManifestPrefix))) {
-    auto bytes = FUSEE_TRY(target.get(name));
-    auto manifest = bytes ? parse_manifest(*bytes) : std::nullopt;
-    if (!manifest || manifest->directory != identity->directory) {
-      return fail(fmt::format("{}: manifest {} does not read, or is another directory's", target.describe(), name));
-    }
-    auto first = manifest->batches.front().sequence;
-    // A manifest written again after a failure names batches already seen.
-    auto next = batches.empty() ? std::uint64_t{1} : batches.back().sequence + 1;
-    if (first > next) {
-      return fail(fmt::format("{}: batches {} to {} are missing (manifest {} starts at {})", target.describe(), next,
-                              first - 1, name, first));
-    }
-    for (const auto& batch : manifest->batches) {
-      if (batch.sequence >= next) batches.push_back(batch);
-    }
-    for (const auto& chunk : manifest->chunks) chunks[chunk.segment].push_back(chunk);
+  std::vector<ManifestName> manifests;
+  for (auto& name : FUSEE_TRY(target.list(kManifestPrefix))) {
+    auto last = number_of_name(name, kManifestPrefix);
+    if (!last) return fail(fmt::format("{}: {} is not a manifest's name", target.describe(), name));
+    manifests.push_back(ManifestName{*last, std::move(name)});
   }
+  // The newest snapshot before the moment whose log the target holds, or
+  // none: the log from its first batch.
+  std::optional<Snapshot> snapshot;
+  std::optional<LogPlan> plan;
+  auto snapshots = FUSEE_TRY(target.list(kSnapshotPrefix));
+  for (auto name = snapshots.rbegin(); name != snapshots.rend() && !plan; ++name) {
+    auto bytes = FUSEE_TRY(target.get(*name));
+    auto candidate = bytes ? parse_snapshot(*bytes) : std::nullopt;
+    if (!candidate || candidate->directory != identity->directory) {
+      return fail(fmt::format("{}: {} does not read, or is another directory's", target.describe(), *name));
+    }
+    if (to_ms && candidate->covers_at_ms > *to_ms) continue;
+    auto log = FUSEE_TRY(plan_log(target, *identity, manifests, candidate->from_sequence, to_ms, problem));
+    // Usable when the log on the target reaches every checkpoint in it.
+    if (!log || log->batches.empty() || log->batches.back().sequence < candidate->covers_sequence) continue;
+    snapshot = std::move(candidate);
+    plan = std::move(log);
+  }
+  if (!plan) {
+    plan = FUSEE_TRY(plan_log(target, *identity, manifests, 1, to_ms, problem));
+    if (!plan) {
+      return fail(fmt::format("{} holds no snapshot before the moment whose log it also holds, and its log does not "
+                              "start at the directory's first batch: it cannot be restored to that moment",
+                              target.describe()));
+    }
+  }
+  const auto& batches = plan->batches;
+  auto& chunks = plan->chunks;
+  const auto keep = batches.size();
   RestoreSummary summary;
   summary.shards = identity->shards;
-  // The cut: published at or before the moment. Publication follows the
-  // chain, so it is a prefix.
-  std::size_t keep = batches.size();
-  if (to_ms) {
-    keep = 0;
-    while (keep < batches.size() && batches[keep].at_ms <= *to_ms) ++keep;
-  }
   summary.batches = keep;
-  summary.batches_left_out = batches.size() - keep;
+  summary.batches_left_out = plan->left_out;
   if (keep > 0) {
+    summary.first_sequence = batches.front().sequence;
     summary.last_sequence = batches[keep - 1].sequence;
     summary.last_at_ms = batches[keep - 1].at_ms;
   }
+  if (snapshot) summary.snapshot_sequence = snapshot->covers_sequence;
   // Each segment's bytes up to its last kept batch, from its chunks.
   std::map<std::uint64_t, std::uint64_t> ends;
   for (std::size_t i = 0; i < keep; ++i) {
@@ -142,6 +243,7 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
   }
   if (!blob_files.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal::blob_dir_of(wal_dir)));
   if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
+  if (snapshot) FUSEE_TRY_VOID(restore_snapshot(fs, target, *snapshot, io::join_path(dir, "runs"), problem));
   FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity->shards, 0}));
   FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));
   return summary;

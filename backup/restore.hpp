@@ -1,9 +1,13 @@
 // Restore: rebuilds a data directory from a backup target with what was
-// published up to a moment (docs/backup.md). The chain's batches whose
-// publication time is at or before it, and no later one, go back into
-// segment files as the log wrote them (zeros past the last, as a crash
+// published up to a moment (docs/backup.md). The run store comes from the
+// newest snapshot taken before the moment (whose log the target holds),
+// and the chain's batches from the segment the snapshot needs on, whose
+// publication time is at or before the moment, and no later one, go back
+// into segment files as the log wrote them (zeros past the last, as a crash
 // leaves a segment); the directory then opens as after a crash at that
-// moment, replaying the whole log into a new run store.
+// moment, replaying the log past the snapshot's checkpoints. Without a
+// snapshot before the moment, the whole log from the first batch is
+// restored, and replayed into a new run store.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +22,13 @@ namespace fusee::backup {
 struct RestoreSummary {
   std::uint32_t shards = 0;
   std::uint64_t batches = 0;        // restored
+  std::uint64_t first_sequence = 0;  // of the first restored batch (0: none)
+  std::uint64_t snapshot_sequence = 0;  // the snapshot restored covers the log to here (0: none)
   std::uint64_t last_sequence = 0;  // of the last restored batch (0: none)
   std::int64_t last_at_ms = 0;      // its publication time
-  std::uint64_t batches_left_out = 0;  // in the backup, published after the moment
+  // In the backup, published after the moment, among the manifests read (a
+  // restore reads none past the one the moment lies in): 0 when none.
+  std::uint64_t batches_left_out = 0;
   std::uint64_t segments = 0;
 };
 

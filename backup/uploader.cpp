@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backup/blob_pack.hpp"
+#include "backup/snapshot.hpp"
 #include "wal/log_format.hpp"
 #include "wal/recovery.hpp"
 #include "wal/segment_file.hpp"
@@ -102,11 +103,31 @@ Result<void> Uploader::connect_locked(std::string* refusal) {
       end = std::max(end, chunk.offset + chunk.bytes);
     }
   }
+  // The newest snapshot, and the store's table files already there.
+  std::set<std::string> tables;
+  std::uint64_t snapshot_covers = 0;
+  std::int64_t snapshot_at_ms = 0;
+  if (options_.store) {
+    auto snapshots = FUSEE_TRY(target_.list(kSnapshotPrefix));
+    if (!snapshots.empty()) {
+      auto bytes = FUSEE_TRY(target_.get(snapshots.back()));
+      auto newest = bytes ? parse_snapshot(*bytes) : std::nullopt;
+      if (!newest) return refuse(fmt::format("{}: {} does not read", target_.describe(), snapshots.back()));
+      if (newest->directory != identity_.directory) {
+        return refuse(fmt::format("{}: {} is another data directory's ({}): the backup stops", target_.describe(),
+                                  snapshots.back(), newest->directory));
+      }
+      snapshot_covers = newest->covers_sequence;
+      snapshot_at_ms = newest->covers_at_ms;
+    }
+    for (auto& name : FUSEE_TRY(target_.list(kStoreTablePrefix))) tables.insert(std::move(name));
+  }
   const auto& plan = log_.recovery_plan();
-  if (!plan.batches.empty() && plan.batches.front().sequence > covered + 1) {
+  const bool gap = !plan.batches.empty() && plan.batches.front().sequence > covered + 1;
+  if (gap && !options_.store) {
     return refuse(fmt::format("the log starts at batch {} and {} ends at batch {}: the batches in between were "
-                              "retired without a backup (a backup needs the whole log until the run store is "
-                              "uploaded too)",
+                              "retired without a backup (a backup that takes no snapshots of the run store "
+                              "needs the whole log)",
                               plan.batches.front().sequence, target_.describe(), covered));
   }
   if (covered > plan.last_sequence) {
@@ -127,7 +148,16 @@ Result<void> Uploader::connect_locked(std::string* refusal) {
   pending.insert(pending.end(), pending_.begin(), pending_.end());
   pending_ = std::move(pending);
   connected_ = true;
+  tables_ = std::move(tables);
+  snapshot_covers_ = snapshot_covers;
+  snapshot_at_ms_ = snapshot_at_ms;
+  // The first upload takes one when the target has none, or when the log
+  // here starts past the target's end: retired without a backup, it
+  // restores only from a snapshot taken now.
+  snapshot_due_ = options_.store != nullptr && (snapshot_covers == 0 || gap);
   std::lock_guard lock(mu_);
+  stats_.snapshot_sequence = snapshot_covers;
+  stats_.snapshot_at_ms = snapshot_at_ms;
   stats_.covered_sequence = covered;
   stats_.covered_at_ms = covered_at_ms;
   stats_.pending_batches = pending_.size();
@@ -208,9 +238,12 @@ Result<void> Uploader::upload_now() {
   }
   auto uploaded = upload_locked();
   if (uploaded) {
-    std::lock_guard lock(mu_);
-    stats_.error.clear();
-    note_backlog_locked(0);
+    {
+      std::lock_guard lock(mu_);
+      stats_.error.clear();
+      note_backlog_locked(0);
+    }
+    maybe_snapshot_locked();
     return ok();
   }
   if (uploaded.error() == std::make_error_code(std::errc::operation_not_permitted)) return uploaded.error();
@@ -231,6 +264,38 @@ void Uploader::note_failure_locked(const char* doing, std::error_code error) {
                               stats_.error, options_.interval.count()));
   }
   note_backlog_locked(backlog);
+}
+
+void Uploader::maybe_snapshot_locked() {
+  if (!options_.store || stopped_) return;
+  const auto now = now_ms();
+  const bool due = snapshot_due_ || log_bytes_since_snapshot_ >= options_.snapshot_log_bytes ||
+                   (log_bytes_since_snapshot_ > 0 && now - snapshot_at_ms_ >= options_.snapshot_interval.count());
+  if (!due || now < snapshot_retry_at_ms_) return;
+  std::string problem;
+  auto taken = take_snapshot(fs_,
+                             SnapshotSource{*options_.store, identity_.shards,
+                                            [this] { return log_.published_sequence(); }, [this] { return now_ms(); }},
+                             target_, identity_.directory, tables_, &problem);
+  if (!taken) {
+    if (!problem.empty()) {
+      stop_locked(problem);
+      return;
+    }
+    snapshot_retry_at_ms_ = now + options_.snapshot_retry.count();
+    note_failure_locked("taking a snapshot of the run store to", taken.error());
+    return;
+  }
+  if (!*taken) return;  // nothing published yet
+  snapshot_due_ = false;
+  log_bytes_since_snapshot_ = 0;
+  snapshot_covers_ = (*taken)->snapshot.covers_sequence;
+  snapshot_at_ms_ = (*taken)->snapshot.covers_at_ms;
+  std::lock_guard lock(mu_);
+  ++stats_.snapshots;
+  stats_.bytes += (*taken)->bytes;
+  stats_.snapshot_sequence = snapshot_covers_;
+  stats_.snapshot_at_ms = snapshot_at_ms_;
 }
 
 void Uploader::note_backlog_locked(std::uint64_t backlog_bytes) {
@@ -358,6 +423,7 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
       lag_next_ = (lag_next_ + 1) % kLagWindow;
     }
   }
+  for (const auto& batch : batches) log_bytes_since_snapshot_ += batch.bytes;
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
   stats_.pending_batches = pending_.size();
   return ok();

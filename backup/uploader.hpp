@@ -7,6 +7,13 @@
 // uploaded covers a sequence (covered_sequence()); the log retires no
 // segment past it (the checkpointer asks).
 //
+// With a run store (UploaderOptions::store), it also uploads snapshots of
+// the store (snapshot.hpp): at the first upload to a target that has none,
+// then once snapshot_log_bytes of log went up since the last, or
+// snapshot_interval passed with any. A restore starts from the newest
+// snapshot before its moment; a directory whose log was retired without a
+// backup can then start one (its first snapshot bridges the gap).
+//
 // At start it checks the target is this directory's (its identity), and
 // picks up where the last manifest ended: batches the log holds past it
 // (published before a crash, not yet uploaded) go first, with the last
@@ -34,12 +41,14 @@
 #include <optional>
 #include <span>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backup/backup_target.hpp"
 #include "backup/manifest.hpp"
+#include "engine/run_store.hpp"
 #include "wal/io/file_system.hpp"
 #include "wal/log.hpp"
 
@@ -63,6 +72,14 @@ struct UploaderOptions {
   // The most batch bytes one manifest covers: a backlog (after an outage or
   // a crash) goes up in several, each bounded in memory. Tests lower it.
   std::uint64_t upload_bytes_max = 64ull << 20;
+  // The run store to snapshot (nothing: no snapshots, and a backup needs
+  // the log from its first batch).
+  engine::RunStore* store = nullptr;
+  std::uint64_t snapshot_log_bytes = 256ull << 20;
+  std::chrono::milliseconds snapshot_interval{std::chrono::hours(1)};
+  // After a snapshot failed, the next is tried no sooner than this (each
+  // one makes the store write its memtable to a table file).
+  std::chrono::milliseconds snapshot_retry{10000};
 };
 
 struct UploaderStats {
@@ -70,7 +87,10 @@ struct UploaderStats {
   std::uint64_t chunks = 0;
   std::uint64_t bytes = 0;     // chunk and blob pack bytes
   std::uint64_t blobs = 0;     // large records uploaded in blob packs
-  std::uint64_t failures = 0;  // uploads that failed (each tried again)
+  std::uint64_t failures = 0;  // uploads and snapshots that failed (each tried again)
+  std::uint64_t snapshots = 0;  // taken by this uploader
+  std::uint64_t snapshot_sequence = 0;  // the newest snapshot on the target covers the log to here (0: none)
+  std::int64_t snapshot_at_ms = 0;
   std::uint64_t covered_sequence = 0;
   std::int64_t covered_at_ms = 0;  // publication time of the newest batch uploaded (0: none)
   std::uint64_t pending_batches = 0;  // published, not yet uploaded
@@ -129,6 +149,8 @@ class Uploader {
   // then a manifest naming them.
   Result<void> upload_first_locked(std::size_t count);
   void note_failure_locked(const char* doing, std::error_code error);
+  // Takes a snapshot when one is due (see the class comment).
+  void maybe_snapshot_locked();
   void note_backlog_locked(std::uint64_t backlog_bytes);  // caller holds mu_
   void stop_locked(const std::string& why);
   // For the pending batches published before this open that lie in this
@@ -159,6 +181,14 @@ class Uploader {
   // before this open: their time comes from their records (under upload_mu_).
   std::uint64_t unknown_time_through_ = 0;
   bool stopped_ = false;                               // under upload_mu_
+  // Snapshots (under upload_mu_): the table files on the target, the newest
+  // snapshot, the log uploaded since, whether one is due at once.
+  std::set<std::string> tables_;
+  std::uint64_t snapshot_covers_ = 0;
+  std::int64_t snapshot_at_ms_ = 0;
+  std::uint64_t log_bytes_since_snapshot_ = 0;
+  bool snapshot_due_ = false;
+  std::int64_t snapshot_retry_at_ms_ = 0;
   std::atomic<bool> backlog_full_{false};
   std::int64_t started_ms_ = 0;
   std::vector<std::int64_t> lags_ms_;  // ring of the last kLagWindow batches' lags (under mu_)

@@ -53,6 +53,29 @@ std::optional<BackupSummary> read_backup_summary(io::FileSystem& fs, const engin
     }
     summary.covered_sequence = last->batches.back().sequence;
     summary.covered_at_ms = last->batches.back().at_ms;
+    bytes = (*target)->get(manifests->front());
+    auto first = bytes && *bytes ? backup::parse_manifest(**bytes) : std::nullopt;
+    if (!first) {
+      problem = fmt::format("{}: manifest {} does not read", (*target)->describe(), manifests->front());
+      return summary;
+    }
+    summary.first_sequence = first->batches.front().sequence;
+  }
+  auto snapshots = (*target)->list(backup::kSnapshotPrefix);
+  if (!snapshots) {
+    problem = fmt::format("cannot list {}: {}", (*target)->describe(), snapshots.error().message());
+    return summary;
+  }
+  summary.snapshots = snapshots->size();
+  if (!snapshots->empty()) {
+    auto bytes = (*target)->get(snapshots->back());
+    auto newest = bytes && *bytes ? backup::parse_snapshot(**bytes) : std::nullopt;
+    if (!newest) {
+      problem = fmt::format("{}: {} does not read", (*target)->describe(), snapshots->back());
+      return summary;
+    }
+    summary.snapshot_sequence = newest->covers_sequence;
+    summary.snapshot_at_ms = newest->covers_at_ms;
   }
   summary.log_last_sequence = offline.plan_made ? offline.plan.last_sequence : 0;
   if (summary.log_last_sequence > summary.covered_sequence) {
@@ -90,11 +113,15 @@ int run_backup_status(const BackupStatusOptions& options) {
     boost::json::object out{{"dir", options.dir},
                             {"target", summary->target},
                             {"uploads", summary->uploads},
+                            {"first_sequence", summary->first_sequence},
                             {"covered_sequence", summary->covered_sequence},
                             {"covered_at_ms", summary->covered_at_ms},
                             {"log_last_sequence", summary->log_last_sequence},
                             {"pending_batches", summary->pending_batches},
                             {"pending_bytes", summary->pending_bytes},
+                            {"snapshots", summary->snapshots},
+                            {"snapshot_sequence", summary->snapshot_sequence},
+                            {"snapshot_at_ms", summary->snapshot_at_ms},
                             {"loss_window_ms", loss_window_ms ? boost::json::value(*loss_window_ms) : nullptr}};
     fmt::print("{}\n", boost::json::serialize(out));
     return 0;
@@ -103,9 +130,16 @@ int run_backup_status(const BackupStatusOptions& options) {
   if (summary->uploads == 0) {
     fmt::print("  nothing uploaded yet\n");
   } else {
-    fmt::print("  on the target: batches 1 to {} in {} uploads; the newest published {} ({:.1f} s ago)\n",
-               summary->covered_sequence, summary->uploads, utc(summary->covered_at_ms),
+    fmt::print("  on the target: batches {} to {} in {} uploads; the newest published {} ({:.1f} s ago)\n",
+               summary->first_sequence, summary->covered_sequence, summary->uploads, utc(summary->covered_at_ms),
                static_cast<double>(now - summary->covered_at_ms) / 1000);
+  }
+  if (summary->snapshots == 0) {
+    fmt::print("  no snapshot of the run store: a restore replays the log from batch 1\n");
+  } else {
+    fmt::print("  {} snapshots of the run store; the newest covers the log to batch {}, taken {}: a restore to a "
+               "later moment replays the log from there\n",
+               summary->snapshots, summary->snapshot_sequence, utc(summary->snapshot_at_ms));
   }
   if (summary->pending_batches == 0) {
     fmt::print("  the log ends at batch {}: everything is on the target; losing the disk now loses nothing\n",

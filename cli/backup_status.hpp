@@ -22,11 +22,15 @@ struct BackupStatusOptions {
 struct BackupSummary {
   std::string target;
   std::uint64_t uploads = 0;           // manifests on the target
+  std::uint64_t first_sequence = 0;    // the target's log starts at this batch
   std::uint64_t covered_sequence = 0;  // every batch up to it is on the target
   std::int64_t covered_at_ms = 0;      // when the newest of them was published (0: none)
   std::uint64_t log_last_sequence = 0;
   std::uint64_t pending_batches = 0;   // in the log, not on the target: the backlog
   std::uint64_t pending_bytes = 0;
+  std::uint64_t snapshots = 0;          // of the run store, on the target
+  std::uint64_t snapshot_sequence = 0;  // the newest covers the log to this batch (0: none)
+  std::int64_t snapshot_at_ms = 0;
 };
 
 // The directory's backup as its target tells it: nothing when the directory

@@ -265,8 +265,10 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   config.server_shards_max = options.shards_max;
   if (!options.backup.empty()) {
     config.backup_target = options.backup;
-    // Often, so that kills land during uploads.
+    // Often, so that kills land during uploads and snapshots of the run
+    // store (and the restores after them start from one).
     config.backup_upload_interval = 50ms;
+    config.backup_snapshot_log_bytes = 2 * kSegmentBytes;
   }
   auto engine = Engine::open(config);
   const bool patched = options.patched;

@@ -60,10 +60,15 @@ int run_restore(const RestoreCommandOptions& options) {
     return 1;
   }
   const auto& summary = *restored;
-  fmt::print("fusee restore: {} batches of {} shards into {}, up to batch {}{}; {} later batches left out\n",
-             summary.batches, summary.shards, options.dir, summary.last_sequence,
-             summary.batches > 0 ? fmt::format(" published {}", utc_text(summary.last_at_ms)) : "",
-             summary.batches_left_out);
+  fmt::print("fusee restore: {} batches of {} shards into {}, {}{}{}; {}\n", summary.batches, summary.shards,
+             options.dir,
+             summary.batches > 0 ? fmt::format("batches {} to {}", summary.first_sequence, summary.last_sequence)
+                                 : std::string("no batch"),
+             summary.batches > 0 ? fmt::format(" (the last published {})", utc_text(summary.last_at_ms)) : "",
+             summary.snapshot_sequence > 0
+                 ? fmt::format(", over the run store's snapshot at batch {}", summary.snapshot_sequence)
+                 : std::string(", the whole log (no snapshot of the run store before the moment)"),
+             summary.batches_left_out > 0 ? "later batches in the backup left out" : "nothing later in the backup");
   fmt::print("fusee restore: open it as a data directory (Config::local(\"{}\")): it recovers as after a crash at "
              "that moment\n",
              options.dir);

@@ -366,6 +366,7 @@ class RocksRunStore final : public RunStore {
   std::uint64_t size_bytes() const override;
   Result<std::size_t> expire_finished(std::int64_t before_ms) override;
   Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) override;
+  Result<std::unique_ptr<StoreCopy>> live_copy() override;
 };
 
 Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text,
@@ -643,6 +644,45 @@ Result<void> RocksRunStore::stored_ids(const std::function<void(std::string_view
   }
   if (!it->status().ok()) return to_error(it->status(), nullptr);
   return ok();
+}
+
+namespace {
+
+// Gives RocksDB back its file deletions when the copy is done with.
+class RocksStoreCopy final : public StoreCopy {
+ public:
+  explicit RocksStoreCopy(rocksdb::DB& db) : db_(db) {}
+  ~RocksStoreCopy() override { (void)db_.EnableFileDeletions(/*force=*/false); }
+
+ private:
+  rocksdb::DB& db_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StoreCopy>> RocksRunStore::live_copy() {
+  if (read_only) return make_error_code(std::errc::operation_not_supported);
+  auto status = db->DisableFileDeletions();
+  if (!status.ok()) return to_error(status, nullptr);
+  auto copy = std::make_unique<RocksStoreCopy>(*db);  // from here, its destructor enables them again
+  status = db->GetDbIdentity(copy->store_id);
+  if (!status.ok()) return to_error(status, nullptr);
+  std::vector<rocksdb::LiveFileStorageInfo> files;
+  rocksdb::LiveFilesStorageInfoOptions options;
+  options.wal_size_for_flush = 0;  // always flush: the copy then needs little of RocksDB's log
+  status = db->GetLiveFilesStorageInfo(options, &files);
+  if (!status.ok()) return to_error(status, nullptr);
+  for (auto& file : files) {
+    StoreFile out;
+    out.name = file.relative_filename;
+    out.path = file.directory + "/" + file.relative_filename;
+    out.number = file.file_number;
+    out.immutable = file.file_type == rocksdb::kTableFile;
+    out.bytes = file.size;
+    if (!file.replacement_contents.empty()) out.contents = std::move(file.replacement_contents);
+    copy->files.push_back(std::move(out));
+  }
+  return std::unique_ptr<StoreCopy>(std::move(copy));
 }
 
 }  // namespace fusee::engine

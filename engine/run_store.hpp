@@ -95,6 +95,30 @@ std::optional<FinishedRun> decode_finished_run(std::string_view text);
 
 class RocksRunStore;
 
+// One file of a consistent copy of the store (RunStore::live_copy): what a
+// backup uploads so that a restore starts from a snapshot of the store
+// instead of replaying the whole log (backup/snapshot.hpp).
+struct StoreFile {
+  std::string name;          // in the store's directory: "000012.sst", "CURRENT"
+  std::string path;          // where to read it, through the store's file system
+  std::uint64_t number = 0;  // RocksDB's file number (0: the file has none)
+  bool immutable = false;    // a table file: never rewritten, so uploaded once
+  std::uint64_t bytes = 0;   // the copy is the file's first `bytes` (its MANIFEST and log grow)
+  // The file's bytes as of the copy, when the file on disk no longer says
+  // them (CURRENT).
+  std::optional<std::string> contents;
+};
+
+// While a copy lives, the store deletes none of its files.
+class StoreCopy {
+ public:
+  virtual ~StoreCopy() = default;
+  // The store's identity (RocksDB's DB id): a store made anew (its
+  // directory lost) has another, and numbers its files from 1 again.
+  std::string store_id;
+  std::vector<StoreFile> files;
+};
+
 // The run store's interface: RocksDB on the local disk (open, below), or
 // the server's store reached through remote mode's connection
 // (remote/remote_run_store.hpp).
@@ -196,6 +220,13 @@ class RunStore {
   // server builds remote mode's id filters (engine/id_filter.hpp) from. A
   // remote store does not offer it (errc operation_not_supported).
   [[nodiscard]] virtual Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) = 0;
+  // The store's files as of now, after writing its memtable to a table
+  // file, kept from deletion while the copy lives: every write that
+  // returned before the call is in them. A remote or read-only store does
+  // not offer it (errc operation_not_supported).
+  [[nodiscard]] virtual Result<std::unique_ptr<StoreCopy>> live_copy() {
+    return make_error_code(std::errc::operation_not_supported);
+  }
 };
 
 }  // namespace fusee::engine

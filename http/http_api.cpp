@@ -834,6 +834,10 @@ HttpResponse HttpApi::metrics() {
            stats.backup.failures);
     metric("fusee_backup_blobs_total", "counter", "Large records (blob area) uploaded in blob packs.",
            stats.backup.blobs);
+    metric("fusee_backup_snapshots_total", "counter", "Snapshots of the run store uploaded.", stats.backup.snapshots);
+    metric("fusee_backup_snapshot_sequence", "gauge",
+           "The log batch the newest snapshot on the target covers to: a restore replays the log from there.",
+           stats.backup.snapshot_sequence);
     metric("fusee_backup_backlog_bytes", "gauge",
            "Bytes of the log not on the backup target, as of the last failed upload (0 after a good one).",
            stats.backup.backlog_bytes);
@@ -915,6 +919,10 @@ HttpResponse HttpApi::stats_json() {
         {"chunks", stats.backup.chunks},
         {"bytes", stats.backup.bytes},
         {"failures", stats.backup.failures},
+        {"snapshots", stats.backup.snapshots},
+        {"snapshot_sequence", stats.backup.snapshot_sequence},
+        {"snapshot_at_ms",
+         std::chrono::duration_cast<std::chrono::milliseconds>(stats.backup.snapshot_at.time_since_epoch()).count()},
         {"covered_sequence", stats.backup.covered_sequence},
         {"covered_at_ms",
          std::chrono::duration_cast<std::chrono::milliseconds>(stats.backup.covered_at.time_since_epoch()).count()},

@@ -554,14 +554,17 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         if (!record || record->at_ms <= 0) return std::nullopt;
         return record->at_ms;
       };
+      backup::UploaderOptions options;
+      options.interval = config.backup_upload_interval;
+      options.backlog_bytes_max = config.backup_backlog_bytes_max;
+      options.warn = warn;
+      options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
+      options.record_time_ms = record_time_ms;
+      options.store = impl->store.get();
+      options.snapshot_log_bytes = config.backup_snapshot_log_bytes;
+      options.snapshot_interval = config.backup_snapshot_interval;
       auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,
-                                              backup::Identity{*id, shards},
-                                              backup::UploaderOptions{config.backup_upload_interval,
-                                                                      config.backup_backlog_bytes_max, warn,
-                                                                      [clock = impl->clock] {
-                                                                        return engine::to_ms(clock->now());
-                                                                      },
-                                                                      record_time_ms}, &problem);
+                                              backup::Identity{*id, shards}, std::move(options), &problem);
       if (!uploader) {
         throw Error(errc::storage, problem.empty() ? fmt::format("backup: {}", uploader.error().message())
                                                    : fmt::format("backup: {}", problem));
@@ -707,6 +710,9 @@ EngineStats Engine::stats() const {
     stats.backup.chunks = uploader.chunks;
     stats.backup.bytes = uploader.bytes;
     stats.backup.failures = uploader.failures;
+    stats.backup.snapshots = uploader.snapshots;
+    stats.backup.snapshot_sequence = uploader.snapshot_sequence;
+    stats.backup.snapshot_at = engine::from_ms(uploader.snapshot_at_ms);
     stats.backup.covered_sequence = uploader.covered_sequence;
     stats.backup.covered_at = engine::from_ms(uploader.covered_at_ms);
     stats.backup.pending_batches = uploader.pending_batches;

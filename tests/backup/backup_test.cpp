@@ -162,8 +162,8 @@ TEST_CASE("backup: a target takes one directory; a restore refuses a directory t
   // A manifest gone leaves a gap the restore names.
   auto manifests = (*opened)->list(backup::kManifestPrefix);
   REQUIRE(manifests.has_value());
-  REQUIRE(!manifests->empty());
-  std::filesystem::remove(target + "/" + manifests->front());
+  REQUIRE(manifests->size() >= 3);
+  std::filesystem::remove(target + "/" + manifests->at(1));
   problem.clear();
   CHECK_FALSE(backup::restore_directory(fs, **opened, scratch.sub("gap"), std::nullopt, &problem).has_value());
   CHECK_MESSAGE(contains(problem, "are missing"), problem);
@@ -338,6 +338,12 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
   auto config = harness.config();
   config.backup_target = scratch.sub("target");
   config.backup_upload_interval = std::chrono::milliseconds(3);
+  // Small segments, a checkpoint every tenth step and a snapshot of the run
+  // store every few KiB of log: the local log retires as it goes, the
+  // target holds several snapshots, and most moments restore from one.
+  config.segment_bytes = 16 * 1024;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  config.backup_snapshot_log_bytes = 4 * 1024;
   const WorkflowRef<int, int> kOrder{"order"};
   const Signal<int> kPay{"pay"};
   auto register_order = [&](Engine& engine) {
@@ -369,18 +375,22 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
         waiting.erase(pick);
       }
       if (step % 10 == 0) {  // uploads in between, on their own thread
+        engine->checkpoint();
         CHECK(eventually([&] { return engine->stats().backup.pending_batches == 0; }));
       }
     }
+    CHECK(engine->stats().backup.snapshots > 2);
+    CHECK(engine->stats().segments_retired > 0);
     engine->shutdown();
   }
+  std::size_t from_snapshot = 0;
   const auto first = started_ms.begin()->second;
   const auto last = ms_of(harness.clock().now());
   for (int k = 0; k < 20; ++k) {
     const auto at = first - 200 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(last - first + 400));
     CAPTURE(at);
     auto dir = scratch.sub("at-" + std::to_string(k));
-    (void)restore(config.backup_target, dir, at);
+    if (restore(config.backup_target, dir, at).snapshot_sequence > 0) ++from_snapshot;
     std::map<std::string, RunStatus> want;
     for (const auto& [id, ms] : started_ms) {
       if (ms > at) continue;
@@ -396,5 +406,46 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
     for (const auto& run : engine->list_runs()) got[run.id] = run.status;
     CHECK(got == want);
   }
+  CHECK(from_snapshot > 5);  // the rest lie before the snapshots' moments, and replay the whole log
+}
+
+TEST_CASE("backup: a directory whose log retired segments before its backup began starts one from a snapshot") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.segment_bytes = 16 * 1024;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 150; ++k) (void)engine->execute(kDouble, "before-" + std::to_string(k), k);
+    engine->checkpoint();
+    engine->checkpoint();
+    CHECK(engine->stats().segments_retired > 0);
+    engine->shutdown();
+  }
+  const auto backup_began = ms_of(harness.clock().now());
+  harness.clock().advance(std::chrono::seconds(1));
+  config.backup_target = scratch.sub("target");
+  config.backup_upload_interval = std::chrono::milliseconds(3);
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    CHECK(eventually([&] { return engine->stats().backup.snapshots == 1; }));
+    for (int k = 0; k < 20; ++k) (void)engine->execute(kDouble, "after-" + std::to_string(k), k);
+    engine->shutdown();
+  }
+  auto latest = scratch.sub("restored");
+  auto summary = restore(config.backup_target, latest, std::nullopt);
+  CHECK(summary.snapshot_sequence > 0);
+  CHECK(summary.first_sequence > 1);
+  CHECK(runs_of(latest, std::make_shared<ManualClock>(harness.clock().now())).size() == 170);
+  // Before the backup began the target holds nothing to restore from.
+  io::PosixFileSystem fs;
+  auto target = backup::open_directory_target(fs, config.backup_target);
+  REQUIRE(target.has_value());
+  std::string problem;
+  CHECK_FALSE(backup::restore_directory(fs, **target, scratch.sub("too-early"), backup_began, &problem).has_value());
+  CHECK_MESSAGE(contains(problem, "cannot be restored to that moment"), problem);
 }
 }

@@ -10,6 +10,10 @@
 //    the log: every record, in order, large ones (the blob area) included.
 // The log's disk crashes too (a random crash image); the target's is a
 // separate one that does not (object storage, or another machine).
+// The second case adds a run store whose checkpoint moves on each round,
+// and a snapshot of it after each upload: a restore then starts from the
+// newest snapshot whose log is whole on the target, and the log it writes
+// back begins where that snapshot's checkpoint needs it.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -22,6 +26,7 @@
 #include "backup/directory_target.hpp"
 #include "backup/restore.hpp"
 #include "backup/uploader.hpp"
+#include "engine/run_store.hpp"
 #include "tests/support/fault_file_system.hpp"
 #include "wal/log.hpp"
 
@@ -104,8 +109,11 @@ wal::LogOptions log_options(const std::string& dir) {
   return options;
 }
 
-backup::UploaderOptions uploader_options() {
+backup::UploaderOptions uploader_options(engine::RunStore* store = nullptr) {
   backup::UploaderOptions options;
+  options.store = store;
+  options.snapshot_log_bytes = 1;  // a snapshot after every upload
+  options.snapshot_retry = std::chrono::milliseconds::zero();
   options.interval = std::chrono::hours(1);  // uploads only when the test asks
   options.warn = [](const std::string&) {};
   options.upload_bytes_max = 24 * 1024;  // an upload of 8 records writes two manifests or more
@@ -122,13 +130,62 @@ std::vector<std::vector<std::byte>> records_of(io::FileSystem& fs, const std::st
   return records;
 }
 
-// Restores the target's latest into a new directory of `fs`; its records.
-std::vector<std::vector<std::byte>> restored_records(io::FileSystem& fs, backup::BackupTarget& target,
-                                                     const std::string& dir) {
+// The record's number (record_of's n).
+int number_of(const std::vector<std::byte>& record) {
+  std::string text(reinterpret_cast<const char*>(record.data()), std::min<std::size_t>(record.size(), 16));
+  return std::stoi(text.substr(std::string("record-").size()));
+}
+
+// Restores the target's latest into a new directory of `fs`: its records,
+// and the number of the first (0 without a snapshot, which restores the
+// whole log). From a snapshot, its checkpoint must find its next record
+// in the log restored (as recovery checks).
+struct Restored {
+  std::vector<std::vector<std::byte>> records;
+  int first = 0;
+  bool from_snapshot = false;
+};
+
+Restored restore_latest(io::FileSystem& fs, backup::BackupTarget& target, const std::string& dir) {
   std::string problem;
   auto restored = backup::restore_directory(fs, target, dir, std::nullopt, &problem);
   REQUIRE_MESSAGE(restored.has_value(), problem);
-  return records_of(fs, dir);
+  Restored out;
+  if (restored->snapshot_sequence == 0) {
+    out.records = records_of(fs, dir);
+    return out;
+  }
+  std::string why;
+  auto store = engine::RunStore::open(dir, &why, &fs);
+  REQUIRE_MESSAGE(store.has_value(), why);
+  out.from_snapshot = true;
+  auto checkpoint = (*store)->checkpoint(0);
+  REQUIRE(checkpoint.has_value());
+  REQUIRE(checkpoint->has_value());
+  const auto lsn = (*checkpoint)->lsn;
+  // Opened as the engine opens it: past the checkpoint (engine::read_checkpoints).
+  auto options = log_options(dir);
+  options.base = wal::RecoveryBase{(*checkpoint)->keep_from_sequence, {lsn}, {}};
+  auto log = wal::Log::open(fs, options);
+  REQUIRE(log.has_value());
+  bool first = true;
+  REQUIRE((*log)->read(0, 1, (*log)->durable_lsn(0), [&](wal::Lsn at, std::span<const std::byte> bytes) {
+    if (first) CHECK(at <= lsn + 1);  // the checkpoint's next record is there
+    first = false;
+    out.records.emplace_back(bytes.begin(), bytes.end());
+  }).has_value());
+  CHECK((*log)->durable_lsn(0) >= lsn);
+  if (!out.records.empty()) out.first = number_of(out.records.front());
+  return out;
+}
+
+// A checkpoint of shard 0 at what the log made durable: what the engine's
+// checkpointer writes, minus the runs.
+void checkpoint(engine::RunStore& store, wal::Log& log) {
+  engine::RunStore::Batch batch;
+  const auto lsn = log.durable_lsn(0);
+  batch.put_checkpoint(engine::Checkpoint{0, lsn, log.keep_from_sequence(0, lsn), "", 0});
+  REQUIRE(store.write(std::move(batch)).has_value());
 }
 
 struct Life1 {
@@ -137,16 +194,26 @@ struct Life1 {
   int durable_at_upload = 0;    // ... before the last upload that completed
 };
 
-// The first life: 6 rounds of 8 records, each made durable, then an upload.
+// The first life: 6 rounds of 8 records, each made durable, then (with a
+// store) a checkpoint, then an upload (and a snapshot).
 Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<FaultFileSystem>* image,
-                 std::uint64_t image_seed) {
+                 std::uint64_t image_seed, bool with_store) {
   Life1 life;
   auto options = log_options("/data");
   auto log = wal::Log::open(fs, options);
   REQUIRE(log.has_value());
+  std::unique_ptr<engine::RunStore> store;
+  if (with_store) {
+    // As the engine makes it: RocksDB does not sync the directory it makes.
+    REQUIRE(fs.create_dir("/data/runs").has_value());
+    REQUIRE(fs.sync_dir("/data").has_value());
+    auto opened = engine::RunStore::open("/data", nullptr, &fs);
+    REQUIRE(opened.has_value());
+    store = std::move(*opened);
+  }
   std::string problem;
   auto uploader = backup::Uploader::start(fs, **log, "/data/wal", target, backup::Identity{"dir", 1},
-                                          uploader_options(), &problem);
+                                          uploader_options(store.get()), &problem);
   REQUIRE_MESSAGE(uploader.has_value(), problem);
   int n = 0;
   for (int round = 0; round < 6 && !target.dead; ++round) {
@@ -156,6 +223,7 @@ Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<Fa
       REQUIRE((*log)->wait_durable(0, *lsn).has_value());
       life.durable = n + 1;
     }
+    if (store) checkpoint(*store, **log);
     if ((*uploader)->upload_now()) life.durable_at_upload = life.durable;
   }
   life.calls = target.calls;
@@ -168,6 +236,7 @@ Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<Fa
     REQUIRE((*log)->close().has_value());
     REQUIRE((*uploader)->finish().has_value());
   }
+  uploader->reset();  // before the store it reads
   return life;
 }
 
@@ -189,13 +258,18 @@ struct Disks {
 
 TEST_SUITE("crash") {
 TEST_CASE("uploader: a crash at every call to the target, before or after it took effect, loses nothing uploaded") {
+  bool with_store = false;
+  SUBCASE("the log alone") {}
+  SUBCASE("with a run store, a checkpoint each round and a snapshot each upload") { with_store = true; }
   // How many calls a life makes without a crash.
   std::uint64_t calls = 0;
   {
     Disks disks;
     CrashingTarget target(*disks.inner);
-    calls = run_life_1(disks.fs, target, nullptr, 0).calls;
-    CHECK(restored_records(disks.remote, *disks.inner, "/restored").size() == 48);
+    calls = run_life_1(disks.fs, target, nullptr, 0, with_store).calls;
+    auto restored = restore_latest(disks.remote, *disks.inner, "/restored");
+    CHECK(restored.records.size() + static_cast<std::size_t>(restored.first) == 48);
+    if (with_store) CHECK(restored.first > 0);  // from a snapshot, not the first batch
   }
   REQUIRE(calls > 10);
   std::uint64_t cases = 0;
@@ -210,7 +284,7 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
       target.crash_at = crash_at;
       target.after = after;
       std::unique_ptr<FaultFileSystem> image;
-      auto life = run_life_1(disks.fs, target, &image, crash_at * 2 + after);
+      auto life = run_life_1(disks.fs, target, &image, crash_at * 2 + after, with_store);
       // (A life makes a call or two more or fewer from run to run: whether
       // a segment's roll batch is published before an upload decides if
       // the next segment gets a chunk of its own then.)
@@ -219,32 +293,46 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
       // What the target holds now: at least what the last completed upload
       // covered (nothing, before any).
       if (life.durable_at_upload > 0) {
-        auto restored = restored_records(remote, *inner, fmt::format("/early-{}-{}", crash_at, after));
-        REQUIRE(restored.size() >= static_cast<std::size_t>(life.durable_at_upload));
-        for (int n = 0; n < life.durable_at_upload; ++n) CHECK(restored[static_cast<std::size_t>(n)] == record_of(n));
+        auto restored = restore_latest(remote, *inner, fmt::format("/early-{}-{}", crash_at, after));
+        REQUIRE(restored.first + static_cast<int>(restored.records.size()) >= life.durable_at_upload);
+        for (int n = restored.first; n < life.durable_at_upload; ++n) {
+          CHECK(restored.records[static_cast<std::size_t>(n - restored.first)] == record_of(n));
+        }
       }
       // The next life, on what the crash left, with the target back.
       REQUIRE(records_of(*image, "/data").size() >= static_cast<std::size_t>(life.durable));
       {
         auto log = wal::Log::open(*image, log_options("/data"));
         REQUIRE(log.has_value());
+        std::unique_ptr<engine::RunStore> store;
+        if (with_store) {
+          auto opened = engine::RunStore::open("/data", nullptr, image.get());
+          REQUIRE(opened.has_value());
+          store = std::move(*opened);
+        }
         std::string problem;
         auto uploader = backup::Uploader::start(*image, **log, "/data/wal", *inner, backup::Identity{"dir", 1},
-                                                uploader_options(), &problem);
+                                                uploader_options(store.get()), &problem);
         REQUIRE_MESSAGE(uploader.has_value(), problem);
         for (int n = 1000; n < 1010; ++n) {
           auto lsn = (*log)->append(0, record_of(n));
           REQUIRE(lsn.has_value());
           REQUIRE((*log)->wait_durable(0, *lsn).has_value());
         }
+        if (store) checkpoint(*store, **log);
         REQUIRE((*uploader)->upload_now().has_value());
+        if (store) CHECK((*uploader)->stats().snapshots == 1);
         REQUIRE((*log)->close().has_value());
         REQUIRE((*uploader)->finish().has_value());
       }
       auto local = records_of(*image, "/data");
       REQUIRE(local.size() >= static_cast<std::size_t>(life.durable) + 10);
       for (int n = 0; n < life.durable; ++n) CHECK(local[static_cast<std::size_t>(n)] == record_of(n));
-      CHECK(restored_records(remote, *inner, fmt::format("/restored-{}-{}", crash_at, after)) == local);
+      auto restored = restore_latest(remote, *inner, fmt::format("/restored-{}-{}", crash_at, after));
+      const auto skipped = local.size() - restored.records.size();
+      REQUIRE(skipped <= local.size());
+      CHECK(std::vector(local.begin() + static_cast<std::ptrdiff_t>(skipped), local.end()) == restored.records);
+      CHECK(restored.from_snapshot == with_store);
     }
   }
   CHECK(cases >= 2 * (calls - 4));

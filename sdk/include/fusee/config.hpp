@@ -72,10 +72,16 @@ struct Config {
   // directory (any mounted file system), or s3://BUCKET[/PREFIX] for
   // S3-compatible storage (credentials and endpoint from the AWS_*
   // variables). Empty: no backup. The log keeps every segment the backup
-  // has not copied. Not yet: the run store (a backup needs the
-  // directory's whole log).
+  // has not copied.
   std::string backup_target;
   std::chrono::milliseconds backup_upload_interval{1000};
+  // The backup also uploads snapshots of the run store, so that a restore
+  // replays the log from the snapshot before its moment, not from the
+  // directory's first batch: one at the first upload to a target, then
+  // once backup_snapshot_log_bytes of log went up since the last, or
+  // backup_snapshot_interval passed with any.
+  std::uint64_t backup_snapshot_log_bytes = std::uint64_t{256} << 20;
+  std::chrono::milliseconds backup_snapshot_interval{std::chrono::hours(1)};
   // While the target does not answer, the engine goes on and the log keeps
   // what the backup lacks. Past this many bytes of log not on the target
   // (0: no bound, the log grows as long as the disk allows), new requests

@@ -170,8 +170,11 @@ struct BackupStats {
   bool enabled = false;
   std::uint64_t uploads = 0;           // manifests written since open
   std::uint64_t chunks = 0;            // chunks of segment bytes uploaded since open
-  std::uint64_t bytes = 0;             // their bytes
-  std::uint64_t failures = 0;          // uploads that failed (each tried again)
+  std::uint64_t bytes = 0;             // their bytes, blob packs' and snapshots'
+  std::uint64_t failures = 0;          // uploads and snapshots that failed (each tried again)
+  std::uint64_t snapshots = 0;         // of the run store, taken since open
+  std::uint64_t snapshot_sequence = 0;  // the newest snapshot on the target covers the log to here (0: none)
+  TimePoint snapshot_at;               // when it was taken
   std::uint64_t covered_sequence = 0;  // every log batch up to it is on the target
   TimePoint covered_at;                // when the newest batch on the target was published
   std::uint64_t pending_batches = 0;   // published, not yet uploaded: lost with the disk now

@@ -1,0 +1,118 @@
+#include "backup/snapshot.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "wal/segment_file.hpp"
+
+namespace fusee::backup {
+namespace {
+
+std::span<const std::byte> bytes_of(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+// The first `bytes` of the file (the store appends to some while the copy
+// is read; the copy ends where the store said).
+Result<std::vector<std::byte>> read_prefix(io::FileSystem& fs, const std::string& path, std::uint64_t bytes) {
+  auto file = FUSEE_TRY(fs.open(path, {}));
+  std::vector<std::byte> out(bytes);
+  std::size_t done = 0;
+  while (done < out.size()) {
+    auto got = FUSEE_TRY(file->read_at(done, std::span(out).subspan(done)));
+    if (got == 0) return std::make_error_code(std::errc::io_error);  // shorter than the store said
+    done += got;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotSource source, BackupTarget& target,
+                                                   const std::string& directory, std::set<std::string>& tables,
+                                                   std::string* problem) {
+  // The oldest batch any checkpoint needs, read before the copy: a later
+  // checkpoint only moves it forward, so the log from here serves the copy.
+  std::uint64_t from = UINT64_MAX;
+  for (std::uint32_t shard = 0; shard < source.shards; ++shard) {
+    auto checkpoint = FUSEE_TRY(source.store.checkpoint(shard));
+    from = std::min<std::uint64_t>(from, checkpoint ? std::max<std::uint64_t>(1, checkpoint->keep_from_sequence) : 1);
+  }
+  auto copy = FUSEE_TRY(source.store.live_copy());
+  // Read after the copy: every checkpoint in it was durable, so its batch
+  // was published by now.
+  const auto covers = source.published_sequence();
+  const auto at_ms = source.now_ms();
+  if (covers == 0) return std::optional<SnapshotTaken>();
+  SnapshotTaken taken;
+  taken.snapshot.directory = directory;
+  taken.snapshot.covers_sequence = covers;
+  taken.snapshot.covers_at_ms = at_ms;
+  // A checkpoint taken when its shard had nothing pending needs the next
+  // batch, which may not exist yet: the restore then keeps the last one.
+  taken.snapshot.from_sequence = std::min(from, covers);
+  for (const auto& file : copy->files) {
+    SnapshotFile out{file.name, "", file.bytes};
+    if (file.immutable) {
+      out.object = store_table_name(copy->store_id, file.number, file.bytes);
+      if (!tables.contains(out.object)) {
+        auto bytes = FUSEE_TRY(read_prefix(fs, file.path, file.bytes));
+        FUSEE_TRY_VOID(target.put(out.object, bytes));
+        tables.insert(out.object);
+        taken.bytes += bytes.size();
+      }
+    } else {
+      out.object = snapshot_file_name(covers, file.name);
+      if (file.contents) {
+        out.bytes = file.contents->size();
+        FUSEE_TRY_VOID(target.put(out.object, bytes_of(*file.contents)));
+      } else {
+        auto bytes = FUSEE_TRY(read_prefix(fs, file.path, file.bytes));
+        FUSEE_TRY_VOID(target.put(out.object, bytes));
+      }
+      taken.bytes += out.bytes;
+    }
+    taken.snapshot.files.push_back(std::move(out));
+  }
+  copy.reset();  // the store may delete its old files again
+  // The description last: a restore finds only snapshots whose files are all there.
+  taken.name = snapshot_name(covers);
+  auto json = snapshot_json(taken.snapshot);
+  if (!FUSEE_TRY(target.put_new(taken.name, bytes_of(json)))) {
+    // Ours from an upload whose answer was lost, or another directory's.
+    auto there = FUSEE_TRY(target.get(taken.name));
+    auto theirs = there ? parse_snapshot(*there) : std::nullopt;
+    if (!theirs || theirs->directory != directory) {
+      if (problem) {
+        *problem = fmt::format("{} holds {} written by another data directory ({}): two directories write one target",
+                               target.describe(), taken.name, theirs ? theirs->directory : "unreadable");
+      }
+      return std::make_error_code(std::errc::operation_not_permitted);
+    }
+    FUSEE_TRY_VOID(target.put(taken.name, bytes_of(json)));
+  }
+  taken.bytes += json.size();
+  return std::optional<SnapshotTaken>(std::move(taken));
+}
+
+Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Snapshot& snapshot,
+                              const std::string& runs_dir, std::string* problem) {
+  if (!FUSEE_TRY(fs.exists(runs_dir))) FUSEE_TRY_VOID(fs.create_dir(runs_dir));
+  for (const auto& file : snapshot.files) {
+    auto bytes = FUSEE_TRY(target.get(file.object));
+    if (!bytes || bytes->size() != file.bytes) {
+      if (problem) {
+        *problem = fmt::format("{}: {} of snapshot {} is missing or not {} bytes", target.describe(), file.object,
+                               snapshot.covers_sequence, file.bytes);
+      }
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    auto out = FUSEE_TRY(
+        fs.open(io::join_path(runs_dir, file.name), {.write = true, .create = true, .exclusive = true}));
+    FUSEE_TRY_VOID(wal::write_durably(*out, 0, *bytes));
+  }
+  return fs.sync_dir(runs_dir);
+}
+
+}  // namespace fusee::backup

@@ -1,0 +1,50 @@
+// Snapshots of the run store on a backup target (docs/backup.md,
+// "Snapshots"). Taking one copies the store's live files (table files once,
+// the rest each time) and then writes a description naming them with the
+// point of the log they cover; restoring one writes them back into a new
+// directory's run store. A restore then needs only the log from the
+// snapshot's from_sequence on, so the log on the target before it may go.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "backup/backup_target.hpp"
+#include "backup/manifest.hpp"
+#include "engine/run_store.hpp"
+#include "wal/io/file_system.hpp"
+
+namespace fusee::backup {
+
+struct SnapshotTaken {
+  std::string name;  // the description's object
+  Snapshot snapshot;
+  std::uint64_t bytes = 0;  // uploaded for it (table files already on the target not counted)
+};
+
+struct SnapshotSource {
+  engine::RunStore& store;
+  std::uint32_t shards = 0;
+  // The newest batch the log has published, and the time on the clock
+  // batches' publication times read.
+  std::function<std::uint64_t()> published_sequence;
+  std::function<std::int64_t()> now_ms;
+};
+
+// Uploads a snapshot of the store now. `tables` holds the table files'
+// objects on the target (read with list(kStoreTablePrefix)) and gains those
+// uploaded. Nothing (no error) when the log has published nothing yet.
+// A description of that name written by another directory fails with
+// operation_not_permitted and `problem` saying so.
+Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotSource source, BackupTarget& target,
+                                                   const std::string& directory, std::set<std::string>& tables,
+                                                   std::string* problem);
+
+// Writes the snapshot's files into `runs_dir` (created) and syncs it.
+Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Snapshot& snapshot,
+                              const std::string& runs_dir, std::string* problem);
+
+}  // namespace fusee::backup
