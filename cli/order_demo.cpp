@@ -311,7 +311,8 @@ std::optional<backup::RestoreSummary> restore_latest(const OrderDemoOptions& opt
 
 // fusee demo --backup, after a kill: restores the backup's latest into
 // <dir>-after-kill and reads its runs as recovery would assemble them
-// (engine/offline_dir.hpp); every approval and result the parent received
+// (engine/offline_dir.hpp), and the finished ones of the run store's
+// snapshot it started from; every approval and result the parent received
 // before the newest batch on the target was published must be there. Empty
 // when so; else why not. `line` gets what to print.
 std::string check_backup_after_kill(const OrderDemoOptions& options, const OrderLedger& ledger, std::string& line) {
@@ -335,6 +336,19 @@ std::string check_backup_after_kill(const OrderDemoOptions& options, const Order
       if (!collected) return fmt::format("cannot read the runs of the restored {}: {}", restored, problem);
       for (const auto& run : *collected) runs[run.id] = run.status != RunStatus::running;
     }
+    // Runs that finished before the snapshot of the run store the restore
+    // started from are in its finished runs, not in any journal.
+    if (offline->store) {
+      engine::RunQuery query;
+      query.limit = 1000;
+      while (true) {
+        auto page = offline->store->list(query);
+        if (!page) return fmt::format("cannot list the finished runs of the restored {}", restored);
+        for (const auto& run : page->runs) runs[run.id] = true;
+        if (page->next_cursor.empty()) break;
+        query.cursor = page->next_cursor;
+      }
+    }
   }
   fs::remove_all(restored, error);
   auto check = ledger.check_backup_prefix(runs, summary->last_at_ms);
@@ -348,9 +362,13 @@ std::string check_backup_after_kill(const OrderDemoOptions& options, const Order
     if (check.missing.size() > 1) text += fmt::format(" (and {} more)", check.missing.size() - 1);
     return text;
   }
-  line = fmt::format("the backup's latest ({} batches) holds the {} approvals and {} results acknowledged before its "
-                     "newest batch",
-                     summary->batches, check.approvals, check.results);
+  line = fmt::format("the backup's latest ({} batches{}) holds the {} approvals and {} results acknowledged before "
+                     "its newest batch",
+                     summary->batches,
+                     summary->snapshot_sequence > 0
+                         ? fmt::format(" over the run store's snapshot at batch {}", summary->snapshot_sequence)
+                         : std::string(),
+                     check.approvals, check.results);
   return {};
 }
 

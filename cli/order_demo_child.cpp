@@ -268,7 +268,7 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
     // Often, so that kills land during uploads and snapshots of the run
     // store (and the restores after them start from one).
     config.backup_upload_interval = 50ms;
-    config.backup_snapshot_log_bytes = 2 * kSegmentBytes;
+    config.backup_snapshot_log_bytes = kSegmentBytes / 4;
   }
   auto engine = Engine::open(config);
   const bool patched = options.patched;
