@@ -217,11 +217,16 @@ Result<void> Uploader::finish() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  return upload_now();
+  std::lock_guard upload_lock(upload_mu_);
+  return upload_pending_locked(/*everything=*/true);
 }
 
 Result<void> Uploader::upload_now() {
   std::lock_guard upload_lock(upload_mu_);
+  return upload_pending_locked(/*everything=*/false);
+}
+
+Result<void> Uploader::upload_pending_locked(bool everything) {
   if (stopped_) return std::make_error_code(std::errc::operation_not_permitted);
   auto published = log_.take_published();
   pending_.insert(pending_.end(), published.begin(), published.end());
@@ -236,7 +241,7 @@ Result<void> Uploader::upload_now() {
       return connected.error();
     }
   }
-  auto uploaded = upload_locked();
+  auto uploaded = upload_locked(everything);
   if (uploaded) {
     {
       std::lock_guard lock(mu_);
@@ -325,14 +330,23 @@ void Uploader::stop_locked(const std::string& why) {
   }
 }
 
-Result<void> Uploader::upload_locked() {
+Result<void> Uploader::upload_locked(bool everything) {
+  // With whole segments, the batches of the segment being written wait:
+  // the one the newest published batch lies in.
+  auto due = [&] {
+    if (!options_.whole_segments || everything || pending_.empty()) return pending_.size();
+    const auto active = pending_.back().segment;
+    std::size_t count = 0;
+    while (count < pending_.size() && pending_[count].segment < active) ++count;
+    return count;
+  };
   // A backlog (after an outage, or a crash) goes up in manifests of at most
   // upload_bytes_max of batches each, so that an upload's chunks, blob packs
   // and manifest stay bounded in memory, and each one covers more.
-  while (!pending_.empty()) {
+  for (auto left = due(); left > 0; left = due()) {
     std::size_t count = 0;
     std::uint64_t bytes = 0;
-    while (count < pending_.size() && (count == 0 || bytes + pending_[count].bytes <= options_.upload_bytes_max)) {
+    while (count < left && (count == 0 || bytes + pending_[count].bytes <= options_.upload_bytes_max)) {
       bytes += pending_[count].bytes;
       ++count;
     }

@@ -56,6 +56,11 @@ namespace fusee::backup {
 
 struct UploaderOptions {
   std::chrono::milliseconds interval{1000};
+  // Upload a segment's batches only once the log has published one in a
+  // later segment (Config::backup_upload_interval unset): whole segments,
+  // and the one being written at finish(). `interval` is then how often it
+  // looks.
+  bool whole_segments = false;
   // Past this many bytes of log not on the target (0: no bound),
   // backlog_full() says so, and the engine refuses new requests.
   std::uint64_t backlog_bytes_max = 0;
@@ -128,7 +133,8 @@ class Uploader {
   std::uint64_t covered_sequence() const;
   // Whether the backlog is past UploaderOptions::backlog_bytes_max.
   bool backlog_full() const { return backlog_full_.load(std::memory_order_relaxed); }
-  // Uploads what is published now, once, on the caller's thread.
+  // Uploads what is published now (with whole_segments, what lies in
+  // complete segments), once, on the caller's thread.
   [[nodiscard]] Result<void> upload_now();
   // After the log's close: uploads the rest (the close marker too) and
   // stops the thread.
@@ -144,7 +150,10 @@ class Uploader {
   // manifest). A refusal (another directory's target, a gap) sets
   // `refusal`; a failure to reach the target does not.
   Result<void> connect_locked(std::string* refusal);
-  Result<void> upload_locked();
+  // Uploads the pending batches (with whole_segments, those of complete
+  // segments only, unless `everything`).
+  Result<void> upload_locked(bool everything);
+  Result<void> upload_pending_locked(bool everything);
   // Uploads the first `count` pending batches: their chunks and blob packs,
   // then a manifest naming them.
   Result<void> upload_first_locked(std::size_t count);

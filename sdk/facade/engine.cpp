@@ -83,11 +83,12 @@ struct Engine::Impl final : engine::EngineCore {
   std::mutex storage_error_mu;
   std::string storage_error;  // the first journal failure, for stats()
   std::unique_ptr<engine::JournalSink> sink;
+  std::unique_ptr<engine::RunStore> store;  // local and remote mode
   // Config::backup_target: the target and its uploader, after the sink (whose
-  // log the uploader reads), so they go first.
+  // log the uploader reads) and the store (which it snapshots), so they go
+  // first.
   std::unique_ptr<backup::BackupTarget> backup_target;
   std::unique_ptr<backup::Uploader> uploader;
-  std::unique_ptr<engine::RunStore> store;  // local and remote mode
   std::vector<std::unique_ptr<engine::Shard>> shards;
   std::unique_ptr<engine::Checkpointer> checkpointer;  // local and remote mode
   std::shared_ptr<Waker> waker = std::make_shared<Waker>();
@@ -555,7 +556,11 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         return record->at_ms;
       };
       backup::UploaderOptions options;
-      options.interval = config.backup_upload_interval;
+      if (config.backup_upload_interval) {
+        options.interval = *config.backup_upload_interval;
+      } else {
+        options.whole_segments = true;  // looked at every second, uploaded once complete
+      }
       options.backlog_bytes_max = config.backup_backlog_bytes_max;
       options.warn = warn;
       options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };

@@ -409,6 +409,28 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
   CHECK(from_snapshot > 5);  // the rest lie before the snapshots' moments, and replay the whole log
 }
 
+TEST_CASE("backup: with no upload interval, each segment goes up once complete, and the rest at shutdown") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_target = scratch.sub("target");
+  config.backup_upload_interval = std::nullopt;
+  config.segment_bytes = 16 * 1024;
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 100; ++k) (void)engine->execute(kDouble, "r-" + std::to_string(k), k);
+    // Looked at every second: the complete segments go up, the one being
+    // written stays (what losing the disk now would lose).
+    CHECK(eventually([&] { return engine->stats().backup.covered_sequence > 0; }));
+    CHECK(engine->stats().backup.pending_batches > 0);
+    engine->shutdown();
+  }
+  auto latest = scratch.sub("restored");
+  (void)restore(config.backup_target, latest, std::nullopt);
+  CHECK(runs_of(latest, std::make_shared<ManualClock>(harness.clock().now())).size() == 100);
+}
+
 TEST_CASE("backup: a directory whose log retired segments before its backup began starts one from a snapshot") {
   EngineHarness harness(Mode::local);
   TempDir scratch;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -334,5 +335,60 @@ TEST_CASE("uploader: a damaged blob pack on the target fails the restore, naming
   CHECK_FALSE(restored.has_value());
   CHECK_MESSAGE(problem.find("blob pack " + packs->front() + ": its checksum does not match") != std::string::npos,
                 problem);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: with whole segments (no upload interval), only complete segments go up, and the rest at finish") {
+  testing::TempDir dir;
+  LogUnderTest data(dir.sub("data"), 0);
+  auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);  // uploads only when asked
+  options.whole_segments = true;
+  options.warn = [](const std::string&) {};
+  std::string problem;
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  // Those the log moved past go up, each whole (one chunk from its start),
+  // and none of the one being written.
+  data.write(0, 600);
+  REQUIRE((*uploader)->upload_now().has_value());
+  auto stats = (*uploader)->stats();
+  CHECK(stats.covered_sequence > 0);
+  CHECK(stats.pending_batches > 0);  // the segment being written
+  CHECK(stats.covered_sequence < data.log->published_sequence());
+  auto manifests = (*target)->list(backup::kManifestPrefix);
+  REQUIRE(manifests.has_value());
+  std::set<std::uint64_t> segments;
+  for (const auto& name : *manifests) {
+    auto bytes = (*target)->get(name);
+    REQUIRE(bytes.has_value());
+    auto manifest = backup::parse_manifest(**bytes);
+    REQUIRE(manifest.has_value());
+    for (const auto& chunk : manifest->chunks) {
+      CHECK(chunk.offset == 0);  // a segment goes up whole
+      CHECK(segments.insert(chunk.segment).second);
+    }
+  }
+  CHECK(segments.size() >= 2);
+  // A clean close: the rest goes up, the segment being written too.
+  REQUIRE(data.log->close().has_value());
+  REQUIRE((*uploader)->finish().has_value());
+  CHECK((*uploader)->stats().pending_batches == 0);
+  auto restored = backup::restore_directory(data.fs, **target, dir.sub("restored"), std::nullopt, &problem);
+  REQUIRE_MESSAGE(restored.has_value(), problem);
+  auto reopened_options = data.options;
+  reopened_options.dir = dir.sub("restored");
+  auto reopened = wal::Log::open(data.fs, reopened_options);
+  REQUIRE(reopened.has_value());
+  int count = 0;
+  REQUIRE((*reopened)->read(0, 1, (*reopened)->durable_lsn(0), [&](wal::Lsn, std::span<const std::byte> bytes) {
+    CHECK(std::vector<std::byte>(bytes.begin(), bytes.end()) == record_of(count));
+    ++count;
+  }).has_value());
+  CHECK(count == 600);
 }
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "fusee/clock.hpp"
@@ -74,7 +75,10 @@ struct Config {
   // variables). Empty: no backup. The log keeps every segment the backup
   // has not copied.
   std::string backup_target;
-  std::chrono::milliseconds backup_upload_interval{1000};
+  // Unset (std::nullopt): each log segment is uploaded once it is complete
+  // (the log moved on to the next), so losing the disk loses at most the
+  // segment being written, and the target gets fewer, larger objects.
+  std::optional<std::chrono::milliseconds> backup_upload_interval{std::chrono::milliseconds(1000)};
   // The backup also uploads snapshots of the run store, so that a restore
   // replays the log from the snapshot before its moment, not from the
   // directory's first batch: one at the first upload to a target, then
