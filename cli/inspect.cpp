@@ -182,6 +182,9 @@ json::value backup_json(Inspection& inspection) {
   out["covered_sequence"] = summary->covered_sequence;
   out["covered_at_ms"] = summary->covered_at_ms;
   out["pending_batches"] = summary->pending_batches;
+  out["first_sequence"] = summary->first_sequence;
+  out["snapshots"] = summary->snapshots;
+  out["snapshot_sequence"] = summary->snapshot_sequence;
   return out;
 }
 
@@ -196,9 +199,11 @@ void print_backup(Inspection& inspection) {
     fmt::print("backup         to {}: cannot read it now: {}\n", summary->target, problem);
     return;
   }
-  fmt::print("backup         to {}: batches 1 to {} on it; backlog {} batches, which losing the disk now would "
-             "lose (fusee backup status {})\n",
-             summary->target, summary->covered_sequence, summary->pending_batches, inspection.offline.dir);
+  fmt::print("backup         to {}: batches {} to {} on it, {} snapshots of the run store{}; backlog {} batches, which "
+             "losing the disk now would lose (fusee backup status {})\n",
+             summary->target, summary->first_sequence, summary->covered_sequence, summary->snapshots,
+             summary->snapshots > 0 ? fmt::format(" (the newest to batch {})", summary->snapshot_sequence) : "",
+             summary->pending_batches, inspection.offline.dir);
 }
 
 void print_recovery(const Inspection& inspection) {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -15,6 +16,7 @@
 #include "backup/directory_target.hpp"
 #include "backup/restore.hpp"
 #include "backup/uploader.hpp"
+#include "tests/engine/engine_harness.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/log.hpp"
@@ -390,5 +392,121 @@ TEST_CASE("uploader: with whole segments (no upload interval), only complete seg
     ++count;
   }).has_value());
   CHECK(count == 600);
+}
+}
+
+namespace {
+
+// A directory target whose writes wait at a gate the test holds, as a slow
+// target does (no timing: the test decides when an upload may end). It
+// counts the writes under way at once.
+class GatedTarget final : public backup::BackupTarget {
+ public:
+  explicit GatedTarget(std::unique_ptr<backup::BackupTarget> inner) : inner_(std::move(inner)) {}
+  void hold() {
+    std::lock_guard lock(mu_);
+    held_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      held_ = false;
+    }
+    cv_.notify_all();
+  }
+  // Whether a write is waiting at the gate now.
+  bool waiting() {
+    std::lock_guard lock(mu_);
+    return waiting_ > 0;
+  }
+  int most_at_once() {
+    std::lock_guard lock(mu_);
+    return most_at_once_;
+  }
+
+  Result<void> put(const std::string& name, std::span<const std::byte> bytes) override {
+    Gate gate(*this);
+    return inner_->put(name, bytes);
+  }
+  Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) override {
+    Gate gate(*this);
+    return inner_->put_new(name, bytes);
+  }
+  Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override { return inner_->get(name); }
+  Result<std::vector<std::string>> list(const std::string& prefix) override { return inner_->list(prefix); }
+  std::string describe() const override { return "gated " + inner_->describe(); }
+
+ private:
+  struct Gate {
+    explicit Gate(GatedTarget& target) : target_(target) {
+      std::unique_lock lock(target_.mu_);
+      ++target_.at_once_;
+      target_.most_at_once_ = std::max(target_.most_at_once_, target_.at_once_);
+      ++target_.waiting_;
+      target_.cv_.wait(lock, [&] { return !target_.held_; });
+      --target_.waiting_;
+    }
+    ~Gate() {
+      std::lock_guard lock(target_.mu_);
+      --target_.at_once_;
+    }
+    GatedTarget& target_;
+  };
+  std::unique_ptr<backup::BackupTarget> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int waiting_ = 0;
+  int at_once_ = 0;
+  int most_at_once_ = 0;
+};
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: a slow target holds no durable write back; uploads never overlap, and catch up once it answers") {
+  testing::TempDir dir;
+  LogUnderTest data(dir.sub("data"));
+  auto inner = backup::open_directory_target(data.fs, dir.sub("target"));
+  REQUIRE(inner.has_value());
+  GatedTarget target(std::move(*inner));
+  backup::UploaderOptions options;
+  options.interval = std::chrono::milliseconds(1);  // the uploader's thread tries all the time
+  options.warn = [](const std::string&) {};
+  std::string problem;
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  data.write(0, 10);
+  REQUIRE(testing::eventually([&] { return (*uploader)->stats().pending_batches == 0; }));
+  // The target stalls in the middle of an upload: every record below is
+  // still made durable (the log never waits for the backup), and the
+  // backlog grows.
+  target.hold();
+  data.write(10, 20);
+  REQUIRE(testing::eventually([&] { return target.waiting(); }));
+  const auto covered = (*uploader)->stats().covered_sequence;
+  data.write(20, 300);
+  auto stats = (*uploader)->stats();
+  CHECK(stats.covered_sequence == covered);
+  CHECK(data.log->published_sequence() > covered);
+  CHECK(stats.failures == 0);  // slow is not failed
+  // The target answers again: everything goes up.
+  target.release();
+  REQUIRE(testing::eventually([&] {
+    return (*uploader)->stats().covered_sequence == data.log->published_sequence();
+  }));
+  CHECK(target.most_at_once() == 1);  // one upload at a time, one object at a time
+  REQUIRE(data.log->close().has_value());
+  REQUIRE((*uploader)->finish().has_value());
+  auto restored = backup::restore_directory(data.fs, target, dir.sub("restored"), std::nullopt, &problem);
+  REQUIRE_MESSAGE(restored.has_value(), problem);
+  LogUnderTest reopened(dir.sub("restored"));
+  int count = 0;
+  REQUIRE(reopened.log->read(0, 1, reopened.log->durable_lsn(0), [&](wal::Lsn, std::span<const std::byte> bytes) {
+    CHECK(std::vector<std::byte>(bytes.begin(), bytes.end()) == record_of(count));
+    ++count;
+  }).has_value());
+  CHECK(count == 300);
 }
 }
