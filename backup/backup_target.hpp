@@ -28,6 +28,9 @@ class BackupTarget {
   [[nodiscard]] virtual Result<bool> put_new(const std::string& name, std::span<const std::byte> bytes) = 0;
   // The object, or nothing when there is none of that name.
   [[nodiscard]] virtual Result<std::optional<std::vector<std::byte>>> get(const std::string& name) = 0;
+  // Deletes the object; durable on the target when it returns. None of
+  // that name is no error. (Retention: backup_retention.)
+  [[nodiscard]] virtual Result<void> remove(const std::string& name) = 0;
   // The names starting with `prefix`, sorted.
   [[nodiscard]] virtual Result<std::vector<std::string>> list(const std::string& prefix) = 0;
   // For messages: "directory /mnt/backup".

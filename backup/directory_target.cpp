@@ -61,6 +61,14 @@ class DirectoryTarget final : public BackupTarget {
     return Out(std::move(bytes));
   }
 
+  Result<void> remove(const std::string& name) override {
+    if (!good_name(name)) return std::make_error_code(std::errc::invalid_argument);
+    auto path = io::join_path(dir_, name);
+    if (!FUSEE_TRY(fs_.exists(path))) return ok();
+    FUSEE_TRY_VOID(fs_.remove(path));
+    return fs_.sync_dir(dir_);
+  }
+
   Result<std::vector<std::string>> list(const std::string& prefix) override {
     auto names = FUSEE_TRY(fs_.list(dir_));
     std::erase_if(names, [&](const std::string& name) { return !name.starts_with(prefix) || name.ends_with(".tmp"); });

@@ -21,7 +21,7 @@ namespace fusee::backup {
 const std::error_category& curl_category();
 
 struct HttpRequest {
-  std::string method;  // "GET", "PUT", "HEAD"
+  std::string method;  // "GET", "PUT", "HEAD", "DELETE"
   std::string url;
   std::vector<std::string> headers;  // "Name: value"
   std::span<const std::byte> body;   // sent for PUT

@@ -9,6 +9,7 @@
 
 #include "backup/blob_pack.hpp"
 #include "backup/manifest.hpp"
+#include "backup/manifest_chain.hpp"
 #include "backup/snapshot.hpp"
 #include "engine/meta.hpp"
 #include "wal/blob_store.hpp"
@@ -57,66 +58,34 @@ struct LogPlan {
   std::map<std::uint64_t, std::vector<ChunkRef>> chunks;  // by segment, in upload order
 };
 
-struct ManifestName {
-  std::uint64_t last_sequence = 0;
-  std::string name;
-};
-
 // Reads the manifests a restore needs, to serve the log from batch `from`
 // (1: the whole log): back to the first that names a chunk of from's
 // segment, then on until the moment. Nothing when the target's log does
 // not hold batch `from` (retired, or never uploaded); an error, with
 // `problem`, when it is damaged.
-Result<std::optional<LogPlan>> plan_log(BackupTarget& target, const Identity& identity,
-                                        const std::vector<ManifestName>& manifests, std::uint64_t from,
+Result<std::optional<LogPlan>> plan_log(BackupTarget& target, ManifestChain& manifests, std::uint64_t from,
                                         std::optional<std::int64_t> to_ms, std::string* problem) {
   auto fail = [&](std::string why) {
     if (problem) *problem = std::move(why);
     return std::make_error_code(std::errc::invalid_argument);
   };
-  std::map<std::size_t, Manifest> read;
-  auto manifest_at = [&](std::size_t index) -> Result<const Manifest*> {
-    if (auto found = read.find(index); found != read.end()) return &found->second;
-    const auto& name = manifests[index].name;
-    auto bytes = FUSEE_TRY(target.get(name));
-    auto manifest = bytes ? parse_manifest(*bytes) : std::nullopt;
-    if (!manifest || manifest->directory != identity.directory) {
-      return fail(fmt::format("{}: manifest {} does not read, or is another directory's", target.describe(), name));
-    }
-    return &read.emplace(index, std::move(*manifest)).first->second;
-  };
   LogPlan plan;
-  if (manifests.empty()) {
+  if (manifests.names().empty()) {
     if (from == 1) return std::optional<LogPlan>(std::move(plan));  // nothing uploaded: an empty log
     return std::optional<LogPlan>();
   }
-  // The manifest that names batch `from`, and its segment.
-  auto at = std::lower_bound(manifests.begin(), manifests.end(), from,
-                             [](const ManifestName& name, std::uint64_t sequence) { return name.last_sequence < sequence; });
-  if (at == manifests.end()) return std::optional<LogPlan>();
-  auto start = static_cast<std::size_t>(at - manifests.begin());
-  const auto* holding = FUSEE_TRY(manifest_at(start));
-  if (holding->batches.front().sequence > from) return std::optional<LogPlan>();  // a gap before it
-  std::uint64_t first_segment = 0;
-  for (const auto& batch : holding->batches) {
-    if (batch.sequence == from) first_segment = batch.segment;
-  }
-  // Back to where that segment's chunks begin.
-  while (start > 0) {
-    const auto* previous = FUSEE_TRY(manifest_at(start - 1));
-    bool names_it = false;
-    for (const auto& chunk : previous->chunks) names_it = names_it || chunk.segment >= first_segment;
-    if (!names_it) break;
-    --start;
-  }
-  for (auto index = start; index < manifests.size(); ++index) {
-    const auto* manifest = FUSEE_TRY(manifest_at(index));
+  auto found = FUSEE_TRY(manifests.start_of(from, problem));
+  if (!found) return std::optional<LogPlan>();
+  const auto start = found->index;
+  const auto first_segment = found->segment;
+  for (auto index = start; index < manifests.names().size(); ++index) {
+    const auto* manifest = FUSEE_TRY(manifests.at(index, problem));
     auto first = manifest->batches.front().sequence;
     // A manifest written again after a failure names batches already seen.
     auto next = plan.batches.empty() ? first : plan.batches.back().sequence + 1;
     if (first > next) {
       return fail(fmt::format("{}: batches {} to {} are missing (manifest {} starts at {})", target.describe(), next,
-                              first - 1, manifests[index].name, first));
+                              first - 1, manifests.names()[index].name, first));
     }
     for (const auto& batch : manifest->batches) {
       if (batch.sequence >= next) plan.batches.push_back(batch);
@@ -155,12 +124,7 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
   auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
   if (!identity) return fail(fmt::format("{} holds no backup (no readable identity)", target.describe()));
 
-  std::vector<ManifestName> manifests;
-  for (auto& name : FUSEE_TRY(target.list(kManifestPrefix))) {
-    auto last = number_of_name(name, kManifestPrefix);
-    if (!last) return fail(fmt::format("{}: {} is not a manifest's name", target.describe(), name));
-    manifests.push_back(ManifestName{*last, std::move(name)});
-  }
+  auto manifests = FUSEE_TRY(ManifestChain::list(target, identity->directory, problem));
   // The newest snapshot before the moment whose log the target holds, or
   // none: the log from its first batch.
   std::optional<Snapshot> snapshot;
@@ -173,14 +137,14 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
       return fail(fmt::format("{}: {} does not read, or is another directory's", target.describe(), *name));
     }
     if (to_ms && candidate->covers_at_ms > *to_ms) continue;
-    auto log = FUSEE_TRY(plan_log(target, *identity, manifests, candidate->from_sequence, to_ms, problem));
+    auto log = FUSEE_TRY(plan_log(target, manifests, candidate->from_sequence, to_ms, problem));
     // Usable when the log on the target reaches every checkpoint in it.
     if (!log || log->batches.empty() || log->batches.back().sequence < candidate->covers_sequence) continue;
     snapshot = std::move(candidate);
     plan = std::move(log);
   }
   if (!plan) {
-    plan = FUSEE_TRY(plan_log(target, *identity, manifests, 1, to_ms, problem));
+    plan = FUSEE_TRY(plan_log(target, manifests, 1, to_ms, problem));
     if (!plan) {
       return fail(fmt::format("{} holds no snapshot before the moment whose log it also holds, and its log does not "
                               "start at the directory's first batch: it cannot be restored to that moment",

@@ -116,6 +116,14 @@ class S3Target final : public BackupTarget {
     return Out(std::vector<std::byte>(data, data + answer.body.size()));
   }
 
+  Result<void> remove(const std::string& name) override {
+    // 204 when deleted, and for a key that is not there (S3 answers so).
+    auto answer = FUSEE_TRY(send("DELETE", object_path(name), {}, {}, {}));
+    if (answer.status / 100 != 2 && answer.status != 404) return answer_error(answer);
+    if (answer.status == 404 && answer_error(answer) == s3_error(S3Errc::no_such_bucket)) return answer_error(answer);
+    return ok();
+  }
+
   Result<std::vector<std::string>> list(const std::string& prefix) override {
     std::vector<std::string> names;
     std::string token;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backup/blob_pack.hpp"
+#include "backup/retention.hpp"
 #include "backup/snapshot.hpp"
 #include "wal/log_format.hpp"
 #include "wal/recovery.hpp"
@@ -276,7 +277,10 @@ void Uploader::maybe_snapshot_locked() {
   const auto now = now_ms();
   const bool due = snapshot_due_ || log_bytes_since_snapshot_ >= options_.snapshot_log_bytes ||
                    (log_bytes_since_snapshot_ > 0 && now - snapshot_at_ms_ >= options_.snapshot_interval.count());
-  if (!due || now < snapshot_retry_at_ms_) return;
+  if (!due || now < snapshot_retry_at_ms_) {
+    maybe_retire_locked(false);
+    return;
+  }
   std::string problem;
   auto taken = take_snapshot(fs_,
                              SnapshotSource{*options_.store, identity_.shards,
@@ -292,15 +296,41 @@ void Uploader::maybe_snapshot_locked() {
     return;
   }
   if (!*taken) return;  // nothing published yet
+  snapshots_read_.emplace((*taken)->name, (*taken)->snapshot);
   snapshot_due_ = false;
   log_bytes_since_snapshot_ = 0;
   snapshot_covers_ = (*taken)->snapshot.covers_sequence;
   snapshot_at_ms_ = (*taken)->snapshot.covers_at_ms;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.snapshots;
+    stats_.bytes += (*taken)->bytes;
+    stats_.snapshot_sequence = snapshot_covers_;
+    stats_.snapshot_at_ms = snapshot_at_ms_;
+  }
+  maybe_retire_locked(true);
+}
+
+void Uploader::maybe_retire_locked(bool snapshot_taken) {
+  if (options_.retention.count() <= 0 || stopped_) return;
+  const auto now = now_ms();
+  if (!snapshot_taken && now < retention_next_ms_) return;
+  retention_next_ms_ = now + options_.retention_check.count();
+  std::string problem;
+  auto retired = retire_before(target_, identity_.directory, now - options_.retention.count(), snapshots_read_,
+                               tables_, &problem);
+  if (!retired) {
+    // Tried again at the next check; nothing a restore needs is gone.
+    if (options_.warn) {
+      options_.warn(fmt::format("backup: retention on {} failed: {}", target_.describe(),
+                                problem.empty() ? retired.error().message() : problem));
+    }
+    std::lock_guard lock(mu_);
+    ++stats_.failures;
+    return;
+  }
   std::lock_guard lock(mu_);
-  ++stats_.snapshots;
-  stats_.bytes += (*taken)->bytes;
-  stats_.snapshot_sequence = snapshot_covers_;
-  stats_.snapshot_at_ms = snapshot_at_ms_;
+  stats_.retired_objects += retired->objects;
 }
 
 void Uploader::note_backlog_locked(std::uint64_t backlog_bytes) {

@@ -85,6 +85,11 @@ struct UploaderOptions {
   // After a snapshot failed, the next is tried no sooner than this (each
   // one makes the store write its memtable to a table file).
   std::chrono::milliseconds snapshot_retry{10000};
+  // Retention (retention.hpp): what no restore to a moment in the last
+  // `retention` needs is deleted from the target (0: nothing is). Looked at
+  // after each snapshot, and after an upload at most every retention_check.
+  std::chrono::milliseconds retention{0};
+  std::chrono::milliseconds retention_check{60000};
 };
 
 struct UploaderStats {
@@ -96,6 +101,7 @@ struct UploaderStats {
   std::uint64_t snapshots = 0;  // taken by this uploader
   std::uint64_t snapshot_sequence = 0;  // the newest snapshot on the target covers the log to here (0: none)
   std::int64_t snapshot_at_ms = 0;
+  std::uint64_t retired_objects = 0;  // deleted from the target by retention
   std::uint64_t covered_sequence = 0;
   std::int64_t covered_at_ms = 0;  // publication time of the newest batch uploaded (0: none)
   std::uint64_t pending_batches = 0;  // published, not yet uploaded
@@ -160,6 +166,8 @@ class Uploader {
   void note_failure_locked(const char* doing, std::error_code error);
   // Takes a snapshot when one is due (see the class comment).
   void maybe_snapshot_locked();
+  // Deletes what no restore within the retention needs, when it is time.
+  void maybe_retire_locked(bool snapshot_taken);
   void note_backlog_locked(std::uint64_t backlog_bytes);  // caller holds mu_
   void stop_locked(const std::string& why);
   // For the pending batches published before this open that lie in this
@@ -198,6 +206,8 @@ class Uploader {
   std::uint64_t log_bytes_since_snapshot_ = 0;
   bool snapshot_due_ = false;
   std::int64_t snapshot_retry_at_ms_ = 0;
+  std::map<std::string, Snapshot> snapshots_read_;  // retention's, by object name
+  std::int64_t retention_next_ms_ = 0;
   std::atomic<bool> backlog_full_{false};
   std::int64_t started_ms_ = 0;
   std::vector<std::int64_t> lags_ms_;  // ring of the last kLagWindow batches' lags (under mu_)

@@ -838,6 +838,8 @@ HttpResponse HttpApi::metrics() {
     metric("fusee_backup_snapshot_sequence", "gauge",
            "The log batch the newest snapshot on the target covers to: a restore replays the log from there.",
            stats.backup.snapshot_sequence);
+    metric("fusee_backup_retired_objects_total", "counter",
+           "Objects deleted from the backup target by backup_retention.", stats.backup.retired_objects);
     metric("fusee_backup_backlog_bytes", "gauge",
            "Bytes of the log not on the backup target, as of the last failed upload (0 after a good one).",
            stats.backup.backlog_bytes);
@@ -921,6 +923,7 @@ HttpResponse HttpApi::stats_json() {
         {"failures", stats.backup.failures},
         {"snapshots", stats.backup.snapshots},
         {"snapshot_sequence", stats.backup.snapshot_sequence},
+        {"retired_objects", stats.backup.retired_objects},
         {"snapshot_at_ms",
          std::chrono::duration_cast<std::chrono::milliseconds>(stats.backup.snapshot_at.time_since_epoch()).count()},
         {"covered_sequence", stats.backup.covered_sequence},

@@ -568,6 +568,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
       options.store = impl->store.get();
       options.snapshot_log_bytes = config.backup_snapshot_log_bytes;
       options.snapshot_interval = config.backup_snapshot_interval;
+      options.retention = config.backup_retention;
       auto uploader = backup::Uploader::start(*impl->fs, *log, io::join_path(root, "wal"), *impl->backup_target,
                                               backup::Identity{*id, shards}, std::move(options), &problem);
       if (!uploader) {
@@ -718,6 +719,7 @@ EngineStats Engine::stats() const {
     stats.backup.snapshots = uploader.snapshots;
     stats.backup.snapshot_sequence = uploader.snapshot_sequence;
     stats.backup.snapshot_at = engine::from_ms(uploader.snapshot_at_ms);
+    stats.backup.retired_objects = uploader.retired_objects;
     stats.backup.covered_sequence = uploader.covered_sequence;
     stats.backup.covered_at = engine::from_ms(uploader.covered_at_ms);
     stats.backup.pending_batches = uploader.pending_batches;

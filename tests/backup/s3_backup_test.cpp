@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "backup/open_target.hpp"
 #include "backup/restore.hpp"
@@ -67,15 +68,26 @@ TEST_CASE("s3 target: objects round-trip, put_new keeps the first, a listing pag
   CHECK(names.front() == "many-00000");
   CHECK(names.back() == "many-01004");
   CHECK(target.list("blob").value() == std::vector<std::string>{"blob-1"});
+  // Deleted, and deleting what is not there is no error (retention's).
+  REQUIRE(target.remove("blob-1").has_value());
+  CHECK(target.get("blob-1").value() == std::nullopt);
+  CHECK(target.list("blob").value().empty());
+  CHECK(target.remove("blob-1").has_value());
 }
 
-TEST_CASE("s3 target: a directory backed up, lost and restored resumes its workflows") {
+TEST_CASE("s3 target: a directory backed up, lost and restored from a snapshot resumes its workflows") {
   TempDir scratch;
   const auto address = s3_prefix("engine");
   auto config = Config::local(scratch.sub("data"));
   config.flush = FlushMethod::buffered;
   config.backup_target = address;
   config.backup_upload_interval = std::chrono::milliseconds(20);
+  // A snapshot of the run store after every upload, and retention so short
+  // that each one deletes what came before it.
+  config.backup_snapshot_log_bytes = 1;
+  config.backup_retention = std::chrono::milliseconds(1);
+  config.segment_bytes = 16 * 1024;  // segments retire, on the target too
+  int extra = 0;
   {
     auto engine = Engine::open(config);
     register_triple(*engine);
@@ -83,6 +95,16 @@ TEST_CASE("s3 target: a directory backed up, lost and restored resumes its workf
     // Half of them get their signal and finish before the disk is lost.
     for (int k = 0; k < 10; ++k) engine->signal("t-" + std::to_string(k), kGo, 1);
     for (int k = 0; k < 10; ++k) CHECK(engine->result(kTriple, "t-" + std::to_string(k)) == 3 * k + 1);
+    engine->checkpoint();  // the run store holds the finished and the waiting runs
+    // More runs, an upload and a snapshot apart, until retention has
+    // deleted what the snapshots before made unneeded.
+    while (extra < 200 && engine->stats().backup.retired_objects == 0) {
+      engine->start(kTriple, "x-" + std::to_string(extra++), 100);
+      engine->checkpoint();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(engine->stats().backup.retired_objects > 0);
+    CHECK(engine->stats().backup.snapshots > 1);
     engine->shutdown();  // the last upload takes the rest
   }
   std::filesystem::remove_all(scratch.sub("data"));  // the disk is lost
@@ -93,6 +115,8 @@ TEST_CASE("s3 target: a directory backed up, lost and restored resumes its workf
   auto restored = backup::restore_directory(fs, **target, scratch.sub("restored"), std::nullopt, &problem);
   REQUIRE_MESSAGE(restored.has_value(), problem);
   CHECK(restored->batches_left_out == 0);
+  CHECK(restored->snapshot_sequence > 0);
+  CHECK(restored->first_sequence > 1);  // the log before the snapshot was retired
   auto reopened = Config::local(scratch.sub("restored"));
   reopened.flush = FlushMethod::buffered;
   auto engine = Engine::open(reopened);
@@ -101,6 +125,8 @@ TEST_CASE("s3 target: a directory backed up, lost and restored resumes its workf
   // The other half were waiting: they resume where they were.
   for (int k = 10; k < 20; ++k) engine->signal("t-" + std::to_string(k), kGo, 2);
   for (int k = 10; k < 20; ++k) CHECK(engine->result(kTriple, "t-" + std::to_string(k)) == 3 * k + 2);
+  for (int k = 0; k < extra; ++k) engine->signal("x-" + std::to_string(k), kGo, 1);
+  for (int k = 0; k < extra; ++k) CHECK(engine->result(kTriple, "x-" + std::to_string(k)) == 301);
   // The restored directory backs up to a new target, not the old one.
   engine->shutdown();
   reopened.backup_target = address;

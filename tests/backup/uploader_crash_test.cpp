@@ -11,9 +11,11 @@
 // The log's disk crashes too (a random crash image); the target's is a
 // separate one that does not (object storage, or another machine).
 // The second case adds a run store whose checkpoint moves on each round,
-// and a snapshot of it after each upload: a restore then starts from the
+// a snapshot of it after each upload, and retention that deletes what the
+// snapshot two rounds back makes unneeded: a restore then starts from the
 // newest snapshot whose log is whole on the target, and the log it writes
-// back begins where that snapshot's checkpoint needs it.
+// back begins where that snapshot's checkpoint needs it, whatever call of
+// a snapshot or a deletion the crash cut.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "backup/directory_target.hpp"
+#include "backup/manifest.hpp"
 #include "backup/restore.hpp"
 #include "backup/uploader.hpp"
 #include "engine/run_store.hpp"
@@ -62,6 +65,11 @@ class CrashingTarget final : public backup::BackupTarget {
     if (!leave()) return gone();
     return done;
   }
+  Result<void> remove(const std::string& name) override {
+    if (!enter()) return gone();
+    auto done = inner_.remove(name);
+    return leave() ? done : Result<void>(gone());
+  }
   Result<std::vector<std::string>> list(const std::string& prefix) override {
     if (!enter()) return gone();
     auto done = inner_.list(prefix);
@@ -95,8 +103,14 @@ std::vector<std::byte> record_of(int n) {
   return {bytes.begin(), bytes.end()};
 }
 
+// The test's clock, which publication times, snapshots and retention read:
+// it moves 1 s a round, so that what retention deletes does not depend on
+// how fast the machine is.
+std::atomic<std::int64_t> test_clock_ms{1'000'000};
+
 wal::LogOptions log_options(const std::string& dir) {
   wal::LogOptions options;
+  options.now_ms = [] { return test_clock_ms.load(); };
   options.dir = dir;
   options.shard_count = 1;
   options.segment_bytes = 64 * 1024;  // a roll every dozen records or so
@@ -114,6 +128,13 @@ backup::UploaderOptions uploader_options(engine::RunStore* store = nullptr) {
   options.store = store;
   options.snapshot_log_bytes = 1;  // a snapshot after every upload
   options.snapshot_retry = std::chrono::milliseconds::zero();
+  options.now_ms = [] { return test_clock_ms.load(); };
+  // With a store, retention too: each snapshot retires those two rounds
+  // older, and the log before them.
+  if (store) {
+    options.retention = std::chrono::milliseconds(1500);
+    options.retention_check = std::chrono::milliseconds::zero();
+  }
   options.interval = std::chrono::hours(1);  // uploads only when the test asks
   options.warn = [](const std::string&) {};
   options.upload_bytes_max = 24 * 1024;  // an upload of 8 records writes two manifests or more
@@ -224,6 +245,7 @@ Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<Fa
       life.durable = n + 1;
     }
     if (store) checkpoint(*store, **log);
+    test_clock_ms += 1000;
     if ((*uploader)->upload_now()) life.durable_at_upload = life.durable;
   }
   life.calls = target.calls;
@@ -269,7 +291,20 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
     calls = run_life_1(disks.fs, target, nullptr, 0, with_store).calls;
     auto restored = restore_latest(disks.remote, *disks.inner, "/restored");
     CHECK(restored.records.size() + static_cast<std::size_t>(restored.first) == 48);
-    if (with_store) CHECK(restored.first > 0);  // from a snapshot, not the first batch
+    if (with_store) {
+      CHECK(restored.first > 0);  // from a snapshot, not the first batch
+      // Retention deleted the log before the snapshot two rounds back.
+      auto manifests = disks.inner->list(backup::kManifestPrefix);
+      REQUIRE(manifests.has_value());
+      REQUIRE(!manifests->empty());
+      auto first = disks.inner->get(manifests->front());
+      REQUIRE(first.has_value());
+      REQUIRE(first->has_value());
+      auto manifest = backup::parse_manifest(**first);
+      REQUIRE(manifest.has_value());
+      CHECK(manifest->batches.front().sequence > 1);
+      CHECK(disks.inner->list(backup::kSnapshotPrefix)->size() <= 4);  // two rounds back, the last, and the close's
+    }
   }
   REQUIRE(calls > 10);
   std::uint64_t cases = 0;
@@ -320,6 +355,7 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
           REQUIRE((*log)->wait_durable(0, *lsn).has_value());
         }
         if (store) checkpoint(*store, **log);
+        test_clock_ms += 1000;
         REQUIRE((*uploader)->upload_now().has_value());
         if (store) CHECK((*uploader)->stats().snapshots == 1);
         REQUIRE((*log)->close().has_value());

@@ -16,6 +16,7 @@
 #include "backup/directory_target.hpp"
 #include "backup/restore.hpp"
 #include "backup/uploader.hpp"
+#include "engine/run_store.hpp"
 #include "tests/engine/engine_harness.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -48,6 +49,10 @@ class FlakyTarget final : public backup::BackupTarget {
   Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override {
     if (failing) return unreachable();
     return inner_->get(name);
+  }
+  Result<void> remove(const std::string& name) override {
+    if (failing) return unreachable();
+    return inner_->remove(name);
   }
   Result<std::vector<std::string>> list(const std::string& prefix) override {
     if (failing) return unreachable();
@@ -165,7 +170,9 @@ namespace {
 // A log on a POSIX directory, with what a backup needs from it.
 struct LogUnderTest {
   explicit LogUnderTest(const std::string& dir,
-                        std::uint64_t payload_offload_bytes = wal::kPayloadOffloadBytesDefault) {
+                        std::uint64_t payload_offload_bytes = wal::kPayloadOffloadBytesDefault,
+                        std::function<std::int64_t()> now_ms = {}) {
+    options.now_ms = std::move(now_ms);
     options.dir = dir;
     options.payload_offload_bytes = payload_offload_bytes;
     options.shard_count = 1;
@@ -433,6 +440,10 @@ class GatedTarget final : public backup::BackupTarget {
     return inner_->put_new(name, bytes);
   }
   Result<std::optional<std::vector<std::byte>>> get(const std::string& name) override { return inner_->get(name); }
+  Result<void> remove(const std::string& name) override {
+    Gate gate(*this);
+    return inner_->remove(name);
+  }
   Result<std::vector<std::string>> list(const std::string& prefix) override { return inner_->list(prefix); }
   std::string describe() const override { return "gated " + inner_->describe(); }
 
@@ -508,5 +519,117 @@ TEST_CASE("uploader: a slow target holds no durable write back; uploads never ov
     ++count;
   }).has_value());
   CHECK(count == 300);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: retention deletes what no restore within it needs; a moment within it restores, one before is refused") {
+  testing::TempDir dir;
+  std::atomic<std::int64_t> now_ms{1'000'000};
+  auto clock = [&] { return now_ms.load(); };
+  LogUnderTest data(dir.sub("data"), 0, clock);
+  auto store = engine::RunStore::open(data.options.dir);
+  REQUIRE(store.has_value());
+  auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);  // uploads only when asked
+  options.warn = [](const std::string&) {};
+  options.now_ms = clock;
+  options.store = store->get();
+  options.snapshot_log_bytes = 1;  // a snapshot after every upload
+  options.retention = std::chrono::seconds(10);
+  options.retention_check = std::chrono::milliseconds::zero();
+  std::string problem;
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  // 12 rounds, 3 s apart: records, a checkpoint, an upload and a snapshot.
+  std::vector<std::int64_t> round_ms;
+  for (int round = 0; round < 12; ++round) {
+    now_ms += 3000;
+    data.write(round * 60, round * 60 + 60);
+    engine::RunStore::Batch batch;
+    const auto lsn = data.log->durable_lsn(0);
+    batch.put_checkpoint(engine::Checkpoint{0, lsn, data.log->keep_from_sequence(0, lsn), "", 0});
+    REQUIRE((*store)->write(std::move(batch)).has_value());
+    REQUIRE((*uploader)->upload_now().has_value());
+    round_ms.push_back(now_ms.load());
+  }
+  auto stats = (*uploader)->stats();
+  CHECK(stats.snapshots == 12);
+  CHECK(stats.retired_objects > 0);
+  CHECK(stats.failures == 0);
+  // The snapshots left: the newest taken 10 s ago or earlier, and those since.
+  auto snapshots = (*target)->list(backup::kSnapshotPrefix);
+  REQUIRE(snapshots.has_value());
+  CHECK(snapshots->size() == 5);  // at 27 s (the horizon's), 30, 33, 36, 39
+  // No object is left that no kept snapshot or manifest names.
+  std::set<std::string> named{backup::kIdentityName};
+  for (const auto& name : *snapshots) {
+    named.insert(name);
+    auto bytes = (*target)->get(name);
+    REQUIRE(bytes.has_value());
+    auto snapshot = backup::parse_snapshot(**bytes);
+    REQUIRE(snapshot.has_value());
+    for (const auto& file : snapshot->files) named.insert(file.object);
+  }
+  auto manifests = (*target)->list(backup::kManifestPrefix);
+  REQUIRE(manifests.has_value());
+  for (const auto& name : *manifests) {
+    named.insert(name);
+    auto bytes = (*target)->get(name);
+    REQUIRE(bytes.has_value());
+    auto manifest = backup::parse_manifest(**bytes);
+    REQUIRE(manifest.has_value());
+    for (const auto& chunk : manifest->chunks) {
+      named.insert(chunk.name);
+      if (!chunk.blob_pack.empty()) named.insert(chunk.blob_pack);
+    }
+  }
+  auto all = (*target)->list("");
+  REQUIRE(all.has_value());
+  for (const auto& name : *all) CHECK_MESSAGE(named.contains(name), name);
+  // Every moment within the retention restores, from a snapshot, to exactly
+  // the records made durable by then; one before it is refused.
+  auto local = [&] {
+    std::vector<std::vector<std::byte>> records;
+    REQUIRE(data.log->read(0, 1, data.log->durable_lsn(0), [&](wal::Lsn, std::span<const std::byte> bytes) {
+      records.emplace_back(bytes.begin(), bytes.end());
+    }).has_value());
+    return records;
+  }();
+  for (int round = 8; round < 12; ++round) {
+    CAPTURE(round);
+    auto into = dir.sub("at-" + std::to_string(round));
+    auto restored = backup::restore_directory(data.fs, **target, into, round_ms[static_cast<std::size_t>(round)], &problem);
+    REQUIRE_MESSAGE(restored.has_value(), problem);
+    CHECK(restored->snapshot_sequence > 0);
+    auto reopened_store = engine::RunStore::open(into);
+    REQUIRE(reopened_store.has_value());
+    auto checkpoint = (*reopened_store)->checkpoint(0);
+    REQUIRE(checkpoint.has_value());
+    REQUIRE(checkpoint->has_value());
+    auto reopened_options = data.options;
+    reopened_options.dir = into;
+    reopened_options.base = wal::RecoveryBase{(*checkpoint)->keep_from_sequence, {(*checkpoint)->lsn}, {}};
+    auto reopened = wal::Log::open(data.fs, reopened_options);
+    REQUIRE(reopened.has_value());
+    CHECK((*reopened)->durable_lsn(0) == static_cast<wal::Lsn>((round + 1) * 60));
+    std::vector<std::vector<std::byte>> records;
+    wal::Lsn first = 0;
+    REQUIRE((*reopened)->read(0, 1, (*reopened)->durable_lsn(0), [&](wal::Lsn lsn, std::span<const std::byte> bytes) {
+      if (first == 0) first = lsn;
+      records.emplace_back(bytes.begin(), bytes.end());
+    }).has_value());
+    REQUIRE(first > 0);
+    CHECK(first <= (*checkpoint)->lsn + 1);
+    for (std::size_t k = 0; k < records.size(); ++k) CHECK(records[k] == local[first - 1 + k]);
+  }
+  auto early = backup::restore_directory(data.fs, **target, dir.sub("too-early"), round_ms[2], &problem);
+  CHECK_FALSE(early.has_value());
+  CHECK_MESSAGE(problem.find("cannot be restored to that moment") != std::string::npos, problem);
+  REQUIRE(data.log->close().has_value());
+  REQUIRE((*uploader)->finish().has_value());
 }
 }

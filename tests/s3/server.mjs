@@ -49,6 +49,38 @@ async function verify(ctx, next) {
   await next();
 }
 
+// S3 stores an object whole or not at all: a PUT whose client dies mid-body
+// stores nothing, and a GET never sees half an object. s3rver 3.7 writes the
+// body straight into the object's file as it arrives, which shows a torn
+// object to a reader, and leaves one when the client dies mid-PUT (as the
+// kill demo's worker does). So its store gathers the body first and renames
+// a finished file into place.
+const FilesystemStore = require('s3rver/lib/stores/filesystem');
+const { createHash } = require('node:crypto');
+const fs = require('node:fs/promises');
+const nodePath = require('node:path');
+let temporaries = 0;
+FilesystemStore.prototype.putObject = async function putObjectWhole(object) {
+  let content = object.content;
+  if (!Buffer.isBuffer(content)) {
+    const chunks = [];
+    for await (const chunk of content) chunks.push(chunk);  // throws when the client goes away mid-body
+    content = Buffer.concat(chunks);
+  }
+  const declared = Number(object.metadata['content-length']);
+  if (Number.isFinite(declared) && content.length !== declared) {
+    throw new Error(`a body of ${content.length} bytes, not the ${declared} declared: not stored`);
+  }
+  const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
+  await fs.mkdir(nodePath.dirname(objectPath), { recursive: true });
+  const temporary = `${objectPath}.tmp-${process.pid}-${temporaries++}`;
+  await fs.writeFile(temporary, content);
+  await fs.rename(temporary, objectPath);
+  const md5 = createHash('md5').update(content).digest('hex');
+  await this.putMetadata(object.bucket, object.key, object.metadata, md5);
+  return { size: content.length, md5 };
+};
+
 const server = new S3rver({
   address: '127.0.0.1',
   port: 0,

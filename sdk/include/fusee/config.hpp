@@ -86,6 +86,11 @@ struct Config {
   // backup_snapshot_interval passed with any.
   std::uint64_t backup_snapshot_log_bytes = std::uint64_t{256} << 20;
   std::chrono::milliseconds backup_snapshot_interval{std::chrono::hours(1)};
+  // How far back a restore can go: what no restore to a moment within the
+  // last backup_retention needs (older snapshots, the log before the one
+  // that serves the oldest such moment, their files) is deleted from the
+  // target. 0: nothing is; the target keeps the directory's whole history.
+  std::chrono::milliseconds backup_retention{0};
   // While the target does not answer, the engine goes on and the log keeps
   // what the backup lacks. Past this many bytes of log not on the target
   // (0: no bound, the log grows as long as the disk allows), new requests

@@ -175,6 +175,7 @@ struct BackupStats {
   std::uint64_t snapshots = 0;         // of the run store, taken since open
   std::uint64_t snapshot_sequence = 0;  // the newest snapshot on the target covers the log to here (0: none)
   TimePoint snapshot_at;               // when it was taken
+  std::uint64_t retired_objects = 0;   // deleted from the target by Config::backup_retention since open
   std::uint64_t covered_sequence = 0;  // every log batch up to it is on the target
   TimePoint covered_at;                // when the newest batch on the target was published
   std::uint64_t pending_batches = 0;   // published, not yet uploaded: lost with the disk now
