@@ -309,6 +309,7 @@ struct CaseResult {
     std::int64_t p50_ms = 0, p99_ms = 0, max_ms = 0;
     std::uint64_t uploads = 0, failures = 0;
     std::string target;  // the target directory
+    std::uint64_t snapshots = 0;  // of the run store, in the whole case (the first upload takes one)
   };
   std::optional<UploadLag> upload_lag;
 
@@ -481,7 +482,7 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     auto backup = engine->stats().backup;
     result.upload_lag = CaseResult::UploadLag{backup.upload_lag_p50.count(), backup.upload_lag_p99.count(),
                                               backup.upload_lag_max.count(), backup.uploads, backup.failures,
-                                              backup_target_of(spec)};
+                                              backup_target_of(spec), backup.snapshots};
   }
   // A clean shutdown, as a real one would end; outside the timed window.
   engine->shutdown();
@@ -1158,7 +1159,8 @@ void print_case_json(const CaseResult& result) {
         .field("upload_lag_p99_ms", result.upload_lag->p99_ms)
         .field("upload_lag_max_ms", result.upload_lag->max_ms)
         .field("uploads", result.upload_lag->uploads)
-        .field("upload_failures", result.upload_lag->failures);
+        .field("upload_failures", result.upload_lag->failures)
+        .field("snapshots", result.upload_lag->snapshots);
   }
   if (result.limit_per_s) {
     line.field("limit_per_s", *result.limit_per_s)
@@ -1386,9 +1388,9 @@ int run(const Options& options) {
     if (result.local) fmt::print("{}: {:.1f} records per flush\n", result.name, result.records_per_flush);
     if (result.upload_lag) {
       fmt::print("{}: upload lag (publication to upload, every {} ms) p50 {} ms, p99 {} ms, max {} ms; {} uploads, "
-                 "{} failed\n",
+                 "{} failed, {} snapshots of the run store\n",
                  result.name, kBackupUploadIntervalMs, result.upload_lag->p50_ms, result.upload_lag->p99_ms, result.upload_lag->max_ms,
-                 result.upload_lag->uploads, result.upload_lag->failures);
+                 result.upload_lag->uploads, result.upload_lag->failures, result.upload_lag->snapshots);
     }
     if (result.durable_writes_per_call)
       fmt::print("{}: {:.3f} durable writes per call\n", result.name, *result.durable_writes_per_call);
