@@ -109,17 +109,13 @@ Result<std::optional<LogPlan>> plan_log(BackupTarget& target, ManifestChain& man
   return std::optional<LogPlan>(std::move(plan));
 }
 
-}  // namespace
-
-Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
-                                         std::optional<std::int64_t> to_ms, std::string* problem) {
+// The restore itself, into `dir` (absent or empty).
+Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
+                                    std::optional<std::int64_t> to_ms, std::string* problem) {
   auto fail = [&](std::string why) {
     if (problem) *problem = std::move(why);
     return std::make_error_code(std::errc::invalid_argument);
   };
-  if (FUSEE_TRY(fs.exists(dir)) && !FUSEE_TRY(fs.list(dir)).empty()) {
-    return fail(fmt::format("{} is not empty: a restore makes a new data directory", dir));
-  }
   auto identity_bytes = FUSEE_TRY(target.get(kIdentityName));
   auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
   if (!identity) return fail(fmt::format("{} holds no backup (no readable identity)", target.describe()));
@@ -211,6 +207,30 @@ Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& targe
   FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity->shards, 0}));
   FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));
   return summary;
+}
+
+}  // namespace
+
+Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
+                                         std::optional<std::int64_t> to_ms, std::string* problem) {
+  const bool existed = FUSEE_TRY(fs.exists(dir));
+  if (existed && !FUSEE_TRY(fs.list(dir)).empty()) {
+    if (problem) *problem = fmt::format("{} is not empty: a restore makes a new data directory", dir);
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  auto restored = restore_into(fs, target, dir, to_ms, problem);
+  if (!restored) {
+    // What it wrote goes: a half-restored directory (a log without its run
+    // store, or no fusee.meta) must not be opened by mistake.
+    if (existed) {
+      if (auto names = fs.list(dir)) {
+        for (const auto& name : *names) (void)io::remove_tree(fs, io::join_path(dir, name));
+      }
+    } else {
+      (void)io::remove_tree(fs, dir);
+    }
+  }
+  return restored;
 }
 
 }  // namespace fusee::backup

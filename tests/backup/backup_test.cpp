@@ -407,6 +407,25 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
     CHECK(got == want);
   }
   CHECK(from_snapshot > 5);  // the rest lie before the snapshots' moments, and replay the whole log
+  // A damaged target: a table file of the store gone. The restore names it
+  // and leaves nothing behind that could be opened by mistake.
+  const auto damaged = scratch.sub("damaged");
+  std::filesystem::copy(config.backup_target, damaged);
+  std::vector<std::string> tables;
+  for (const auto& entry : std::filesystem::directory_iterator(damaged)) {
+    auto name = entry.path().filename().string();
+    if (name.starts_with(backup::kStoreTablePrefix)) tables.push_back(name);
+  }
+  REQUIRE(!tables.empty());
+  for (const auto& name : tables) std::filesystem::remove(damaged + "/" + name);
+  io::PosixFileSystem fs;
+  auto target = backup::open_directory_target(fs, damaged);
+  REQUIRE(target.has_value());
+  std::string problem;
+  const auto into = scratch.sub("from-damaged");
+  CHECK_FALSE(backup::restore_directory(fs, **target, into, std::nullopt, &problem).has_value());
+  CHECK_MESSAGE(contains(problem, "is missing"), problem);
+  CHECK_FALSE(std::filesystem::exists(into));
 }
 
 TEST_CASE("backup: with no upload interval, each segment goes up once complete, and the rest at shutdown") {
