@@ -57,6 +57,9 @@ constexpr auto kStartGap = 10ms;
 // How often the payment provider tries a confirmation the engine refused
 // for now (busy) before it reports a failure.
 constexpr int kConfirmAttemptsMax = 50;
+// Making the audit schedule again after an answer that left it unknown.
+constexpr int kScheduleAttemptsMax = 100;
+constexpr auto kScheduleRetryPause = 100ms;
 
 // Writes report lines to the parent. Each line is one write(2) of less than
 // PIPE_BUF bytes: atomic on a pipe, so it survives a SIGKILL whole or not at
@@ -444,13 +447,21 @@ void enqueue_pack(Engine& engine, const Reporter& reporter, std::uint32_t index)
 }
 
 // The audit schedule, made by the first life that gets this far (a later
-// one finds it made).
+// one finds it made). Making it is safe to repeat (a second making finds it
+// made), so an answer that leaves it unknown whether the first took effect
+// (errc::unavailable: the shard's holder or the server went mid-call) is met
+// by asking again, as a client of any workflow engine would.
 void make_audit_schedule(Engine& engine) {
-  try {
-    engine.schedule(std::string(kAuditSchedule), ScheduleSpec{.every = kAuditEvery}, kAuditWorkflow, 0,
-                    ScheduleOptions{.overlap = Overlap::skip});
-  } catch (const Error& error) {
-    if (error.error() != errc::already_exists) throw;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      engine.schedule(std::string(kAuditSchedule), ScheduleSpec{.every = kAuditEvery}, kAuditWorkflow, 0,
+                      ScheduleOptions{.overlap = Overlap::skip});
+      return;
+    } catch (const Error& error) {
+      if (error.error() == errc::already_exists) return;
+      if (error.error() != errc::unavailable || attempt == kScheduleAttemptsMax) throw;
+    }
+    std::this_thread::sleep_for(kScheduleRetryPause);
   }
 }
 
