@@ -13,21 +13,20 @@ std::span<const std::byte> bytes_of(const std::string& text) {
   return std::as_bytes(std::span(text.data(), text.size()));
 }
 
-// The first `bytes` of the file (the store appends to some while the copy
-// is read; the copy ends where the store said).
-Result<std::vector<std::byte>> read_prefix(io::FileSystem& fs, const std::string& path, std::uint64_t bytes) {
+}  // namespace
+
+Result<std::vector<std::byte>> read_range(io::FileSystem& fs, const std::string& path, std::uint64_t offset,
+                                          std::uint64_t bytes) {
   auto file = FUSEE_TRY(fs.open(path, {}));
   std::vector<std::byte> out(bytes);
   std::size_t done = 0;
   while (done < out.size()) {
-    auto got = FUSEE_TRY(file->read_at(done, std::span(out).subspan(done)));
-    if (got == 0) return std::make_error_code(std::errc::io_error);  // shorter than the store said
+    auto got = FUSEE_TRY(file->read_at(offset + done, std::span(out).subspan(done)));
+    if (got == 0) return std::make_error_code(std::errc::io_error);  // shorter than said
     done += got;
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotSource source, BackupTarget& target,
                                                    const std::string& directory, std::set<std::string>& tables,
@@ -57,7 +56,7 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
     if (file.immutable) {
       out.object = store_table_name(copy->store_id, file.number, file.bytes);
       if (!tables.contains(out.object)) {
-        auto bytes = FUSEE_TRY(read_prefix(fs, file.path, file.bytes));
+        auto bytes = FUSEE_TRY(read_range(fs, file.path, 0, file.bytes));
         FUSEE_TRY_VOID(target.put(out.object, bytes));
         tables.insert(out.object);
         taken.bytes += bytes.size();
@@ -68,7 +67,8 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
         out.bytes = file.contents->size();
         FUSEE_TRY_VOID(target.put(out.object, bytes_of(*file.contents)));
       } else {
-        auto bytes = FUSEE_TRY(read_prefix(fs, file.path, file.bytes));
+        // The copy ends where the store said; it may have appended since.
+        auto bytes = FUSEE_TRY(read_range(fs, file.path, 0, file.bytes));
         FUSEE_TRY_VOID(target.put(out.object, bytes));
       }
       taken.bytes += out.bytes;

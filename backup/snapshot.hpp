@@ -34,6 +34,12 @@ struct SnapshotSource {
   std::function<std::int64_t()> now_ms;
 };
 
+// Bytes [offset, offset + bytes) of the file at `path`: io_error when it
+// is shorter (the uploader reads segments with it, snapshots the store's
+// files, whose MANIFEST and log may have grown past what the copy names).
+Result<std::vector<std::byte>> read_range(io::FileSystem& fs, const std::string& path, std::uint64_t offset,
+                                          std::uint64_t bytes);
+
 // Uploads a snapshot of the store now. `tables` holds the table files'
 // objects on the target (read with list(kStoreTablePrefix)) and gains those
 // uploaded. Nothing (no error) when the log has published nothing yet.

@@ -522,15 +522,8 @@ Result<Uploader::PackUploaded> Uploader::upload_blob_pack(std::span<const BatchR
 
 Result<std::vector<std::byte>> Uploader::read_segment(std::uint64_t segment, std::uint64_t offset,
                                                       std::uint64_t bytes) {
-  auto file = FUSEE_TRY(fs_.open(io::join_path(wal_dir_, wal::segment_file_name(segment)), {}));
-  std::vector<std::byte> out(bytes);
-  std::size_t done = 0;
-  while (done < out.size()) {
-    auto got = FUSEE_TRY(file->read_at(offset + done, std::span(out).subspan(done)));
-    if (got == 0) return std::make_error_code(std::errc::io_error);  // shorter than the log published
-    done += got;
-  }
-  return out;
+  // io_error when shorter than the log published.
+  return read_range(fs_, io::join_path(wal_dir_, wal::segment_file_name(segment)), offset, bytes);
 }
 
 }  // namespace fusee::backup

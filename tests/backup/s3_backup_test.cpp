@@ -10,11 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "backup/open_target.hpp"
 #include "backup/restore.hpp"
 #include "fusee/fusee.hpp"
+#include "tests/engine/engine_harness.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -99,9 +99,11 @@ TEST_CASE("s3 target: a directory backed up, lost and restored from a snapshot r
     // More runs, an upload and a snapshot apart, until retention has
     // deleted what the snapshots before made unneeded.
     while (extra < 200 && engine->stats().backup.retired_objects == 0) {
+      const auto snapshots = engine->stats().backup.snapshots;
       engine->start(kTriple, "x-" + std::to_string(extra++), 100);
       engine->checkpoint();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      // The next upload and its snapshot (and retention after it).
+      CHECK(eventually([&] { return engine->stats().backup.snapshots > snapshots; }));
     }
     CHECK(engine->stats().backup.retired_objects > 0);
     CHECK(engine->stats().backup.snapshots > 1);
