@@ -147,11 +147,14 @@ class BlobWriter {
   // retirement. Call at most once per ref, and never after write(ref).
   void release(const BlobRef& ref);
 
-  // The file reserve() places blobs in now; it and later files are never
-  // retired.
-  std::uint64_t current_file_number() const {
+  // Whether a file may still receive a blob: it is the file reserve()
+  // places blobs in now (or a later one), or it holds a reservation not yet
+  // written or released. Retirement must keep such a file: a reservation
+  // is made before the log records its reference under its own lock, and
+  // this is what makes it visible to retirement in that gap.
+  bool in_use(std::uint64_t file_number) const {
     std::lock_guard lock(mutex_);
-    return file_number_;
+    return file_number >= file_number_ || files_.contains(file_number);
   }
 
   // Whether writes still go O_DIRECT (false once the file system refused it),

@@ -12,7 +12,10 @@ namespace fusee::wal {
 Result<Lsn> Log::append_blob(ShardId shard, std::span<const std::byte> record) {
   // The reference (place and CRC) is made here, on the appender's thread, so
   // the blob thread only writes; below the threshold this costs nothing.
+  // From here until the reference is staged below, only the reservation
+  // itself keeps retirement away from the blob's file (BlobWriter::in_use).
   auto ref = FUSEE_TRY(blobs_->reserve(record));
+  if (options_.after_blob_reserved) options_.after_blob_reserved(ref.file_number);
   std::array<std::byte, kBlobRefBytes> ref_bytes;
   encode_blob_ref(ref, ref_bytes.data());
   auto encoded_bytes = varint_length(record_prefix(kBlobRefBytes, true)) + kBlobRefBytes;

@@ -62,6 +62,10 @@ Result<RetireStats> Log::retire(std::uint64_t keep_from_sequence) {
     {
       std::lock_guard lock(mu_);
       if (poison_) return poison_;
+      // Never past what is published: a batch still in flight to a segment
+      // must not find its header zeroed (a caller's keep_from comes from
+      // keep_from_sequence, which never exceeds this; a wrong one would).
+      keep_from_sequence = std::min(keep_from_sequence, published_sequence_ + 1);
       if (retiring_) {
         // An earlier call failed part-way through this segment: it goes
         // first, or a later segment would go before it and leave a gap (or
@@ -113,13 +117,21 @@ Result<std::uint64_t> Log::retire_segment_file(std::uint64_t number) {
 }
 
 Result<void> Log::retire_blob_files(std::uint64_t retired_through_segment, RetireStats& stats) {
-  if (!blobs_ && blob_file_last_segment_.empty()) return ok();
   std::vector<std::uint64_t> doomed;
   {
     std::lock_guard lock(mu_);
-    std::uint64_t current = blobs_ ? blobs_->current_file_number() : UINT64_MAX;
+    // Every blob is in one of three places while it may still be
+    // referenced, and each move between them happens under mu_ or before
+    // the next place is left: reserved in blobs_ (until write() or
+    // release(), which come after the reference is in
+    // unpublished_blob_refs_), staged in unpublished_blob_refs_ (until
+    // published, under mu_), then in blob_file_last_segment_. Reading all
+    // three under mu_ sees every blob in at least one. A file doomed here
+    // gets no new blob: reserve() places only in the current file, and
+    // file numbers only grow.
     for (const auto& [file, newest] : blob_file_last_segment_) {
-      if (newest > retired_through_segment || file >= current) continue;
+      if (newest > retired_through_segment) continue;
+      if (blobs_ && blobs_->in_use(file)) continue;
       bool pending = false;
       for (const auto& refs : unpublished_blob_refs_) {
         for (const auto& [lsn, ref_file] : refs) pending = pending || ref_file == file;
