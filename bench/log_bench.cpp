@@ -4,7 +4,7 @@
 // floor: one appender can at best match it, and many appenders beat it only
 // through group commit, which records_per_flush shows.
 //
-// Four kinds of case, chosen with --cases:
+// The kinds of case, chosen with --cases:
 //  - modes: 128-byte records from 1, 8 and 64 appenders on each write path:
 //    "owner" (O_DIRECT + RWF_DSYNC submitted by the io_uring owner),
 //    "threads" (the same writes from blocking log threads) and "buffered"
@@ -18,6 +18,8 @@
 //    rolls (4 MiB segments) beside the same load in a segment that never
 //    rolls, in alternating rounds of the same run: what a roll costs the
 //    appends around it (the next segment is prepared ahead, so little).
+//  - roll_grow and bulk_small: a sustained bulk load of 1 MiB records;
+//    see bench/log_bench_bulk.hpp.
 //  - crc32c: the log's CRC-32C (base/crc32c.hpp) over a 64 MiB buffer beside
 //    the one-chain loop it replaced, in alternating rounds of the same run.
 //    No disk: the CRC runs under the seal lock and over every byte at
@@ -58,6 +60,7 @@
 #include "base/crc32c.hpp"
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
+#include "bench/log_bench_bulk.hpp"
 #include "bench/raw_flush.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/log.hpp"
@@ -116,6 +119,8 @@ constexpr std::string_view kCaseKindInline = "inline";
 constexpr std::string_view kCaseKindMixed = "mixed";
 constexpr std::string_view kCaseKindCrc32c = "crc32c";
 constexpr std::string_view kCaseKindRoll = "roll";
+constexpr std::string_view kCaseKindRollGrow = "roll_grow";    // bench/log_bench_bulk.hpp
+constexpr std::string_view kCaseKindBulkSmall = "bulk_small";  // bench/log_bench_bulk.hpp
 
 // roll: small segments roll many times a second under these loads; the
 // no-roll segment is large enough that the same load never fills it.
@@ -143,6 +148,7 @@ struct Config {
   std::vector<std::uint32_t> appender_counts = {1, 8, 64};
   std::vector<std::string> case_kinds = {std::string(kCaseKindModes), std::string(kCaseKindInline),
                                          std::string(kCaseKindMixed), std::string(kCaseKindRoll),
+                                         std::string(kCaseKindRollGrow), std::string(kCaseKindBulkSmall),
                                          std::string(kCaseKindCrc32c)};
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
 
@@ -1064,6 +1070,24 @@ int run(const Config& config) {
     }
   }
 
+  fusee::bench::BulkCaseConfig bulk_config{config.seconds, config.warmup_seconds};
+  std::vector<fusee::bench::RollGrowResult> roll_grows;
+  if (config.wants(kCaseKindRollGrow)) {
+    auto result = fusee::bench::run_roll_grow_case(fs, scratch.path(), bulk_config);
+    if (!result) return fail(std::string(kCaseKindRollGrow), result.error());
+    fusee::bench::print_roll_grow(*result);
+    std::fflush(stdout);
+    roll_grows.push_back(*result);
+  }
+  std::vector<fusee::bench::BulkSmallResult> bulk_smalls;
+  if (config.wants(kCaseKindBulkSmall)) {
+    auto result = fusee::bench::run_bulk_small_case(fs, scratch.path(), bulk_config);
+    if (!result) return fail(std::string(kCaseKindBulkSmall), result.error());
+    fusee::bench::print_bulk_small(*result);
+    std::fflush(stdout);
+    bulk_smalls.push_back(*result);
+  }
+
   std::vector<CrcResult> crcs;
   if (config.wants(kCaseKindCrc32c)) {
     auto result = run_crc_case(config);
@@ -1100,6 +1124,8 @@ int run(const Config& config) {
   for (const auto& result : inlines) print_inline_json(result);
   for (const auto& result : mixeds) print_mixed_json(result);
   for (const auto& result : rolls) print_roll_json(result);
+  for (const auto& result : roll_grows) fusee::bench::print_roll_grow_json(result);
+  for (const auto& result : bulk_smalls) fusee::bench::print_bulk_small_json(result);
   for (const auto& result : crcs) print_crc_json(result);
   for (const auto& aim : aims) print_aim_json(aim);
   return 0;
@@ -1119,10 +1145,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--cases", config.case_kinds,
-                 "case kinds to run, comma-separated: modes, inline, mixed, roll, crc32c")
+                 "case kinds to run, comma-separated: modes, inline, mixed, roll, roll_grow, bulk_small, crc32c")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseKindModes), std::string(kCaseKindInline),
                              std::string(kCaseKindMixed), std::string(kCaseKindRoll),
+                             std::string(kCaseKindRollGrow), std::string(kCaseKindBulkSmall),
                              std::string(kCaseKindCrc32c)}))
       ->capture_default_str();
   app.add_option("--appenders", config.appender_counts, "appender counts for the modes cases (one shard each)")

@@ -11,52 +11,82 @@ namespace fusee::wal {
 Lsn ShardStage::push(std::span<const std::byte> record, bool blob_ref) {
   std::byte length[kVarintBytesMax];
   auto length_bytes = encode_varint(record_prefix(record.size(), blob_ref), length);
-  bytes_.insert(bytes_.end(), length, length + length_bytes);
-  bytes_.insert(bytes_.end(), record.begin(), record.end());
-  ends_.push_back(bytes_.size());
+  auto encoded_bytes = length_bytes + record.size();
+  if (chunks_.empty() || chunks_.back()->capacity - chunks_.back()->size < encoded_bytes) {
+    // A shard that fills its chunks gets larger ones, up to kStageChunkBytes;
+    // records never straddle chunks, and a large one gets a chunk of its own.
+    if (!chunks_.empty()) next_chunk_bytes_ = std::min(kStageChunkBytes, next_chunk_bytes_ * 2);
+    auto chunk = std::make_shared<Chunk>();
+    chunk->capacity = std::max(next_chunk_bytes_, encoded_bytes);
+    chunk->data = std::make_unique_for_overwrite<std::byte[]>(chunk->capacity);
+    chunk->start = tail_;
+    chunks_.push_back(std::move(chunk));
+  }
+  auto& chunk = *chunks_.back();
+  std::memcpy(chunk.data.get() + chunk.size, length, length_bytes);
+  if (!record.empty()) std::memcpy(chunk.data.get() + chunk.size + length_bytes, record.data(), record.size());
+  chunk.size += encoded_bytes;
+  tail_ += encoded_bytes;
+  ends_.push_back(tail_);
   return next_lsn_++;
 }
 
 std::size_t ShardStage::prefix_bytes(std::size_t count) const {
   FUSEE_ASSERT(count <= record_count(), "prefix longer than the stage");
   if (count == 0) return 0;
-  return ends_[ends_head_ + count - 1] - head_;
+  return static_cast<std::size_t>(ends_[count - 1] - head_);
 }
 
 std::size_t ShardStage::records_fitting(std::size_t budget_bytes) const {
   // ends_ is increasing, so the records that fit are a prefix: binary search.
-  auto begin = ends_.begin() + static_cast<std::ptrdiff_t>(ends_head_);
-  auto limit = head_ + budget_bytes;
-  auto it = std::upper_bound(begin, ends_.end(), limit);
-  return static_cast<std::size_t>(it - begin);
+  auto it = std::upper_bound(ends_.begin(), ends_.end(), head_ + budget_bytes);
+  return static_cast<std::size_t>(it - ends_.begin());
 }
 
-std::span<const std::byte> ShardStage::prefix(std::size_t count) const {
-  return {bytes_.data() + head_, prefix_bytes(count)};
+ShardStage::Taken ShardStage::peek(std::size_t count) const {
+  Taken taken;
+  taken.bytes_ = prefix_bytes(count);
+  auto from = head_;
+  auto left = taken.bytes_;
+  for (const auto& chunk : chunks_) {
+    if (left == 0) break;
+    auto chunk_end = chunk->start + chunk->size;
+    if (chunk_end <= from) continue;
+    auto offset = static_cast<std::size_t>(from - chunk->start);
+    auto length = std::min<std::size_t>(left, static_cast<std::size_t>(chunk_end - from));
+    taken.extents_.push_back({chunk, offset, length});
+    from += length;
+    left -= length;
+  }
+  FUSEE_ASSERT(left == 0, "staged records missing from the chunks");
+  return taken;
+}
+
+ShardStage::Taken ShardStage::take(std::size_t count) {
+  auto taken = peek(count);
+  pop(count);
+  return taken;
 }
 
 void ShardStage::pop(std::size_t count) {
   FUSEE_ASSERT(count <= record_count(), "popping more records than staged");
   if (count == 0) return;
-  head_ = ends_[ends_head_ + count - 1];
-  ends_head_ += count;
+  head_ = ends_[count - 1];
+  ends_.erase(ends_.begin(), ends_.begin() + static_cast<std::ptrdiff_t>(count));
   first_lsn_ += count;
-  if (empty()) {
-    bytes_.clear();
-    ends_.clear();
-    head_ = 0;
-    ends_head_ = 0;
-  } else if (head_ > bytes_.size() / 2) {
-    // Compact once the taken part dominates, so the cost stays linear.
-    bytes_.erase(bytes_.begin(), bytes_.begin() + static_cast<std::ptrdiff_t>(head_));
-    for (auto i = ends_head_; i < ends_.size(); ++i) ends_[i] -= head_;
-    ends_.erase(ends_.begin(), ends_.begin() + static_cast<std::ptrdiff_t>(ends_head_));
-    head_ = 0;
-    ends_head_ = 0;
-  }
+  // Chunks wholly taken go (a Taken still copying from one keeps it alive),
+  // so an idle shard holds no staging memory.
+  while (!chunks_.empty() && chunks_.front()->start + chunks_.front()->size <= head_) chunks_.pop_front();
 }
 
 void ShardStage::clear() { pop(record_count()); }
+
+void ShardStage::Taken::copy_to(std::byte* out) const {
+  for (const auto& extent : extents_) {
+    std::memcpy(out, extent.chunk->data.get() + extent.offset, extent.length);
+    out += extent.length;
+  }
+}
 
 std::uint32_t batch_total_bytes(std::uint32_t body_bytes) {
   return static_cast<std::uint32_t>(round_up_to_block(kBatchHeaderBytes + std::uint64_t(body_bytes)));
@@ -100,21 +130,33 @@ BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
   return plan;
 }
 
-void encode_sections(const BatchPlan& plan, std::span<const ShardStage> stages,
-                     std::span<std::byte> body) {
+void encode_sections(const BatchPlan& plan, std::span<const Lsn> first_lsns,
+                     std::span<const ShardStage::Taken> taken, std::span<std::byte> body) {
   FUSEE_ASSERT(body.size() == plan.body_bytes, "body buffer does not match the plan");
+  FUSEE_ASSERT(first_lsns.size() == plan.sections.size() && taken.size() == plan.sections.size(),
+               "one first LSN and one taken prefix per section");
   std::size_t at = 0;
-  for (const auto& section : plan.sections) {
-    const auto& stage = stages[section.shard];
-    SectionHeader header{section.shard, section.record_count, stage.first_lsn(), section.records_bytes};
+  for (std::size_t i = 0; i < plan.sections.size(); ++i) {
+    const auto& section = plan.sections[i];
+    SectionHeader header{section.shard, section.record_count, first_lsns[i], section.records_bytes};
     encode_section_header(header, body.data() + at);
     at += kSectionHeaderBytes;
-    auto records = stage.prefix(section.record_count);
-    FUSEE_ASSERT(records.size() == section.records_bytes, "stage changed since planning");
-    std::memcpy(body.data() + at, records.data(), records.size());
-    at += records.size();
+    FUSEE_ASSERT(taken[i].bytes() == section.records_bytes, "stage changed since planning");
+    taken[i].copy_to(body.data() + at);
+    at += taken[i].bytes();
   }
   FUSEE_ASSERT(at == body.size(), "sections do not fill the body");
+}
+
+void encode_sections(const BatchPlan& plan, std::span<const ShardStage> stages,
+                     std::span<std::byte> body) {
+  std::vector<Lsn> first_lsns;
+  std::vector<ShardStage::Taken> taken;
+  for (const auto& section : plan.sections) {
+    first_lsns.push_back(stages[section.shard].first_lsn());
+    taken.push_back(stages[section.shard].peek(section.record_count));
+  }
+  encode_sections(plan, first_lsns, taken, body);
 }
 
 }  // namespace fusee::wal

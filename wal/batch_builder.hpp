@@ -1,31 +1,64 @@
 // Group commit's decision logic: per-shard staging of encoded records, and the
 // choice of which staged records form the next batch. Pure: no I/O, clocks or
 // threads, so tests drive exactly the code production runs. Not thread-safe;
-// the log guards it with its staging mutex.
+// the log guards it with its staging mutex, except ShardStage::Taken, whose
+// bytes are copied outside it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <set>
 #include <span>
 #include <vector>
 
+#include "wal/limits.hpp"
 #include "wal/log_format.hpp"
 
 namespace fusee::wal {
 
 // One shard's staged records in LSN order, stored encoded (varint length +
-// bytes) back to back so a batch takes them with one copy.
+// bytes) back to back in chunks whose bytes never move once written, so
+// that a batch can take records under the log's lock in O(records) and copy
+// their bytes after releasing it (take()), while appenders go on staging.
 class ShardStage {
  public:
+  // Staging memory; shared with the Taken prefixes that still copy from it.
+  struct Chunk {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+    std::size_t size = 0;      // bytes written; only the stage's owner reads it
+    std::uint64_t start = 0;   // stage position of data[0]
+  };
+
+  // Records taken out of a stage: their encoded bytes, in chunks kept alive
+  // and unchanged while this lives. copy_to() needs no lock: appenders only
+  // write past what was taken, and nothing frees a chunk a Taken holds.
+  class Taken {
+   public:
+    std::size_t bytes() const { return bytes_; }
+    void copy_to(std::byte* out) const;
+
+   private:
+    friend class ShardStage;
+    struct Extent {
+      std::shared_ptr<const Chunk> chunk;
+      std::size_t offset = 0;
+      std::size_t length = 0;
+    };
+    std::vector<Extent> extents_;
+    std::size_t bytes_ = 0;
+  };
+
   explicit ShardStage(Lsn next_lsn = 1) : next_lsn_(next_lsn), first_lsn_(next_lsn) {}
 
   // Stages one record (or, with blob_ref, the reference to a large record's
   // blob) and returns its LSN.
   Lsn push(std::span<const std::byte> record, bool blob_ref = false);
-  bool empty() const { return ends_head_ == ends_.size(); }
-  std::size_t record_count() const { return ends_.size() - ends_head_; }
-  std::size_t staged_bytes() const { return bytes_.size() - head_; }
+  bool empty() const { return ends_.empty(); }
+  std::size_t record_count() const { return ends_.size(); }
+  std::size_t staged_bytes() const { return static_cast<std::size_t>(tail_ - head_); }
   // LSN of the oldest staged record (the next one to be taken).
   Lsn first_lsn() const { return first_lsn_; }
   // LSN the next pushed record gets.
@@ -34,8 +67,12 @@ class ShardStage {
   std::size_t prefix_bytes(std::size_t count) const;
   // How many leading records fit in budget_bytes (0 if not even one).
   std::size_t records_fitting(std::size_t budget_bytes) const;
-  std::span<const std::byte> prefix(std::size_t count) const;
-  // Removes the first count records (they went into a batch).
+  // The first count records' encoded bytes, without removing them.
+  Taken peek(std::size_t count) const;
+  // Removes the first count records and returns their bytes (they go into a
+  // batch): O(count + chunks), no byte copied.
+  Taken take(std::size_t count);
+  // Removes the first count records.
   void pop(std::size_t count);
   // Drops everything staged (a poisoned log never writes it).
   void clear();
@@ -52,10 +89,11 @@ class ShardStage {
   }
 
  private:
-  std::vector<std::byte> bytes_;
-  std::size_t head_ = 0;            // bytes_ before head_ are taken
-  std::vector<std::size_t> ends_;   // end offset in bytes_ of each record
-  std::size_t ends_head_ = 0;       // ends_ before ends_head_ are taken
+  std::deque<std::shared_ptr<Chunk>> chunks_;  // oldest first; the last one is written
+  std::uint64_t head_ = 0;          // stage position of the first staged byte
+  std::uint64_t tail_ = 0;          // stage position past the last staged byte
+  std::deque<std::uint64_t> ends_;  // stage position past each staged record
+  std::size_t next_chunk_bytes_ = kStageChunkBytesMin;  // grows while chunks fill
   Lsn next_lsn_;
   Lsn first_lsn_;
   std::set<Lsn> blocked_;  // blob references whose blob is not yet durable
@@ -85,7 +123,12 @@ BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
 std::uint32_t batch_total_bytes(std::uint32_t body_bytes);
 
 // Writes the planned sections' headers and records into body (which must be
-// plan.body_bytes long). Does not pop the stages.
+// plan.body_bytes long): section i starts at first_lsns[i] and its records
+// are taken[i]. Needs no lock (see ShardStage::Taken).
+void encode_sections(const BatchPlan& plan, std::span<const Lsn> first_lsns,
+                     std::span<const ShardStage::Taken> taken, std::span<std::byte> body);
+
+// The same from the stages themselves, which it does not pop (tests, tools).
 void encode_sections(const BatchPlan& plan, std::span<const ShardStage> stages,
                      std::span<std::byte> body);
 

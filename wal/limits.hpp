@@ -46,11 +46,29 @@ inline constexpr std::uint64_t kInlineFlushMaxUsDefault = 1000;
 inline constexpr std::size_t kWritesInFlightMax = 2;
 
 // The log prepares the next segment once 1/kPrepareAtFillDivisor of the
-// current one is written (wal/log_prepare.cpp): far enough ahead that a
-// segment filling at the growth rate (100 MB/s) leaves the preparer several
-// times the time it needs, late enough that a log that does not roll soon
-// writes no segment it may never use.
+// current one is written (wal/log_prepare.cpp), late enough that a log that
+// does not roll soon writes no segment it may never use...
 inline constexpr std::uint64_t kPrepareAtFillDivisor = 4;
+// ...or sooner, by time: once the current segment, at the rate it fills,
+// would be full within kPrepareLeadFactor times what the next preparation
+// is expected to take. A quarter alone was not enough above ~100 MB/s: a
+// grown segment doubles what there is to prepare while the lead shrinks,
+// and rolls into 256 MiB segments waited 222-601 ms for the preparer.
+inline constexpr std::uint64_t kPrepareLeadFactor = 3;
+// Until a preparation has been timed, it is taken to run at this speed
+// (zeros in 1 MiB durable writes beside the log's own on a shared disk).
+inline constexpr std::uint64_t kPrepareBytesPerSecondAssumed = 100'000'000;
+// The fill rate is trusted once the segment has filled this long.
+inline constexpr std::uint64_t kPrepareRateWindowUs = 20'000;
+
+// Bytes of staging memory per chunk (wal/batch_builder.hpp). A record larger
+// than this gets a chunk of its own; smaller ones share. Small enough that a
+// shard with a few records pins little (and an idle one none), large enough
+// that a busy shard allocates rarely; below glibc's mmap threshold, so an
+// allocation is cheap.
+inline constexpr std::size_t kStageChunkBytes = 64 * kKiB;
+// A shard's first chunk; each one it fills doubles the next, up to the above.
+inline constexpr std::size_t kStageChunkBytesMin = 4 * kKiB;
 
 // Default bound on staged (not yet sealed) bytes across all shards. A full
 // stage refuses appends with errc::queue_full instead of growing without

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -171,6 +172,24 @@ Log::~Log() {
   if (owner_thread_.joinable()) owner_thread_.join();
   if (blob_thread_.joinable()) blob_thread_.join();
   stop_preparer();
+  abandon_buffers_the_kernel_holds();
+}
+
+void Log::abandon_buffers_the_kernel_holds() {
+  if (!queue_) return;
+  // The owner stopped; a ring that failed may still hold writes, which read
+  // their buffers until the kernel finishes them. drain() waits a bounded
+  // time; past it those buffers must outlive the log.
+  auto held = queue_->drain();
+  if (held == 0) return;
+  std::size_t buffers = 0;
+  for (auto& write : in_flight_) {
+    if (write->buffer.size() == 0) continue;
+    io::keep_for_the_kernel(std::move(write->buffer));
+    ++buffers;
+  }
+  options_.warn(fmt::format("{}: the kernel still held {} log writes at shutdown; their {} buffers stay allocated",
+                            wal_dir_, held, buffers));
 }
 
 void Log::wake_all_waiters() {
@@ -297,13 +316,16 @@ std::error_code Log::poison() const {
 
 LogStats Log::stats() const {
   std::uint64_t segments_prepared = 0;
+  std::uint64_t preparations_failed = 0;
   {
     std::lock_guard lock(prepare_mu_);
     segments_prepared = segments_prepared_;
+    preparations_failed = preparations_failed_;
   }
   std::lock_guard lock(mu_);
   auto stats = stats_;
   stats.segments_prepared = segments_prepared;
+  stats.preparations_failed = preparations_failed;
   stats.last_flush_us = last_flush_us_.load();
   for (std::size_t i = 0; i < flush_latency_counts_.size(); ++i) stats.flush_latency_counts[i] = flush_latency_counts_[i].load();
   stats.flush_latency_sum_us = flush_latency_sum_us_.load();
@@ -407,10 +429,15 @@ void Log::note_flush(std::chrono::steady_clock::duration duration, bool through_
 bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, Write*& write) {
   BatchPlan batch;
   std::vector<Lsn> first_lsns;
+  std::vector<ShardStage::Taken> taken;
   std::uint64_t acked = 0;
   std::uint32_t flags = 0;
   std::uint64_t records = 0;
   {
+    // Under mu_ only what is O(sections): the plan and the records taken
+    // out of their stages. Their bytes are copied below, outside it, so an
+    // appender never waits for a large batch's copy (seal_mu_, held here,
+    // keeps sealing in order).
     std::unique_lock lock(mu_);
     // Another writer may have taken the work between the wake-up and seal_mu_.
     if (stopping_ || poison_ || !has_work_locked()) return false;
@@ -422,23 +449,24 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
       FUSEE_ASSERT(!batch.empty(), "records are staged but the plan took none");
       turn_ = (turn_ + 1) % options_.shard_count;
     }
-    auto total = batch_total_bytes(batch.body_bytes);
-    if (buffer.size() < total) buffer = io::AlignedBuffer(std::max<std::size_t>(total, 64 * kKiB));
-    auto body = std::span<std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes);
-    encode_sections(batch, stages_, body);
-    // Padding is zero so the bytes on disk are a function of the records.
-    std::memset(buffer.data() + kBatchHeaderBytes + batch.body_bytes, 0,
-                total - kBatchHeaderBytes - batch.body_bytes);
+    first_lsns.reserve(batch.sections.size());
+    taken.reserve(batch.sections.size());
     for (const auto& section : batch.sections) {
       auto& stage = stages_[section.shard];
       first_lsns.push_back(stage.first_lsn());
+      taken.push_back(stage.take(section.record_count));
       staged_bytes_ -= section.records_bytes;
       staged_records_ -= section.record_count;
       records += section.record_count;
-      stage.pop(section.record_count);
     }
     acked = published_sequence_;
   }
+  auto total = batch_total_bytes(batch.body_bytes);
+  if (buffer.size() < total) buffer = io::AlignedBuffer(std::max<std::size_t>(total, 64 * kKiB));
+  encode_sections(batch, first_lsns, taken, std::span<std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes));
+  taken.clear();  // the chunks may go
+  // Padding is zero so the bytes on disk are a function of the records.
+  std::memset(buffer.data() + kBatchHeaderBytes + batch.body_bytes, 0, total - kBatchHeaderBytes - batch.body_bytes);
   if (options_.verify_writes) {
     // What goes to disk must decode to what was planned (recovery checks it
     // again, always, when it reads it back). O(bytes), so a test option, and
@@ -450,13 +478,8 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
     FUSEE_ASSERT(decoded.size() == batch.sections.size(), "a sealed batch lost a section");
   }
 
-  auto total = batch_total_bytes(batch.body_bytes);
   if (options_.prepare_segments && records > 0 && prepare_asked_for_ != segment_.number + 1 &&
-      (write_offset_ + total) * kPrepareAtFillDivisor >= segment_.size_bytes) {
-    // A quarter of the segment is written: prepare the next one now, three
-    // quarters of a segment ahead of the roll. Not sooner, so that a log
-    // that will not roll soon (opened to be read, or lightly used) does not
-    // spend the disk's time on a segment it may never use.
+      prepare_due(write_offset_ + total)) {
     prepare_asked_for_ = segment_.number + 1;
     want_prepared(prepare_asked_for_, prepare_next_bytes_);
   }
@@ -530,23 +553,44 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   next.number = segment_.number + 1;
   next.salt = options_.random();
   auto needed_bytes = round_up_to_block(kSegmentHeaderBytes + batch_bytes + kBlockBytes);
-  next.size_bytes = take_prepared(next.number, needed_bytes);
+  auto taken = options_.prepare_segments ? take_prepared(next.number, needed_bytes) : TakenSegment{};
+  next.size_bytes = taken.size_bytes;
+  if (taken.late) {
+    ++rolls_late_;
+    if (std::has_single_bit(rolls_late_))  // the 1st, 2nd, 4th, ...: said, not flooded
+      options_.warn(fmt::format("{}: segment {} was not prepared in time ({} late rolls so far); the roll took it "
+                                "unfinished, and its first writes are slower",
+                                wal_dir_, next.number, rolls_late_));
+  }
   // The size of the segment after the next one (prepared from now on), from
   // how fast this one filled: doubled from the next one's while it filled
-  // fast. So sizes follow the load one segment late.
+  // fast and its preparation kept up. So sizes follow the load one segment
+  // late, and never outgrow what the preparer can finish in time.
+  last_roll_late_ = taken.late;
   auto following_bytes = next_segment_bytes(next.size_bytes > 0 ? next.size_bytes : segment_.size_bytes);
   SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc};
   bool direct = false;
   if (next.size_bytes > 0) {
-    // Prepared: full size, zeros, durable with its name. Its header, written
-    // durably, makes it the next segment.
+    // Prepared: full size, durable. Its header, written durably, makes it
+    // the next segment; one cut short also needs its directory entry synced
+    // before the marker below can name it.
     next.file = FUSEE_TRY(write_segment_header(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
+    if (taken.partial) FUSEE_TRY_VOID(fs_.sync_dir(wal_dir_));
   } else {
     next.size_bytes = std::max(following_bytes, needed_bytes);
     next_header.segment_bytes = next.size_bytes;
-    next.file = FUSEE_TRY(create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
+    // With a preparer, a roll on the write path skips the zeros: every
+    // writer waits behind it. Without one (the benchmark's comparison), as
+    // the log once did.
+    next.file = FUSEE_TRY(options_.prepare_segments
+                              ? create_segment_unzeroed(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct)
+                              : create_segment(fs_, wal_dir_, next_header, options_.direct_io && direct_, &direct));
     std::lock_guard lock(mu_);
     ++stats_.rolls_unprepared;
+  }
+  {
+    std::lock_guard lock(mu_);
+    stats_.rolls_late = rolls_late_;
   }
   if (!direct) direct_ = false;
 
@@ -583,12 +627,37 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   return ok();
 }
 
+bool Log::prepare_due(std::uint64_t written_bytes) const {
+  // A quarter written: late enough that a log that will not roll soon
+  // (opened to be read, or lightly used) spends no disk time on a segment
+  // it may never use.
+  if (written_bytes * kPrepareAtFillDivisor >= segment_.size_bytes) return true;
+  auto elapsed_us = options_.now_us() - segment_started_us_;
+  if (elapsed_us < kPrepareRateWindowUs || written_bytes <= kSegmentHeaderBytes) return false;
+  std::uint64_t prepare_rate = kPrepareBytesPerSecondAssumed;
+  {
+    std::lock_guard lock(prepare_mu_);
+    if (prepare_bytes_per_s_ > 0) prepare_rate = prepare_bytes_per_s_;
+  }
+  // Microseconds until this segment is full, at the rate it has filled, and
+  // what the next preparation should take; no floating point, no overflow
+  // for segments below 2^32 bytes and rates below 2^32 bytes/s.
+  auto filled = written_bytes - kSegmentHeaderBytes;
+  auto left = segment_.size_bytes - std::min(segment_.size_bytes, written_bytes);
+  auto until_full_us = left * elapsed_us / filled;
+  auto prepare_us = prepare_next_bytes_ * 1'000'000 / std::max<std::uint64_t>(prepare_rate, 1);
+  return until_full_us <= kPrepareLeadFactor * prepare_us;
+}
+
 std::uint64_t Log::next_segment_bytes(std::uint64_t base_bytes) {
   auto elapsed_us = std::max<std::uint64_t>(1, options_.now_us() - segment_started_us_);
   auto filled_bytes = write_offset_;
   // bytes/us * 1e6 > rate, without overflow or floating point.
   bool fast = filled_bytes * 1'000'000 / elapsed_us > kSegmentGrowthRateBytesPerSecond;
   if (!fast) return options_.segment_bytes;
+  // The preparer did not keep up with this size: a larger one would only
+  // leave more of each segment unzeroed.
+  if (last_roll_late_) return std::max(options_.segment_bytes, base_bytes);
   auto grown = std::max(options_.segment_bytes, std::min(base_bytes * 2, kSegmentGrowthBytesMax));
   return std::max(grown, options_.segment_bytes);
 }

@@ -110,6 +110,11 @@ struct LogOptions {
   // Wall-clock milliseconds since the epoch, for published batches' times.
   // Default: the system clock.
   std::function<std::int64_t()> now_ms;
+  // Tests only: called on the appender's thread after a large record's
+  // place in the blob area is reserved and before the log takes its lock to
+  // stage the reference, with the blob file's number, so that a test can
+  // hold an appender in that gap (tests/wal/blob_retire_race_test.cpp).
+  std::function<void(std::uint64_t blob_file)> after_blob_reserved;
 };
 
 // A batch the log published (made durable, and told its waiters of): where
@@ -148,6 +153,12 @@ struct LogStats {
   // Rolls that found no prepared segment big enough and created one on the
   // write path (the preparer failed, or a batch outgrew the prepared size).
   std::uint64_t rolls_unprepared = 0;
+  // Rolls that came before the next segment's preparation had finished:
+  // the roll cut it short and took the file as far as it was zeroed (or,
+  // not begun, created it without zeros). Such a segment's first writes
+  // past the zeros are slower; the warning says so once, then at 2, 4, 8...
+  std::uint64_t rolls_late = 0;
+  std::uint64_t preparations_failed = 0;
   std::uint64_t blobs_written = 0;
   std::uint64_t segment_bytes = 0;    // size of the segment being written (grows under load)
   bool direct_io = false;             // false once the log fell back to buffered
@@ -305,10 +316,22 @@ class Log {
   // Asks the preparer for segment `number` of size_bytes (replacing any
   // earlier request).
   void want_prepared(std::uint64_t number, std::uint64_t size_bytes);
-  // For a roll into `number`: waits while its preparation is under way, and
-  // returns its size if it is ready and holds needed_bytes (the roll then
-  // owns the file), else 0 (the roll creates it).
-  std::uint64_t take_prepared(std::uint64_t number, std::uint64_t needed_bytes);
+  // Whether the next segment's preparation should start now, with `bytes`
+  // of the current one written: once a quarter is written, or sooner when
+  // at the rate it fills it would be full before kPrepareLeadFactor times
+  // the preparation's expected duration. Caller holds seal_mu_.
+  bool prepare_due(std::uint64_t written_bytes) const;
+  // What a roll into segment `number` got from the preparer.
+  struct TakenSegment {
+    std::uint64_t size_bytes = 0;  // 0: nothing usable; the roll creates the file
+    bool partial = false;  // cut short: full size, zeros in part, directory entry not yet synced
+    bool late = false;     // the preparation had not finished (or begun) when the roll came
+  };
+  // For a roll into `number`: never waits for a preparation's zeros. A
+  // preparation still under way is cut short (it stops within one step)
+  // and its file taken as it is; a ready one holding needed_bytes is taken
+  // whole. The roll then owns the file.
+  TakenSegment take_prepared(std::uint64_t number, std::uint64_t needed_bytes);
   void stop_preparer();
   // After a clean close: the prepared segment past the chain goes.
   Result<void> remove_prepared_segment();
@@ -326,6 +349,9 @@ class Log {
   // earlier call left undone.
   Result<std::uint64_t> retire_segment_file(std::uint64_t number);
   void blob_loop();
+  // At destruction, after the owner stopped: writes the ring still holds
+  // after its bounded drain keep their buffers for good (io::keep_for_the_kernel).
+  void abandon_buffers_the_kernel_holds();
   void wake_all_waiters();
   Result<void> check_shard(ShardId shard) const;
 
@@ -392,7 +418,8 @@ class Log {
 
   // The next segment, prepared ahead of the roll (wal/log_prepare.cpp).
   struct PreparedSegment {
-    enum class State { none, wanted, preparing, ready, failed, taken };
+    // partial: cut short by a late roll after its full size was durable.
+    enum class State { none, wanted, preparing, ready, partial, failed, taken };
     std::uint64_t number = 0;
     std::uint64_t size_bytes = 0;
     State state = State::none;
@@ -406,7 +433,16 @@ class Log {
   std::uint64_t prepare_asked_for_ = 0;
   std::uint64_t prepare_next_bytes_ = 0;
   std::uint64_t segments_prepared_ = 0;
+  std::uint64_t preparations_failed_ = 0;  // not counting those a roll or close cut short
+  // The last whole preparation's speed (prepare_mu_; 0 until one finished).
+  std::uint64_t prepare_bytes_per_s_ = 0;
+  // Rolls that came before their segment's preparation had finished, and
+  // whether the latest did (both under seal_mu_): a late roll keeps the
+  // next segment from growing.
+  std::uint64_t rolls_late_ = 0;
+  bool last_roll_late_ = false;
   std::atomic<bool> prepare_cancel_{false};  // stops a preparation part-way
+  std::atomic<std::uint64_t> prepare_zeroed_bytes_{0};  // of the preparation under way
   std::thread preparer_thread_;
 
   // Owner mode (see LogWriterMode).

@@ -51,7 +51,7 @@ void Log::owner_loop() {
         auto result = write_batch(write->file, write->segment, write->offset,
                                   std::span<const std::byte>(write->buffer.data(), write->batch_bytes));
         if (result) note_flush(std::chrono::steady_clock::now() - started);
-        spare_buffers.push_back(std::move(write->buffer));
+        if (spare_buffers.size() < kWritesInFlightMax) spare_buffers.push_back(std::move(write->buffer));
         complete(write, result);
         continue;
       }
@@ -83,7 +83,10 @@ void Log::owner_loop() {
       auto buffer = std::move(write->buffer);
       auto file = std::move(write->file);
       owner_complete(write, completion, buffer, file);
-      if (buffer.size() > 0 && buffer.size() <= kInlineBufferKeepBytes) spare_buffers.push_back(std::move(buffer));
+      // Kept whatever their size (at most as many as can be in flight), so
+      // that a steady load of large batches allocates none: a fresh buffer
+      // is zero-filled on the sealing thread, O(bytes) per batch.
+      if (buffer.size() > 0 && spare_buffers.size() < kWritesInFlightMax) spare_buffers.push_back(std::move(buffer));
     }
   }
 }

@@ -13,6 +13,9 @@
 // the chain's end, which recovery deletes (and the next life prepares
 // again). A clean close removes it, so that a closed log holds only its
 // chain.
+#include <bit>
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "wal/log.hpp"
@@ -28,18 +31,44 @@ void Log::want_prepared(std::uint64_t number, std::uint64_t size_bytes) {
   prepare_cv_.notify_all();
 }
 
-std::uint64_t Log::take_prepared(std::uint64_t number, std::uint64_t needed_bytes) {
+Log::TakenSegment Log::take_prepared(std::uint64_t number, std::uint64_t needed_bytes) {
   std::unique_lock lock(prepare_mu_);
-  if (prepared_.number != number) return 0;
-  // A roll that comes before the preparer is done waits for it: that is
-  // never longer than creating the segment here would take.
-  prepare_cv_.wait(lock, [&] {
-    return prepare_stop_ || (prepared_.state != PreparedSegment::State::wanted &&
-                             prepared_.state != PreparedSegment::State::preparing);
-  });
-  if (prepared_.state != PreparedSegment::State::ready || prepared_.size_bytes < needed_bytes) return 0;
-  prepared_.state = PreparedSegment::State::taken;
-  return prepared_.size_bytes;
+  if (prepared_.number != number) return {};
+  TakenSegment taken;
+  auto under_way = [&] {
+    return prepared_.state == PreparedSegment::State::wanted || prepared_.state == PreparedSegment::State::preparing;
+  };
+  auto zeroed = prepared_.state == PreparedSegment::State::preparing ? prepare_zeroed_bytes_.load() : 0;
+  if (under_way() && prepared_.size_bytes - std::min(prepared_.size_bytes, zeroed) <= kPrepareStepBytes) {
+    // At most one step of zeros left: waiting for it costs what cutting it
+    // short would (a step in progress ends before the cut).
+    prepare_cv_.wait(lock, [&] { return prepare_stop_ || !under_way(); });
+  } else if (prepared_.state == PreparedSegment::State::wanted) {
+    // Asked for, not begun: the roll creates the file itself.
+    prepared_.state = PreparedSegment::State::none;
+    taken.late = true;
+    return taken;
+  } else if (prepared_.state == PreparedSegment::State::preparing) {
+    // Late. The roll holds seal_mu_, so every writer waits with it: cut the
+    // preparation short (it stops within one step) rather than wait for
+    // the rest of the zeros, and take the file as far as it got.
+    taken.late = true;
+    prepare_cancel_ = true;
+    prepare_cv_.wait(lock, [&] { return prepare_stop_ || !under_way(); });
+    if (!prepare_stop_) prepare_cancel_ = false;
+  }
+  if (prepared_.size_bytes < needed_bytes) return taken;
+  if (prepared_.state == PreparedSegment::State::ready) {
+    prepared_.state = PreparedSegment::State::taken;
+    taken.size_bytes = prepared_.size_bytes;
+    return taken;
+  }
+  if (prepared_.state == PreparedSegment::State::partial) {
+    prepared_.state = PreparedSegment::State::taken;
+    taken.size_bytes = prepared_.size_bytes;
+    taken.partial = true;
+  }
+  return taken;
 }
 
 void Log::preparer_loop() {
@@ -51,10 +80,19 @@ void Log::preparer_loop() {
       prepare_cv_.wait(lock, [&] { return prepare_stop_ || prepared_.state == PreparedSegment::State::wanted; });
       if (prepare_stop_) return;
       prepared_.state = PreparedSegment::State::preparing;
+      prepare_zeroed_bytes_ = 0;
       number = prepared_.number;
       size_bytes = prepared_.size_bytes;
     }
-    auto prepared = prepare_segment_file(fs_, wal_dir_, number, size_bytes, &prepare_cancel_);
+    std::atomic<bool> allocated{false};
+    // The steady clock, not LogOptions::now_us: this only decides how early
+    // the next preparation starts (Log::prepare_due), never what is written,
+    // and a test's injected clock must not be read from this thread.
+    auto started = std::chrono::steady_clock::now();
+    auto prepared = prepare_segment_file(fs_, wal_dir_, number, size_bytes,
+                                         {.cancel = &prepare_cancel_, .allocated = &allocated, .zeroed = &prepare_zeroed_bytes_});
+    auto took_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+    std::string failure;
     {
       std::lock_guard lock(prepare_mu_);
       // A roll waits for a preparation under way before it asks for the
@@ -68,13 +106,25 @@ void Log::preparer_loop() {
       if (prepared) {
         prepared_.state = PreparedSegment::State::ready;
         ++segments_prepared_;
+        if (took_us.count() > 0)
+          prepare_bytes_per_s_ = size_bytes * 1'000'000 / static_cast<std::uint64_t>(took_us.count());
+      } else if (prepared.error() == std::errc::operation_canceled && allocated) {
+        // Cut short by a late roll: full size, durably; zeros in part.
+        prepared_.state = PreparedSegment::State::partial;
       } else {
         // The roll creates the segment itself and meets the error there
         // if it lasts (then the log poisons).
         prepared_.state = PreparedSegment::State::failed;
+        if (prepared.error() != std::errc::operation_canceled) {
+          ++preparations_failed_;
+          if (std::has_single_bit(preparations_failed_))  // the 1st, 2nd, 4th, ...: said, not flooded
+            failure = fmt::format("{}: preparing segment {} failed ({}; {} so far); the roll creates it instead",
+                                  wal_dir_, number, prepared.error().message(), preparations_failed_);
+        }
       }
     }
     prepare_cv_.notify_all();
+    if (!failure.empty()) options_.warn(failure);
   }
 }
 

@@ -9,11 +9,6 @@
 
 namespace fusee::wal {
 
-namespace {
-// A preparation's zeros per durable write (see prepare_segment_file).
-constexpr std::uint64_t kPrepareStepBytes = 1024 * 1024;
-}  // namespace
-
 std::string segment_file_name(std::uint64_t segment_number) {
   return fmt::format("{:010}.seg", segment_number);
 }
@@ -81,13 +76,16 @@ Result<void> write_durably_or_buffered(io::FileSystem& fs, const std::string& pa
 }  // namespace
 
 Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
-                                  std::uint64_t size_bytes, const std::atomic<bool>* cancel) {
+                                  std::uint64_t size_bytes, SegmentPreparation how) {
   auto path = io::join_path(wal_dir, segment_file_name(number));
+  const auto* cancel = how.cancel;
   {
     auto created = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
     FUSEE_TRY_VOID(created->truncate(0));
     FUSEE_TRY_VOID(created->allocate(0, size_bytes));
     FUSEE_TRY_VOID(created->sync_data());
+    if (how.allocated != nullptr) how.allocated->store(true);
+    if (!how.zero_fill) return fs.sync_dir(wal_dir);
     // The zeros go in small durable steps, O_DIRECT where the file system
     // allows it: the log's own flushes share the disk, and each of them
     // waits behind at most one step, never behind the writeback of a
@@ -100,6 +98,7 @@ Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir
         return std::make_error_code(std::errc::operation_canceled);
       auto length = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size_bytes - offset));
       FUSEE_TRY_VOID(write_durably_or_buffered(fs, path, file, offset, zeros.span().first(length), &direct));
+      if (how.zeroed != nullptr) how.zeroed->store(offset + length);
     }
   }
   return fs.sync_dir(wal_dir);
@@ -118,6 +117,13 @@ Result<std::unique_ptr<io::File>> write_segment_header(io::FileSystem& fs, const
 Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
                                                  const SegmentHeader& header, bool direct, bool* direct_out) {
   FUSEE_TRY_VOID(prepare_segment_file(fs, wal_dir, header.segment_number, header.segment_bytes));
+  return write_segment_header(fs, wal_dir, header, direct, direct_out);
+}
+
+Result<std::unique_ptr<io::File>> create_segment_unzeroed(io::FileSystem& fs, const std::string& wal_dir,
+                                                          const SegmentHeader& header, bool direct,
+                                                          bool* direct_out) {
+  FUSEE_TRY_VOID(prepare_segment_file(fs, wal_dir, header.segment_number, header.segment_bytes, {.zero_fill = false}));
   return write_segment_header(fs, wal_dir, header, direct, direct_out);
 }
 

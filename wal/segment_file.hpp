@@ -32,6 +32,14 @@ std::optional<std::uint64_t> parse_segment_file_name(const std::string& name);
 Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::string& wal_dir,
                                                  const SegmentHeader& header, bool direct, bool* direct_out);
 
+// create_segment without the zeros: preallocated and synced, directory entry
+// synced, header written; milliseconds where the zeros take hundreds. For a
+// roll on the write path that found no prepared segment, where stalling
+// every writer would cost more than the slower first writes.
+Result<std::unique_ptr<io::File>> create_segment_unzeroed(io::FileSystem& fs, const std::string& wal_dir,
+                                                          const SegmentHeader& header, bool direct,
+                                                          bool* direct_out);
+
 // The slow part of create_segment, done ahead of a roll by the log's
 // preparer thread: creates segment file `number` (truncating any leftover),
 // preallocates size_bytes and syncs, writes zeros over all of it (the header
@@ -40,8 +48,24 @@ Result<std::unique_ptr<io::File>> create_segment(io::FileSystem& fs, const std::
 // 1 MiB durable writes (O_DIRECT where allowed), each done before the next,
 // then syncs the directory entry.
 // Stops with std::errc::operation_canceled between steps once *cancel is set.
+//
+// Cut short after the preallocation (*allocated set), the file has its full
+// size durably and reads as zeros, written or not; what it lacks is the
+// directory sync and the zeros past where it stopped, so a roll may still
+// take it (write_segment_header, then sync the directory) and pay only the
+// slower first writes into unwritten extents. Without zero_fill it stops
+// there by design: the quick create of a roll that found nothing prepared.
+struct SegmentPreparation {
+  const std::atomic<bool>* cancel = nullptr;
+  std::atomic<bool>* allocated = nullptr;  // set once the full size is durable
+  std::atomic<std::uint64_t>* zeroed = nullptr;  // bytes of zeros durable so far
+  bool zero_fill = true;
+};
+// A preparation's zeros per durable write: a log flush sharing the disk
+// waits behind at most one; a preparation cut short stops within one.
+inline constexpr std::uint64_t kPrepareStepBytes = 1024 * 1024;
 Result<void> prepare_segment_file(io::FileSystem& fs, const std::string& wal_dir, std::uint64_t number,
-                                  std::uint64_t size_bytes, const std::atomic<bool>* cancel = nullptr);
+                                  std::uint64_t size_bytes, SegmentPreparation how = {});
 
 // The rest: writes the header block of a prepared segment durably, which
 // makes it a segment. Returns the file opened for writing (direct when asked

@@ -2,6 +2,7 @@
 // boundaries, shards taking turns.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -79,7 +80,7 @@ TEST_CASE("a record that does not fit the rest of a batch waits for the next one
   CHECK(planned_records(plan) == 1);
 }
 
-TEST_CASE("staging keeps LSNs and bytes straight across pops and compaction") {
+TEST_CASE("staging keeps LSNs and bytes straight across pops and chunks") {
   ShardStage stage(10);
   for (int i = 0; i < 100; ++i) CHECK(stage.push(record_of(i + 1, i)) == Lsn(10 + i));
   std::size_t expected_bytes = 0;
@@ -88,8 +89,10 @@ TEST_CASE("staging keeps LSNs and bytes straight across pops and compaction") {
   stage.pop(70);  // compaction happens on the way
   CHECK(stage.first_lsn() == 80);
   CHECK(stage.record_count() == 30);
-  auto prefix = stage.prefix(1);
-  REQUIRE(prefix.size() == 73);  // 71 bytes behind a two-byte varint of 142
+  auto taken = stage.peek(1);
+  REQUIRE(taken.bytes() == 73);  // 71 bytes behind a two-byte varint of 142
+  std::vector<std::byte> prefix(taken.bytes());
+  taken.copy_to(prefix.data());
   CHECK(prefix[0] == std::byte{0x8e});
   CHECK(prefix[1] == std::byte{0x01});
   CHECK(prefix[2] == std::byte{70});
@@ -98,6 +101,33 @@ TEST_CASE("staging keeps LSNs and bytes straight across pops and compaction") {
   stage.clear();
   CHECK(stage.empty());
   CHECK(stage.next_lsn() == 110);
+}
+
+TEST_CASE("records taken from a stage copy out unchanged while more are staged and the stage is cleared") {
+  ShardStage stage(1);
+  // Records across many chunks, one larger than a chunk.
+  std::vector<std::vector<std::byte>> records;
+  for (int i = 0; i < 300; ++i) records.push_back(record_of(i == 150 ? kStageChunkBytes + 10 : 200 + i, i));
+  std::vector<std::byte> expected;
+  for (const auto& record : records) {
+    std::byte length[kVarintBytesMax];
+    auto length_bytes = encode_varint(record_prefix(record.size(), false), length);
+    expected.insert(expected.end(), length, length + length_bytes);
+    expected.insert(expected.end(), record.begin(), record.end());
+    stage.push(record);
+  }
+  auto first = stage.take(120);
+  auto second = stage.take(100);
+  // Staging goes on into the chunk the second prefix ends in, and then the
+  // stage drops everything: the taken bytes stay as they were.
+  for (int i = 0; i < 50; ++i) stage.push(record_of(100, 1000 + i));
+  stage.clear();
+  std::vector<std::byte> copied(first.bytes() + second.bytes());
+  first.copy_to(copied.data());
+  second.copy_to(copied.data() + first.bytes());
+  REQUIRE(copied.size() <= expected.size());
+  CHECK(std::equal(copied.begin(), copied.end(), expected.begin()));
+  CHECK(stage.staged_bytes() == 0);
 }
 }
 

@@ -2,9 +2,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 namespace fusee::io {
 
@@ -72,6 +74,14 @@ Result<void> remove_tree(FileSystem& fs, const std::string& path) {
   FUSEE_TRY_VOID(fs.sync_dir(path));
   FUSEE_TRY_VOID(fs.remove_dir(path));
   return fs.sync_dir(parent_path(path));
+}
+
+void keep_for_the_kernel(AlignedBuffer buffer) {
+  static std::mutex mu;
+  // Never destroyed: the buffers must outlive every static destructor too.
+  static auto* kept = new std::vector<AlignedBuffer>();
+  std::lock_guard lock(mu);
+  kept->push_back(std::move(buffer));
 }
 
 }  // namespace fusee::io

@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 #include <limits>
+#include <memory>
 #include <span>
 #include <system_error>
 #include <vector>
@@ -43,7 +44,13 @@ class UringWriteQueue final : public WriteQueue {
   UringWriteQueue& operator=(const UringWriteQueue&) = delete;
 
   ~UringWriteQueue() override {
-    if (ring_open_) drain();
+    if (ring_open_ && drain() > 0) {
+      // The kernel may still complete the wake read into wake_counter_ (and
+      // writes from the caller's buffers, which the caller keeps): leave
+      // the counter allocated. Closing the ring and the eventfd is safe:
+      // the kernel keeps its own references until its requests end.
+      keep_for_the_kernel(std::move(wake_counter_));
+    }
     if (ring_open_) io_uring_queue_exit(&ring_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
@@ -150,7 +157,7 @@ class UringWriteQueue final : public WriteQueue {
   void arm_wake() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     FUSEE_ASSERT(sqe != nullptr, "the ring has room for depth writes and the wake read");
-    io_uring_prep_read(sqe, wake_fd_, &wake_counter_, sizeof wake_counter_, 0);
+    io_uring_prep_read(sqe, wake_fd_, wake_counter_.data(), sizeof(std::uint64_t), 0);
     io_uring_sqe_set_data64(sqe, kWakeUserData);
     wake_armed_ = true;
   }
@@ -192,21 +199,32 @@ class UringWriteQueue final : public WriteQueue {
   // Waits until the kernel holds nothing of ours: a write still in flight
   // reads the caller's buffer and the armed read writes wake_counter_, and
   // closing the ring does not stop either. Queued writes never went in.
-  void drain() {
+  // Bounded: a ring that keeps refusing (EAGAIN or EBUSY on every call) or
+  // fails outright is given up on, and what it still holds is reported.
+  std::size_t drain() override {
     for (std::size_t index : queued_) {
       slots_[index] = Slot{};
       --busy_count_;
     }
     queued_.clear();
-    if (busy_count_ == 0 && !wake_armed_) return;
+    if (drained_) return busy_count_ + (wake_armed_ ? 1 : 0);
+    drained_ = true;
+    if (busy_count_ == 0 && !wake_armed_) return 0;
     wake();
+    int transient_failures = 0;
     while (busy_count_ > 0 || wake_armed_) {
+      // Completions the kernel already posted need no system call.
+      if (reap(nullptr) > 0) continue;
       int rc = enter(1);
-      // Any other failure of a bare wait means the ring is unusable; there
-      // is nothing better to do than stop waiting.
-      if (rc < 0 && !transient(rc)) return;
-      reap(nullptr);
+      if (rc >= 0 || rc == -EINTR) continue;
+      // Any other failure of a bare wait means the ring is unusable.
+      if (!transient(rc)) break;
+      if (++transient_failures > kTransientRetriesMax) break;
+      std::this_thread::sleep_for(kTransientPause);
     }
+    reap(nullptr);
+    // The wake read counts as held too: it writes into wake_counter_.
+    return busy_count_ + (wake_armed_ ? 1 : 0);
   }
 
   // One io_uring_enter that submits what is queued and waits for wait_nr
@@ -228,7 +246,10 @@ class UringWriteQueue final : public WriteQueue {
   // A read of wake_fd_ is in the ring (submitted or about to be), reading
   // into wake_counter_.
   bool wake_armed_ = false;
-  std::uint64_t wake_counter_ = 0;
+  // On the heap so that a queue given up on while the kernel still holds
+  // the read can leave it allocated.
+  AlignedBuffer wake_counter_{sizeof(std::uint64_t)};
+  bool drained_ = false;  // drain() ran: the ring is never waited on again
   std::vector<Slot> slots_;          // depth_ of them; a write's index is its user_data
   std::vector<std::size_t> queued_;  // slots submitted by the next submit_and_wait, in order
   std::size_t busy_count_ = 0;       // slots queued or in flight

@@ -19,10 +19,12 @@
 //
 // Lifetime: the FileSystem that opened the queue must outlive it. Each
 // QueuedWrite's File and data must stay alive and unchanged until its
-// completion has been reaped, or until the queue is destroyed. Destroying the
-// queue discards writes queued but not yet submitted (they never reach the
-// disk) and waits for the writes in flight to finish (their completions are
-// lost, so their durability is unknown to the caller).
+// completion has been reaped, or until drain() has returned 0. drain()
+// discards writes queued but not yet submitted (they never reach the disk)
+// and waits, for a bounded time, for the writes in flight to finish (their
+// completions are lost, so their durability is unknown to the caller).
+// Destroying the queue drains it first; a caller that must know whether
+// its buffers are free calls drain() itself before.
 #pragma once
 
 #include <cstddef>
@@ -93,6 +95,16 @@ class WriteQueue {
   // promptly instead (a wake is remembered, not lost). Thread-safe; not
   // async-signal-safe.
   virtual void wake() = 0;
+
+  // For shutdown, from the owner thread (or after it stopped): discards the
+  // writes queued and not submitted, then waits until the writes in flight
+  // are finished, retrying a refused wait (EAGAIN, EBUSY) with pauses for
+  // a bounded time. Returns how many writes the kernel may still hold: 0
+  // frees every buffer given to submit(); otherwise the caller must leave
+  // those buffers allocated for good, since the kernel may still read them.
+  // A queue that still holds writes leaves its own memory that the kernel
+  // may write allocated too. Later calls return the same count.
+  [[nodiscard]] virtual std::size_t drain() = 0;
 };
 
 }  // namespace fusee::io
