@@ -436,11 +436,8 @@ class Log {
   std::uint64_t preparations_failed_ = 0;  // not counting those a roll or close cut short
   // The last whole preparation's speed (prepare_mu_; 0 until one finished).
   std::uint64_t prepare_bytes_per_s_ = 0;
-  // Rolls that came before their segment's preparation had finished, and
-  // whether the latest did (both under seal_mu_): a late roll keeps the
-  // next segment from growing.
+  // Rolls that came before their segment's preparation had finished (seal_mu_).
   std::uint64_t rolls_late_ = 0;
-  bool last_roll_late_ = false;
   std::atomic<bool> prepare_cancel_{false};  // stops a preparation part-way
   std::atomic<std::uint64_t> prepare_zeroed_bytes_{0};  // of the preparation under way
   std::thread preparer_thread_;

@@ -50,7 +50,10 @@ TEST_CASE("no thread that writes batches writes a segment's zeros: rolls find th
   }
   auto stats = log->stats();
   CHECK(stats.rolls_unprepared == 0);
-  CHECK(stats.segments_prepared >= 6);
+  // Segments grow on this fast disk (past 1 MiB, more than one step of
+  // zeros), and a roll that comes before the preparer is done cuts it short
+  // and takes the file unfinished rather than wait: counted as late.
+  CHECK(stats.segments_prepared + stats.rolls_late >= 6);
   std::lock_guard lock(mu);
   CHECK_FALSE(zero_writers.empty());
   CHECK_FALSE(batch_writers.empty());
