@@ -40,4 +40,48 @@ WeakRefuseAtMarker == FALSE
 (* or for the gap, with nothing damaged.                                   *)
 WeakKeepRetiring(s) == 0
 
+(* FuseeLogPublishOrder.cfg, for CheckpointAcked (6): complete() moves     *)
+(* published_sequence_ to the write that completed, ahead of an earlier    *)
+(* write still in flight; acknowledgement stays in order. The checkpointer *)
+(* then covers a sequence that was never acknowledged (and that a crash    *)
+(* may lose): five states, two seals, the second write done first, a      *)
+(* checkpoint. No other invariant notices: nothing acknowledged is lost.   *)
+WeakPublishTo(marked, n, k) ==
+  LET done == marked[k].batch.sequence
+      inOrder == IF n = 0 THEN published ELSE marked[n].batch.sequence
+  IN IF done > inOrder THEN done ELSE inOrder
+
+(* FuseeLogRetireNoZero.cfg, for NoRefusalWithoutDamage (3):               *)
+(* retire_segment_file removes the file without zeroing its header first.  *)
+(* The process stops between the removal and the directory sync; the next *)
+(* open does not see the segment, so the blob file only it referenced is   *)
+(* unreferenced and removed. A machine crash then brings the segment back  *)
+(* with its valid header, and recovery, which starts from it, refuses for  *)
+(* the missing blob. Zeroed, the segment would be skipped as retired.      *)
+WeakZeroFirst == FALSE
+
+(* FuseeLogDeleteLowest.cfg, for NoRefusalWithoutDamage (3):               *)
+(* apply_recovery removes the segments past the end lowest first. A crash  *)
+(* after the first removal's directory sync leaves a gap in the numbers,   *)
+(* and the next open refuses. (RecoveryIdempotent, which checks the same   *)
+(* thing in the abstract, is left out of that configuration so that the    *)
+(* removals, now steps of the model, show it.)                             *)
+WeakPastEndOrder(S) == Ascending(S)
+
+(* FuseeLogRollAcked.cfg, for NoRefusalWithoutDamage (3): the batch that   *)
+(* triggered a roll claims its marker acknowledged, since the marker's     *)
+(* write has completed by the time it is sealed. Completed is not          *)
+(* published: the write before the marker may still be in flight, and a   *)
+(* crash that loses it leaves the marker and that batch past the chain's   *)
+(* end, the batch's acked beyond the end: recovery refuses after a plain   *)
+(* crash.                                                                  *)
+WeakAfterRollAcked == lastId.sequence
+
+(* FuseeLogBlobNewest.cfg, for NoRefusalWithoutDamage (3): the log keeps,  *)
+(* for each blob file, the first segment whose published batch referenced  *)
+(* it instead of the newest. A blob file referenced from segments 1 and 2  *)
+(* is removed once segment 1 is retired, and recovery refuses for the      *)
+(* missing blob of segment 2's batch.                                      *)
+WeakNewestAfter(old, hs) == IF hs = {} \/ old # 0 THEN old ELSE Lowest(hs)
+
 =============================================================================
