@@ -115,6 +115,11 @@ struct LogOptions {
   // stage the reference, with the blob file's number, so that a test can
   // hold an appender in that gap (tests/wal/blob_retire_race_test.cpp).
   std::function<void(std::uint64_t blob_file)> after_blob_reserved;
+  // Tests only: called on the rolling thread once a late roll has asked the
+  // preparation under way to stop (and before it waits for it to stop),
+  // with the segment's number, so a test can hold the preparer until then
+  // (tests/wal/segment_prepare_test.cpp). It must only wake others.
+  std::function<void(std::uint64_t segment)> on_preparation_cut;
 };
 
 // A batch the log published (made durable, and told its waiters of): where

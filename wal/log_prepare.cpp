@@ -54,6 +54,11 @@ Log::TakenSegment Log::take_prepared(std::uint64_t number, std::uint64_t needed_
     // the rest of the zeros, and take the file as far as it got.
     taken.late = true;
     prepare_cancel_ = true;
+    if (options_.on_preparation_cut) {
+      lock.unlock();
+      options_.on_preparation_cut(number);
+      lock.lock();
+    }
     prepare_cv_.wait(lock, [&] { return prepare_stop_ || !under_way(); });
     if (!prepare_stop_) prepare_cancel_ = false;
   }
