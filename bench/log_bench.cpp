@@ -285,6 +285,7 @@ struct LogCounters {
   std::uint64_t blobs_written = 0;
   std::uint64_t rolls = 0;             // segments created
   std::uint64_t rolls_unprepared = 0;  // of which the roll had to create itself
+  std::uint64_t rolls_late = 0;        // of which the preparation was not done in time
   double records_per_flush = 0;
   // What really ran, which may differ from what was asked for.
   bool owner_thread = false;
@@ -355,6 +356,7 @@ fusee::Result<LoadRun> run_load(fusee::io::FileSystem& fs, const std::string& sc
   run.log.blobs_written = stats_at_end.blobs_written - stats_at_start.blobs_written;
   run.log.rolls = stats_at_end.segments_created - stats_at_start.segments_created;
   run.log.rolls_unprepared = stats_at_end.rolls_unprepared - stats_at_start.rolls_unprepared;
+  run.log.rolls_late = stats_at_end.rolls_late - stats_at_start.rolls_late;
   run.log.records_per_flush =
       run.log.flushes > 0 ? double(run.log.records_written) / double(run.log.flushes) : 0;
   run.log.owner_thread = final_stats.owner_thread;
@@ -729,6 +731,7 @@ struct RollRound {
   GroupResult unprepared;  // rolls with LogOptions::prepare_segments off
   std::uint64_t rolls = 0;
   std::uint64_t rolls_unprepared = 0;
+  std::uint64_t rolls_late = 0;
   std::uint64_t steady_rolls = 0;  // should be 0: the no-roll segment never fills
 };
 
@@ -765,6 +768,11 @@ struct RollResult {
     for (const auto& round : rounds) total += round.rolls_unprepared;
     return total;
   }
+  std::uint64_t rolls_late() const {
+    std::uint64_t total = 0;
+    for (const auto& round : rounds) total += round.rolls_late;
+    return total;
+  }
   std::uint64_t steady_rolls() const {
     std::uint64_t total = 0;
     for (const auto& round : rounds) total += round.steady_rolls;
@@ -795,6 +803,7 @@ fusee::Result<RollResult> run_roll_case(fusee::io::FileSystem& fs, const std::st
         figures.rolled = group;
         figures.rolls = run.log.rolls;
         figures.rolls_unprepared = run.log.rolls_unprepared;
+        figures.rolls_late = run.log.rolls_late;
       } else if (kind == Kind::steady) {
         figures.steady = group;
         figures.steady_rolls = run.log.rolls;
@@ -826,6 +835,8 @@ void print_roll_row(const RollResult& result) {
   if (result.rolls() < kRollsMin)
     fmt::print("  note: fewer than {} rolls per window; lower the load's segment size or raise --seconds\n", kRollsMin);
   if (result.steady_rolls() > 0) fmt::print("  note: the no-roll case rolled {} times\n", result.steady_rolls());
+  if (result.rolls_late() > 0)
+    fmt::print("  note: {} rolls came before their segment's preparation was done (rolls_late)\n", result.rolls_late());
 }
 
 void print_roll_json(const RollResult& result) {
@@ -847,6 +858,7 @@ void print_roll_json(const RollResult& result) {
       .field("max_us_unprepared", round_to_ns(result.max_us_unprepared()))
       .field("rolls", result.rolls())
       .field("rolls_unprepared", result.rolls_unprepared())
+      .field("rolls_late", result.rolls_late())
       .field("rounds", kRollRounds)
       .field("p99_us_min", round_to_ns(p99_min))
       .field("p99_us_max", round_to_ns(p99_max))
