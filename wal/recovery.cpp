@@ -540,6 +540,14 @@ Result<void> apply_recovery(io::FileSystem& fs, const RecoveryPlan& plan) {
     // One at a time, so the numbers left on disk never have a gap.
     FUSEE_TRY_VOID(fs.sync_dir(plan.wal_dir));
   }
+  // Once more, even when nothing was removed: an earlier life of this boot
+  // may have removed a file and stopped before its sync (killed, or the sync
+  // failed and the caller opened again). The plan was read from a directory
+  // without that file; until a sync makes the removal durable, a machine
+  // crash brings it back under a log built as if it were gone. TLC found a
+  // refusal that way (docs/spec.md, FuseeLogRestarts.cfg): a torn retired
+  // header brought back behind a segment retired later.
+  FUSEE_TRY_VOID(fs.sync_dir(plan.wal_dir));
   // Blobs written for batches that never joined the chain.
   if (!plan.blob_files_unreferenced.empty())
     FUSEE_TRY_VOID(delete_blob_files_except(fs, blob_dir_of(plan.wal_dir), plan.blob_files_referenced));

@@ -248,4 +248,77 @@ TEST_CASE("a retirement that fails part-way is finished first by the next one, s
     CHECK_MESSAGE(!plan->refused, plan->refusal);
   }
 }
+
+TEST_CASE("a removal an earlier life left unsynced is made durable by the next open, so a later crash cannot bring it back") {
+  // Found by the spec (FuseeLogRestarts.cfg): segment 1's header torn by a
+  // crash while retirement zeroed it; life 2's recovery removes it and
+  // stops before its directory sync (the sync fails); life 3 opens in the
+  // same boot, finds nothing to remove and synced no directory; it retires
+  // segment 2 and the machine crashes before that directory sync. Segment 1
+  // came back, damaged, before a zeroed segment 2: recovery refused ("the
+  // log's start is lost") with every acknowledged record on disk.
+  testing::FaultFileSystem fs;
+  auto options = small_segments("/data", 1);
+  options.payload_offload_bytes = 0;  // the blob writer's open syncs the log directory
+  options.prepare_segments = false;   // and so does a preparation
+  Lsn next = 1;
+  Lsn floor_1 = 0;  // covers segment 1's records
+  std::uint64_t keep_from_1 = 0;
+  {
+    auto log = Log::open(fs, options);
+    REQUIRE(log);
+    while ((*log)->stats().segments_created < 2) append_many(**log, next, 1);
+    keep_from_1 = (*log)->oldest_segment_retires_at();  // segment 2's first sequence
+    while (floor_1 + 1 < next && (*log)->keep_from_sequence(0, floor_1 + 1) <= keep_from_1) ++floor_1;
+    REQUIRE(floor_1 > 0);
+    REQUIRE((*log)->close());
+  }
+  // A zeroing of segment 1's header torn by a crash: neither valid nor zero.
+  {
+    auto file = fs.open("/data/wal/" + segment_file_name(1), {.write = true});
+    REQUIRE(file);
+    std::vector<std::byte> torn(kSegmentHeaderBytes, std::byte{0});
+    torn[0] = std::byte{0x5a};
+    REQUIRE((*file)->write_at(0, torn, {}));
+    REQUIRE((*file)->sync_data());
+  }
+  options.base.first_sequence_max = keep_from_1;
+  options.base.shard_lsn_floors = {floor_1};
+  // Life 2: recovery removes segment 1; its directory sync fails.
+  fs.inject({testing::OpKind::sync_dir, 1, testing::FaultEffect::io_error});
+  {
+    RecoveryPlan plan;
+    auto log = Log::open(fs, options, &plan);
+    CHECK_FALSE(log.has_value());
+    REQUIRE(plan.files_to_delete.size() == 1);
+  }
+  fs.clear_faults();
+  // Life 3, same boot: segment 1 is out of sight.
+  Lsn floor_2 = floor_1;
+  std::uint64_t keep_from_2 = 0;
+  {
+    RecoveryPlan plan;
+    auto log = Log::open(fs, options, &plan);
+    REQUIRE_MESSAGE(log, plan.refusal);
+    CHECK(plan.files_to_delete.empty());
+    keep_from_2 = (*log)->oldest_segment_retires_at();  // segment 3's first sequence
+    while (floor_2 + 1 < next && (*log)->keep_from_sequence(0, floor_2 + 1) <= keep_from_2) ++floor_2;
+    // Segment 2 retires: its header is zeroed and synced, the file removed,
+    // and the directory sync after it fails: the machine crashes there.
+    fs.inject({testing::OpKind::sync_dir, 1, testing::FaultEffect::io_error});
+    auto retired = (*log)->retire(keep_from_2);
+    CHECK_FALSE(retired.has_value());
+  }
+  auto image = fs.crash_image(testing::CrashOutcome::drop_all(testing::CrashOutcome::Names::revert));
+  auto reopen = options;
+  reopen.base.first_sequence_max = keep_from_2;
+  reopen.base.shard_lsn_floors = {floor_2};
+  RecoveryPlan plan;
+  auto log = Log::open(*image, reopen, &plan);
+  REQUIRE_MESSAGE(log, plan.refusal);
+  // Every record past the checkpoint is there.
+  std::vector<Lsn> seen;
+  REQUIRE((*log)->read(0, floor_2 + 1, next, [&](Lsn lsn, std::span<const std::byte>) { seen.push_back(lsn); }));
+  CHECK(seen.size() == next - 1 - floor_2);
+}
 }
