@@ -103,9 +103,13 @@
 (* - Reopening (Log::open) plans recovery from the files the directory     *)
 (*   shows, then apply_recovery removes the segments past the end (highest *)
 (*   first) and the retired leading ones, each removal followed by a       *)
-(*   directory sync (ApplyRemove, ApplySync; a crash or a Restart can come *)
-(*   between any two), then the blob files the chain does not reference,   *)
-(*   and only then does the new life start writing (StartWriting).         *)
+(*   directory sync (ApplyRemove, ApplySync), then syncs the directory     *)
+(*   once more, even when it removed nothing (ApplySyncLast): a removal an *)
+(*   earlier life of the same boot made and did not sync becomes durable   *)
+(*   before anything is built on the plan. A crash or a Restart can come   *)
+(*   between any two of these steps. Then the blob files the chain does    *)
+(*   not reference go, and only then does the new life start writing       *)
+(*   (StartWriting).                                                       *)
 (* - Blob files (only when Blobs > 0): a batch may carry a reference to    *)
 (*   the current blob file (BlobWriter::file_number_); the blob and its    *)
 (*   file are durable before the batch is sealed. BlobRoll moves the       *)
@@ -243,7 +247,8 @@ VARIABLES
   phase,        \* "running", "opening" (apply_recovery under way) or "down"
                 \*   (crashed or stopped, not yet reopened)
   life,         \* the current life (the last one while down)
-  dels,         \* opening: the segment files apply_recovery has yet to remove
+  dels,         \* opening: the segment files apply_recovery has yet to
+                \*   remove, then SyncLast for its closing directory sync
   wseg, wslot,  \* write_segment and write_offset: where the next batch goes
   nextSeq,      \* next_sequence_
   lastId,       \* last_crc_: identity of the last batch sealed
@@ -432,6 +437,13 @@ PastEndOrder(S) == Descending(S)
 Deletions(d, r) ==
   PastEndOrder({s \in Present(d) : s > r.endSeg})
     \o Ascending({s \in Present(d) : s < r.oldest})
+
+(* What apply_recovery() has to do for the deletions ds: remove each and   *)
+(* sync the directory, then sync the directory once more (SyncLast), even  *)
+(* when ds is empty. FuseeLogWeak.tla substitutes the code before that     *)
+(* last sync, whose only directory syncs followed its removals.            *)
+SyncLast == 0
+ApplySteps(ds) == ds \o <<SyncLast>>
 
 (* The disk after apply_recovery() deleted the first k of them. *)
 ApplyFirst(d, dels_, k) ==
@@ -685,9 +697,10 @@ WriterLost ==
   /\ bnewest' = [f \in BlobFiles |-> 0]
 
 (* Where a machine crash can come: while the process runs, while           *)
-(* apply_recovery has removals to do, and while the process is down with   *)
-(* removals not yet durable (after a Restart). A crash while opening with  *)
-(* nothing left to remove is a crash right after StartWriting.             *)
+(* apply_recovery has steps to do (removals or its last directory sync),   *)
+(* and while the process is down with removals not yet durable (after a    *)
+(* Restart). A crash while opening with every step done leaves what a      *)
+(* crash just before the last sync can leave (every removal durable).      *)
 CrashPhase ==
   \/ phase = "running"
   \/ phase = "opening" /\ dels # <<>>
@@ -725,17 +738,18 @@ CrashWritingHeader ==
   /\ UNCHANGED <<blobs, ckpt, life, acknowledged, lineage, damaged>>
 
 (* Log::open(): plan recovery from the files the directory shows; if it    *)
-(* does not refuse, apply the plan (ApplyRemove, ApplySync, StartWriting)  *)
-(* and start writing with a new life right after the chain's end, from     *)
-(* plan_.last_sequence and plan_.last_crc (Log::Log). The chain recovered  *)
-(* is reported durable (durable_lsns_ start at its end).                   *)
+(* does not refuse, apply the plan (ApplyRemove, ApplySync, ApplySyncLast, *)
+(* StartWriting) and start writing with a new life right after the        *)
+(* chain's end, from plan_.last_sequence and plan_.last_crc (Log::Log).    *)
+(* The chain recovered is reported durable (durable_lsns_ start at its     *)
+(* end).                                                                   *)
 Reopen ==
   /\ phase = "down"
   /\ life < MaxLife
   /\ LET v == Visible(disk, unlinked)
          r == Recover(v, blobs)
      IN /\ ~r.refused
-        /\ dels' = Deletions(v, r)
+        /\ dels' = ApplySteps(Deletions(v, r))
         /\ wseg' = r.endSeg
         /\ wslot' = r.endSlot
         /\ nextSeq' = r.lastSeq + 1
@@ -758,6 +772,7 @@ Reopen ==
 ApplyRemove ==
   /\ phase = "opening"
   /\ dels # <<>>
+  /\ Head(dels) # SyncLast
   /\ Head(dels) \notin Range(unlinked)
   /\ unlinked' = Append(unlinked, Head(dels))
   /\ UNCHANGED <<disk, blobs, ckpt, phase, life, dels, acknowledged, lineage,
@@ -768,10 +783,27 @@ ApplyRemove ==
 ApplySync ==
   /\ phase = "opening"
   /\ dels # <<>>
+  /\ Head(dels) # SyncLast
   /\ Head(dels) \in Range(unlinked)
   /\ disk' = Visible(disk, unlinked)
   /\ unlinked' = <<>>
   /\ dels' = Tail(dels)
+  /\ UNCHANGED <<blobs, ckpt, phase, life, acknowledged, lineage, damaged>>
+  /\ UNCHANGED writer
+
+(* ... then, every file removed, sync the directory once more, even when   *)
+(* nothing was removed (wal/recovery.cpp, apply_recovery's last            *)
+(* fs.sync_dir): removals that an earlier life of this boot made and did   *)
+(* not sync (it stopped between fs.remove and fs.sync_dir, the machine     *)
+(* up) become durable. The plan was read from a directory without those    *)
+(* files; until then a machine crash would bring them back under a log     *)
+(* built as if they were gone (docs/spec.md).                              *)
+ApplySyncLast ==
+  /\ phase = "opening"
+  /\ dels = <<SyncLast>>
+  /\ disk' = Visible(disk, unlinked)
+  /\ unlinked' = <<>>
+  /\ dels' = <<>>
   /\ UNCHANGED <<blobs, ckpt, phase, life, acknowledged, lineage, damaged>>
   /\ UNCHANGED writer
 
@@ -1019,6 +1051,7 @@ Next ==
   \/ Reopen
   \/ ApplyRemove
   \/ ApplySync
+  \/ ApplySyncLast
   \/ StartWriting
   \/ RotBatch
   \/ RotHeader
@@ -1053,6 +1086,7 @@ TypeOK ==
   /\ \A j \in 1..Len(unlinked) : unlinked[j] \in Present(disk)
   /\ Cardinality(Range(unlinked)) = Len(unlinked)
   /\ blobs \in [BlobFiles -> BOOLEAN]
+  /\ \A j \in 1..Len(dels) : dels[j] \in Segments \cup {SyncLast}
   /\ phase \in {"running", "opening", "down"}
   /\ life \in 1..MaxLife
   /\ wseg \in Segments /\ wslot \in 0..Slots

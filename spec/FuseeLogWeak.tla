@@ -84,4 +84,13 @@ WeakAfterRollAcked == lastId.sequence
 (* missing blob of segment 2's batch.                                      *)
 WeakNewestAfter(old, hs) == IF hs = {} \/ old # 0 THEN old ELSE Lowest(hs)
 
+(* FuseeLogApplyNoSync.cfg, for NoRefusalWithoutDamage (3): apply_recovery *)
+(* as it was before its closing directory sync: it syncs the directory     *)
+(* only after a removal. A removal an earlier life of the boot made and    *)
+(* did not sync stays undurable through an open that removes nothing, and  *)
+(* a machine crash later brings the file back under a log built without    *)
+(* it: a torn retired header comes back before a segment retired since,    *)
+(* and recovery refuses with nothing damaged (docs/spec.md).               *)
+WeakApplySteps(ds) == ds
+
 =============================================================================
