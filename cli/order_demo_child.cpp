@@ -170,7 +170,16 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
       } catch (const Error& error) {
         // Finished already (an earlier confirmation took effect): nothing
         // to confirm. Busy or a shard going: try again a little later.
-        if (error.error() == errc::not_found || error.error() == errc::shut_down) return;
+        if (error.error() == errc::shut_down) return;
+        if (error.error() == errc::not_found) {
+          // Any other not_found leaves the run waiting for a confirmation
+          // that will not come: said on stderr, so that a run that then
+          // never ends names its cause (issue 38).
+          if (std::string_view(error.what()).find("has finished") == std::string_view::npos)
+            std::fprintf(stderr, "fusee demo: the payment provider's confirmation for %s was refused: %s\n",
+                         order_id.c_str(), error.what());
+          return;
+        }
         if (attempt + 1 < kConfirmAttemptsMax) {
           lock.unlock();
           confirm_later(order_id, token, key, attempt + 1);
