@@ -1285,6 +1285,12 @@ Result<boost::json::value> Run::answer_query(const std::string& name, const boos
     in_query_ = false;
     why = fmt::format("run '{}': query '{}' failed: {}", id_, name, error.what());
     return make_error_code(errc::failed);
+  } catch (...) {
+    // A handler may throw anything (`throw "not ready";`); on the shard's
+    // thread an escaping one ends the process, and any client can ask.
+    in_query_ = false;
+    why = fmt::format("run '{}': query '{}' failed: it threw something that is not a std::exception", id_, name);
+    return make_error_code(errc::failed);
   }
 }
 
@@ -1402,6 +1408,12 @@ Result<void> Run::validate_update(const std::string& name, const boost::json::va
   } catch (const std::exception& error) {
     in_query_ = false;
     why = fmt::format("run '{}': the validator of update '{}' failed: {}", id_, name, error.what());
+    return make_error_code(errc::rejected);
+  } catch (...) {
+    in_query_ = false;  // as a query handler: anything thrown is caught here
+    why = fmt::format("run '{}': the validator of update '{}' failed: it threw something that is not a "
+                      "std::exception",
+                      id_, name);
     return make_error_code(errc::rejected);
   }
 }

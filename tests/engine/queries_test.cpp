@@ -29,6 +29,8 @@ void register_counter(Engine& engine) {
       return 0;
     });
     ctx.on_query("patch", [&ctx] { return ctx.patched("sneaky"); });  // refused too
+    // Throws what is no std::exception: once it ended the whole process.
+    ctx.on_query("odd", []() -> int { throw "not ready"; });
     for (;;) {
       auto value = co_await ctx.wait_for(kAdd);
       if (!value || *value == 0) break;
@@ -55,7 +57,9 @@ TEST_CASE_TEMPLATE("a query answers from the run's current state, and journals n
   CHECK(boost::json::parse(engine->journal_json("c-1")).at("records").as_array().size() == records);
 
   auto message = error_message(errc::not_found, [&] { (void)engine->query<int>("c-1", "nothing"); });
-  CHECK(contains(message, "run 'c-1' has no query 'nothing' (it answers 'meddle', 'patch', 'times', 'total')"));
+  CHECK(contains(message, "run 'c-1' has no query 'nothing' (it answers 'meddle', 'odd', 'patch', 'times', 'total')"));
+  message = error_message(errc::failed, [&] { (void)engine->query<int>("c-1", "odd"); });
+  CHECK(contains(message, "query 'odd' failed: it threw something that is not a std::exception"));
   message = error_message(errc::invalid_argument, [&] { (void)engine->query<int>("c-1", "meddle"); });
   CHECK(contains(message, "a query handler cannot start commands"));
   message = error_message(errc::invalid_argument, [&] { (void)engine->query<bool>("c-1", "patch"); });

@@ -24,6 +24,7 @@ const WorkflowRef<int, int> kOrder{"order"};
 const Update<int, int> kSetQuantity{"set_quantity"};
 const Update<std::string, void> kShip{"ship"};
 const Update<int, int> kIgnored{"ignore"};
+const Update<int, int> kOdd{"odd"};  // its validator throws what is no std::exception
 
 struct Counters {
   std::atomic<int> steps{0};
@@ -42,6 +43,7 @@ void register_order(Engine& engine, Counters& counters) {
       return wanted > 0 ? "" : "the quantity must be positive";
     });
     ctx.on_update(kShip);
+    ctx.on_update(kOdd, [](const int&) -> std::string { throw 42; });
     ctx.on_update(kIgnored, [&counters](const int&) {
       if (!counters.ignore_seen.exchange(true)) counters.ignore_checked.set_value();
       return std::string();
@@ -104,7 +106,10 @@ TEST_CASE_TEMPLATE("an update is validated, journaled, taken by the code and ans
   auto message = error_message(errc::rejected, [&] { (void)engine->update("o-1", kSetQuantity, 0); });
   CHECK(contains(message, "run 'o-1' rejected update 'set_quantity': the quantity must be positive"));
   message = error_message(errc::not_found, [&] { (void)engine->update("o-1", Update<int, int>("nothing"), 1); });
-  CHECK(contains(message, "run 'o-1' takes no update 'nothing' (it takes 'ignore', 'set_quantity', 'ship')"));
+  CHECK(contains(message, "run 'o-1' takes no update 'nothing' (it takes 'ignore', 'odd', 'set_quantity', 'ship')"));
+  // Once it ended the whole process (terminate: 'int').
+  message = error_message(errc::rejected, [&] { (void)engine->update("o-1", kOdd, 1); });
+  CHECK(contains(message, "the validator of update 'odd' failed: it threw something that is not a std::exception"));
   message = error_message(errc::invalid_argument, [&] {
     (void)engine->update("o-1", Update<std::string, int>("set_quantity"), std::string("five"));
   });

@@ -246,11 +246,17 @@ TEST_SUITE("unit") {
     engine->register_workflow(counter, [](Ctx& ctx, int start) -> Task<int> {
       int total = start;
       ctx.on_query<int>("times", [&total](int factor) { return total * factor; });
+      ctx.on_query("odd", []() -> int { throw "not ready"; });  // no std::exception
       (void)co_await ctx.wait_for(kApproval);
       co_return total;
     });
     const auto at = engine->http_endpoint();
     REQUIRE(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"counter","id":"q-1","input":7})").status == 201);
+    // A handler throwing what is no std::exception once ended the process
+    // for any client that asked; now it is the query's failure alone.
+    auto odd = call(at, beast_http::verb::post, "/v1/runs/q-1/queries/odd");
+    CHECK(odd.status >= 400);
+    CHECK(odd.body.find("not a std::exception") != std::string::npos);
     auto answered = call(at, beast_http::verb::post, "/v1/runs/q-1/queries/times", R"({"arg":3})");
     CHECK(answered.status == 200);
     CHECK(answered.json().at("answer") == 21);
