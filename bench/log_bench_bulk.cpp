@@ -223,46 +223,35 @@ double mb_per_s(std::uint64_t bytes, double seconds) { return seconds > 0 ? doub
 
 }  // namespace
 
-double RollGrowResult::p99_us() const {
+namespace {
+// The median over rounds of one figure of each round.
+template <typename Round, typename Pick>
+double median_over(const std::vector<Round>& rounds, Pick pick) {
   std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.rolled.p99_us);
+  for (const auto& round : rounds) values.push_back(pick(round));
   return median_of(values);
 }
-double RollGrowResult::max_us() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.rolled.max_us);
-  return median_of(values);
-}
+}  // namespace
+
+double RollGrowResult::p99_us() const { return median_over(rounds, [](const Round& r) { return r.rolled.p99_us; }); }
+double RollGrowResult::max_us() const { return median_over(rounds, [](const Round& r) { return r.rolled.max_us; }); }
 double RollGrowResult::p99_us_no_roll() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.steady.p99_us);
-  return median_of(values);
+  return median_over(rounds, [](const Round& r) { return r.steady.p99_us; });
 }
 double RollGrowResult::max_us_no_roll() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.steady.max_us);
-  return median_of(values);
+  return median_over(rounds, [](const Round& r) { return r.steady.max_us; });
 }
-
 double BulkSmallResult::p99_us_alone() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.alone.p99_us);
-  return median_of(values);
+  return median_over(rounds, [](const Round& r) { return r.alone.p99_us; });
 }
 double BulkSmallResult::p99_us_beside() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.beside.p99_us);
-  return median_of(values);
+  return median_over(rounds, [](const Round& r) { return r.beside.p99_us; });
 }
 double BulkSmallResult::max_us_beside() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.beside.max_us);
-  return median_of(values);
+  return median_over(rounds, [](const Round& r) { return r.beside.max_us; });
 }
 double BulkSmallResult::batch_write_us() const {
-  std::vector<double> values;
-  for (const auto& round : rounds) values.push_back(round.batch_write_us);
-  return median_of(values);
+  return median_over(rounds, [](const Round& r) { return r.batch_write_us; });
 }
 
 Result<RollGrowResult> run_roll_grow_case(io::FileSystem& fs, const std::string& scratch_path,

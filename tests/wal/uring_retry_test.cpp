@@ -67,6 +67,14 @@ class RefusingRingFileSystem final : public FileSystem {
   PosixFileSystem posix_;
 };
 
+// Submits one 4 KiB write of `buffer` to `file` and returns what the
+// submit-and-wait that should fail answered.
+Result<void> submit_one(WriteQueue& queue, File& file, AlignedBuffer& buffer) {
+  ok_or_fail(queue.submit({&file, 0, buffer.span(), 1}));
+  std::vector<WriteCompletion> completions;
+  return queue.submit_and_wait(completions);
+}
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -102,9 +110,7 @@ TEST_CASE("a write queue returns any other io_uring_enter failure") {
     auto queue = queue_failing_with(fs, {error}, &calls);
     if (!queue) return;
     AlignedBuffer buffer(4096);
-    ok_or_fail(queue->submit({file.get(), 0, buffer.span(), 1}));
-    std::vector<WriteCompletion> completions;
-    auto waited = queue->submit_and_wait(completions);
+    auto waited = submit_one(*queue, *file, buffer);
     REQUIRE_FALSE(waited);
     CHECK(waited.error() == std::error_code(error, std::generic_category()));
     CHECK(calls == 1);
@@ -122,9 +128,7 @@ TEST_CASE("a write queue whose ring refuses every call gives up draining and say
   auto queue = queue_failing_with(fs, std::vector<int>(1'000'000, EAGAIN), &calls);
   if (!queue) return;
   AlignedBuffer buffer(4096);
-  ok_or_fail(queue->submit({file.get(), 0, buffer.span(), 1}));
-  std::vector<WriteCompletion> completions;
-  auto waited = queue->submit_and_wait(completions);
+  auto waited = submit_one(*queue, *file, buffer);
   REQUIRE_FALSE(waited);
   CHECK(waited.error() == std::errc::resource_unavailable_try_again);
   // Before, drain() retried forever without a pause, and so did the
