@@ -89,12 +89,14 @@ const char* record_kind_name(RecordKind kind) {
     case RecordKind::update_answered: return "update_answered";
     case RecordKind::awakeable_created: return "awakeable_created";
     case RecordKind::awakeable_completed: return "awakeable_completed";
+    case RecordKind::step_started: return "step_started";
   }
   return "unknown";
 }
 
 const char* command_name(RecordKind kind) {
   switch (kind) {
+    case RecordKind::step_started:
     case RecordKind::step_completed:
     case RecordKind::step_attempt_failed:
     case RecordKind::step_failed:

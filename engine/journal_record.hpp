@@ -48,8 +48,9 @@ enum class RecordKind : std::uint8_t {
   update_answered = 25,     // position, name: update; detail: update id; flag: succeeded; value: result or message
   awakeable_created = 26,   // position, name: awakeable; detail: the token's secret part
   awakeable_completed = 27, // position, name: awakeable; flag: succeeded; value: value or message
+  step_started = 28,        // position, name: step; detail: the step's deadline ms or empty (written before its first attempt)
 };
-inline constexpr std::uint8_t kRecordKindMax = 27;
+inline constexpr std::uint8_t kRecordKindMax = 28;
 
 const char* record_kind_name(RecordKind kind);
 

@@ -369,12 +369,14 @@ void Run::begin(const WorkflowFn& fn) {
 
 void Run::resume(std::coroutine_handle<> handle) {
   if (stopped_) return;
+  // The workflow's code runs only from here (Ctx calls check it).
+  const bool was_running = std::exchange(code_running_, true);
   handle.resume();
+  code_running_ = was_running;
   if (!stopped_ && !ending_ && task_.handle() && task_.handle().done()) on_code_returned();
 }
 
 void Run::on_code_returned() {
-  ending_ = true;
   for (std::uint32_t position = position_; position < journal_.size(); ++position) {
     if (journal_[position].records.empty()) continue;
     const auto& first = journal_[position].records.front();
@@ -382,6 +384,15 @@ void Run::on_code_returned() {
                         position_, command_of(first), first.name, position));
     return;
   }
+  // A step the code started and never awaited (its Future dropped) is
+  // awaited here: the run ends once it has, so a step that began runs to
+  // its end exactly once, before the run's last record, also across a crash
+  // (docs/engine.md, "A started command nobody awaits"). Other commands --
+  // timers, waits, Ctx::any, next_update, awakeables -- are let go; a child
+  // follows its ParentClose.
+  code_returned_ = std::any_of(pending_.begin(), pending_.end(), [](const auto& entry) { return entry.second.step != nullptr; });
+  if (code_returned_) return;
+  ending_ = true;
   Outcome outcome;
   try {
     outcome.value = task_.handle().promise().take();
@@ -485,13 +496,44 @@ void Run::append(JournalRecord record, std::function<void()> after_durable) {
   shard_.append(*this, std::move(record), std::move(after_durable));
 }
 
-std::uint32_t Run::begin_command(detail::Completion& completion) {
+void Run::refuse_outside_code(const char* call) const {
+  if (!shard_.on_own_thread()) {
+    // Nothing of the run may be read from here: say what we can.
+    throw Error(errc::invalid_argument,
+                fmt::format("run '{}': ctx.{} was called from another thread than its shard's -- from a coroutine "
+                            "step resumed there, say -- and only the workflow's code may use its Ctx (a step "
+                            "function's records would land at positions that depend on timing)",
+                            id_, call));
+  }
+  if (!step_running_.empty()) {
+    throw Error(errc::invalid_argument,
+                fmt::format("run '{}': step '{}' called ctx.{}, and a step function may not use the workflow's Ctx: "
+                            "what it journals would land at a position that depends on when the step runs, and a "
+                            "replay would not find it there. Return what the step found and make the call from the "
+                            "workflow's code, after the step",
+                            id_, step_running_, call));
+  }
+  if (!code_running_) {
+    std::string steps;
+    for (const auto& [position, pending] : pending_) {
+      if (pending.step) steps += fmt::format("{}'{}'", steps.empty() ? "" : ", ", pending.name);
+    }
+    throw Error(errc::invalid_argument,
+                fmt::format("run '{}': ctx.{} was called outside the workflow's code -- from a coroutine step after "
+                            "it suspended{}, or from another thread -- and only the workflow's code may use its Ctx "
+                            "(a step function's records would land at positions that depend on timing)",
+                            id_, call, steps.empty() ? std::string() : " (steps in flight: " + steps + ")"));
+  }
+}
+
+std::uint32_t Run::begin_command(detail::Completion& completion, const char* call) {
   if (in_query_) {
     throw Error(errc::invalid_argument, fmt::format("run '{}': a query handler cannot start commands (it reads the "
                                                     "run's state; change it with a signal)",
                                                     id_));
   }
-  FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
+  refuse_outside_code(call);
+  FUSEE_ASSERT(!in_command_, "a command's own call does not start another");
   in_command_ = true;
   completed_at_once_ = false;
   current_ = &completion;
@@ -515,6 +557,12 @@ void Run::complete(detail::Completion& completion) {
   completion.done = true;
   completion.done_order = ++completions_;
   resolve_selects(completion);
+  if (code_returned_) {
+    // The code has returned and waits for the steps it left (nothing of it
+    // awaits this one): the run ends after the last.
+    on_code_returned();
+    return;
+  }
   if (in_command_ && &completion == current_) {
     completed_at_once_ = true;
     return;
@@ -642,7 +690,7 @@ Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_vi
 
 bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBody body,
                detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "step");
   auto call = std::make_shared<StepCall>();
   call->position = position;
   call->name = std::string(name);
@@ -666,8 +714,10 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
         complete(completion);
         return end_command();
       }
-      // Failed attempts so far: the next one runs at its recorded time.
-      call->attempt = static_cast<std::uint32_t>(last.number) + 1;
+      // Begun (step_started: its first attempt runs now) or failed attempts
+      // so far (the next one runs at its recorded time). Either way at the
+      // position the journal gave it, so its key is the one it had.
+      call->attempt = last.kind == RecordKind::step_started ? 1 : static_cast<std::uint32_t>(last.number) + 1;
       // The step's deadline, journaled as milliseconds (none when empty).
       std::int64_t deadline_ms = 0;
       const auto& text = last.detail;
@@ -683,6 +733,14 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
       break;
   }
   if (policy.deadline.count() > 0) call->deadline = shard_.now() + policy.deadline;
+  // The step's start is journaled before its function may run (that waits
+  // for every earlier record of the run): a step that began keeps its
+  // position -- and so its key -- through a restart and a code change, and
+  // Ctx::patched finds the old code went past here (Temporal journals an
+  // activity's scheduling for the same reason).
+  auto started = make_record(RecordKind::step_started, position, name);
+  if (call->deadline) started.detail = std::to_string(to_ms(*call->deadline));
+  append(std::move(started));
   park(position, completion, "step", name).step = call;
   run_step_attempt(call);
   return end_command();
@@ -730,11 +788,13 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
     if (call->body.plain) {
       boost::json::value value;
       std::exception_ptr error;
+      self->step_running_ = call->name;
       try {
         value = call->body.plain(step);
       } catch (...) {
         error = std::current_exception();
       }
+      self->step_running_.clear();
       self->finish_step_attempt(call, std::move(value), error, attempt);
       return;
     }
@@ -748,6 +808,8 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
     }
     auto shard_id = self->shard_.id();
     auto& core = self->shard_.core();
+    // Its first part runs here, at once: as a plain step's function.
+    self->step_running_ = call->name;
     drive_coroutine_step(call->body.coroutine, std::move(step),
                          [self, call, attempt, shard_id, &core](boost::json::value value, std::exception_ptr error) {
                            core.post_to_shard(shard_id,
@@ -755,6 +817,7 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
                                                 self->finish_step_attempt(call, std::move(value), error, attempt);
                                               });
                          });
+    self->step_running_.clear();
   });
 }
 
@@ -841,7 +904,7 @@ bool Run::sleep_until(std::string_view name, TimePoint due, detail::Completion& 
 
 bool Run::start_sleep(std::string_view name, const std::function<TimePoint()>& due_if_new,
                       detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "sleep");
   const RecordedCommand* recorded = nullptr;
   TimePoint due;
   switch (replay(position, "sleep", name, completion, recorded)) {
@@ -882,7 +945,7 @@ void Run::on_sleep_fired(std::uint32_t position, const std::string& name) {
 
 bool Run::wait_for(std::string_view signal, std::optional<std::chrono::milliseconds> timeout,
                    detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "wait_for");
   const RecordedCommand* recorded = nullptr;
   std::optional<TimePoint> deadline;
   bool started = false;
@@ -999,7 +1062,7 @@ void Run::on_wait_timeout(std::uint32_t position, const std::string& name) {
 // --- Streams ---
 
 bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "stream(...).write");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "stream write", name, completion, recorded)) {
     case Replay::settled:
@@ -1032,7 +1095,7 @@ bool Run::stream_write(std::string_view name, boost::json::value chunk, detail::
 }
 
 bool Run::stream_close(std::string_view name, detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "stream(...).close");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "stream close", name, completion, recorded)) {
     case Replay::settled:
@@ -1088,7 +1151,7 @@ bool Run::random(detail::Completion& completion) {
 
 bool Run::record_value(std::string_view name, const std::function<boost::json::value()>& produce,
                        detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "now/random");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "value", name, completion, recorded)) {
     case Replay::settled:
@@ -1112,7 +1175,7 @@ bool Run::record_value(std::string_view name, const std::function<boost::json::v
 
 bool Run::child(std::string_view workflow, std::string_view child_id, boost::json::value input,
                 ParentClose on_parent_close, detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "child");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "child", child_id, completion, recorded)) {
     case Replay::settled:
@@ -1195,7 +1258,7 @@ void Run::on_child_done(std::uint32_t position, const std::string& child_id, con
 
 bool Run::close_run(std::string_view other, std::string_view reason, bool terminate, detail::Completion& completion) {
   auto name = fmt::format("{} run {}", terminate ? "terminate" : "cancel", other);
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "cancel_run/terminate_run");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "step", name, completion, recorded)) {
     case Replay::settled:
@@ -1207,6 +1270,7 @@ bool Run::close_run(std::string_view other, std::string_view reason, bool termin
       }
       break;
     case Replay::none:
+      append(make_record(RecordKind::step_started, position, name));  // as a step's (Run::step)
       break;
   }
   park(position, completion, "step", name);
@@ -1240,28 +1304,42 @@ bool Run::patched(std::string_view id, bool deprecated) {
     throw Error(errc::invalid_argument,
                 fmt::format("run '{}': a query handler cannot ask ctx.patched (it would journal)", id_));
   }
-  FUSEE_ASSERT(!in_command_, "a step function may not call Ctx");
-  if (position_ < journal_.size()) {
-    const auto& recorded = journal_[position_].records;
-    if (!recorded.empty() && recorded.front().kind == RecordKind::patch_marked && recorded.front().name == id) {
-      ++position_;  // the run took the new path here before
-      return true;
-    }
-    // The journal goes on past here without the marker: the old code wrote
-    // it, and the run keeps to the old path (nothing is taken or recorded).
-    return false;
+  refuse_outside_code("patched");
+  const bool marker_here = position_ < journal_.size() && !journal_[position_].records.empty() &&
+                           journal_[position_].records.front().kind == RecordKind::patch_marked &&
+                           journal_[position_].records.front().name == id;
+  // One answer per patch id per run (Temporal Go's GetVersion): the first
+  // call decides, every later one -- in a loop, say -- repeats it, so a run
+  // never mixes the old path and the new one. (A journal an older engine
+  // wrote has a marker at every call that took the new path: read past it.)
+  if (auto known = patches_.find(std::string(id)); known != patches_.end()) {
+    if (known->second && marker_here) ++position_;
+    return known->second;
   }
-  // Live: the run reaches the change with the new code. A deprecated patch
-  // records nothing (its marker is only read, for runs that have it).
-  if (deprecated) return true;
-  append(make_record(RecordKind::patch_marked, position_, id));
-  ++position_;
-  return true;
+  bool answer = true;
+  if (marker_here) {
+    ++position_;  // the run took the new path here before
+  } else if (position_ < journal_.size()) {
+    // The journal goes on past here without the marker: the old code went
+    // past this point (every command journals its start, so one in flight
+    // counts), and the run keeps to the old path (nothing is recorded).
+    answer = false;
+  } else if (!deprecated) {
+    // Live: the run reaches the change with the new code. A deprecated
+    // patch records nothing (its marker is only read, for runs that have it).
+    append(make_record(RecordKind::patch_marked, position_, id));
+    ++position_;
+  }
+  patches_.emplace(std::string(id), answer);
+  return answer;
 }
 
 // --- Ctx::on_query ---
 
-void Run::on_query(std::string name, detail::QueryHandler handler) { queries_[std::move(name)] = std::move(handler); }
+void Run::on_query(std::string name, detail::QueryHandler handler) {
+  refuse_outside_code("on_query");
+  queries_[std::move(name)] = std::move(handler);
+}
 
 Result<boost::json::value> Run::answer_query(const std::string& name, const boost::json::value& arg, std::string& why) {
   auto found = queries_.find(name);
@@ -1297,7 +1375,7 @@ Result<boost::json::value> Run::answer_query(const std::string& name, const boos
 // --- Ctx::any ---
 
 bool Run::select(std::span<detail::Completion* const> candidates, detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "any");
   std::vector<std::uint32_t> positions;
   positions.reserve(candidates.size());
   for (const auto* candidate : candidates) positions.push_back(candidate->position);
@@ -1381,6 +1459,7 @@ void Run::resolve_selects(const detail::Completion& done) {
 // --- Updates ---
 
 void Run::on_update(std::string name, detail::UpdateValidator validator) {
+  refuse_outside_code("on_update");
   update_validators_[std::move(name)] = std::move(validator);
 }
 
@@ -1438,7 +1517,7 @@ void Run::deliver_update(const std::string& name, const std::string& update_id, 
 }
 
 bool Run::next_update(std::string_view name, detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "next_update");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "next_update", name, completion, recorded)) {
     case Replay::settled:
@@ -1473,7 +1552,7 @@ bool Run::next_update(std::string_view name, detail::Completion& completion) {
 
 bool Run::reply_update(std::string_view name, std::string_view update_id, bool succeeded, boost::json::value value,
                        detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "reply");
   const RecordedCommand* recorded = nullptr;
   switch (replay(position, "reply", name, completion, recorded)) {
     case Replay::settled:
@@ -1545,7 +1624,7 @@ void Run::fail_callers(const Outcome& why) {
 // --- Awakeables ---
 
 bool Run::awakeable(std::string_view name, detail::Completion& completion) {
-  auto position = begin_command(completion);
+  auto position = begin_command(completion, "awakeable");
   if (auto known = awakeables_.find(position); known != awakeables_.end()) {
     completion.token = format_token(AwakeableToken{id_, position, known->second.secret});
   }
@@ -1609,7 +1688,7 @@ void Run::complete_awakeable(std::uint32_t position, const std::string& secret, 
   }
   if (!waiting_at(position)) {
     reply(make_error_code(errc::not_found),
-          fmt::format("awakeable '{}' of run '{}' no longer waits (the run was cancelled)", state.name, id_));
+          fmt::format("awakeable '{}' of run '{}' no longer waits (the run was cancelled, or is ending)", state.name, id_));
     return;
   }
   state.completed = true;

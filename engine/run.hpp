@@ -277,7 +277,9 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   void complete(detail::Completion& completion);
   void resume(std::coroutine_handle<> handle);
   void on_code_returned();
-  bool waiting_at(std::uint32_t position) const { return pending_.count(position) > 0; }
+  // Whether the command at `position` is still awaited: never once the run
+  // ends (nothing of it is journaled after its last record).
+  bool waiting_at(std::uint32_t position) const { return !ending_ && pending_.count(position) > 0; }
 
   // now() and random(): the recorded value, or a new one from produce().
   bool record_value(std::string_view name, const std::function<boost::json::value()>& produce,
@@ -286,7 +288,11 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
                            const boost::json::value& input);
   // Begins a command: gives it the next position. end_command says whether
   // it completed within its own call.
-  std::uint32_t begin_command(detail::Completion& completion);
+  std::uint32_t begin_command(detail::Completion& completion, const char* call);
+  // Throws when Ctx is called from anywhere but the workflow's code: a
+  // step's function (step_running_), or a coroutine step resumed later or
+  // another thread (the code is not running). `call` names the Ctx call.
+  void refuse_outside_code(const char* call) const;
   bool end_command();
 
   Shard& shard_;
@@ -362,6 +368,11 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   };
   std::map<std::uint32_t, AwakeableState> awakeables_;  // by position
   bool in_query_ = false;  // a query handler runs: it may not start commands
+  bool code_running_ = false;  // the workflow's code runs (Run::resume)
+  bool code_returned_ = false;  // ... returned, and the run waits for the steps it started and left (on_code_returned)
+  std::string step_running_;   // the step whose function runs now (its call, or a coroutine step's first part)
+  // Ctx::patched's answer per patch id, decided at its first call.
+  std::unordered_map<std::string, bool> patches_;
 
   bool stopped_ = false;
   bool ending_ = false;

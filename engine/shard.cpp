@@ -50,10 +50,11 @@ std::string storage_message(const std::string& id, std::error_code error) {
 }  // namespace
 
 namespace {
-thread_local bool t_on_shard_thread = false;
+thread_local const Shard* t_shard = nullptr;  // the shard whose thread this is
 }  // namespace
 
-bool Shard::on_shard_thread() noexcept { return t_on_shard_thread; }
+bool Shard::on_shard_thread() noexcept { return t_shard != nullptr; }
+bool Shard::on_own_thread() const noexcept { return t_shard == this; }
 
 Shard::Shard(EngineCore& core, ShardId id, JournalSink& sink, std::size_t queue_max)
     : core_(core), id_(id), sink_(sink), queue_max_(queue_max) {}
@@ -92,7 +93,7 @@ void Shard::stop() {
 }
 
 void Shard::loop() {
-  t_on_shard_thread = true;
+  t_shard = this;
   std::vector<Message> batch;
   while (true) {
     {
@@ -1045,9 +1046,15 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
       finished = true;
     }
   }
-  if (found == runs_.end() || found->second->ending()) {
-    reply(make_error_code(errc::not_found),
-          fmt::format("signal '{}': no run '{}' is running{}", signal, id, finished ? " (it has finished)" : ""));
+  // A stuck run takes signals (Temporal's rule too): its code waits for a
+  // fix, and a signal refused now would be missing when it goes on. Only
+  // a run that ended, or whose end is being recorded, refuses them.
+  bool stuck = found != runs_.end() && !found->second->stuck_error().empty() && !found->second->end_recorded;
+  if (found == runs_.end() || (found->second->ending() && !stuck)) {
+    const char* why = found != runs_.end() && !found->second->finished() ? " (it is ending)"
+                      : finished                                          ? " (it has finished)"
+                                                                          : "";
+    reply(make_error_code(errc::not_found), fmt::format("signal '{}': no run '{}' is running{}", signal, id, why));
     return;
   }
   auto run = found->second;
@@ -1493,16 +1500,20 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
     reply(make_error_code(errc::storage), fmt::format("reset: run '{}''s run_started record is damaged", id));
     return;
   }
+  // Every run option stays as the run was started with (docs/engine.md,
+  // "Reset"): its input, parent and deadline -- the same instant, so a
+  // reset is no way around a deadline.
+  std::optional<TimePoint> deadline;
+  if (started.number != 0) deadline = from_ms(static_cast<std::int64_t>(started.number));
   auto run = std::make_shared<Run>(*this, id, generation, started.name, *version, std::move(started_parts->input), now,
-                                   std::nullopt);
+                                   deadline);
   run->parent = started.parent;
-  JournalRecord record = started;
+  JournalRecord record = started;  // keeps the deadline (number) and what a continued start carries
   record.run_id = id;
   record.generation = generation;
   record.detail = std::to_string(*version);
   record.time_ms = to_ms(now);
   record.at_ms = to_ms(now);  // the new generation's start, not the old one's
-  record.number = 0;
   auto lsn = append_external(*run, record);
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
@@ -1552,6 +1563,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   after_run_durable(*run, [reply](std::error_code error) {
     reply(error, error ? "the reset is not durable: " + error.message() : "");
   });
+  arm_deadline(run);
   start_code(*run);
 }
 

@@ -93,6 +93,8 @@ class Shard {
   // Whether the calling thread is a shard's (a workflow's code, a plain
   // step): a blocking Engine call there would wait on a shard, maybe its own.
   static bool on_shard_thread() noexcept;
+  // Whether the calling thread is this shard's.
+  bool on_own_thread() const noexcept;
 
   // --- Shard thread ---
   ShardId id() const { return id_; }

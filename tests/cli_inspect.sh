@@ -68,7 +68,7 @@ import json, sys
 d = json.load(sys.stdin)
 assert d["found"] and d["journal"]["where"] == "parked", d
 kinds = [r["kind"] for r in d["journal"]["records"]]
-assert kinds[:2] == ["run_started", "step_completed"], kinds
+assert kinds[:3] == ["run_started", "step_started", "step_completed"], kinds
 assert "wait_started" in kinds, kinds
 for r in d["journal"]["records"]:
     for key in ("source", "lsn", "kind", "generation", "position", "name", "detail", "number", "time_ms", "at_ms",

@@ -85,12 +85,13 @@ TEST_CASE_TEMPLATE("continue_as_new starts the next generation with the new inpu
   // The journal is the last generation's alone: it starts with the
   // continued run_started, which carries the input.
   auto records = records_of(*engine, "l-1");
-  REQUIRE(records.size() == 3);  // run_started, step_completed, run_completed
+  REQUIRE(records.size() == 4);  // run_started, step_started, step_completed, run_completed
   CHECK(records[0].at("kind") == "run_started");
   CHECK(records[0].at("generation") == 3);
   CHECK(records[0].at("flag") == true);
   CHECK(records[0].at("value").at("input") == 3);
-  CHECK(records[2].at("kind") == "run_completed");
+  CHECK(records[1].at("kind") == "step_started");
+  CHECK(records[3].at("kind") == "run_completed");
 }
 
 TEST_CASE_TEMPLATE("signals and updates the old generation had not taken pass to the next; a taken one fails", M,

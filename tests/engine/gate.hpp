@@ -4,6 +4,8 @@
 
 #include <coroutine>
 #include <mutex>
+#include <optional>
+#include <stop_token>
 #include <utility>
 
 namespace fusee::testing {
@@ -19,6 +21,11 @@ class Gate {
     void await_resume() {}
   };
   Awaiter wait() { return Awaiter{this}; }
+  // Whether a coroutine is suspended on it now.
+  bool has_waiter() {
+    std::lock_guard lock(mu_);
+    return static_cast<bool>(waiter_);
+  }
   // Resumes the waiting coroutine on the calling thread.
   void open() {
     std::coroutine_handle<> waiter;
@@ -45,6 +52,22 @@ class Gate {
   std::mutex mu_;
   bool open_ = false;
   std::coroutine_handle<> waiter_;
+};
+
+// co_await UntilStopped{step.stop_token()}: a coroutine step's outside
+// call that never answers; it ends when the engine asks the step to stop
+// (its run stops: a shutdown, a cancel), on the thread that asks, so no
+// frame is left behind.
+struct UntilStopped {
+  struct Resume {
+    std::coroutine_handle<> waiter;
+    void operator()() const { waiter.resume(); }
+  };
+  std::stop_token stop;
+  std::optional<std::stop_callback<Resume>> callback;
+  bool await_ready() const noexcept { return stop.stop_requested(); }
+  void await_suspend(std::coroutine_handle<> waiter) { callback.emplace(stop, Resume{waiter}); }
+  void await_resume() const noexcept {}
 };
 
 }  // namespace fusee::testing

@@ -205,7 +205,7 @@ struct FutureHolderOf final : FutureHolder<T> {
 // leaves it behind (a child run goes on as a run of its own). Copies share
 // the one command. Not thread-safe: the run's coroutine only.
 template <typename T>
-class Future {
+class [[nodiscard]] Future {
  public:
   explicit Future(std::shared_ptr<detail::FutureHolder<T>> holder) : holder_(std::move(holder)) {}
   bool done() const { return holder_->completion().done; }
@@ -277,6 +277,18 @@ inline constexpr bool kGccMiscompilesTemporaryValue =
     FUSEE_REFUSE_BRACED_TEMPORARIES && !std::is_lvalue_reference_v<T> && std::is_aggregate_v<std::remove_cvref_t<T>> &&
     !std::is_trivially_destructible_v<std::remove_cvref_t<T>>;
 
+// Whether values of T travel as JSON (Boost.JSON's value_from and
+// value_to both apply). Asserted where a type enters the journal, so the
+// compiler names the call instead of Boost's "No suitable tag_invoke
+// overload" deep inside it.
+template <typename T>
+inline constexpr bool kJsonConvertible =
+    std::is_void_v<T> || (boost::json::has_value_from<T>::value && boost::json::has_value_to<T>::value);
+#define FUSEE_NEEDS_JSON(what)                                                                                   \
+  "fusee: " what " must convert to and from JSON: give the type tag_invoke overloads for Boost.JSON "          \
+  "(value_from_tag and value_to_tag, in the type's namespace) or describe it with BOOST_DESCRIBE_STRUCT; see " \
+  "docs/tutorial.md, \"Your own types\""
+
 template <typename F>
 auto call_step(F& fn, StepContext& step) {
   if constexpr (std::is_invocable_v<F&, StepContext&>) {
@@ -312,25 +324,36 @@ T from_json(const boost::json::value& value) {
   }
 }
 
+// The frame holds the step's function (shared, so a move-only one works)
+// for as long as the attempt runs.
 template <typename F>
-Task<boost::json::value> run_coroutine_step(F fn, StepContext& step) {
+Task<boost::json::value> run_coroutine_step(std::shared_ptr<F> fn, StepContext& step) {
   using Value = typename TaskValue<StepResultOf<F>>::type;
   if constexpr (std::is_void_v<Value>) {
-    co_await call_step(fn, step);
+    co_await call_step(*fn, step);
     co_return boost::json::value{};
   } else {
-    co_return to_json(co_await call_step(fn, step));
+    co_return to_json(co_await call_step(*fn, step));
   }
 }
 
 }  // namespace detail
 
 template <typename T>
-class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
+class [[nodiscard]] StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
  public:
   StepAwaitable(detail::RunPort& port, std::string name, detail::StepBody body)
       : detail::CommandAwaitable<StepAwaitable<T>>(port), name_(std::move(name)), body_(std::move(body)) {}
-  StepAwaitable&& retry(RetryPolicy policy) && {
+  // Throws Error(invalid_argument) for an attempt_timeout on a plain step,
+  // which could not interrupt it.
+  [[nodiscard]] StepAwaitable&& retry(RetryPolicy policy) && {
+    if (policy.attempt_timeout.count() > 0 && body_.plain) {
+      throw Error(errc::invalid_argument,
+                  "step '" + name_ +
+                      "': RetryPolicy::attempt_timeout needs a coroutine step (one that returns a Task and watches "
+                      "StepContext::stop_token()); a plain step's function cannot be interrupted. Make the step a "
+                      "coroutine, or bound the whole step with RetryPolicy::deadline");
+    }
     policy_ = std::move(policy);
     return std::move(*this);
   }
@@ -338,7 +361,7 @@ class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
   // it waits for one first, which is not an attempt (nothing is journaled
   // for the wait; the engine's metrics count it). A limit not set on the
   // engine yet grants nothing until it is (Config::warn says so).
-  StepAwaitable&& limit(std::string name) && {
+  [[nodiscard]] StepAwaitable&& limit(std::string name) && {
     body_.limit = std::move(name);
     return std::move(*this);
   }
@@ -356,7 +379,7 @@ class StepAwaitable : public detail::CommandAwaitable<StepAwaitable<T>> {
   RetryPolicy policy_;
 };
 
-class SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
+class [[nodiscard]] SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
  public:
   SleepAwaitable(detail::RunPort& port, std::string name, std::chrono::milliseconds duration)
       : CommandAwaitable(port), name_(std::move(name)), duration_(duration) {}
@@ -373,7 +396,7 @@ class SleepAwaitable : public detail::CommandAwaitable<SleepAwaitable> {
   std::optional<TimePoint> due_;
 };
 
-class CloseRunAwaitable : public detail::CommandAwaitable<CloseRunAwaitable> {
+class [[nodiscard]] CloseRunAwaitable : public detail::CommandAwaitable<CloseRunAwaitable> {
  public:
   CloseRunAwaitable(detail::RunPort& port, std::string id, std::string reason, bool terminate)
       : CommandAwaitable(port), id_(std::move(id)), reason_(std::move(reason)), terminate_(terminate) {}
@@ -389,7 +412,7 @@ class CloseRunAwaitable : public detail::CommandAwaitable<CloseRunAwaitable> {
 // co_await ctx.wait_for(signal) gives the next value sent to this run under
 // the signal's name; with .timeout(d), nothing if none came within d.
 template <typename T>
-class WaitAwaitable : public detail::CommandAwaitable<WaitAwaitable<T>> {
+class [[nodiscard]] WaitAwaitable : public detail::CommandAwaitable<WaitAwaitable<T>> {
  public:
   WaitAwaitable(detail::RunPort& port, std::string name)
       : detail::CommandAwaitable<WaitAwaitable<T>>(port), name_(std::move(name)) {}
@@ -421,7 +444,7 @@ class WaitAwaitable : public detail::CommandAwaitable<WaitAwaitable<T>> {
 
 // A journaled value (now, random): recorded the first time, replayed after.
 template <typename T>
-class ValueAwaitable : public detail::CommandAwaitable<ValueAwaitable<T>> {
+class [[nodiscard]] ValueAwaitable : public detail::CommandAwaitable<ValueAwaitable<T>> {
  public:
   using Start = bool (detail::RunPort::*)(detail::Completion&);
   ValueAwaitable(detail::RunPort& port, Start start) : detail::CommandAwaitable<ValueAwaitable<T>>(port), start_(start) {}
@@ -441,7 +464,7 @@ class ValueAwaitable : public detail::CommandAwaitable<ValueAwaitable<T>> {
 
 // A stream command: a chunk (write) or the end (close). Never waits for the
 // disk: readers get the chunk once it is durable.
-class StreamAwaitable : public detail::CommandAwaitable<StreamAwaitable> {
+class [[nodiscard]] StreamAwaitable : public detail::CommandAwaitable<StreamAwaitable> {
  public:
   StreamAwaitable(detail::RunPort& port, std::string name, std::optional<boost::json::value> chunk)
       : CommandAwaitable(port), name_(std::move(name)), chunk_(std::move(chunk)) {}
@@ -481,7 +504,7 @@ class Stream {
 // errc::failed naming the child. .on_parent_close() says what becomes of
 // the child if the parent ends or is cancelled first (ParentClose).
 template <typename Out>
-class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
+class [[nodiscard]] ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
  public:
   ChildAwaitable(detail::RunPort& port, std::string workflow, std::string id, boost::json::value input)
       : detail::CommandAwaitable<ChildAwaitable<Out>>(port),
@@ -510,7 +533,7 @@ class ChildAwaitable : public detail::CommandAwaitable<ChildAwaitable<Out>> {
 // Ctx::any: which of several started commands completed first (its index).
 // A command of its own: the journal records the winner, so a replay gives the
 // same one.
-class AnyAwaitable : public detail::CommandAwaitable<AnyAwaitable> {
+class [[nodiscard]] AnyAwaitable : public detail::CommandAwaitable<AnyAwaitable> {
  public:
   AnyAwaitable(detail::RunPort& port, std::vector<detail::Completion*> candidates)
       : CommandAwaitable(port), candidates_(std::move(candidates)) {}
@@ -535,7 +558,7 @@ struct UpdateRequest {
 };
 
 template <typename Arg, typename Out>
-class NextUpdateAwaitable : public detail::CommandAwaitable<NextUpdateAwaitable<Arg, Out>> {
+class [[nodiscard]] NextUpdateAwaitable : public detail::CommandAwaitable<NextUpdateAwaitable<Arg, Out>> {
  public:
   NextUpdateAwaitable(detail::RunPort& port, std::string name)
       : detail::CommandAwaitable<NextUpdateAwaitable<Arg, Out>>(port), name_(std::move(name)) {}
@@ -559,7 +582,7 @@ class NextUpdateAwaitable : public detail::CommandAwaitable<NextUpdateAwaitable<
   std::string name_;
 };
 
-class ReplyAwaitable : public detail::CommandAwaitable<ReplyAwaitable> {
+class [[nodiscard]] ReplyAwaitable : public detail::CommandAwaitable<ReplyAwaitable> {
  public:
   ReplyAwaitable(detail::RunPort& port, std::string name, std::string update_id, bool succeeded,
                  boost::json::value value)
@@ -582,7 +605,7 @@ class ReplyAwaitable : public detail::CommandAwaitable<ReplyAwaitable> {
 
 // Ctx::awakeable's command: completes with what is sent with the token.
 template <typename T>
-class AwakeableAwaitable : public detail::CommandAwaitable<AwakeableAwaitable<T>> {
+class [[nodiscard]] AwakeableAwaitable : public detail::CommandAwaitable<AwakeableAwaitable<T>> {
  public:
   AwakeableAwaitable(detail::RunPort& port, std::string name)
       : detail::CommandAwaitable<AwakeableAwaitable<T>>(port), name_(std::move(name)) {}
@@ -611,7 +634,7 @@ class AwakeableAwaitable : public detail::CommandAwaitable<AwakeableAwaitable<T>
 // Ctx::awakeable's answer: the token to hand to whoever completes it, and
 // the Future of what they send.
 template <typename T>
-struct Awakeable {
+struct [[nodiscard]] Awakeable {
   std::string token;
   Future<T> future;
 };
@@ -709,23 +732,24 @@ class Ctx {
                   "destructor (a std::string, say): GCC destroys that temporary twice and corrupts the heap. "
                   "Name it first -- auto charge = [price] { ... }; co_await ctx.step(\"charge\", charge); -- "
                   "or build with clang++ 14 or later. See docs/compilers.md.");
-    Fn fn(std::forward<F>(fn_given));
+    static_assert(std::is_invocable_v<Fn&, StepContext&> || std::is_invocable_v<Fn&>,
+                  "fusee: a step's function takes a StepContext& or nothing");
+    // Shared, so a move-only function (one that owns a std::unique_ptr, say)
+    // works: std::function needs a copyable one.
+    auto fn = std::make_shared<Fn>(std::forward<F>(fn_given));
     using Result = detail::StepResultOf<Fn>;
     using Value = typename detail::TaskValue<Result>::type;
+    static_assert(detail::kJsonConvertible<Value>, FUSEE_NEEDS_JSON("a step's result type"));
     detail::StepBody body;
     if constexpr (detail::IsTask<Result>::value) {
-      body.coroutine = [fn = std::move(fn)](StepContext& step) mutable {
-        return detail::run_coroutine_step(fn, step);
-      };
+      body.coroutine = [fn](StepContext& step) { return detail::run_coroutine_step(fn, step); };
     } else if constexpr (std::is_void_v<Value>) {
-      body.plain = [fn = std::move(fn)](StepContext& step) mutable {
-        detail::call_step(fn, step);
+      body.plain = [fn](StepContext& step) {
+        detail::call_step(*fn, step);
         return boost::json::value{};
       };
     } else {
-      body.plain = [fn = std::move(fn)](StepContext& step) mutable {
-        return detail::to_json(detail::call_step(fn, step));
-      };
+      body.plain = [fn](StepContext& step) { return detail::to_json(detail::call_step(*fn, step)); };
     }
     return StepAwaitable<Value>(*port_, std::move(name), std::move(body));
   }
@@ -758,6 +782,7 @@ class Ctx {
 
   template <typename T>
   WaitAwaitable<T> wait_for(const Signal<T>& signal) {
+    static_assert(detail::kJsonConvertible<T>, FUSEE_NEEDS_JSON("a signal's value type"));
     return WaitAwaitable<T>(*port_, signal.name);
   }
 
@@ -766,6 +791,8 @@ class Ctx {
   template <typename In, typename Out, typename Input>
   ChildAwaitable<Out> child(const WorkflowRef<In, Out>& ref, std::string id, Input&& input) {
     static_assert(!detail::kGccMiscompilesTemporaryValue<Input>, FUSEE_NAME_IT_FIRST("a child's input"));
+    static_assert(detail::kJsonConvertible<In>, FUSEE_NEEDS_JSON("a workflow's input type"));
+    static_assert(detail::kJsonConvertible<Out>, FUSEE_NEEDS_JSON("a workflow's result type"));
     const In& converted = input;
     return ChildAwaitable<Out>(*port_, ref.name, std::move(id), detail::to_json(converted));
   }
@@ -840,18 +867,24 @@ class Ctx {
   // query that tries fails with errc::invalid_argument). Registered again
   // on replay, so a parked or reopened run answers too.
   template <typename Arg = void, typename F>
-  void on_query(std::string name, F fn) {
-    port_->on_query(std::move(name), [fn = std::move(fn)](const boost::json::value& arg) mutable -> boost::json::value {
+  void on_query(std::string name, F fn_given) {
+    static_assert(detail::kJsonConvertible<Arg>, FUSEE_NEEDS_JSON("a query's argument type"));
+    auto fn = std::make_shared<F>(std::move(fn_given));  // a move-only handler works too
+    port_->on_query(std::move(name), [fn](const boost::json::value& arg) -> boost::json::value {
       if constexpr (std::is_void_v<Arg>) {
         (void)arg;
-        return detail::to_json(fn());
+        using Answer = std::decay_t<decltype((*fn)())>;
+        static_assert(detail::kJsonConvertible<Answer>, FUSEE_NEEDS_JSON("a query's answer type"));
+        return detail::to_json((*fn)());
       } else {
         auto converted = boost::json::try_value_to<Arg>(arg);
         if (!converted) {
           throw Error(errc::invalid_argument, "the query's argument " + boost::json::serialize(arg) +
                                                   " does not fit its type: " + converted.error().message());
         }
-        return detail::to_json(fn(std::move(*converted)));
+        using Answer = std::decay_t<decltype((*fn)(std::move(*converted)))>;
+        static_assert(detail::kJsonConvertible<Answer>, FUSEE_NEEDS_JSON("a query's answer type"));
+        return detail::to_json((*fn)(std::move(*converted)));
       }
     });
   }
@@ -870,14 +903,17 @@ class Ctx {
     on_update(ref, [](const Arg&) { return std::string(); });
   }
   template <typename Arg, typename Out, typename F>
-  void on_update(const Update<Arg, Out>& ref, F validator) {
-    port_->on_update(ref.name, [validator = std::move(validator)](const boost::json::value& arg) mutable {
+  void on_update(const Update<Arg, Out>& ref, F validator_given) {
+    static_assert(detail::kJsonConvertible<Arg>, FUSEE_NEEDS_JSON("an update's argument type"));
+    static_assert(detail::kJsonConvertible<Out>, FUSEE_NEEDS_JSON("an update's answer type"));
+    auto validator = std::make_shared<F>(std::move(validator_given));  // a move-only validator works too
+    port_->on_update(ref.name, [validator](const boost::json::value& arg) {
       auto converted = boost::json::try_value_to<Arg>(arg);
       if (!converted) {
         throw Error(errc::invalid_argument, "the argument " + boost::json::serialize(arg) +
                                                 " does not fit its type: " + converted.error().message());
       }
-      return std::string(validator(*converted));
+      return std::string((*validator)(*converted));
     });
   }
   // The next accepted update of `ref` (in the order they were accepted): a
@@ -917,6 +953,7 @@ class Ctx {
   // checks, and completes the awakeable once.
   template <typename T>
   Awakeable<T> awakeable(std::string name) {
+    static_assert(detail::kJsonConvertible<T>, FUSEE_NEEDS_JSON("an awakeable's value type"));
     Future<T> future = AwakeableAwaitable<T>(*port_, std::move(name)).start();
     return Awakeable<T>{future.completion().token, std::move(future)};
   }
