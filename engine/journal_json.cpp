@@ -122,8 +122,9 @@ std::string journal_json(const std::vector<JournalRecord>& records) {
       command.entry["input"] = record.value;
     }
     // When it began and ended, where the records say (version 2 on): a
-    // step's first record comes at its first attempt's end, so it began
-    // that attempt's running time before.
+    // step's first record is its step_started (took_us 0), or, in a journal
+    // written before that record existed, its first attempt's end -- then
+    // it began that attempt's running time before.
     if (record.at_ms > 0) {
       if (!command.entry.contains("began_at_ms")) {
         command.entry["began_at_ms"] = record.at_ms - static_cast<std::int64_t>(record.took_us / 1000);

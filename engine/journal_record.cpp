@@ -226,7 +226,9 @@ boost::json::value started_value(const StartedValue& started, bool continued) {
   for (const auto& update : started.updates) {
     updates.push_back(boost::json::object{{"name", update.name}, {"id", update.id}, {"arg", update.arg}});
   }
-  return boost::json::object{{"input", started.input}, {"signals", std::move(signals)}, {"updates", std::move(updates)}};
+  boost::json::object value{{"input", started.input}, {"signals", std::move(signals)}, {"updates", std::move(updates)}};
+  if (!started.remembered.is_null()) value["remembered"] = started.remembered;
+  return value;
 }
 
 Result<StartedValue> read_started(const JournalRecord& record) {
@@ -240,6 +242,7 @@ Result<StartedValue> read_started(const JournalRecord& record) {
   const auto* object = record.value.if_object();
   if (object == nullptr || !object->contains("input")) return corrupt;
   started.input = object->at("input");
+  if (const auto* remembered = object->if_contains("remembered")) started.remembered = *remembered;
   auto text = [](const boost::json::object& entry, const char* key, std::string& out) {
     const auto* found = entry.if_contains(key);
     if (found == nullptr || !found->is_string()) return false;

@@ -106,6 +106,9 @@ struct StartedValue {
   boost::json::value input;
   std::vector<CarriedSignal> signals;
   std::vector<CarriedUpdate> updates;
+  // The ids the earlier generations were sent, a window of them
+  // (engine/remembered.hpp's JSON; null: none, as before it was written).
+  boost::json::value remembered;
 };
 // A run_started record's value from its parts (continued: the carrying
 // object; else the input alone), and back. read_started fails (corrupt)

@@ -144,6 +144,18 @@ FinishedRun Run::summary() const {
   run.finished_ms = finished_at_ ? to_ms(*finished_at_) : 0;
   for (const auto& [signal_id, lsn] : signal_ids) run.signal_ids.push_back(signal_id);
   std::sort(run.signal_ids.begin(), run.signal_ids.end());
+  for (const auto& [position, awakeable] : awakeables_) {
+    if (!awakeable.completed) continue;
+    auto answer = answer_json(awakeable.outcome.status == RunStatus::completed, awakeable.outcome.value,
+                              errc_name(awakeable.outcome.code), awakeable.outcome.message);
+    answer["name"] = awakeable.name;  // a failure's message names it
+    run.awakeable_answers[awakeable.secret] = std::move(answer);
+  }
+  for (const auto& [secret, earlier] : earlier_awakeables_) {
+    auto answer = earlier.answer;
+    answer["name"] = earlier.name;
+    run.awakeable_answers[secret] = std::move(answer);
+  }
   for (const auto& [update_id, update] : updates) {
     if (update.answered && update.answer.status == RunStatus::completed) {
       run.update_answers[update_id] = boost::json::object{{"ok", true}, {"value", update.answer.value}};
@@ -239,7 +251,7 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
       auto started = read_started(record);
       if (!started) return started.error();
       for (auto& signal : started->signals) {
-        if (!signal.id.empty()) signal_ids[signal.id] = lsn;
+        if (!signal.id.empty()) signal_ids[signal.id] = SignalSeen{lsn, record.at_ms};
         mailbox_[signal.name].emplace_back(signal.id, std::move(signal.value));
       }
       for (auto& update : started->updates) {
@@ -247,11 +259,24 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
         update_mailbox_[update.name].emplace_back(update.id, std::move(update.arg));
       }
       parent = record.parent;
+      if (!started->remembered.is_null()) {
+        auto earlier = Remembered::from_json(started->remembered);
+        if (!earlier) return earlier.error();
+        remember(*earlier, lsn);
+      }
       break;
     }
+    case RecordKind::run_reset:
+      // What the replaced generation was sent past the cut (Shard::handle_reset).
+      if (const auto* object = record.value.if_object(); object != nullptr && object->contains("remembered")) {
+        auto earlier = Remembered::from_json(object->at("remembered"));
+        if (!earlier) return earlier.error();
+        remember(*earlier, lsn);
+      }
+      break;
     case RecordKind::signal_received:
       mailbox_[record.name].emplace_back(record.detail, record.value);
-      if (!record.detail.empty()) signal_ids[record.detail] = lsn;
+      if (!record.detail.empty()) signal_ids[record.detail] = SignalSeen{lsn, record.at_ms};
       break;
     case RecordKind::wait_completed:
       if (record.flag) {
@@ -274,6 +299,8 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
       update.name = record.name;
       update.answered = true;
       update.durable = true;
+      update.earlier = false;
+      update.answered_ms = record.at_ms;
       update.answer = answer_of(record.flag, record.value, "update", record.name);
       break;
     }
@@ -284,6 +311,7 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
       auto& awakeable = awakeables_[record.position];
       awakeable.completed = true;
       awakeable.durable = true;
+      awakeable.completed_ms = record.at_ms;
       awakeable.outcome = answer_of(record.flag, record.value, "awakeable", record.name);
       break;
     }
@@ -1036,6 +1064,78 @@ StartedValue Run::carried_messages() const {
   return carried;
 }
 
+Remembered Run::remembered(std::int64_t now_ms) const {
+  Remembered window;
+  for (const auto& [signal_id, seen] : signal_ids) window.signals.push_back(Remembered::Signal{signal_id, seen.at_ms});
+  std::unordered_set<std::string> waiting;  // accepted, not taken: carried as updates, not remembered
+  for (const auto& [name, queue] : update_mailbox_) {
+    for (const auto& [update_id, arg] : queue) waiting.insert(update_id);
+  }
+  for (const auto& [update_id, update] : updates) {
+    if (waiting.contains(update_id)) continue;
+    // Taken and not answered: it fails for its caller as the generation
+    // ends, and a repeat gets that failure.
+    auto answer = update.answered ? update.answer : unanswered_update(update_id, update.name);
+    window.updates.push_back(Remembered::Answer{
+        update_id, update.name,
+        answer_json(answer.status == RunStatus::completed, answer.value, errc_name(answer.code), answer.message),
+        update.answered ? update.answered_ms : now_ms});
+  }
+  for (const auto& [position, awakeable] : awakeables_) {
+    if (!awakeable.completed) continue;
+    const auto& outcome = awakeable.outcome;
+    window.awakeables.push_back(Remembered::Answer{
+        awakeable.secret, awakeable.name,
+        answer_json(outcome.status == RunStatus::completed, outcome.value, errc_name(outcome.code), outcome.message),
+        awakeable.completed_ms});
+  }
+  for (const auto& [secret, answer] : earlier_awakeables_) window.awakeables.push_back(answer);
+  window.bound(now_ms);
+  return window;
+}
+
+void Run::remember(const Remembered& earlier, wal::Lsn lsn) {
+  for (const auto& signal : earlier.signals) signal_ids.try_emplace(signal.id, SignalSeen{lsn, signal.at_ms});
+  for (const auto& answer : earlier.updates) {
+    auto& update = updates[answer.key];
+    if (update.answered && !update.earlier) continue;  // this generation's own answer stands
+    update.name = answer.name;
+    update.answered = true;
+    update.durable = true;
+    update.earlier = true;
+    update.answered_ms = answer.at_ms;
+    const auto& fields = answer.answer;
+    if (fields.at("ok").as_bool()) {
+      update.answer = Outcome{RunStatus::completed, fields.contains("value") ? fields.at("value") : nullptr,
+                              errc::failed, {}};
+    } else {
+      auto text = [&](const char* key) {
+        const auto* found = fields.if_contains(key);
+        return found != nullptr && found->is_string() ? std::string(found->get_string()) : std::string();
+      };
+      update.answer = Outcome{RunStatus::failed, {}, errc_from_name(text("code")), text("message")};
+    }
+    // Answered already: the new code does not take it again.
+    auto& queue = update_mailbox_[answer.name];
+    std::erase_if(queue, [&](const auto& entry) { return entry.first == answer.key; });
+  }
+  for (const auto& answer : earlier.awakeables) earlier_awakeables_.insert_or_assign(answer.key, answer);
+}
+
+std::optional<Remembered::Answer> Run::earlier_awakeable(const std::string& secret) const {
+  for (const auto& [position, awakeable] : awakeables_) {
+    if (!awakeable.completed || !same_secret(awakeable.secret, secret)) continue;
+    const auto& outcome = awakeable.outcome;
+    return Remembered::Answer{awakeable.secret, awakeable.name,
+                              answer_json(outcome.status == RunStatus::completed, outcome.value,
+                                          errc_name(outcome.code), outcome.message),
+                              awakeable.completed_ms};
+  }
+  auto found = earlier_awakeables_.find(secret);
+  if (found == earlier_awakeables_.end()) return std::nullopt;
+  return found->second;
+}
+
 std::unordered_map<std::string, Run::UpdateState> Run::take_carried_updates() {
   std::unordered_map<std::string, UpdateState> carried;
   for (const auto& [name, queue] : update_mailbox_) {
@@ -1570,6 +1670,18 @@ bool Run::reply_update(std::string_view name, std::string_view update_id, bool s
       break;
   }
   auto found = updates.find(std::string(update_id));
+  if (found != updates.end() && found->second.earlier) {
+    // Answered in the generation a reset replaced: the code that took it
+    // again answers again (journaled, so a replay agrees), and callers keep
+    // the answer they were given then.
+    auto record = make_record(RecordKind::update_answered, position, name);
+    record.detail = std::string(update_id);
+    record.flag = succeeded;
+    record.value = std::move(value);
+    append(std::move(record));
+    complete(completion);
+    return end_command();
+  }
   if (found == updates.end() || found->second.answered) {
     // Nothing recorded: a replay reaches the same refusal.
     completion.error = std::make_exception_ptr(
@@ -1582,6 +1694,7 @@ bool Run::reply_update(std::string_view name, std::string_view update_id, bool s
   }
   auto& update = found->second;
   update.answered = true;
+  update.answered_ms = to_ms(shard_.now());
   update.answer = answer_of(succeeded, value, "update", update.name);
   auto record = make_record(RecordKind::update_answered, position, name);
   record.detail = std::string(update_id);
@@ -1661,10 +1774,35 @@ bool Run::awakeable(std::string_view name, detail::Completion& completion) {
   return end_command();
 }
 
+void answer_awakeable_repeat(const Remembered::Answer& first, bool succeeded, const boost::json::value& value,
+                             const std::function<void(std::error_code, std::string)>& reply) {
+  auto outcome = answer_of(succeeded, value, "awakeable", first.name);
+  const auto* ok = first.answer.if_contains("ok");
+  const auto* first_value = first.answer.if_contains("value");
+  const auto* first_message = first.answer.if_contains("message");
+  bool same = ok != nullptr && ok->is_bool() && ok->get_bool() == succeeded &&
+              (succeeded ? first_value != nullptr && *first_value == outcome.value
+                         : first_message != nullptr && first_message->is_string() &&
+                               first_message->get_string() == outcome.message);
+  if (same) {
+    reply({}, {});  // a repeat of the completion: acknowledged, nothing recorded again
+    return;
+  }
+  reply(make_error_code(errc::already_exists),
+        fmt::format("awakeable '{}' was already completed, with another {}", first.name,
+                    first.answer.at("ok").as_bool() ? "value" : "failure"));
+}
+
 void Run::complete_awakeable(std::uint32_t position, const std::string& secret, bool succeeded,
                              boost::json::value value, std::function<void(std::error_code, std::string)> reply) {
   auto found = awakeables_.find(position);
   if (found == awakeables_.end() || !same_secret(found->second.secret, secret)) {
+    // An earlier generation's (continue-as-new, reset), completed then: a
+    // repeat is answered as the first was.
+    if (auto earlier = earlier_awakeable(secret)) {
+      answer_awakeable_repeat(*earlier, succeeded, value, reply);
+      return;
+    }
     // The same answer for a wrong secret as for no awakeable: a guess learns nothing.
     reply(make_error_code(errc::not_found), fmt::format("run '{}' has no awakeable with this token", id_));
     return;
@@ -1692,6 +1830,7 @@ void Run::complete_awakeable(std::uint32_t position, const std::string& secret, 
     return;
   }
   state.completed = true;
+  state.completed_ms = to_ms(shard_.now());
   state.outcome = outcome;
   state.waiters.push_back(std::move(reply));
   auto record = make_record(RecordKind::awakeable_completed, position, state.name);

@@ -22,6 +22,7 @@
 
 #include "engine/journal_record.hpp"
 #include "engine/outcome.hpp"
+#include "engine/remembered.hpp"
 #include "engine/run_store.hpp"
 #include "engine/stream_feed.hpp"
 #include "fusee/ctx.hpp"
@@ -130,6 +131,10 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     std::string name;
     bool answered = false;  // update_answered appended
     bool durable = false;   // ... and durable: callers may see it
+    // Answered in an earlier generation (Remembered): a repeat gets that
+    // answer; this generation's code may still answer it (a reset's replay).
+    bool earlier = false;
+    std::int64_t answered_ms = 0;
     Outcome answer;
     std::vector<std::function<void(const Outcome&)>> waiters;  // callers, until durable
   };
@@ -142,6 +147,17 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // The caller waits of the carried updates (accepted, not taken), by id,
   // for the next generation to answer.
   std::unordered_map<std::string, UpdateState> take_carried_updates();
+  // The ids this generation and the earlier ones were sent, and their
+  // answers, as the window the next generation carries (continue-as-new).
+  Remembered remembered(std::int64_t now_ms) const;
+  // Takes what an earlier generation remembered, carried by the record at
+  // `lsn`: repeats of those ids are answered as before, and an update it
+  // answered is taken out of the mailbox (a reset keeps its acceptance).
+  void remember(const Remembered& earlier, wal::Lsn lsn);
+  // A repeat of an awakeable's completion (by its token's secret) after
+  // the awakeable's generation, or the run, ended: its first answer, if the
+  // run remembers it.
+  std::optional<Remembered::Answer> earlier_awakeable(const std::string& secret) const;
   // What the caller of an update the run ended without answering gets.
   Outcome unanswered_update(const std::string& update_id, const std::string& name) const;
   // Ends every caller's wait this run will never answer: update callers
@@ -240,7 +256,11 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Every record of the run so far, in journal order, when the shard keeps
   // journals of finished runs (Config::keep_finished_journals).
   std::vector<JournalRecord> history;
-  std::unordered_map<std::string, wal::Lsn> signal_ids;  // dedup: id -> LSN of its record
+  struct SignalSeen {
+    wal::Lsn lsn = 0;  // of its record (or of the record that carried the id into this generation)
+    std::int64_t at_ms = 0;
+  };
+  std::unordered_map<std::string, SignalSeen> signal_ids;  // dedup: id -> where and when it came
   std::unordered_set<std::string> cancel_ids;            // dedup: ids of cancel requests recorded
   std::map<std::string, StreamState> streams;
   std::vector<std::function<void(const Outcome&)>> result_waiters;  // internal (children)
@@ -363,10 +383,12 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
     std::string secret;
     bool completed = false;  // awakeable_completed appended
     bool durable = false;
+    std::int64_t completed_ms = 0;
     Outcome outcome;
     std::vector<std::function<void(std::error_code, std::string)>> waiters;  // completers, until durable
   };
   std::map<std::uint32_t, AwakeableState> awakeables_;  // by position
+  std::unordered_map<std::string, Remembered::Answer> earlier_awakeables_;  // earlier generations', by secret
   bool in_query_ = false;  // a query handler runs: it may not start commands
   bool code_running_ = false;  // the workflow's code runs (Run::resume)
   bool code_returned_ = false;  // ... returned, and the run waits for the steps it started and left (on_code_returned)
@@ -382,5 +404,10 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::string stuck_error_;
   std::optional<boost::json::value> continued_input_;
 };
+
+// Answers a repeat of an awakeable's completion that a run remembers
+// (`first`): the same outcome is acknowledged, another is already_exists.
+void answer_awakeable_repeat(const Remembered::Answer& first, bool succeeded, const boost::json::value& value,
+                             const std::function<void(std::error_code, std::string)>& reply);
 
 }  // namespace fusee::engine

@@ -115,6 +115,7 @@ std::string encode_finished_run(const FinishedRun& run) {
   for (const auto& id : run.signal_ids) signal_ids.push_back(boost::json::string(id));
   object["signal_ids"] = std::move(signal_ids);
   if (!run.update_answers.empty()) object["update_answers"] = run.update_answers;
+  if (!run.awakeable_answers.empty()) object["awakeable_answers"] = run.awakeable_answers;
   return boost::json::serialize(object);
 }
 
@@ -140,6 +141,7 @@ std::optional<FinishedRun> decode_finished_run(std::string_view text) {
       run.signal_ids = boost::json::value_to<std::vector<std::string>>(*ids);
     }
     if (const auto* answers = object.if_contains("update_answers")) run.update_answers = answers->as_object();
+    if (const auto* answers = object.if_contains("awakeable_answers")) run.awakeable_answers = answers->as_object();
     return run;
   } catch (const std::exception&) {
     return std::nullopt;

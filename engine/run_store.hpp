@@ -43,6 +43,10 @@ struct FinishedRun {
   // "value": ...} or {"ok": false, "code": errc name, "message": ...}}, so a
   // repeat gets the same answer after the run ended.
   boost::json::object update_answers;
+  // Awakeables completed, by the token's secret, in the same form: a
+  // repeated completion is acknowledged (or already_exists) after the run
+  // ended, as an update's repeat is.
+  boost::json::object awakeable_answers;
 
   friend bool operator==(const FinishedRun&, const FinishedRun&) = default;
 };

@@ -816,6 +816,9 @@ void Shard::start_continued(const std::shared_ptr<Run>& old) {
   auto carried = old->carried_messages();
   auto version = core_.newest_version(old->workflow()).value_or(old->version());
   auto now = core_.now();
+  // The ids the run was sent, a window of them, go with it: a client that
+  // sends again what it has no acknowledgement of is answered as before.
+  if (auto remembered = old->remembered(to_ms(now)); !remembered.empty()) carried.remembered = remembered.to_json();
   auto run = std::make_shared<Run>(*this, old->id(), old->generation() + 1, old->workflow(), version, carried.input,
                                    now, old->deadline());
   JournalRecord record;
@@ -1026,7 +1029,7 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
     // A repeat of a delivered signal is acknowledged even after the run ended.
     auto& seen_ids = found->second->signal_ids;
     if (auto seen = seen_ids.find(signal_id); seen != seen_ids.end()) {
-      after_durable(seen->second, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
+      after_durable(seen->second.lsn, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
       return;
     }
   }
@@ -1074,7 +1077,7 @@ void Shard::handle_signal(const std::string& id, const std::string& signal, boos
     reply(lsn.error(), refused_append_message(lsn.error(), fmt::format("signal '{}'", signal), id));
     return;
   }
-  if (!signal_id.empty()) run->signal_ids[signal_id] = *lsn;
+  if (!signal_id.empty()) run->signal_ids[signal_id] = Run::SignalSeen{*lsn, to_ms(core_.now())};
   after_durable(*lsn, [reply](std::error_code error) { reply(error, error ? error.message() : ""); });
   run->deliver_signal(signal, signal_id, std::move(value));
 }
@@ -1539,12 +1542,20 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   reset_record.detail = reason;
   reset_record.number = started.generation;
   reset_record.time_ms = to_ms(now);
+  // Updates answered and awakeables completed past the cut keep their
+  // answers for repeats (the new code does not take those updates again),
+  // with the window the old generation carried.
+  auto remembered = remembered_of_records(old, cut);
+  remembered.bound(to_ms(now));
   reset_record.value = boost::json::object{{"position", cut}, {"dropped", dropped}};
+  if (!remembered.empty()) reset_record.value.as_object()["remembered"] = remembered.to_json();
   if (encode_record(reset_record).size() > wal::kRecordBytesMax / 2) {
     // Too much to journal again: the count says what went.
     reset_record.value = boost::json::object{{"position", cut}, {"dropped_count", dropped.size()}};
+    if (!remembered.empty()) reset_record.value.as_object()["remembered"] = remembered.to_json();
   }
   append(*run, reset_record, {});
+  (void)run->load(reset_record, run->last_lsn);  // takes what it remembers, as a replay will
   if (existing) {
     if (!existing->finished()) {
       // The old generation stops here; whoever waited for the id's result
@@ -1740,10 +1751,35 @@ void Shard::handle_awakeable(const std::string& token_text, bool succeeded, boos
     return;
   }
   if (!run || run->finished() || run->ending()) {
+    // A repeat of a completion after the run ended: answered as the first.
+    if (run) {
+      if (auto first = run->earlier_awakeable(token->secret)) {
+        answer_awakeable_repeat(*first, succeeded, value, reply);
+        return;
+      }
+      if (!run->finished() && !run->stuck_error().empty() && !run->end_recorded) {
+        // Stuck: its code does not run to take it (docs/engine.md, "Stuck runs").
+        reply(make_error_code(errc::nondeterminism), run->stuck_error());
+        return;
+      }
+    }
     bool finished = run != nullptr;
     if (!run) {
       auto stored = stored_run(token->run_id);
       finished = stored && *stored;
+      if (finished) {
+        for (const auto& [secret, answer] : (*stored)->awakeable_answers) {
+          if (!same_secret(std::string(secret), token->secret) || !answer.is_object()) continue;
+          const auto* name = answer.as_object().if_contains("name");
+          answer_awakeable_repeat(Remembered::Answer{std::string(secret),
+                                                     name != nullptr && name->is_string()
+                                                         ? std::string(name->get_string())
+                                                         : std::string(),
+                                                     answer.as_object(), 0},
+                                  succeeded, value, reply);
+          return;
+        }
+      }
     }
     reply(make_error_code(errc::not_found),
           finished ? fmt::format("run '{}' has finished: its awakeables can no longer be completed", token->run_id)

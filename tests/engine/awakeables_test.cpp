@@ -91,9 +91,22 @@ TEST_CASE_TEMPLATE("an awakeable completes once with the value sent with its tok
     CHECK(record.at("detail") == "(secret)");
   }
   CHECK(created == 1);
-  // Late: the run has ended.
-  message = error_message(errc::not_found, [&] { engine->complete_awakeable(token, 41); });
+  // Late, the run has ended: a repeat is acknowledged as an update's is,
+  // another value refused, and a token never completed is not found.
+  engine->complete_awakeable(token, 41);
+  message = error_message(errc::already_exists, [&] { engine->complete_awakeable(token, 40); });
+  CHECK(contains(message, "already completed, with another value"));
+  message = error_message(errc::not_found, [&] { engine->complete_awakeable(wrong, 41); });
   CHECK(contains(message, "run 'pay-1' has finished: its awakeables can no longer be completed"));
+  if (M::mode != Mode::memory) {
+    // From the run store too, once the finished run has left memory.
+    engine->checkpoint();
+    engine->shutdown();
+    engine = harness.open();
+    register_payment(*engine);
+    engine->complete_awakeable(token, 41);
+    error_message(errc::already_exists, [&] { engine->complete_awakeable(token, 40); });
+  }
 }
 
 TEST_CASE_TEMPLATE("an awakeable's failure reaches the code; a repeat is acknowledged, another completion refused", M,

@@ -347,3 +347,206 @@ TEST_CASE_TEMPLATE("a started step nobody awaits runs to its end, once, before t
   CHECK(kinds[kinds.size() - 2] == "step_completed");
 }
 }
+
+namespace {
+
+const WorkflowRef<int, int> kCounter{"counter"};
+const Signal<int> kAdd{"add"};
+const Update<int, int> kInc{"inc"};
+const WorkflowRef<int, int> kRounds{"rounds"};
+
+// Counts what it is sent, continuing as new after each signal or update: 0
+// ends it. An update answers the new count.
+void register_counter(Engine& engine) {
+  engine.register_workflow(kCounter, [](Ctx& ctx, int count) -> Task<int> {
+    ctx.on_update(kInc);
+    auto signal = ctx.wait_for(kAdd).start();
+    auto update = ctx.next_update(kInc).start();
+    std::size_t first = co_await ctx.any(signal, update);
+    int by = 0;
+    if (first == 0) {
+      by = (co_await signal).value_or(0);
+    } else {
+      auto request = co_await update;
+      by = request.arg;
+      co_await ctx.reply(request, count + by);
+    }
+    if (by == 0) co_return count;
+    ctx.continue_as_new(count + by);
+  });
+}
+
+// An awakeable per generation, published as a query; three generations.
+void register_rounds(Engine& engine) {
+  engine.register_workflow(kRounds, [](Ctx& ctx, int round) -> Task<int> {
+    auto paid = ctx.awakeable<int>("paid");
+    ctx.on_query("token", [token = paid.token] { return token; });
+    int value = co_await paid.future;
+    if (round == 2) co_return value;
+    ctx.continue_as_new(round + 1);
+  });
+}
+
+int generation_of(Engine& engine, const std::string& id) { return static_cast<int>(engine.get_run(id)->generation); }
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("signal and update ids, and awakeable completions, are remembered across continue-as-new", M,
+                   InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_counter(*engine);
+  register_rounds(*engine);
+  (void)engine->start(kCounter, "c-1", 0);
+  engine->signal("c-1", kAdd, 5, "add-1");
+  REQUIRE(eventually([&] { return generation_of(*engine, "c-1") == 2; }));
+  // A client that lost the acknowledgement sends again: acknowledged, not counted.
+  engine->signal("c-1", kAdd, 5, "add-1");
+  CHECK(engine->update("c-1", kInc, 10, "inc-1") == 15);
+  REQUIRE(eventually([&] { return generation_of(*engine, "c-1") == 3; }));
+  CHECK(engine->update("c-1", kInc, 10, "inc-1") == 15);  // the same answer, not applied again
+  engine->signal("c-1", kAdd, 5, "add-1");
+  if (M::mode != Mode::memory) {
+    engine->shutdown();
+    engine = harness.open();
+    register_counter(*engine);
+    register_rounds(*engine);
+    engine->signal("c-1", kAdd, 5, "add-1");
+    CHECK(engine->update("c-1", kInc, 10, "inc-1") == 15);
+  }
+  CHECK(generation_of(*engine, "c-1") == 3);
+  engine->signal("c-1", kAdd, 0, "end");
+  CHECK(result_of(engine, kCounter, "c-1") == 15);
+  // After the run ended, from what the last generation remembered.
+  engine->signal("c-1", kAdd, 5, "add-1");
+  CHECK(engine->update("c-1", kInc, 10, "inc-1") == 15);
+
+  (void)engine->start(kRounds, "r-1", 0);
+  auto first = engine->query<std::string>("r-1", "token");
+  engine->complete_awakeable(first, 7);
+  REQUIRE(eventually([&] { return generation_of(*engine, "r-1") == 2; }));
+  engine->complete_awakeable(first, 7);  // a repeat: acknowledged
+  auto message = error_message(errc::already_exists, [&] { engine->complete_awakeable(first, 8); });
+  CHECK(contains(message, "already completed"));
+  auto second = engine->query<std::string>("r-1", "token");
+  CHECK(second != first);
+  engine->complete_awakeable(second, 1);
+  REQUIRE(eventually([&] { return generation_of(*engine, "r-1") == 3; }));
+  engine->complete_awakeable(engine->query<std::string>("r-1", "token"), 42);
+  CHECK(result_of(engine, kRounds, "r-1") == 42);
+  engine->complete_awakeable(first, 7);  // two generations on, the run ended
+  engine->complete_awakeable(second, 1);
+}
+}
+
+namespace {
+
+const WorkflowRef<int, int> kShop{"shop"};
+const Update<int, int> kBuy{"buy"};
+
+// Takes one update, prices it with a step that counts its calls, answers,
+// then waits for "go".
+void register_shop(Engine& engine, CallCounter& priced) {
+  engine.register_workflow(kShop, [&priced](Ctx& ctx, int) -> Task<int> {
+    ctx.on_update(kBuy);
+    auto a = [] { return 1; };
+    (void)co_await ctx.step("a", a);
+    auto request = co_await ctx.next_update(kBuy);
+    auto price = [&priced, arg = request.arg] { return arg * 1000 + priced.add(); };
+    int answer = co_await ctx.step("price", price);
+    co_await ctx.reply(request, answer);
+    auto go = co_await ctx.wait_for(kGo);
+    co_return answer + go.value_or(0);
+  });
+}
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("after reset a repeated update id gets its first answer, and nothing runs again", M, InMemory,
+                   OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  CallCounter priced;
+  auto engine = harness.open();
+  register_shop(*engine, priced);
+  (void)engine->start(kShop, "s-1", 0);
+  CHECK(engine->update("s-1", kBuy, 66, "buy-1") == 66001);
+  // Reset to before the update was taken: it was answered past the cut.
+  engine->reset("s-1", ResetPoint::after("a"), "again");
+  CHECK(engine->update("s-1", kBuy, 66, "buy-1") == 66001);  // not 66002
+  CHECK(priced.count() == 1);
+  // The new generation takes the next update, not the answered one again.
+  CHECK(engine->update("s-1", kBuy, 67, "buy-2") == 67002);
+  engine->signal("s-1", kGo, 0);
+  CHECK(result_of(engine, kShop, "s-1") == 67002);
+  CHECK(engine->update("s-1", kBuy, 66, "buy-1") == 66001);
+  // Reset again to after the price: buy-2 was taken before the cut and
+  // answered past it. The new code takes it again (its record is kept) and
+  // answers again; its caller keeps the first answer. The wait takes the
+  // "go" the dropped wait had taken (every signal is kept).
+  engine->reset("s-1", ResetPoint::after("price"), "once more");
+  CHECK(result_of(engine, kShop, "s-1") == 67002);
+  CHECK(engine->update("s-1", kBuy, 67, "buy-2") == 67002);
+  CHECK(engine->update("s-1", kBuy, 66, "buy-1") == 66001);
+  CHECK(priced.count() == 2);
+  if (M::mode != Mode::memory) {
+    engine->checkpoint();
+    engine->shutdown();
+    engine = harness.open();
+    register_shop(*engine, priced);
+    CHECK(engine->update("s-1", kBuy, 66, "buy-1") == 66001);
+    CHECK(engine->update("s-1", kBuy, 67, "buy-2") == 67002);
+    CHECK(priced.count() == 2);
+  }
+}
+
+TEST_CASE_TEMPLATE("reset keeps the run's deadline", M, InMemory, OnDisk, Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_waits(*engine, "a");
+  StartOptions options;
+  options.deadline = std::chrono::seconds(3);
+  (void)engine->start(kWaits, "d-1", 1, options);
+  engine->reset("d-1", ResetPoint::after("a"), "again");
+  auto result = result_in_background(engine, kWaits, "d-1");
+  advance_until_ready(harness.clock(), std::chrono::seconds(1), result);
+  auto message = error_message(errc::timed_out, [&] { (void)result.get(); });
+  CHECK(contains(message, "passed its deadline"));
+  CHECK(engine->get_run("d-1")->generation == 2);
+  if (M::mode != Mode::memory) {
+    engine->shutdown();
+    engine = harness.open();
+    register_waits(*engine, "a");
+    CHECK(engine->get_run("d-1")->status == RunStatus::failed);
+  }
+}
+}
+
+namespace {
+
+const WorkflowRef<int, std::string> kTimed{"timed"};
+
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("an attempt timeout on a plain step is refused where it is written, naming the step", M, InMemory) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  engine->register_workflow(kTimed, [](Ctx& ctx, int) -> Task<std::string> {
+    auto plain = [] { return 1; };
+    RetryPolicy policy;
+    policy.attempts = 3;
+    policy.attempt_timeout = std::chrono::seconds(1);
+    try {
+      (void)co_await ctx.step("blocking", plain).retry(policy);
+    } catch (const Error& error) {
+      co_return std::string(errc_name(error.error())) + ": " + error.what();
+    }
+    co_return "ignored";
+  });
+  (void)engine->start(kTimed, "t-1", 0);
+  auto message = result_of(engine, kTimed, "t-1");
+  CHECK(contains(message, "invalid_argument: step 'blocking': RetryPolicy::attempt_timeout needs a coroutine step"));
+}
+}

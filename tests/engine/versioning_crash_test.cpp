@@ -143,7 +143,7 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
     engine->checkpoint();
     journal = engine->journal_json("b-1");
     // A reset was needed unless the lost first start let b-1 start on version 2.
-    if (generation_of(*engine, "b-1") == 2) CHECK(journal.find("\"run_reset\"") != std::string::npos);
+    if (generation_of(*engine, "b-1") == 2) CHECK_MESSAGE(journal.find("\"run_reset\"") != std::string::npos, journal);
     engine->shutdown();
   }
   // Stable: the next open finds the same results and journal, running nothing.

@@ -277,6 +277,34 @@ inline constexpr bool kGccMiscompilesTemporaryValue =
     FUSEE_REFUSE_BRACED_TEMPORARIES && !std::is_lvalue_reference_v<T> && std::is_aggregate_v<std::remove_cvref_t<T>> &&
     !std::is_trivially_destructible_v<std::remove_cvref_t<T>>;
 
+}  // namespace detail
+
+// Hands a step function that cannot be copied to Ctx::step, which moves
+// from it at once: co_await ctx.step("charge", fusee::moved(charge)). A
+// pointer, trivially copyable, so GCC's rule (fusee/compiler.hpp) lets it
+// be written inside co_await.
+template <typename F>
+struct Moved {
+  F* target;
+};
+template <typename F>
+Moved<F> moved(F& fn) {
+  return Moved<F>{&fn};
+}
+
+namespace detail {
+
+template <typename F>
+struct MovedTarget {
+  using type = F;
+  static constexpr bool moved = false;
+};
+template <typename F>
+struct MovedTarget<Moved<F>> {
+  using type = F;
+  static constexpr bool moved = true;
+};
+
 // Whether values of T travel as JSON (Boost.JSON's value_from and
 // value_to both apply). Asserted where a type enters the journal, so the
 // compiler names the call instead of Boost's "No suitable tag_invoke
@@ -724,19 +752,33 @@ class Ctx {
   //
   // With GCC, fn written inside the co_await must not own anything with a
   // destructor (fusee/compiler.hpp): name such a function first.
+  //
+  // A function that cannot be copied (it owns a std::unique_ptr, say) is
+  // handed over with fusee::moved(fn) -- any compiler -- or std::move(fn)
+  // (clang; GCC's rule above refuses every rvalue).
   template <typename F>
   auto step(std::string name, F&& fn_given) {
-    using Fn = std::decay_t<F>;
+    using Fn = typename detail::MovedTarget<std::decay_t<F>>::type;
     static_assert(!detail::kGccMiscompilesTemporaryFunction<F>,
                   "fusee: with GCC, a step function written inside co_await must not capture anything with a "
                   "destructor (a std::string, say): GCC destroys that temporary twice and corrupts the heap. "
                   "Name it first -- auto charge = [price] { ... }; co_await ctx.step(\"charge\", charge); -- "
-                  "or build with clang++ 14 or later. See docs/compilers.md.");
+                  "or build with clang++ 14 or later (a function that cannot be copied: hand it over with "
+                  "fusee::moved(charge)). See docs/compilers.md.");
     static_assert(std::is_invocable_v<Fn&, StepContext&> || std::is_invocable_v<Fn&>,
                   "fusee: a step's function takes a StepContext& or nothing");
-    // Shared, so a move-only function (one that owns a std::unique_ptr, say)
-    // works: std::function needs a copyable one.
-    auto fn = std::make_shared<Fn>(std::forward<F>(fn_given));
+    static_assert(detail::MovedTarget<std::decay_t<F>>::moved || !std::is_lvalue_reference_v<F> ||
+                      std::is_copy_constructible_v<Fn>,
+                  "fusee: this step function cannot be copied (it owns something move-only, a std::unique_ptr "
+                  "say): hand it over with co_await ctx.step(name, fusee::moved(fn)), which moves from fn");
+    // Shared, so a move-only function works: std::function needs a
+    // copyable one.
+    std::shared_ptr<Fn> fn;
+    if constexpr (detail::MovedTarget<std::decay_t<F>>::moved) {
+      fn = std::make_shared<Fn>(std::move(*fn_given.target));
+    } else {
+      fn = std::make_shared<Fn>(std::forward<F>(fn_given));
+    }
     using Result = detail::StepResultOf<Fn>;
     using Value = typename detail::TaskValue<Result>::type;
     static_assert(detail::kJsonConvertible<Value>, FUSEE_NEEDS_JSON("a step's result type"));
