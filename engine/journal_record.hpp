@@ -62,6 +62,11 @@ const char* command_name(RecordKind kind);
 // Whether records of this kind belong to a command position of the run.
 bool is_positional(RecordKind kind);
 
+// run_started's position (unused otherwise, as it is not positional) when
+// a reset wrote it: its generation exists once its run_reset is read too
+// (a crash may keep the first records of a reset and not the last).
+inline constexpr std::uint32_t kResetStartMarker = 1;
+
 // Every record carries every field (zero or empty when unused), so the
 // encoding has one shape.
 struct JournalRecord {

@@ -107,6 +107,29 @@ class Assembler {
     auto record = decode_record(bytes);
     if (!record) return fail(fmt::format("shard {} record {} ({}) is not a journal record", shard_, lsn,
                                          source == RecordSource::log ? "log" : "run store"));
+    // A reset's records count once its run_reset is there too, as
+    // Shard::load holds them: a crash may have kept only the first ones.
+    auto held = held_resets_.find(record->run_id);
+    if (record->kind == RecordKind::run_started && record->position == kResetStartMarker) {
+      auto& records = held_resets_[record->run_id];
+      records.clear();
+      records.push_back(Held{lsn, {bytes.begin(), bytes.end()}, source, record->generation});
+      return ok();
+    }
+    if (held != held_resets_.end() && record->generation == held->second.front().generation) {
+      held->second.push_back(Held{lsn, {bytes.begin(), bytes.end()}, source, record->generation});
+      if (record->kind != RecordKind::run_reset) return ok();
+      auto records = std::move(held->second);
+      held_resets_.erase(held);
+      for (const auto& item : records) FUSEE_TRY_VOID(load_whole(item.lsn, item.bytes, item.source));
+      return ok();
+    }
+    return load_whole(lsn, bytes, source);
+  }
+
+  Result<void> load_whole(wal::Lsn lsn, std::span<const std::byte> bytes, RecordSource source) {
+    auto record = decode_record(bytes);
+    if (!record) return fail(fmt::format("shard {} record {} is not a journal record", shard_, lsn));
     if (source == RecordSource::log && offline_.store && lsn <= floor_) {
       // Below the checkpoint the log holds only the records of runs the
       // store did not hold yet.
@@ -214,6 +237,14 @@ class Assembler {
   std::map<std::string, OfflineRun> runs_;
   std::map<std::string, bool> held_;
   std::map<std::string, bool> from_store_;  // runs loaded from the store's journals
+  // A reset's records, by run id, until its run_reset (load).
+  struct Held {
+    wal::Lsn lsn = 0;
+    std::vector<std::byte> bytes;
+    RecordSource source = RecordSource::log;
+    std::uint32_t generation = 0;
+  };
+  std::map<std::string, std::vector<Held>> held_resets_;
 };
 
 }  // namespace

@@ -349,6 +349,29 @@ Result<bool> Shard::store_holds(const JournalRecord& record) {
 
 Result<void> Shard::load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
                          std::optional<JournalPlace> stored, Lsn covered) {
+  auto held = held_resets_.find(record.run_id);
+  if (record.kind == RecordKind::run_started && record.position == kResetStartMarker) {
+    // A reset's start: held until its run_reset (a later reset of the same
+    // generation replaces one a crash cut short).
+    auto& records = held_resets_[record.run_id];
+    records.clear();
+    records.push_back(HeldRecord{record, lsn, {bytes.begin(), bytes.end()}, stored, covered});
+    return ok();
+  }
+  if (held != held_resets_.end() && record.generation == held->second.front().record.generation) {
+    held->second.push_back(HeldRecord{record, lsn, {bytes.begin(), bytes.end()}, stored, covered});
+    if (record.kind != RecordKind::run_reset) return ok();
+    // Whole: the generation is loaded as if it had come in one piece.
+    auto records = std::move(held->second);
+    held_resets_.erase(held);
+    for (const auto& item : records) FUSEE_TRY_VOID(load_record(item.record, item.lsn, item.bytes, item.stored, item.covered));
+    return ok();
+  }
+  return load_record(record, lsn, bytes, stored, covered);
+}
+
+Result<void> Shard::load_record(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
+                                std::optional<JournalPlace> stored, Lsn covered) {
   if (!stored && store_ != nullptr && lsn <= covered) {
     // Below the checkpoint the log holds only what it left out: the records
     // of runs the store did not hold yet.
@@ -675,6 +698,17 @@ Result<std::optional<FinishedRun>> Shard::stored_run(const std::string& id) {
 
 void Shard::finish_loading() {
   held_by_store_.clear();
+  // Resets a crash cut short: the generation they began never was (their
+  // caller had no answer); the older one goes on.
+  for (const auto& [id, records] : std::exchange(held_resets_, {})) {
+    core_.warn_operator(fmt::format("run '{}': a reset to generation {} was cut short by a crash before it was "
+                                    "durable and is dropped; generation {} goes on (reset it again)",
+                                    id, records.front().record.generation, records.front().record.generation - 1));
+  }
+  // A reset's records were loaded once whole, after later ones of other
+  // runs: back in log order, which taking a checkpoint relies on.
+  std::stable_sort(since_checkpoint_.begin(), since_checkpoint_.end(),
+                   [](const SinceCheckpoint& a, const SinceCheckpoint& b) { return a.lsn < b.lsn; });
   durable_ = sink_.durable_lsn(id_);
   appended_ = durable_;
   for (auto& [id, run] : runs_) arm_deadline(run);
@@ -1517,6 +1551,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   record.detail = std::to_string(*version);
   record.time_ms = to_ms(now);
   record.at_ms = to_ms(now);  // the new generation's start, not the old one's
+  record.position = kResetStartMarker;  // whole once its run_reset is read too (Shard::load)
   auto lsn = append_external(*run, record);
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)

@@ -87,6 +87,12 @@ class Shard {
   // skipped when the run store already holds its run.
   Result<void> load(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
                     std::optional<JournalPlace> stored, Lsn covered = 0);
+  // A reset's generation is several records (run_started marked
+  // kResetStartMarker, the kept records, run_reset) and a crash may keep a
+  // prefix: load() holds them aside until the run_reset comes, and the
+  // older generation stands if it never does (finish_loading drops them).
+  Result<void> load_record(const JournalRecord& record, Lsn lsn, std::span<const std::byte> bytes,
+                           std::optional<JournalPlace> stored, Lsn covered);
   // After every record is loaded: arms deadlines and timers of loaded runs.
   void finish_loading();
 
@@ -298,6 +304,15 @@ class Shard {
   // checkpoint erases them once the replacing record is durable (at or
   // below it: Run::superseded_by_lsn), for until then a crash keeps them.
   std::vector<std::shared_ptr<Run>> superseded_;
+  // Recovery: a reset's records, by run id, until its run_reset is loaded.
+  struct HeldRecord {
+    JournalRecord record;
+    Lsn lsn = 0;
+    std::vector<std::byte> bytes;
+    std::optional<JournalPlace> stored;
+    Lsn covered = 0;
+  };
+  std::unordered_map<std::string, std::vector<HeldRecord>> held_resets_;
   std::unordered_map<std::string, std::vector<std::function<void()>>> held_for_continue_;  // by run id
   // Child starts waiting for their workflow to be registered, by workflow.
   std::unordered_map<std::string, std::vector<std::function<void()>>> children_awaiting_code_;

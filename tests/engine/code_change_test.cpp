@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/data_dir.hpp"
+#include "engine/journal_record.hpp"
+#include "engine/run_hash.hpp"
 #include "tests/engine/engine_harness.hpp"
 #include "tests/engine/gate.hpp"
 
@@ -548,5 +551,68 @@ TEST_CASE_TEMPLATE("an attempt timeout on a plain step is refused where it is wr
   (void)engine->start(kTimed, "t-1", 0);
   auto message = result_of(engine, kTimed, "t-1");
   CHECK(contains(message, "invalid_argument: step 'blocking': RetryPolicy::attempt_timeout needs a coroutine step"));
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("a reset a crash cut short before its run_reset is dropped at recovery: the older generation goes on") {
+  EngineHarness harness(Mode::local);
+  {
+    auto engine = harness.open();
+    register_waits(*engine, "a");
+    (void)engine->start(kWaits, "w-1", 1);
+    REQUIRE(eventually([&] { return engine->journal_json("w-1").find("wait_started") != std::string::npos; }));
+    engine->shutdown();
+  }
+  {
+    // What a crash can leave of a reset: its start and kept records made
+    // it to the disk, its run_reset did not (a batch ended between them).
+    io::PosixFileSystem fs;
+    wal::LogOptions options;
+    options.direct_io = false;
+    auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
+    const auto shard = engine::shard_of("w-1", dir.shards);
+    auto record = [](engine::RecordKind kind, std::uint32_t position, const std::string& name) {
+      engine::JournalRecord out;
+      out.kind = kind;
+      out.run_id = "w-1";
+      out.generation = 2;
+      out.position = position;
+      out.name = name;
+      out.at_ms = 1;
+      return out;
+    };
+    auto started = record(engine::RecordKind::run_started, engine::kResetStartMarker, "waits");
+    started.detail = "1";
+    started.value = 1;
+    auto step_started = record(engine::RecordKind::step_started, 0, "a");
+    auto step_completed = record(engine::RecordKind::step_completed, 0, "a");
+    step_completed.value = 1;
+    wal::Lsn last = 0;
+    for (const auto& written : {started, step_started, step_completed}) {
+      auto lsn = dir.log->append(shard, engine::encode_record(written));
+      REQUIRE(lsn.has_value());
+      last = *lsn;
+    }
+    REQUIRE(dir.log->wait_durable(shard, last).has_value());
+    REQUIRE(dir.log->close().has_value());
+  }
+  std::vector<std::string> warnings;
+  std::mutex warned;
+  auto config = harness.config();
+  config.warn = [&](const std::string& line) {
+    std::lock_guard lock(warned);
+    warnings.push_back(line);
+  };
+  auto engine = harness.open(config);
+  register_waits(*engine, "a");
+  CHECK(engine->get_run("w-1")->generation == 1);  // not the half-written reset's
+  engine->signal("w-1", kGo, 41);
+  CHECK(result_of(engine, kWaits, "w-1") == 42);
+  engine->shutdown();
+  std::lock_guard lock(warned);
+  bool told = false;
+  for (const auto& line : warnings) told = told || contains(line, "run 'w-1': a reset to generation 2 was cut short");
+  CHECK(told);
 }
 }
