@@ -3,7 +3,8 @@
 # (staged from BUILD_DIR), with g++ and clang++ (tests/compilers/misuse.cpp):
 # correct code with a move-only step function compiles and runs; a command
 # never awaited, a started Future dropped, and a type Boost.JSON cannot
-# convert are each refused with a message that names the mistake.
+# convert are each refused with a message that names the mistake; a step
+# reading a dead local is caught by AddressSanitizer.
 # Usage: misuse_compile.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=$(cd "${1:?usage: misuse_compile.sh SOURCE_DIR BUILD_DIR}" && pwd)
@@ -50,4 +51,17 @@ for compiler in g++ clang++; do
     }
   done
 done
+# A step that captures a dead local by reference: what an AddressSanitizer
+# build of the application's tests catches (docs/tutorial.md's rule).
+read -r -a static_libs <<<"$(pkg-config --static --libs fusee)"
+static_libs=("${static_libs[@]/#-lfusee/-l:libfusee.a}")
+g++ -std=c++20 -g -fsanitize=address "${cflags[@]}" "$top/tests/compilers/dangling.cpp" -o "$scratch/dangling" \
+  "${static_libs[@]}"
+if ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=1 "$scratch/dangling" >"$scratch/dangling.log" 2>&1; then
+  fail "AddressSanitizer did not catch a step reading a dead local"
+fi
+grep -qE "AddressSanitizer: (stack-use-after-return|heap-use-after-free|stack-use-after-scope)" "$scratch/dangling.log" || {
+  cat "$scratch/dangling.log" >&2
+  fail "the dangling step failed without AddressSanitizer's report"
+}
 echo "misuse_compile: ok"
