@@ -87,6 +87,7 @@ class ScheduleLoop {
         // did, reset at the top of the turn (schedules_test flaked).
         const auto& next = plan.at("next_ms");
         next_due_ = next.is_null() ? std::nullopt : std::optional<TimePoint>(time_of(next.to_number<std::int64_t>()));
+        planned_ = true;
         for (const auto& due : plan.at("fire").as_array()) co_await fire(due.to_number<std::int64_t>(), state_.options.overlap, nullptr);
       } else {
         next_due_.reset();  // paused: no timer (and describe says none)
@@ -144,7 +145,15 @@ class ScheduleLoop {
   }
 
  private:
-  Json describe() const { return info_json(state_, state_.options.paused ? std::nullopt : next_due_); }
+  Json describe() const {
+    auto next = next_due_;
+    // Before the first plan -- a describe right after the schedule is made
+    // (POST /v1/schedules answers with one), or after a restart -- the next
+    // due time follows from the state alone. It once said none there
+    // (http_api.sh flaked).
+    if (!planned_ && !next) next = ScheduleTimes(times_spec(state_.spec)).next_after(time_of(state_.last_ms));
+    return info_json(state_, state_.options.paused ? std::nullopt : next);
+  }
 
   void start(std::int64_t due_ms, boost::json::array* runs) {
     auto id = run_id_of(state_.id, time_of(due_ms));
@@ -260,6 +269,7 @@ class ScheduleLoop {
   ScheduleState state_;
   std::optional<Future<Json>> running_;
   std::optional<TimePoint> next_due_;
+  bool planned_ = false;  // a plan step has set next_due_ (describe)
 };
 
 }  // namespace
