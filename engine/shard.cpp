@@ -1467,6 +1467,19 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   std::uint32_t cut = 0;
   if (point.position) {
     cut = *point.position;
+    // Past the journal's end the reset would keep everything and replay
+    // nothing, yet start a generation: refused (issue 36). At the end it
+    // keeps every command and the new code goes on from there.
+    std::uint32_t end = 0;
+    for (const auto& record : old) {
+      if (is_positional(record.kind)) end = std::max(end, record.position + 1);
+    }
+    if (cut > end) {
+      reply(make_error_code(errc::invalid_argument),
+            fmt::format("reset: run '{}' has commands at positions 0 to {}; position {} is past its end", id,
+                        end == 0 ? 0 : end - 1, cut));
+      return;
+    }
   } else if (point.after_step) {
     bool found = false;
     for (const auto& record : old) {

@@ -616,3 +616,21 @@ TEST_CASE("a reset a crash cut short before its run_reset is dropped at recovery
   CHECK(told);
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE_TEMPLATE("reset to a position past the journal's end is refused, and changes nothing", M, InMemory, OnDisk,
+                   Remote) {
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_waits(*engine, "a");
+  (void)engine->start(kWaits, "e-1", 1);  // step a at 0, the wait at 1
+  REQUIRE(eventually([&] { return engine->journal_json("e-1").find("wait_started") != std::string::npos; }));
+  auto message = error_message(errc::invalid_argument, [&] { engine->reset("e-1", ResetPoint::before_position(3), "x"); });
+  CHECK(contains(message, "position 3 is past its end"));
+  CHECK(engine->get_run("e-1")->generation == 1);
+  engine->reset("e-1", ResetPoint::before_position(2), "at the end");  // keeps every command
+  CHECK(engine->get_run("e-1")->generation == 2);
+  engine->signal("e-1", kGo, 41);
+  CHECK(result_of(engine, kWaits, "e-1") == 42);
+}
+}
