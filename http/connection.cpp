@@ -65,9 +65,11 @@ void Connection::on_read(error_code error) {
   for (const auto& field : message) {
     std::string name(field.name_string());
     for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (request.headers.contains(name)) request.repeated_headers.insert(name);
     request.headers[name] = std::string(field.value());
   }
   request.body = std::move(message.body());
+  head_ = request.method == "HEAD";
   request_ = std::move(request);
   version_ = message.version();
   keep_alive_ = message.keep_alive();
@@ -128,6 +130,8 @@ void Connection::write(HttpResponse response) {
   out.body() = std::move(response.body);
   out.keep_alive(keep_alive_);
   out.prepare_payload();
+  // HEAD: the headers GET would send (its Content-Length too), no body.
+  if (std::exchange(head_, false)) out.body().clear();
   beast_http::async_write(socket_, out, [self = shared_from_this()](error_code error, std::size_t) {
     if (error || !self->keep_alive_) return self->close();
     self->read_next();

@@ -123,6 +123,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   HttpRequest request_;
   unsigned version_ = 11;
   bool keep_alive_ = false;
+  bool head_ = false;  // the request being answered is a HEAD: its response has no body
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> response_;
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Upstream> upstream_;

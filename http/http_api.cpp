@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <mutex>
 #include <random>
 
@@ -29,6 +30,24 @@ HttpResponse json_response(unsigned status, const json::value& value) {
   response.status = status;
   response.body = json::serialize(value) + "\n";
   return response;
+}
+
+// "Bearer <token>", the scheme in any case (RFC 9110: it is
+// case-insensitive), compared in time that does not depend on where the
+// bytes differ, so timing tells nothing of the token.
+bool bearer_matches(const std::string& value, const std::string& token) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (value.size() < kScheme.size()) return false;
+  for (std::size_t k = 0; k < kScheme.size(); ++k) {
+    if (std::tolower(static_cast<unsigned char>(value[k])) != kScheme[k]) return false;
+  }
+  std::string_view given(value);
+  given.remove_prefix(kScheme.size());
+  unsigned char differ = given.size() == token.size() ? 0 : 1;
+  for (std::size_t k = 0; k < token.size(); ++k) {
+    differ |= static_cast<unsigned char>(token[k]) ^ static_cast<unsigned char>(k < given.size() ? given[k] : 0);
+  }
+  return differ == 0;
 }
 
 unsigned status_of(errc code) {
@@ -233,7 +252,8 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     if (!decoded) return error(400, "invalid_argument", "the path is not well encoded");
     parts.push_back(*decoded);
   }
-  const auto& method = request.method;
+  // HEAD is GET without the body (the connection drops it).
+  const std::string method = request.method == "HEAD" ? std::string("GET") : request.method;
   auto wrong_method = [&](const char* allowed) {
     auto response = error(405, "method_not_allowed", fmt::format("{} takes {}", path, allowed));
     response.headers["Allow"] = allowed;
@@ -246,8 +266,12 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     return json_response(200, json::object{{"status", "ok"}});
   }
   if (!options_.token.empty()) {
+    if (request.repeated_headers.contains("authorization")) {
+      // Which one counts would depend on the proxy in front: none does.
+      return error(400, "bad_request", "two Authorization headers: send one");
+    }
     auto found = request.headers.find("authorization");
-    if (found == request.headers.end() || found->second != "Bearer " + options_.token) {
+    if (found == request.headers.end() || !bearer_matches(found->second, options_.token)) {
       auto response = error(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)");
       response.headers["WWW-Authenticate"] = "Bearer";
       return response;

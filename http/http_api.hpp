@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query, as sent
   std::map<std::string, std::string> headers;  // names in lower case
+  std::set<std::string> repeated_headers;       // names sent more than once (headers keeps the last)
   std::string body;
 };
 
