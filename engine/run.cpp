@@ -99,6 +99,12 @@ Outcome answer_of(bool succeeded, const boost::json::value& value, const char* w
   return Outcome{RunStatus::failed, {}, errc::failed, fmt::format("{} '{}' failed: {}", what, name, text_of(value))};
 }
 
+// An outcome in the {"ok", ...} form repeats are answered from
+// (Remembered, FinishedRun's answers).
+boost::json::object answer_json_of(const Outcome& outcome) {
+  return answer_json(outcome.status == RunStatus::completed, outcome.value, errc_name(outcome.code), outcome.message);
+}
+
 }  // namespace
 
 errc errc_from_name(const std::string& name) {
@@ -146,8 +152,7 @@ FinishedRun Run::summary() const {
   std::sort(run.signal_ids.begin(), run.signal_ids.end());
   for (const auto& [position, awakeable] : awakeables_) {
     if (!awakeable.completed) continue;
-    auto answer = answer_json(awakeable.outcome.status == RunStatus::completed, awakeable.outcome.value,
-                              errc_name(awakeable.outcome.code), awakeable.outcome.message);
+    auto answer = answer_json_of(awakeable.outcome);
     answer["name"] = awakeable.name;  // a failure's message names it
     run.awakeable_answers[awakeable.secret] = std::move(answer);
   }
@@ -157,13 +162,7 @@ FinishedRun Run::summary() const {
     run.awakeable_answers[secret] = std::move(answer);
   }
   for (const auto& [update_id, update] : updates) {
-    if (update.answered && update.answer.status == RunStatus::completed) {
-      run.update_answers[update_id] = boost::json::object{{"ok", true}, {"value", update.answer.value}};
-    } else {
-      auto answer = update.answered ? update.answer : unanswered_update(update_id, update.name);
-      run.update_answers[update_id] =
-          boost::json::object{{"ok", false}, {"code", errc_name(answer.code)}, {"message", answer.message}};
-    }
+    run.update_answers[update_id] = answer_json_of(update.answered ? update.answer : unanswered_update(update_id, update.name));
   }
   return run;
 }
@@ -1078,7 +1077,7 @@ Remembered Run::remembered(std::int64_t now_ms) const {
     auto answer = update.answered ? update.answer : unanswered_update(update_id, update.name);
     window.updates.push_back(Remembered::Answer{
         update_id, update.name,
-        answer_json(answer.status == RunStatus::completed, answer.value, errc_name(answer.code), answer.message),
+        answer_json_of(answer),
         update.answered ? update.answered_ms : now_ms});
   }
   for (const auto& [position, awakeable] : awakeables_) {
@@ -1086,7 +1085,7 @@ Remembered Run::remembered(std::int64_t now_ms) const {
     const auto& outcome = awakeable.outcome;
     window.awakeables.push_back(Remembered::Answer{
         awakeable.secret, awakeable.name,
-        answer_json(outcome.status == RunStatus::completed, outcome.value, errc_name(outcome.code), outcome.message),
+        answer_json_of(outcome),
         awakeable.completed_ms});
   }
   for (const auto& [secret, answer] : earlier_awakeables_) window.awakeables.push_back(answer);
@@ -1127,8 +1126,7 @@ std::optional<Remembered::Answer> Run::earlier_awakeable(const std::string& secr
     if (!awakeable.completed || !same_secret(awakeable.secret, secret)) continue;
     const auto& outcome = awakeable.outcome;
     return Remembered::Answer{awakeable.secret, awakeable.name,
-                              answer_json(outcome.status == RunStatus::completed, outcome.value,
-                                          errc_name(outcome.code), outcome.message),
+                              answer_json_of(outcome),
                               awakeable.completed_ms};
   }
   auto found = earlier_awakeables_.find(secret);

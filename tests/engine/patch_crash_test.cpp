@@ -10,7 +10,7 @@
 // across another open that runs nothing.
 #include <doctest/doctest.h>
 
-#include <atomic>
+#include <condition_variable>
 #include <fusee/fusee.hpp>
 #include <iostream>
 #include <map>
@@ -39,11 +39,13 @@ constexpr TimePoint kNewTime = kOldTime + std::chrono::hours(2);
 
 struct Life {
   std::mutex mu;
+  std::condition_variable changed;
   std::vector<std::string> charge_keys;
   int fraud = 0;
   void charged(const std::string& key) {
     std::lock_guard lock(mu);
     charge_keys.push_back(key);
+    changed.notify_all();
   }
   void frauded() {
     std::lock_guard lock(mu);
@@ -126,9 +128,13 @@ void crashing_life(FaultFileSystem& fs, Life& life) {
     auto engine = Engine::open(config_at(fs, kOldTime));
     register_old(*engine, life);
     engine->start(kOrder, "o-1", 1);
-    // Until the charge is under way, or the disk is gone.
-    for (int waited_ms = 0; waited_ms < 30'000 && life.charges() == 0 && !fs.crashed(); ++waited_ms) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Until the charge is under way, or the disk is gone (which nothing
+    // announces: looked at again each millisecond the charge has not come).
+    {
+      std::unique_lock lock(life.mu);
+      for (int waited_ms = 0; waited_ms < 30'000 && life.charge_keys.empty() && !fs.crashed(); ++waited_ms) {
+        life.changed.wait_for(lock, std::chrono::milliseconds(1), [&] { return !life.charge_keys.empty(); });
+      }
     }
     engine->shutdown();  // a deploy: the charge's call has not answered
   } catch (const Error& error) {
@@ -155,22 +161,31 @@ void check_after_crash(FaultFileSystem& image, Life& before, const std::string& 
     engine->start(kOrder, "o-1", 1);  // attaches, or starts it on the new code if its start was lost
     engine->signal("o-1", kGo, 100, "go-1");
     // Time goes on until the run ends: its timer fires, wherever it was set.
-    std::atomic<bool> ended{false};
+    std::mutex ticking;
+    std::condition_variable stop_ticking;
+    bool ended = false;
     std::thread ticker([&] {
+      std::unique_lock lock(ticking);
       while (!ended) {
         clock->advance(std::chrono::hours(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        stop_ticking.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended; });
       }
     });
+    auto stop = [&] {
+      {
+        std::lock_guard lock(ticking);
+        ended = true;
+      }
+      stop_ticking.notify_all();
+      ticker.join();
+    };
     try {
       result = engine->result(kOrder, "o-1");
     } catch (...) {
-      ended = true;
-      ticker.join();
+      stop();
       throw;
     }
-    ended = true;
-    ticker.join();
+    stop();
     engine->shutdown();
   }
   std::set<std::string> keys(before.charge_keys.begin(), before.charge_keys.end());
