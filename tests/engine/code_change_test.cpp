@@ -511,6 +511,9 @@ TEST_CASE_TEMPLATE("reset keeps the run's deadline", M, InMemory, OnDisk, Remote
   StartOptions options;
   options.deadline = std::chrono::seconds(3);
   (void)engine->start(kWaits, "d-1", 1, options);
+  // The reset names step "a": it must have completed first (a worker in
+  // Remote mode runs it on its own time).
+  REQUIRE(eventually([&] { return engine->journal_json("d-1").find("wait_started") != std::string::npos; }));
   engine->reset("d-1", ResetPoint::after("a"), "again");
   auto result = result_in_background(engine, kWaits, "d-1");
   advance_until_ready(harness.clock(), std::chrono::seconds(1), result);
