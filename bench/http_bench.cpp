@@ -425,7 +425,7 @@ class HeldCalls {
                            : fmt::format(R"({{"workflow":"{}","id":"{}","input":{}}})", kHeld.name, caller.id, n);
       auto path = updates_ ? fmt::format("/v1/runs/{}/updates/{}", caller.id, kAsk.name) : std::string("/v1/runs/execute");
       caller.bytes = fmt::format(
-          "POST {} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+          "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
           path, body.size(), body);
       start(caller, n, where);
     }

@@ -50,6 +50,10 @@ class JournalSink {
   // Remote mode: tells the server where this engine's HTTP API listens, so
   // the server can pass calls for its shards on (again after a reconnect).
   virtual void announce_http(const std::string&) {}
+  // Remote mode: the token the server's HTTP front wants, which this
+  // engine's HTTP API then takes too (calls the front passes on carry it);
+  // empty when the server has no HTTP front or no token. Thread-safe.
+  virtual std::string front_http_token() const { return {}; }
   // Remote mode: the server asks for a shard's checkpoint (its log wants to
   // retire a segment, or it is stopping). Runs on the sink's reading
   // thread; it must only wake others.

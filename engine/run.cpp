@@ -11,6 +11,7 @@
 #include "engine/awakeable_token.hpp"
 #include "engine/shard.hpp"
 #include "wal/errc.hpp"
+#include "fusee/limits.hpp"
 
 namespace fusee::engine {
 
@@ -1296,6 +1297,12 @@ bool Run::child(std::string_view workflow, std::string_view child_id, boost::jso
     }
     case Replay::none:
       break;
+  }
+  // Refused before anything is journaled, so a replay refuses it the same.
+  if (auto why = run_id_problem(child_id, "child run id")) {
+    completion.error = std::make_exception_ptr(Error(errc::invalid_argument, fmt::format("run '{}': {}", id_, *why)));
+    complete(completion);
+    return end_command();
   }
   auto record = make_record(RecordKind::child_started, position, child_id);
   record.detail = std::string(workflow);

@@ -22,9 +22,29 @@ HttpRoute widen(Routed routed) {
 
 }  // namespace
 
-Connection::Connection(ConnectionHub& hub, net::ip::tcp::socket socket)
-    : hub_(hub), socket_(std::move(socket)), strand_(socket_.get_executor()) {
-  hub_.connections.fetch_add(1);
+std::optional<std::string> ConnectionHub::admit(const std::string& peer) {
+  std::lock_guard lock(peers_mu_);
+  auto held = peers_.contains(peer) ? peers_.at(peer) : 0;
+  auto open = connections.load();
+  if (open >= limits.connections_max) return "too many connections, try again later";
+  if (held >= limits.peer_connections_max) return "too many connections from your address, close some first";
+  if (open + limits.reserve_connections >= limits.connections_max && held >= limits.reserve_peer_connections) {
+    return "too many connections, try again later (the last ones are kept for clients holding few)";
+  }
+  ++peers_[peer];
+  connections.fetch_add(1);
+  return std::nullopt;
+}
+
+void ConnectionHub::release(const std::string& peer) {
+  std::lock_guard lock(peers_mu_);
+  if (auto found = peers_.find(peer); found != peers_.end() && --found->second == 0) peers_.erase(found);
+  connections.fetch_sub(1);
+}
+
+Connection::Connection(ConnectionHub& hub, net::ip::tcp::socket socket, std::string peer)
+    : hub_(hub), socket_(std::move(socket)), strand_(socket_.get_executor()), peer_(std::move(peer)),
+      deadline_(strand_) {
   // An answer goes out in one write, and the client's next request may wait
   // for it: Nagle's algorithm would hold a short answer back for the ACK of
   // the one before it (a delayed ACK: up to 40 ms on Linux).
@@ -34,7 +54,7 @@ Connection::Connection(ConnectionHub& hub, net::ip::tcp::socket socket)
 
 // Runs on a server thread, or on the thread that destroys the io_context at
 // stop: never on an engine's (ServerGate).
-Connection::~Connection() { hub_.connections.fetch_sub(1); }
+Connection::~Connection() { hub_.release(peer_); }
 
 void Connection::start() {
   net::dispatch(strand_, [self = shared_from_this()] { self->read_next(); });
@@ -44,11 +64,45 @@ void Connection::read_next() {
   parser_.emplace();
   parser_->body_limit(hub_.body_bytes_max);
   parser_->header_limit(static_cast<std::uint32_t>(kHeaderBytesMax));
-  beast_http::async_read(socket_, buffer_, *parser_,
-                         [self = shared_from_this()](error_code error, std::size_t) { self->on_read(error); });
+  // A pipelined request is here already.
+  if (buffer_.size() > 0) return read_header();
+  // A new connection gets the header's time from its start; a kept-alive
+  // one may idle, then has the header's time from its first byte.
+  if (!answered_one_) return read_header();
+  arm(hub_.limits.idle_timeout);
+  socket_.async_wait(net::socket_base::wait_read, [self = shared_from_this()](error_code error) {
+    if (error) return self->close();
+    self->read_header();  // the peer's close is readable too: the read sees it
+  });
+}
+
+void Connection::read_header() {
+  arm(hub_.limits.header_timeout);
+  beast_http::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](error_code error, std::size_t) {
+    if (error) return self->on_read(error);
+    if (self->parser_->is_done()) return self->on_read(error);
+    self->arm(self->hub_.limits.body_timeout);
+    beast_http::async_read(self->socket_, self->buffer_, *self->parser_,
+                           [self](error_code error, std::size_t) { self->on_read(error); });
+  });
+}
+
+void Connection::arm(std::chrono::milliseconds timeout) {
+  auto generation = ++deadline_generation_;
+  deadline_.expires_after(timeout);
+  deadline_.async_wait([self = shared_from_this(), generation](error_code error) {
+    if (error || generation != self->deadline_generation_) return;  // disarmed or armed again since
+    self->close();  // what was pending on the socket ends with operation_aborted
+  });
+}
+
+void Connection::disarm() {
+  ++deadline_generation_;
+  deadline_.cancel();
 }
 
 void Connection::on_read(error_code error) {
+  disarm();
   if (error == beast_http::error::end_of_stream || error == net::error::operation_aborted) return close();
   if (error == beast_http::error::body_limit) {
     return refuse(HttpApi::error(413, "too_large", fmt::format("the body is larger than {} bytes", hub_.body_bytes_max)));
@@ -83,6 +137,7 @@ void Connection::refuse(HttpResponse response) {
 }
 
 void Connection::route() {
+  if (auto refused = refuse_unsafe(request_, hub_.hosts)) return write(std::move(*refused));
   if (hub_.api == nullptr) return answer(hub_.router(request_));
   if (HttpApi::waits(request_)) {
     hub_.api->route_async(request_, HttpApi::Later{strand_, hub_.gate, [self = shared_from_this()](Routed routed) {
@@ -132,14 +187,18 @@ void Connection::write(HttpResponse response) {
   out.prepare_payload();
   // HEAD: the headers GET would send (its Content-Length too), no body.
   if (std::exchange(head_, false)) out.body().clear();
+  arm(hub_.limits.write_timeout);
   beast_http::async_write(socket_, out, [self = shared_from_this()](error_code error, std::size_t) {
+    self->disarm();
     if (error || !self->keep_alive_) return self->close();
+    self->answered_one_ = true;
     self->read_next();
   });
 }
 
 void Connection::close() {
   error_code ignored;
+  disarm();
   if (stream_) stream_->poll.cancel();
   if (upstream_) upstream_->socket.close(ignored);
   socket_.shutdown(net::ip::tcp::socket::shutdown_send, ignored);

@@ -33,12 +33,15 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "http/http_api.hpp"
 #include "http/http_limits.hpp"
 #include "http/http_server.hpp"
+#include "http/request_guard.hpp"
 #include "http/server_gate.hpp"
 
 namespace fusee::http {
@@ -51,13 +54,27 @@ struct ConnectionHub {
   boost::asio::thread_pool* blocking = nullptr;  // with api: the routes that block
   std::shared_ptr<ServerGate> gate = std::make_shared<ServerGate>();
   std::size_t body_bytes_max = 0;
-  std::atomic<std::size_t> connections{0};  // open now, against kConnectionsMax
+  ServerLimits limits;
+  HostPolicy hosts;
+  std::atomic<std::size_t> connections{0};  // open now, against limits.connections_max
+
+  // Takes a slot for a connection from `peer` (its address), or says why
+  // not: the server is full, the peer holds its share, or only the reserve
+  // is left and the peer holds more than a few. Thread-safe.
+  std::optional<std::string> admit(const std::string& peer);
+  // The slot back (the connection's end).
+  void release(const std::string& peer);
+
+ private:
+  std::mutex peers_mu_;
+  std::unordered_map<std::string, std::size_t> peers_;  // connections open, by peer address
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // socket: accepted, with a strand of its own as its executor.
-  Connection(ConnectionHub& hub, boost::asio::ip::tcp::socket socket);
+  // socket: accepted, with a strand of its own as its executor; its slot
+  // taken for `peer` (ConnectionHub::admit), given back at the end.
+  Connection(ConnectionHub& hub, boost::asio::ip::tcp::socket socket, std::string peer);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -92,7 +109,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   void read_next();
+  // The next request's header has begun (or is in the buffer already).
+  void read_header();
   void on_read(boost::system::error_code error);
+  // The connection closes unless disarm() (or the next arm) comes within
+  // `timeout`: what a request that arrives too slowly, or an answer the
+  // client does not take, runs into.
+  void arm(std::chrono::milliseconds timeout);
+  void disarm();
   // An answer made before routing (a 4xx), then the connection ends.
   void refuse(HttpResponse response);
   void route();
@@ -116,6 +140,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ConnectionHub& hub_;
   boost::asio::ip::tcp::socket socket_;
   boost::asio::any_io_executor strand_;
+  std::string peer_;
+  boost::asio::steady_timer deadline_;
+  std::uint64_t deadline_generation_ = 0;  // a timer's wake-up that is not the latest arm's is ignored
+  bool answered_one_ = false;              // the next request is a kept-alive connection's (idle timeout)
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
   // The request being answered: its version and keep-alive answer it, and a

@@ -31,7 +31,13 @@ void Connection::start_relay(const Relay& to) {
   auto& out = upstream_->out;
   out = beast_http::request<beast_http::string_body>{beast_http::string_to_verb(request_.method), request_.target,
                                                      version_};
-  for (const auto& [name, value] : request_.headers) out.set(name, value);
+  for (const auto& [name, value] : request_.headers) {
+    // This server checked where the call came from (refuse_unsafe); to the
+    // worker it comes from here, addressed to the worker's own name.
+    if (name == "origin" || name.starts_with("sec-fetch-")) continue;
+    out.set(name, value);
+  }
+  out.set(beast_http::field::host, to.endpoint);
   out.body() = request_.body;
   out.keep_alive(false);
   out.prepare_payload();
@@ -57,8 +63,10 @@ void Connection::relay_pump() {
   upstream_->socket.async_read_some(
       net::buffer(upstream_->buffer), [self = shared_from_this()](error_code read_error, std::size_t got) {
         if (got == 0) return self->close();  // the worker closed (or failed): so does the client's connection
+        self->arm(self->hub_.limits.write_timeout);
         net::async_write(self->socket_, net::buffer(self->upstream_->buffer.data(), got),
                          [self, worker_done = bool(read_error)](error_code error, std::size_t) {
+                           self->disarm();
                            if (error || worker_done) return self->close();
                            self->relay_pump();
                          });

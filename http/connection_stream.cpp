@@ -36,7 +36,9 @@ void Connection::start_stream(const StreamRequest& stream, StreamReader reader) 
   head.set(beast_http::field::cache_control, "no-cache");
   head.chunked(true);
   head.keep_alive(false);
+  arm(hub_.limits.write_timeout);
   beast_http::async_write_header(socket_, stream_->serializer, [self = shared_from_this()](error_code error, std::size_t) {
+    self->disarm();
     if (error) return self->close();
     self->stream_->quiet_since = Clock::now();
     self->stream_next();
@@ -63,6 +65,9 @@ void Connection::stream_next() {
     stream.failed = true;  // the engine shut down or its log failed
   }
   auto written = [self = shared_from_this()](error_code error, std::size_t) { self->stream_written(error); };
+  // Each write must be taken within the write timeout (disarmed in
+  // stream_written); the wait for chunks below has none.
+  arm(hub_.limits.write_timeout);
   if (!stream.text.empty()) {
     stream.quiet_since = Clock::now();
     net::async_write(socket_, beast_http::make_chunk(net::buffer(stream.text)), std::move(written));
@@ -86,6 +91,7 @@ void Connection::stream_next() {
     net::async_write(socket_, beast_http::make_chunk(net::buffer(stream.text)), std::move(written));
     return;
   }
+  disarm();
   stream.poll.expires_after(kStreamPoll);
   stream.poll.async_wait([self = shared_from_this()](error_code error) {
     if (!error) self->stream_next();  // cancelled: the connection closed
@@ -93,6 +99,7 @@ void Connection::stream_next() {
 }
 
 void Connection::stream_written(error_code error) {
+  disarm();
   if (error || stream_->ending || stream_->failed) return close();
   stream_next();
 }

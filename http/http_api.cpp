@@ -1,8 +1,11 @@
 #include "http/http_api.hpp"
+#include "fusee/limits.hpp"
 #include "http/console_files.hpp"
 #include "http/prometheus.hpp"
 #include "http/run_wait.hpp"
+#include "http/json_text.hpp"
 #include "http/log_figures.hpp"
+#include "http/request_guard.hpp"
 #include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
 
@@ -30,24 +33,6 @@ HttpResponse json_response(unsigned status, const json::value& value) {
   response.status = status;
   response.body = json::serialize(value) + "\n";
   return response;
-}
-
-// "Bearer <token>", the scheme in any case (RFC 9110: it is
-// case-insensitive), compared in time that does not depend on where the
-// bytes differ, so timing tells nothing of the token.
-bool bearer_matches(const std::string& value, const std::string& token) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (value.size() < kScheme.size()) return false;
-  for (std::size_t k = 0; k < kScheme.size(); ++k) {
-    if (std::tolower(static_cast<unsigned char>(value[k])) != kScheme[k]) return false;
-  }
-  std::string_view given(value);
-  given.remove_prefix(kScheme.size());
-  unsigned char differ = given.size() == token.size() ? 0 : 1;
-  for (std::size_t k = 0; k < token.size(); ++k) {
-    differ |= static_cast<unsigned char>(token[k]) ^ static_cast<unsigned char>(k < given.size() ? given[k] : 0);
-  }
-  return differ == 0;
 }
 
 unsigned status_of(errc code) {
@@ -133,6 +118,17 @@ std::vector<std::string> split_path(std::string_view path) {
 std::optional<json::object> body_object(const HttpRequest& request, HttpResponse& problem,
                                         std::initializer_list<std::string_view> fields) {
   if (request.body.empty()) return json::object{};
+  if (auto at = first_invalid_utf8(request.body)) {
+    problem = HttpApi::error(400, "invalid_json", fmt::format("the body is not UTF-8: byte {} (0x{:02x}) is not part of "
+                                                              "a UTF-8 character",
+                                                              *at, static_cast<unsigned char>(request.body[*at])));
+    return std::nullopt;
+  }
+  if (auto key = first_duplicate_key(request.body)) {
+    problem = HttpApi::error(400, "invalid_json",
+                             fmt::format("the body gives \"{}\" twice in one object: give each field once", *key));
+    return std::nullopt;
+  }
   boost::system::error_code error;
   auto value = json::parse(request.body, error);
   if (error) {
@@ -208,7 +204,9 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
 }
 
 HttpResponse HttpApi::error(unsigned status, const std::string& code, const std::string& message) {
-  return json_response(status, json::object{{"error", code}, {"message", message}});
+  // A message may quote what the client sent (a path, an id): what is not
+  // UTF-8 is escaped, so the answer is JSON whatever came in.
+  return json_response(status, json::object{{"error", code}, {"message", printable(message, 4096)}});
 }
 
 HttpResponse HttpApi::failure(const Error& error) { return from_error(error); }
@@ -265,18 +263,9 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     if (method != "GET") return wrong_method("GET");
     return json_response(200, json::object{{"status", "ok"}});
   }
-  if (!options_.token.empty()) {
-    if (request.repeated_headers.contains("authorization")) {
-      // Which one counts would depend on the proxy in front: none does.
-      return error(400, "bad_request", "two Authorization headers: send one");
-    }
-    auto found = request.headers.find("authorization");
-    if (found == request.headers.end() || !bearer_matches(found->second, options_.token)) {
-      auto response = error(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)");
-      response.headers["WWW-Authenticate"] = "Bearer";
-      return response;
-    }
-  }
+  std::vector<std::string> tokens{options_.token};
+  if (options_.front_token) tokens.push_back(options_.front_token());
+  if (auto refused = refuse_without_token(request, tokens)) return std::move(*refused);
   try {
     if (parts.size() == 1 && parts[0] == "metrics") {
       if (method != "GET") return wrong_method("GET");
@@ -403,8 +392,10 @@ std::variant<HttpApi::StartCall, HttpResponse> HttpApi::read_start(const HttpReq
   if (const auto* given = body->if_contains("input")) input = *given;
   StartOptions options;
   if (const auto* deadline = body->if_contains("deadline_ms"); deadline != nullptr && !deadline->is_null()) {
-    if (!deadline->is_int64() || deadline->as_int64() <= 0) {
-      return error(400, "invalid_argument", "\"deadline_ms\" must be a positive whole number of milliseconds");
+    if (!deadline->is_int64() || deadline->as_int64() <= 0 || deadline->as_int64() > kDurationMax.count()) {
+      return error(400, "invalid_argument",
+                   fmt::format("\"deadline_ms\" must be a whole number of milliseconds from 1 to {} (100 years)",
+                               kDurationMax.count()));
     }
     options.deadline = std::chrono::milliseconds(deadline->as_int64());
   }
@@ -1076,6 +1067,14 @@ HttpResponse HttpApi::schedules(const std::vector<std::string>& parts, const std
   if (method != "POST") return wrong_method("POST");
   auto body = body_object(request, problem, {"note", "from_ms", "to_ms", "overlap", "spec", "workflow", "input", "options"});
   if (!body) return problem;
+  for (const char* key : {"from_ms", "to_ms"}) {
+    const auto* time = body->if_contains(key);
+    if (time == nullptr) continue;
+    if (!(time->is_int64() && time->as_int64() >= 0 && time->as_int64() <= kTimeMsMax)) {
+      return error(400, "invalid_argument",
+                   fmt::format("\"{}\" is a time from 0 to {} ms since the Unix epoch (the year 2200)", key, kTimeMsMax));
+    }
+  }
   json::object change = *body;
   change["action"] = action;
   return json_response(200, engine_.change_schedule_json(id, std::move(change)));

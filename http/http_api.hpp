@@ -58,6 +58,11 @@ struct StreamRequest {
 
 struct HttpApiOptions {
   std::string token;  // when set, every route but /healthz wants "Authorization: Bearer <token>"
+  // A remote-mode worker's: the token of `fusee server`'s HTTP front, which
+  // passes its clients' calls on here as they came (empty: none). Taken as
+  // well as `token`; asked for each request, as a new server may bring a
+  // new one.
+  std::function<std::string()> front_token;
   std::chrono::milliseconds execute_timeout_max{std::chrono::minutes(5)};
 };
 

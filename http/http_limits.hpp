@@ -16,6 +16,47 @@ namespace fusee::http {
 // rather than threads.
 inline constexpr std::size_t kConnectionsMax = 16384;
 
+// Connections one peer address may hold at once: past it, that address's
+// new connections get 503, so one client (a flood of half-sent requests,
+// a leak) cannot take every slot. Clients behind one proxy share its
+// address; a load test from one machine gets this many.
+inline constexpr std::size_t kPeerConnectionsMax = 4096;
+
+// The last slots below kConnectionsMax go only to peers holding fewer than
+// kReservePeerConnections: when many addresses flood at once, an operator's
+// health check, a scrape of /metrics and a client with a few connections
+// still get in.
+inline constexpr std::size_t kReserveConnections = 1024;
+inline constexpr std::size_t kReservePeerConnections = 16;
+
+// How long a request may take to arrive. A new connection must send its
+// request's header within kHeaderTimeout of connecting; a kept-alive one
+// may stay silent kIdleTimeout between requests, and then has
+// kHeaderTimeout for the header once its first byte came. The body has
+// kBodyTimeout after the header (a megabyte at 35 KB/s). Past any of them
+// the connection is closed without an answer: a client that sends slowly
+// on purpose holds a slot for seconds, not for ever, and before any token
+// is checked that is all it can hold.
+inline constexpr auto kHeaderTimeout = std::chrono::seconds(10);
+inline constexpr auto kIdleTimeout = std::chrono::seconds(30);
+inline constexpr auto kBodyTimeout = std::chrono::seconds(30);
+// Each write of an answer (or of a stream's chunks) must be taken by the
+// client within this; one that stops reading is closed.
+inline constexpr auto kWriteTimeout = std::chrono::seconds(30);
+
+// Every limit above that a server may be given other values of (tests
+// shrink them to see them hold; an embedding application may too).
+struct ServerLimits {
+  std::size_t connections_max = kConnectionsMax;
+  std::size_t peer_connections_max = kPeerConnectionsMax;
+  std::size_t reserve_connections = kReserveConnections;
+  std::size_t reserve_peer_connections = kReservePeerConnections;
+  std::chrono::milliseconds header_timeout = kHeaderTimeout;
+  std::chrono::milliseconds idle_timeout = kIdleTimeout;
+  std::chrono::milliseconds body_timeout = kBodyTimeout;
+  std::chrono::milliseconds write_timeout = kWriteTimeout;
+};
+
 // Descriptors the server wants beside its connections (the engine's log
 // segments, the run store's files, a relay's second socket). The server
 // raises the process's soft RLIMIT_NOFILE to kConnectionsMax plus this, as

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "http/connection.hpp"
+#include "http/request_guard.hpp"
 #include "protocol/address.hpp"
 
 namespace fusee::http {
@@ -71,12 +72,11 @@ struct HttpServer::State {
   std::unique_ptr<net::steady_timer> accept_retry = std::make_unique<net::steady_timer>(*io);
   std::unique_ptr<net::thread_pool> blocking;  // serving an engine's API
   std::vector<std::thread> threads;
-  std::size_t connections_max = kConnectionsMax;
   std::mutex stop_mu;
   bool stopped = false;
 
   void accept();
-  void refuse(tcp::socket socket);
+  void refuse(tcp::socket socket, const std::string& why);
 };
 
 void HttpServer::State::accept() {
@@ -92,49 +92,54 @@ void HttpServer::State::accept() {
       });
       return;
     }
-    if (hub.connections.load() >= connections_max) {
-      refuse(std::move(socket));
+    error_code unknown;
+    auto peer = socket.remote_endpoint(unknown);
+    if (unknown) return accept();  // gone already
+    auto peer_address = peer.address().to_string();
+    if (auto why = hub.admit(peer_address)) {
+      refuse(std::move(socket), *why);
     } else {
-      std::make_shared<Connection>(hub, std::move(socket))->start();
+      std::make_shared<Connection>(hub, std::move(socket), std::move(peer_address))->start();
     }
     accept();
   });
 }
 
-void HttpServer::State::refuse(tcp::socket socket) {
-  static const std::string kBusy =
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-      "Content-Length: 66\r\n\r\n{\"error\":\"busy\",\"message\":\"too many connections, try again later\"}";
+// 503 and close, without reading the request: a refusal costs a write.
+void HttpServer::State::refuse(tcp::socket socket, const std::string& why) {
+  auto body = fmt::format("{{\"error\":\"busy\",\"message\":\"{}\"}}", why);
+  auto text = std::make_shared<std::string>(
+      fmt::format("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                  "Retry-After: 1\r\nContent-Length: {}\r\n\r\n{}",
+                  body.size(), body));
   auto refused = std::make_shared<tcp::socket>(std::move(socket));
-  net::async_write(*refused, net::buffer(kBusy), [refused](error_code, std::size_t) {
+  net::async_write(*refused, net::buffer(*text), [refused, text](error_code, std::size_t) {
     error_code ignored;
     refused->shutdown(tcp::socket::shutdown_send, ignored);
     refused->close(ignored);
   });
 }
 
-HttpServer::HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max,
-                       std::size_t connections_max)
-    : api_(std::make_unique<HttpApi>(engine, std::move(options))), state_(std::make_unique<State>()) {
-  state_->connections_max = connections_max;
+HttpServer::HttpServer(Engine& engine, const std::string& listen, HttpApiOptions api_options, HttpServerOptions options)
+    : api_(std::make_unique<HttpApi>(engine, std::move(api_options))), state_(std::make_unique<State>()) {
   state_->hub.api = api_.get();
   state_->hub.engine = &engine;
-  state_->hub.body_bytes_max = body_bytes_max;
   state_->blocking = std::make_unique<net::thread_pool>(kBlockingThreads);
   state_->hub.blocking = state_->blocking.get();
-  start(listen);
+  start(listen, std::move(options));
 }
 
-HttpServer::HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max,
-                       std::size_t connections_max)
+HttpServer::HttpServer(HttpRouter router, const std::string& listen, HttpServerOptions options)
     : state_(std::make_unique<State>()) {
-  state_->connections_max = connections_max;
   state_->hub.router = std::move(router);
-  state_->hub.body_bytes_max = body_bytes_max;
-  start(listen);
+  start(listen, std::move(options));
 }
 
-void HttpServer::start(const std::string& listen) {
+void HttpServer::start(const std::string& listen, HttpServerOptions options) {
+  state_->hub.body_bytes_max = options.body_bytes_max;
+  state_->hub.limits = options.limits;
+  state_->hub.hosts.loopback = is_loopback_listen(listen);
+  state_->hub.hosts.allowed = std::move(options.allowed_hosts);
   auto endpoint = parse_address(listen, "http listen address", /*unix_allowed=*/false).tcp;
   raise_descriptor_limit();
   error_code error;
@@ -147,6 +152,7 @@ void HttpServer::start(const std::string& listen) {
   auto bound = acceptor.local_endpoint();
   endpoint_ = bound.address().is_v6() ? fmt::format("[{}]:{}", bound.address().to_string(), bound.port())
                                       : fmt::format("{}:{}", bound.address().to_string(), bound.port());
+  state_->hub.hosts.bound = endpoint_;
   state_->accept();
   for (std::size_t thread = 0; thread < io_threads(); ++thread) {
     state_->threads.emplace_back([io = state_->io.get()] { run_io(*io); });

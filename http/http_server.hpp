@@ -9,7 +9,11 @@
 // (chunked NDJSON, or server-sent events) from a timer, with no thread per
 // stream. Requests larger than the body limit get 413, headers past
 // kHeaderBytesMax 431, bytes that are not HTTP 400; each closes that one
-// connection. Every limit is in http/http_limits.hpp.
+// connection. A connection must send its request in time (a header
+// deadline, an idle timeout between requests, a body deadline) and take
+// each answer in time; one peer address holds at most so many connections,
+// and the last slots are kept for peers holding few. Every limit is in
+// http/http_limits.hpp.
 //
 // Started by Engine::open when Config::http_listen is set (local and remote
 // mode), and by `fusee server --http`. stop() closes the listener and ends
@@ -29,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "http/http_api.hpp"
 #include "http/http_limits.hpp"
@@ -48,21 +53,24 @@ using HttpRoute = std::variant<HttpResponse, StreamRequest, Relay>;
 // one of the few threads serving every connection).
 using HttpRouter = std::function<HttpRoute(const HttpRequest&)>;
 
+struct HttpServerOptions {
+  std::size_t body_bytes_max = 1u << 20;
+  // Host names answered besides loopback's (http/request_guard.hpp).
+  std::vector<std::string> allowed_hosts;
+  ServerLimits limits;  // the defaults but in tests
+};
+
 class HttpServer {
  public:
-  static constexpr std::size_t kConnectionsMax = http::kConnectionsMax;
-
   // Listens on "host:port" (port 0: a free port; see endpoint()). Throws
   // fusee::Error (invalid_argument for a malformed address, storage when it
   // cannot listen). Serves the engine's API (HttpApi). The engine must
-  // outlive the server.
-  // connections_max: below kConnectionsMax only in tests, to see the 503.
-  HttpServer(Engine& engine, const std::string& listen, HttpApiOptions options, std::size_t body_bytes_max,
-             std::size_t connections_max = kConnectionsMax);
+  // outlive the server. Every request passes refuse_unsafe
+  // (http/request_guard.hpp) before it is routed.
+  HttpServer(Engine& engine, const std::string& listen, HttpApiOptions api_options, HttpServerOptions options);
   // Serves what `router` says; streams need an engine, so a router without
   // one answers or relays.
-  HttpServer(HttpRouter router, const std::string& listen, std::size_t body_bytes_max,
-             std::size_t connections_max = kConnectionsMax);
+  HttpServer(HttpRouter router, const std::string& listen, HttpServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -73,7 +81,7 @@ class HttpServer {
 
  private:
   struct State;
-  void start(const std::string& listen);
+  void start(const std::string& listen, HttpServerOptions options);
 
   std::unique_ptr<HttpApi> api_;
   std::string endpoint_;

@@ -38,7 +38,9 @@ const char* message_type_name(MessageType type) {
 }
 
 std::vector<std::byte> encode(const Hello& m) { return Writer().text(m.token).text(m.worker).take(); }
-std::vector<std::byte> encode(const Welcome& m) { return Writer().u32(m.shard_count).u32(m.lease_ttl_ms).take(); }
+std::vector<std::byte> encode(const Welcome& m) {
+  return Writer().u32(m.shard_count).u32(m.lease_ttl_ms).text(m.http_token).take();
+}
 namespace {
 void put_shards(Writer& writer, const std::vector<std::uint32_t>& shards) {
   writer.u32(static_cast<std::uint32_t>(shards.size()));
@@ -82,7 +84,9 @@ std::optional<Hello> decode_hello(std::span<const std::byte> p) {
   return decode_with<Hello>(p, [](Reader& r, Hello& m) { return r.text(m.token) && r.text(m.worker); });
 }
 std::optional<Welcome> decode_welcome(std::span<const std::byte> p) {
-  return decode_with<Welcome>(p, [](Reader& r, Welcome& m) { return r.u32(m.shard_count) && r.u32(m.lease_ttl_ms); });
+  // A server from before the HTTP token ends after the TTL.
+  return decode_with<Welcome>(
+      p, [](Reader& r, Welcome& m) { return r.u32(m.shard_count) && r.u32(m.lease_ttl_ms) && (r.done() || r.text(m.http_token)); });
 }
 std::optional<Acquire> decode_acquire(std::span<const std::byte> p) {
   return decode_with<Acquire>(p, [](Reader& r, Acquire& m) { return r.u32(m.shards_max) && get_shards(r, m.shards); });

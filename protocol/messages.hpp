@@ -56,6 +56,11 @@ struct Welcome {
   // A worker that sends nothing for this long loses its leases; it pings
   // well within it.
   std::uint32_t lease_ttl_ms = 0;
+  // The token the server's HTTP front wants (empty: none). The front passes
+  // its clients' calls to the worker's own HTTP API as they came, token
+  // included, so the worker takes this token too: its API is then no
+  // softer a door than the front.
+  std::string http_token;
 };
 struct Acquire {
   std::uint32_t shards_max = 0;  // 0: all of them

@@ -116,6 +116,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     {
       std::lock_guard lock(send_mu_);
       greeted_ = true;
+      front_http_token_ = decoded->http_token;
     }
     {
       // The heartbeat's pace follows the server's TTL from now on.
@@ -331,6 +332,11 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       hook = on_lease_;
     }
     hook(shard);
+  }
+
+  std::string front_http_token() const override {
+    std::lock_guard lock(send_mu_);
+    return front_http_token_;
   }
 
   void announce_http(const std::string& endpoint) override {
@@ -948,12 +954,13 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   std::vector<std::deque<std::pair<Lsn, std::vector<std::byte>>>> unacked_;
   bool connected_ = false;  // under send_mu_
   std::string http_;        // under send_mu_: this engine's HTTP API, announced at each connect
+  std::string front_http_token_;  // under send_mu_: the server's HTTP token, from its latest welcome
   std::atomic<std::uint64_t> records_sent_{0};
   std::atomic<std::uint64_t> durable_events_{0};  // durable frames handled
   std::atomic<int> inline_skips_{0};              // write_inline: waits left to sleep at once
   protocol::FrameDecoder decoder_;
   std::thread reader_;
-  std::mutex send_mu_;
+  mutable std::mutex send_mu_;
   std::vector<std::byte> frame_;  // under send_mu_
   mutable std::mutex state_mu_;
   std::condition_variable state_cv_;

@@ -4,6 +4,7 @@
 
 #include "fusee/error.hpp"
 #include "schedule/due_plan.hpp"
+#include "fusee/limits.hpp"
 
 namespace fusee::schedule {
 namespace {
@@ -81,13 +82,24 @@ ScheduleSpec spec_from_json(const boost::json::value& json) {
   }
   ScheduleSpec spec;
   spec.cron = text_field(object, "cron");
-  spec.every = milliseconds(int_field(object, "every_ms"));
-  spec.offset = milliseconds(int_field(object, "offset_ms"));
+  // Past these bounds the due-time arithmetic would overflow TimePoint
+  // (fusee/limits.hpp): refused, naming the field.
+  auto duration = [&](const char* key) {
+    auto ms = int_field(object, key);
+    if (ms > kDurationMax.count() || ms < -kDurationMax.count()) {
+      bad(fmt::format("\"{}\" is at most {} ms (100 years) either way", key, kDurationMax.count()));
+    }
+    return milliseconds(ms);
+  };
+  spec.every = duration("every_ms");
+  spec.offset = duration("offset_ms");
   spec.time_zone = text_field(object, "time_zone", "UTC");
-  spec.jitter = milliseconds(int_field(object, "jitter_ms"));
+  spec.jitter = duration("jitter_ms");
   if (spec.jitter.count() < 0) bad("jitter_ms must not be negative");
   if (const auto* end = object.if_contains("end_ms"); end != nullptr && !end->is_null()) {
-    spec.end = time_of(int_field(object, "end_ms"));
+    auto ms = int_field(object, "end_ms");
+    if (ms < 0 || ms > kTimeMsMax) bad(fmt::format("\"end_ms\" is a time from 0 to {} (the year 2200)", kTimeMsMax));
+    spec.end = time_of(ms);
   }
   (void)ScheduleTimes(times_spec(spec));  // throws for what is not a spec
   return spec;

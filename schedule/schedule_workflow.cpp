@@ -7,6 +7,7 @@
 #include "fusee/error.hpp"
 #include "schedule/due_plan.hpp"
 #include "schedule/schedule_state.hpp"
+#include "fusee/limits.hpp"
 
 namespace fusee::schedule {
 namespace {
@@ -301,6 +302,11 @@ std::string check_change(const Json& change) {
         const auto* found = object.if_contains(key);
         if (found == nullptr || !(found->is_int64() || found->is_uint64())) {
           return fmt::format("backfill needs \"{}\" (ms since the epoch)", key);
+        }
+        if ((found->is_int64() && (found->get_int64() < 0 || found->get_int64() > kTimeMsMax)) ||
+            (found->is_uint64() && found->get_uint64() > static_cast<std::uint64_t>(kTimeMsMax))) {
+          return fmt::format("backfill: \"{}\" is a time from 0 to {} ms since the epoch (the year 2200)", key,
+                             kTimeMsMax);
         }
       }
       if (object.at("from_ms").to_number<std::int64_t>() >= object.at("to_ms").to_number<std::int64_t>()) {

@@ -7,6 +7,7 @@
 
 #include "engine/awakeable_token.hpp"
 #include "engine/run_hash.hpp"
+#include "http/request_guard.hpp"
 #include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
 
@@ -49,14 +50,7 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
       response.body = fmt::format("{{\"status\":\"ok\",\"shards\":{}}}\n", directory.shard_count);
       return response;
     }
-    if (!token.empty()) {
-      auto found = request.headers.find("authorization");
-      if (found == request.headers.end() || found->second != "Bearer " + token) {
-        auto response = HttpApi::error(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)");
-        response.headers["WWW-Authenticate"] = "Bearer";
-        return response;
-      }
-    }
+    if (auto refused = http::refuse_without_token(request, {token})) return std::move(*refused);
     if (parts.size() == 1 && parts[0] == "metrics") {
       HttpResponse response;
       response.content_type = "text/plain; version=0.0.4";

@@ -25,6 +25,7 @@
 #include "fusee/error.hpp"
 #include "http/http_server.hpp"
 #include "http/prometheus.hpp"
+#include "http/request_guard.hpp"
 #include "http/log_figures.hpp"
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
@@ -340,7 +341,8 @@ struct LogService::Impl {
         connection->worker = hello->worker.empty() ? "?" : hello->worker;
         connection->greeted = true;
         connection->send(MessageType::welcome, frame.request_id,
-                         encode(Welcome{shards, static_cast<std::uint32_t>(options.lease_ttl.count())}));
+                         encode(Welcome{shards, static_cast<std::uint32_t>(options.lease_ttl.count()),
+                                        options.http_listen.empty() ? std::string() : options.token}));
         return true;
       }
       case MessageType::acquire: {
@@ -921,8 +923,16 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
     };
     directory.metrics = [raw = impl.get()] { return raw->metrics(); };
     directory.stats = [raw = impl.get()] { return raw->stats_json(); };
+    if (options.token.empty() && !http::is_loopback_listen(options.http_listen)) {
+      throw Error(errc::invalid_argument,
+                  fmt::format("the HTTP front on {} would serve anyone who reaches it: give it a token, or listen on "
+                              "loopback",
+                              options.http_listen));
+    }
+    http::HttpServerOptions served;
+    served.allowed_hosts = options.http_allowed_hosts;
     impl->http = std::make_unique<HttpServer>(make_front_router(std::move(directory), options.token),
-                                              options.http_listen, 1u << 20);
+                                              options.http_listen, std::move(served));
   }
   if (any_records) {
     // At the grace's end, the shards nobody reclaimed go to whoever waits.

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "wal/io/file_system.hpp"
 
@@ -56,6 +57,8 @@ struct LogServiceOptions {
   // The HTTP front (server/http_front.hpp) on "host:port"; empty: none.
   // It wants `token` too, when one is set.
   std::string http_listen;
+  // Host names the front answers to besides loopback's (Config::http_allowed_hosts).
+  std::vector<std::string> http_allowed_hosts;
   // At stop, how long the workers get to checkpoint their shards first.
   std::chrono::milliseconds stop_checkpoint_wait{5'000};
   std::function<void(const std::string&)> log;  // one line per event worth telling; default stderr

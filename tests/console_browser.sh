@@ -36,11 +36,11 @@ wait_status() {  # API RUN STATUS
 pids+=($!)
 wait_for "$scratch/out" "listening on"
 api=http://$(sed -n 's/^listening on //p' "$scratch/out")
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-1","input":3}' >/dev/null
-curl -s -X POST "$api/v1/runs/order-1/signals/approval" -d '{"value":10}' >/dev/null
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-2","input":1}' >/dev/null
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-3","input":2}' >/dev/null
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"batch","id":"batch-1","input":2}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-1","input":3}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/order-1/signals/approval" -d '{"value":10}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-2","input":1}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-3","input":2}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"batch","id":"batch-1","input":2}' >/dev/null
 wait_status "$api" order-1 completed
 wait_status "$api" batch-1-2 running
 timeout 120 node "$top/tests/console/e2e.mjs" "$api" "$shots" local
@@ -61,9 +61,9 @@ for _ in $(seq 300); do
   [ "$(curl -s "${auth[@]}" -o /dev/null -w '%{http_code}' "$front/v1/runs")" = 200 ] && break
   sleep 0.02
 done
-curl -s "${auth[@]}" -X POST "$front/v1/runs" -d '{"workflow":"order","id":"order-s1","input":1}' >/dev/null
-curl -s "${auth[@]}" -X POST "$front/v1/runs/order-s1/signals/approval" -d '{"value":0}' >/dev/null
-curl -s "${auth[@]}" -X POST "$front/v1/runs" -d '{"workflow":"order","id":"order-s2","input":2}' >/dev/null
+curl -H "Content-Type: application/json" -s "${auth[@]}" -X POST "$front/v1/runs" -d '{"workflow":"order","id":"order-s1","input":1}' >/dev/null
+curl -H "Content-Type: application/json" -s "${auth[@]}" -X POST "$front/v1/runs/order-s1/signals/approval" -d '{"value":0}' >/dev/null
+curl -H "Content-Type: application/json" -s "${auth[@]}" -X POST "$front/v1/runs" -d '{"workflow":"order","id":"order-s2","input":2}' >/dev/null
 for _ in $(seq 300); do
   curl -s "${auth[@]}" "$front/v1/runs/order-s1" | grep -q '"status":"completed"' && break
   sleep 0.02

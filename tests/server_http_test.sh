@@ -58,10 +58,10 @@ start_worker() {
   fail "the server never reached worker $1"
 }
 start_worker 1
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-1","input":2}' | grep -q '"outcome":"started"' ||
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-1","input":2}' | grep -q '"outcome":"started"' ||
   fail "start through the server"
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-2","input":4}' >/dev/null
-curl -s -X POST "$api/v1/runs/order-1/signals/approval" -d '{"value":5,"signal_id":"a1"}' | grep -q accepted ||
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-2","input":4}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/order-1/signals/approval" -d '{"value":5,"signal_id":"a1"}' | grep -q accepted ||
   fail "signal through the server"
 result=$(curl -s "$api/v1/runs/order-1")
 echo "$result" | grep -q '"result":55' || fail "order-1: $result"
@@ -78,7 +78,7 @@ assert all(h["worker"] and h["http"] for h in server["holders"]), server
 assert server["records_written"] > 0 and sum(server["flush_latency"]["counts"]) > 0, server
 ' || fail "GET /v1/server: $(curl -s "$api/v1/server")"
 curl -s "$api/v1/stats" | grep -q '"shards_held":2' || fail "GET /v1/stats through the server: $(curl -s "$api/v1/stats")"
-[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$api/v1/server")" = 405 ] || fail "POST /v1/server is not 405"
+[ "$(curl -H "Content-Type: application/json" -s -o /dev/null -w '%{http_code}' -X POST "$api/v1/server")" = 405 ] || fail "POST /v1/server is not 405"
 metrics=$(curl -s "$api/metrics")
 echo "$metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $metrics"
 for name in fusee_records_per_flush fusee_checkpoints_total fusee_segments_retired_total fusee_wal_segments \
@@ -93,23 +93,23 @@ echo "$metrics" | promtool check metrics || fail "promtool check metrics refuses
 
 # An update-with-start through the server; the payment's awakeable token,
 # read through a query, is completed after the takeover below.
-answer=$(curl -s -X POST "$api/v1/runs/pay-1/updates/add_tip" \
+answer=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/updates/add_tip" \
   -d '{"arg":5,"update_id":"tip-1","start":{"workflow":"payment","input":100}}')
 echo "$answer" | grep -q '"result":105' || fail "update-with-start through the server: $answer"
-token=$(curl -s -X POST "$api/v1/runs/pay-1/queries/token" | sed 's/.*"answer":"\([^"]*\)".*/\1/')
+token=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/queries/token" | sed 's/.*"answer":"\([^"]*\)".*/\1/')
 [[ "$token" == awk1.* ]] || fail "no awakeable token through the server: $token"
 
 # The worker dies; another takes over and the server's calls reach it.
 kill -9 "$worker"; wait "$worker" 2>/dev/null || true
 start_worker 2
-answer=$(curl -s -X POST "$api/v1/runs/pay-1/updates/add_tip" -d '{"arg":9,"update_id":"tip-1"}')
+answer=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/updates/add_tip" -d '{"arg":9,"update_id":"tip-1"}')
 echo "$answer" | grep -q '"result":105' || fail "the same update id after the takeover: $answer"
-answer=$(curl -s -X POST "$api/v1/awakeables/$token/complete" -d '{"value":105}')
+answer=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/awakeables/$token/complete" -d '{"value":105}')
 echo "$answer" | grep -q '"status":"completed"' || fail "completing the awakeable through the server: $answer"
 curl -s "$api/v1/runs/pay-1" | grep -q '"result":105' || fail "pay-1 after its awakeable: $(curl -s "$api/v1/runs/pay-1")"
-code=$(curl -s -o "$scratch/body" -w '%{http_code}' -X POST "$api/v1/awakeables/nonsense/complete" -d '{}')
+code=$(curl -H "Content-Type: application/json" -s -o "$scratch/body" -w '%{http_code}' -X POST "$api/v1/awakeables/nonsense/complete" -d '{}')
 [ "$code" = 400 ] || fail "a malformed token through the server: $code $(cat "$scratch/body")"
-curl -s -X POST "$api/v1/runs/order-2/signals/approval" -d '{"value":1,"signal_id":"a2"}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/order-2/signals/approval" -d '{"value":1,"signal_id":"a2"}' >/dev/null
 result=$(curl -s "$api/v1/runs/order-2")
 echo "$result" | grep -q '"result":101' || fail "order-2 after the takeover: $result"
 curl -s "$api/v1/runs/order-1" | grep -q '"result":55' || fail "order-1 after the takeover"
@@ -118,7 +118,7 @@ echo "$events" | grep -q 'data: 101' || fail "SSE through the server: $events"
 
 # A stream that stays open (order-3 waits for its approval) does not hold
 # up the server's clean stop.
-curl -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-3","input":1}' >/dev/null
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-3","input":1}' >/dev/null
 curl -s -N -H 'Accept: text/event-stream' "$api/v1/runs/order-3/streams/progress" >"$scratch/open-stream" &
 pids+=($!)
 for _ in $(seq 300); do grep -q 'data: 25' "$scratch/open-stream" && break; sleep 0.02; done
@@ -159,7 +159,7 @@ split_worker 2; second_pid=$split_pid; second_api=$split_worker_api
 leased 4
 split_worker 3; standby_pid=$split_pid
 for n in 1 2 3 4 5 6 7 8; do
-  curl -s -X POST "$split_api/v1/runs" -d "{\"workflow\":\"order\",\"id\":\"split-$n\",\"input\":$n}" |
+  curl -H "Content-Type: application/json" -s -X POST "$split_api/v1/runs" -d "{\"workflow\":\"order\",\"id\":\"split-$n\",\"input\":$n}" |
     grep -q '"outcome":"started"' || fail "split-$n: start through the server"
 done
 # Every run answered by each worker's own API, half of them forwarded.
@@ -173,7 +173,7 @@ count=$(curl -s "$first_api/v1/runs?status=running" | grep -o '"id":"split-' | w
 kill -9 "$first_pid"; wait "$first_pid" 2>/dev/null || true
 leased 4  # the standby took the first worker's half
 for n in 1 2 3 4 5 6 7 8; do
-  curl -s -X POST "$second_api/v1/runs/split-$n/signals/approval" -d "{\"value\":1000,\"signal_id\":\"s$n\"}" |
+  curl -H "Content-Type: application/json" -s -X POST "$second_api/v1/runs/split-$n/signals/approval" -d "{\"value\":1000,\"signal_id\":\"s$n\"}" |
     grep -q accepted || fail "split-$n: signal through the second worker after the kill"
 done
 for n in 1 2 3 4 5 6 7 8; do

@@ -32,8 +32,11 @@ async function refused(response) {
 }
 
 // A call: its JSON, or an ApiError saying what went wrong.
+// Every POST says its body is JSON: the API refuses any other (a browser
+// cannot send that cross-site without asking first, docs/http-api.md).
 export async function api(path, options = {}) {
-  const response = await fetch(path, { ...options, headers: headers(options.headers) });
+  const extra = options.method === "POST" ? { "Content-Type": "application/json", ...options.headers } : options.headers;
+  const response = await fetch(path, { ...options, headers: headers(extra) });
   if (!response.ok) throw await refused(response);
   return response.json();
 }

@@ -2,6 +2,7 @@
 // that owns the run (a stable hash of its id), waits for the reply, and turns
 // error codes into fusee::Error.
 #include "fusee/engine.hpp"
+#include "fusee/limits.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "engine/run_store.hpp"
 #include "engine/shard.hpp"
 #include "http/http_server.hpp"
+#include "http/request_guard.hpp"
 #include "remote/forwarded_call.hpp"
 #include "remote/remote_calls.hpp"
 #include "remote/remote_limits.hpp"
@@ -675,8 +677,25 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   };
   engine->register_workflow_json(queue::kQueueWorkflow, &queue::run_queue, std::move(queue_registration));
   if (!config.http_listen.empty()) {
-    engine->impl_->http = std::make_unique<http::HttpServer>(
-        *engine, config.http_listen, http::HttpApiOptions{config.http_token}, config.http_body_bytes_max);
+    auto* sink = engine->impl_->sink.get();
+    http::HttpApiOptions api_options;
+    api_options.token = config.http_token;
+    api_options.front_token = [sink] { return sink->front_http_token(); };
+    // The rule is here, not only in the CLI: an application that listens
+    // beyond loopback with no token serves anyone who reaches the port.
+    if (config.http_token.empty() && sink->front_http_token().empty() && !config.http_insecure_no_token &&
+        !http::is_loopback_listen(config.http_listen)) {
+      throw Error(errc::invalid_argument,
+                  fmt::format("Config::http_listen {} is not a loopback address and there is no Config::http_token: "
+                              "anyone who reaches it could start, signal and cancel runs. Give a token, listen on "
+                              "127.0.0.1, or set Config::http_insecure_no_token",
+                              config.http_listen));
+    }
+    http::HttpServerOptions server_options;
+    server_options.body_bytes_max = config.http_body_bytes_max;
+    server_options.allowed_hosts = config.http_allowed_hosts;
+    engine->impl_->http =
+        std::make_unique<http::HttpServer>(*engine, config.http_listen, std::move(api_options), std::move(server_options));
     engine->impl_->sink->announce_http(engine->impl_->http->endpoint());
   }
   return engine;
@@ -848,7 +867,7 @@ void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, Work
 
 void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
                       const std::string& id, boost::json::value input, const StartOptions& options) {
-  if (id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
+  if (auto why = run_id_problem(id)) throw Error(errc::invalid_argument, *why);
   {
     std::shared_lock lock(impl_->registry_mu);
     if (auto check = impl_->registry.find(workflow); check != impl_->registry.end() && check->second.input) {
@@ -859,6 +878,11 @@ void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, cons
   }
   if (options.deadline && options.deadline->count() <= 0) {
     throw Error(errc::invalid_argument, fmt::format("run '{}': the deadline must be positive", id));
+  }
+  if (options.deadline && *options.deadline > kDurationMax) {
+    throw Error(errc::invalid_argument,
+                fmt::format("run '{}': the deadline is at most {} ms (100 years), not {} ms", id, kDurationMax.count(),
+                            options.deadline->count()));
   }
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // Starting again is harmless only when it attaches.
@@ -1034,6 +1058,9 @@ void Engine::reset(const std::string& id, const ResetPoint& point, const std::st
 
 void Engine::update_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, UpdateCall call) {
   if (call.run_id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
+  if (call.start) {
+    if (auto why = run_id_problem(call.run_id)) throw Error(errc::invalid_argument, *why);
+  }
   if (call.update.empty()) throw Error(errc::invalid_argument, "an update's name must not be empty");
   if (call.update_id.empty()) {
     // Made up here, before it is sent: a call repeated between workers

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "fusee/engine.hpp"
+#include "fusee/limits.hpp"
 #include "queue/queue_state.hpp"
 #include "queue/queue_workflow.hpp"
 
@@ -35,6 +36,9 @@ auto on_queue(const std::string& name, F call) {
 
 void Engine::queue(const std::string& name, const QueueOptions& options) {
   if (name.empty()) throw Error(errc::invalid_argument, "a queue needs a name");
+  // The queue is the run "queue:<name>".
+  if (auto why = run_id_problem(name, "queue name")) throw Error(errc::invalid_argument, *why);
+  if (auto why = run_id_problem(run_of(name), "queue's run id")) throw Error(errc::invalid_argument, *why);
   queue::QueueState state;
   state.name = name;
   state.options = queue::options_from_json(queue::options_json(options));  // checks them
@@ -58,6 +62,7 @@ namespace {
 UpdateCall enqueue_call(Engine& engine, const std::string& queue_name, const std::string& workflow,
                         const std::string& id, boost::json::value input, const EnqueueOptions& options) {
   if (id.empty()) throw Error(errc::invalid_argument, "enqueue: a run id is needed");
+  if (auto why = run_id_problem(id)) throw Error(errc::invalid_argument, fmt::format("enqueue: {}", *why));
   if (!engine.has_workflow(workflow)) {
     throw Error(errc::unknown_workflow,
                 fmt::format("enqueue '{}' in queue '{}': no workflow named '{}' is registered", id, queue_name, workflow));

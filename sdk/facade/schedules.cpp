@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "fusee/engine.hpp"
+#include "fusee/limits.hpp"
 #include "schedule/due_plan.hpp"
 #include "schedule/schedule_state.hpp"
 #include "schedule/schedule_workflow.hpp"
@@ -52,6 +53,14 @@ std::vector<std::string> runs_of(const boost::json::value& answer) {
 void Engine::schedule_json(const std::string& id, const ScheduleSpec& spec, const std::string& workflow,
                            boost::json::value input, const ScheduleOptions& options) {
   if (id.empty()) throw Error(errc::invalid_argument, "schedule: an id is needed");
+  // The schedule is the run "schedule:<id>", and what it starts are runs
+  // "<id>@<due time>" (24 bytes of time).
+  if (auto why = run_id_problem(id, "schedule id")) throw Error(errc::invalid_argument, fmt::format("schedule: {}", *why));
+  for (const auto& run : {schedule::kScheduleRunPrefix + id, id + "@2026-01-01T00:00:00.000Z"}) {
+    if (auto why = run_id_problem(run, "schedule's run id")) {
+      throw Error(errc::invalid_argument, fmt::format("schedule '{}': {}", id, *why));
+    }
+  }
   if (!has_workflow(workflow)) {
     throw Error(errc::unknown_workflow,
                 fmt::format("schedule '{}': no workflow named '{}' is registered", id, workflow));

@@ -43,7 +43,9 @@ const Signal<int> kApproval{"approval"};
 // A request's bytes as a client sends them.
 std::string request_bytes(const std::string& method, const std::string& target, const std::string& body = {}) {
   std::string text = method + " " + target + " HTTP/1.1\r\nHost: localhost\r\n";
-  if (!body.empty()) text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  if (!body.empty() || method == "POST") {
+    text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
   return text + "\r\n" + body;
 }
 
@@ -230,7 +232,10 @@ TEST_SUITE("unit") {
 
   TEST_CASE("http server: a connection past the cap is answered 503 and closed; those within it go on") {
     Served served([] {}, /*listen=*/false);
-    http::HttpServer server(*served.engine, "127.0.0.1:0", http::HttpApiOptions{}, 1u << 20, /*connections_max=*/2);
+    http::HttpServerOptions options;
+    options.limits.connections_max = 2;
+    options.limits.reserve_connections = 0;
+    http::HttpServer server(*served.engine, "127.0.0.1:0", http::HttpApiOptions{}, options);
     const auto at = server.endpoint();
     HttpClient first(at);
     HttpClient second(at);
@@ -250,7 +255,8 @@ TEST_SUITE("unit") {
   TEST_CASE("http server: stop() ends connections waiting on runs at once; the runs' answers after it touch nothing") {
     std::latch arrived(2);
     Served served([&arrived] { arrived.count_down(); }, /*listen=*/false);
-    auto server = std::make_unique<http::HttpServer>(*served.engine, "127.0.0.1:0", http::HttpApiOptions{}, 1u << 20);
+    auto server = std::make_unique<http::HttpServer>(*served.engine, "127.0.0.1:0", http::HttpApiOptions{},
+                                                     http::HttpServerOptions{});
     const auto at = server->endpoint();
     HttpClient first(at);
     HttpClient second(at);
@@ -383,7 +389,7 @@ TEST_SUITE("unit") {
           std::lock_guard lock(target_mu);
           return http::Relay{target};
         },
-        "127.0.0.1:0", 1u << 20);
+        "127.0.0.1:0", http::HttpServerOptions{});
     const auto at = front.endpoint();
     auto executed = call(at, beast_http::verb::post, "/v1/runs/execute", R"({"workflow":"echo","id":"r-1","input":"via"})");
     CHECK(executed.status == 200);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fusee/clock.hpp"
 
@@ -109,10 +110,22 @@ struct Config {
   // The HTTP/JSON API (docs/http-api.md), served by this engine on
   // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
   // off. With a token, every route but /healthz wants
-  // "Authorization: Bearer <token>"; without one, listen on loopback only.
+  // "Authorization: Bearer <token>". Without one, Engine::open refuses any
+  // address but loopback (a remote-mode worker takes its server's HTTP
+  // token when it has none of its own).
   std::string http_listen;
   std::string http_token;
   std::size_t http_body_bytes_max = 1u << 20;  // larger request bodies get 413
+  // Host names (with or without ":port") the API answers to besides
+  // loopback's (localhost, 127.0.0.0/8, [::1]); any other Host header gets
+  // 421, so a page that re-points a name of its own at this address (DNS
+  // rebinding) cannot use it. On a non-loopback listener with none listed,
+  // any Host is answered (the token is then the guard).
+  std::vector<std::string> http_allowed_hosts;
+  // Serve the API on a non-loopback address with no token: anyone who
+  // reaches the port can start, signal and cancel runs. For tests and for a
+  // network that is itself the guard; Engine::open refuses it otherwise.
+  bool http_insecure_no_token = false;
   // Injected sources; defaults: the system clock, std::random_device, the
   // real file system. The engine reads no other clock or randomness.
   std::shared_ptr<Clock> clock;

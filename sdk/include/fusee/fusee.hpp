@@ -6,6 +6,7 @@
 #include "fusee/ctx.hpp"
 #include "fusee/engine.hpp"
 #include "fusee/error.hpp"
+#include "fusee/limits.hpp"
 #include "fusee/queue.hpp"
 #include "fusee/refs.hpp"
 #include "fusee/schedule.hpp"
