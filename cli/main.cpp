@@ -128,6 +128,9 @@ int main(int argc, char** argv) {
   server_command->add_option("--listen", server.listen, "unix:PATH or HOST:PORT")->capture_default_str();
   server_command->add_option("--http", server.http,
                              "Serve the HTTP API on HOST:PORT, passing each call to the worker holding its shard");
+  server_command->add_option("--http-allowed-host", server.http_allowed_hosts,
+                             "A Host name (NAME or NAME:PORT) the HTTP front answers besides loopback's; repeatable "
+                             "(any other Host gets 421: DNS rebinding)");
   server_command->add_option("--token-file", server.token_file,
                              "A file holding the token workers must present on TCP")
       ->check(CLI::ExistingFile);

@@ -30,6 +30,7 @@ int run_server(const ServerOptions& options) {
   service_options.direct_io = !options.buffered;
   service_options.lease_ttl = std::chrono::milliseconds(options.lease_ttl_ms);
   service_options.http_listen = options.http;
+  service_options.http_allowed_hosts = options.http_allowed_hosts;
   if (!options.token_file.empty()) {
     std::ifstream file(options.token_file);
     std::stringstream text;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fusee::cli {
 
@@ -15,6 +16,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:7470";
   std::string http;        // the HTTP front, "host:port"; empty: none
   std::string token_file;  // required on a TCP address that is not loopback
+  std::vector<std::string> http_allowed_hosts;  // Host names the HTTP front answers besides loopback's
   std::uint32_t shards = 0;
   std::uint32_t lease_ttl_ms = 10'000;  // a silent worker's leases lapse after this
   bool buffered = false;  // buffered writes + fdatasync instead of O_DIRECT

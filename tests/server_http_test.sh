@@ -31,7 +31,7 @@ grep -q "the port must be 0 to 65535" "$scratch/bad.out" || fail "no port refusa
 grep -q "(not loopback) needs --token-file" "$scratch/bad.out" || fail "no token refusal: $(cat "$scratch/bad.out")"
 
 "$build/cli/fusee" server --dir "$scratch/log" --listen "unix:$scratch/s.sock" --shards 2 --http 127.0.0.1:0 \
-  >"$scratch/server.out" 2>&1 &
+  --http-allowed-host api.example >"$scratch/server.out" 2>&1 &
 server=$!
 pids+=("$server")
 wait_for "$scratch/server.out" "HTTP on"
@@ -41,6 +41,12 @@ api=$(sed -n 's/.*HTTP on //p' "$scratch/server.out")
 code=$(curl -s -o "$scratch/body" -w '%{http_code}' "$api/v1/runs/order-1")
 [ "$code" = 503 ] && grep -q no_worker "$scratch/body" || fail "no worker: $code $(cat "$scratch/body")"
 curl -s "$api/healthz" | grep -q '"status":"ok"' || fail "healthz"
+# Host: loopback's names and the one it was given; any other is 421.
+port=${api##*:}
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: api.example:$port" "$api/healthz")" = 200 ] ||
+  fail "--http-allowed-host api.example is not answered"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: evil.example:$port" "$api/healthz")" = 421 ] ||
+  fail "Host: evil.example is answered"
 # The console's files come from the server itself, worker or not.
 curl -s "$api/ui/" | grep -q '<script type="module" src="/ui/console.js">' || fail "no console at $api/ui/"
 [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$api/")" = "302 http://$api/ui/" ] || fail "/ does not lead to /ui/"
