@@ -213,6 +213,7 @@ void Checkpointer::expire_finished() {
   if (!options_.now_ms) return;
   auto before_ms = options_.now_ms() - options_.finished_retention.count();
   auto expired = store_.expire_finished(before_ms);
+  if (expired && options_.expired) options_.expired(before_ms);
   std::lock_guard lock(mu_);
   if (expired) stats_.finished_expired += *expired;
 }

@@ -41,6 +41,9 @@ struct CheckpointerOptions {
   std::chrono::milliseconds interval{5000};  // zero: only when asked
   std::chrono::milliseconds finished_retention{std::chrono::hours(24 * 7)};
   std::function<std::int64_t()> now_ms;       // the engine's clock, for retention
+  // The runs finished before this (ms) left the run store: they leave the
+  // run index too.
+  std::function<void(std::int64_t before_ms)> expired;
   std::function<void(const std::string&)> warn;
   // The highest keep_from_sequence retirement may use (a backup that has
   // not copied the log past it yet); none: the checkpoints alone decide.

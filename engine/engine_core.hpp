@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/run_index.hpp"
 #include "engine/step_limits.hpp"
 #include "engine/outcome.hpp"
 #include "fusee/clock.hpp"
@@ -73,6 +74,9 @@ class EngineCore {
   // empty: the continuous backup's backlog past its bound, say. Read on
   // every request's first record, so it must be cheap.
   virtual std::string refusing_new_requests() const = 0;
+  // Every run's summary, for listing and counting (engine/run_index.hpp):
+  // a shard puts a run there as it starts, ends, sticks or is reset.
+  virtual RunIndex& run_index() = 0;
 };
 
 std::int64_t to_ms(TimePoint time);

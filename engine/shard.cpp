@@ -711,8 +711,23 @@ void Shard::finish_loading() {
                    [](const SinceCheckpoint& a, const SinceCheckpoint& b) { return a.lsn < b.lsn; });
   durable_ = sink_.durable_lsn(id_);
   appended_ = durable_;
-  for (auto& [id, run] : runs_) arm_deadline(run);
+  for (auto& [id, run] : runs_) {
+    arm_deadline(run);
+    core_.run_index().put(run->info());
+  }
   if (store_ != nullptr) {
+    // Parked runs are running too, out of memory.
+    auto parked = store_->all_parked(id_, [&](const ParkedRun& run) {
+      if (runs_.contains(run.id)) return;
+      RunInfo info;
+      info.id = run.id;
+      info.workflow = run.workflow;
+      info.status = RunStatus::running;
+      info.generation = run.generation;
+      info.started_at = from_ms(run.started_ms);
+      core_.run_index().put(info);
+    });
+    if (!parked) fail_storage(parked.error());
     // The earliest timer among parked runs (the rest wait in the store).
     auto first = store_->parked_by_wake(id_, INT64_MIN, [&](const ParkedRun& run) {
       if (runs_.contains(run.id)) return true;
@@ -731,8 +746,10 @@ void Shard::arm_deadline(const std::shared_ptr<Run>& run) {
 void Shard::start_code(Run& run) {
   if (run.code_started() || run.ending()) return;
   if (auto fn = core_.workflow(run.workflow(), run.version())) {
+    bool was_waiting = run.info().status == RunStatus::stuck;
     run.waiting_for_code({});
     run.begin(*fn);
+    if (was_waiting) core_.run_index().put(run.info());  // the code came: no longer stuck
     return;
   }
   // Code of another version is there, not the run's: it waits, visibly.
@@ -741,6 +758,7 @@ void Shard::start_code(Run& run) {
                            "newest registered is version {}): it waits for that code",
                            run.id(), run.version(), run.workflow(), *newest);
     if (run.waiting_for_code(why)) core_.warn_operator(why);
+    core_.run_index().put(run.info());
   }
 }
 
@@ -899,6 +917,7 @@ void Shard::start_continued(const std::shared_ptr<Run>& old) {
   found->second = run;
   arm_deadline(run);
   start_code(*run);
+  core_.run_index().put(run->info());
 }
 
 void Shard::append_terminal(Run& run, Outcome outcome, DurableCallback on_durable) {
@@ -1031,6 +1050,7 @@ void Shard::handle_start(StartRequest request, bool internal,
   });
   arm_deadline(run);
   start_code(*run);
+  core_.run_index().put(run->info());
 }
 
 std::string Shard::busy_text() const {
@@ -1624,6 +1644,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   });
   arm_deadline(run);
   start_code(*run);
+  core_.run_index().put(run->info());
 }
 
 void Shard::handle_query(const std::string& id, const std::string& name, const boost::json::value& arg,

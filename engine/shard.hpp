@@ -200,6 +200,7 @@ class Shard {
   void checkpoints_stopped();
   // Run::finish calls it: the next checkpoint stores the run's summary.
   void note_finished(std::shared_ptr<Run> run) {
+    core_.run_index().put(run->info());
     if (keep_for_checkpoints_) finished_since_checkpoint_.push_back(std::move(run));
   }
 

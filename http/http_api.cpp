@@ -659,56 +659,53 @@ HttpResponse HttpApi::get_run(const std::string& id) {
 }
 
 HttpResponse HttpApi::list(const std::map<std::string, std::string>& query) {
-  RunFilter filter;
-  if (auto workflow = query.find("workflow"); workflow != query.end()) filter.workflow = workflow->second;
+  RunListQuery wanted;
+  if (auto workflow = query.find("workflow"); workflow != query.end()) wanted.workflow_prefix = workflow->second;
   if (auto status = query.find("status"); status != query.end()) {
-    bool known = false;
     for (auto candidate : kRunStatuses) {
-      if (status->second == run_status_name(candidate)) {
-        filter.status = candidate;
-        known = true;
-      }
+      if (status->second == run_status_name(candidate)) wanted.status = candidate;
     }
-    if (!known) return error(400, "invalid_argument", "status is one of running, completed, failed, cancelled, stuck");
+    if (!wanted.status) return error(400, "invalid_argument", "status is one of running, completed, failed, cancelled, stuck");
   }
-  std::size_t limit = 100;
   if (auto given = query.find("limit"); given != query.end()) {
     auto value = number_text(given->second);
     if (!value || *value == 0 || *value > 10000) return error(400, "invalid_argument", "limit is 1 to 10000");
-    limit = *value;
+    wanted.limit = *value;
   }
-  std::string after;
-  if (auto cursor = query.find("cursor"); cursor != query.end()) after = cursor->second;
-  std::string prefix;
-  if (auto given = query.find("id_prefix"); given != query.end()) prefix = given->second;
+  if (auto order = query.find("order"); order != query.end()) {
+    if (order->second == "newest") {
+      wanted.order = RunListQuery::Order::newest;
+    } else if (order->second == "oldest") {
+      wanted.order = RunListQuery::Order::oldest;
+    } else if (order->second == "id") {
+      wanted.order = RunListQuery::Order::id;
+    } else {
+      return error(400, "invalid_argument", "order is one of newest, oldest, id");
+    }
+  }
+  if (auto cursor = query.find("cursor"); cursor != query.end()) wanted.cursor = cursor->second;
+  if (auto given = query.find("id_prefix"); given != query.end()) wanted.id_prefix = given->second;
   // Started in [started_from_ms, started_to_ms), milliseconds since the epoch.
-  std::optional<std::int64_t> started_from_ms, started_to_ms;
-  for (auto [name, bound] : {std::pair{"started_from_ms", &started_from_ms}, std::pair{"started_to_ms", &started_to_ms}}) {
+  for (auto [name, bound] : {std::pair{"started_from_ms", &wanted.started_from}, std::pair{"started_to_ms", &wanted.started_to}}) {
     if (auto given = query.find(name); given != query.end()) {
       auto value = number_text(given->second);
-      if (!value || *value > static_cast<std::uint64_t>(INT64_MAX)) {
-        return error(400, "invalid_argument", fmt::format("{} is milliseconds since the Unix epoch", name));
+      if (!value || *value > static_cast<std::uint64_t>(kTimeMsMax)) {
+        return error(400, "invalid_argument",
+                     fmt::format("{} is a time from 0 to {} ms since the Unix epoch", name, kTimeMsMax));
       }
-      *bound = static_cast<std::int64_t>(*value);
+      *bound = TimePoint(std::chrono::milliseconds(*value));
     }
   }
-  // Runs come sorted by id; the cursor is the last id of the page before.
-  auto runs = engine_.list_runs(filter);
+  // From the engine's run index: the page's size, not a scan of the runs.
+  auto found = engine_.query_runs(wanted);
   json::array page;
-  std::string next;
-  for (const auto& run : runs) {
-    if (!after.empty() && run.id <= after) continue;
-    if (!run.id.starts_with(prefix)) continue;
-    if (started_from_ms && to_ms(run.started_at) < *started_from_ms) continue;
-    if (started_to_ms && to_ms(run.started_at) >= *started_to_ms) continue;
-    if (page.size() == limit) {
-      next = page.back().as_object().at("id").as_string().c_str();
-      break;
-    }
-    page.push_back(run_json(run));
-  }
+  for (const auto& run : found.runs) page.push_back(run_json(run));
+  auto cursor = [](const std::string& text) { return text.empty() ? json::value(nullptr) : json::value(text); };
   return json_response(200, json::object{{"runs", std::move(page)},
-                                         {"next_cursor", next.empty() ? json::value(nullptr) : json::value(next)}});
+                                         {"next_cursor", cursor(found.next_cursor)},
+                                         {"previous_cursor", cursor(found.previous_cursor)},
+                                         {"total", found.total},
+                                         {"total_exact", found.total_exact}});
 }
 
 HttpResponse HttpApi::signal(const std::string& id, const std::string& name, const HttpRequest& request) {
@@ -806,8 +803,9 @@ HttpResponse HttpApi::reset(const std::string& id, const HttpRequest& request) {
 
 std::map<std::string, std::uint64_t> HttpApi::runs_by_status() {
   std::map<std::string, std::uint64_t> by_status;
-  for (auto status : kRunStatuses) by_status[run_status_name(status)] = 0;
-  for (const auto& run : engine_.list_runs()) by_status[run_status_name(run.status)]++;
+  // Counters the engine keeps as runs change state, not a scan.
+  auto counts = engine_.count_runs();
+  for (std::size_t k = 0; k < kRunStatuses.size(); ++k) by_status[run_status_name(kRunStatuses[k])] = counts[k];
   return by_status;
 }
 
@@ -1010,17 +1008,24 @@ HttpResponse method_not_allowed(const std::string& target, const char* allowed) 
 template <typename Describe>
 json::array describe_running(Engine& engine, const char* workflow, std::string_view prefix, Describe describe) {
   json::array listed;
-  RunFilter filter;
-  filter.workflow = workflow;
-  filter.status = RunStatus::running;
-  for (const auto& run : engine.list_runs(filter)) {
-    try {
-      listed.push_back(describe(run.id.substr(prefix.size())));
-    } catch (const Error& failure) {
-      if (failure.error() != errc::not_found) throw;
+  RunListQuery query;
+  query.status = RunStatus::running;
+  query.id_prefix = std::string(prefix);
+  query.order = RunListQuery::Order::id;
+  query.limit = 1000;
+  for (;;) {
+    auto page = engine.query_runs(query);
+    for (const auto& run : page.runs) {
+      if (run.workflow != workflow) continue;
+      try {
+        listed.push_back(describe(run.id.substr(prefix.size())));
+      } catch (const Error& failure) {
+        if (failure.error() != errc::not_found) throw;
+      }
     }
+    if (page.next_cursor.empty()) return listed;
+    query.cursor = page.next_cursor;
   }
-  return listed;
 }
 
 }  // namespace

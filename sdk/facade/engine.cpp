@@ -74,6 +74,8 @@ struct Waker {
 
 struct Engine::Impl final : engine::EngineCore {
   Config config;
+  // Before the shards, which put runs in it to the end.
+  engine::RunIndex index;
   std::unique_ptr<io::FileSystem> own_fs;
   io::FileSystem* fs = nullptr;
   std::shared_ptr<Clock> clock;
@@ -126,6 +128,15 @@ struct Engine::Impl final : engine::EngineCore {
   // Whether this engine runs shard `shard` (always, but in remote mode with
   // the shards split).
   bool here(std::uint32_t shard) const { return !router || router->holds(shard); }
+  // Every shard is held here and recovered: the index has every run.
+  bool all_here() {
+    if (!router) return true;
+    std::lock_guard lock(adopt_mu);
+    for (std::uint32_t shard = 0; shard < shards.size(); ++shard) {
+      if (!adopted[shard] || !router->holds(shard)) return false;
+    }
+    return true;
+  }
   // The limiter's rate waits end on a timer of a shard this engine runs
   // (the engine's clock drives shard timers, a manual one too).
   void arm_limit_poll(TimePoint at) {
@@ -139,7 +150,26 @@ struct Engine::Impl final : engine::EngineCore {
   }
   std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
 
+  // The run store's finished runs of `shard` (every shard: nothing) that
+  // no shard holds in memory, into the index: a shard's recovery put its
+  // own runs there first, and those are newer.
+  void index_stored(std::optional<std::uint32_t> shard) {
+    if (!store) return;
+    engine::RunQuery query;
+    query.limit = 1000;
+    for (;;) {
+      auto page = store->list(query);
+      if (!page) throw Error(errc::storage, fmt::format("cannot read the run store: {}", page.error().message()));
+      for (const auto& finished : page->runs) {
+        if (!shard || shard_of(finished.id) == *shard) index.put_if_absent(run_info_of(finished));
+      }
+      if (page->next_cursor.empty()) return;
+      query.cursor = page->next_cursor;
+    }
+  }
+
   // --- EngineCore ---
+  engine::RunIndex& run_index() override { return index; }
   std::shared_ptr<const WorkflowFn> workflow(const std::string& name, std::uint32_t version) const override {
     std::shared_lock lock(registry_mu);
     auto found = registry.find(name);
@@ -388,7 +418,11 @@ struct Engine::Impl final : engine::EngineCore {
                                                  loaded.error().message()));
         }
         auto bases = engine::read_checkpoints(*store, shard_count(), root);
+        // What the index held of the shard from an earlier lease is stale:
+        // another worker ran its runs since.
+        index.remove_if([&](const std::string& id) { return shard_of(id) == shard; });
         recover(shard, bases);
+        index_stored(shard);
         checkpointer->adopt(shard, bases.keep_from[shard]);
         shards[shard]->start();
         router->set_running(shard);
@@ -598,6 +632,13 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
     if (mine[shard]) impl->recover(shard, bases);
   }
+  if (std::all_of(mine.begin(), mine.end(), [](bool here) { return here; })) {
+    impl->index_stored(std::nullopt);
+  } else {
+    for (std::uint32_t shard = 0; shard < shards; ++shard) {
+      if (mine[shard]) impl->index_stored(shard);
+    }
+  }
   if (impl->store) {
     std::vector<engine::Shard*> shard_ptrs;
     for (auto& shard : impl->shards) shard_ptrs.push_back(shard.get());
@@ -605,6 +646,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     options.interval = config.checkpoint_interval;
     options.finished_retention = config.finished_retention;
     options.now_ms = [clock = impl->clock] { return engine::to_ms(clock->now()); };
+    options.expired = [index = &impl->index](std::int64_t before_ms) { index->expire_finished(before_ms); };
     options.warn = warn;
     if (impl->uploader) {
       // No segment retires before the backup holds it.
@@ -1396,6 +1438,50 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   std::erase_if(runs, [&](const RunInfo& run) { return !in_time_range(run, filter); });
   std::sort(runs.begin(), runs.end(), [](const RunInfo& a, const RunInfo& b) { return a.id < b.id; });
   return runs;
+}
+
+namespace {
+
+engine::IndexQuery index_query_of(const RunListQuery& query) {
+  engine::IndexQuery out;
+  out.status = query.status;
+  out.workflow_prefix = query.workflow_prefix;
+  out.id_prefix = query.id_prefix;
+  if (query.started_from) out.started_from_ms = engine::to_ms(*query.started_from);
+  if (query.started_to) out.started_to_ms = engine::to_ms(*query.started_to);
+  out.order = query.order == RunListQuery::Order::id       ? engine::IndexQuery::Order::id
+              : query.order == RunListQuery::Order::oldest ? engine::IndexQuery::Order::oldest
+                                                           : engine::IndexQuery::Order::newest;
+  out.limit = std::max<std::size_t>(1, query.limit);
+  out.cursor = query.cursor;
+  return out;
+}
+
+}  // namespace
+
+RunListPage Engine::query_runs(const RunListQuery& query) {
+  impl_->check_open();
+  auto index_query = index_query_of(query);
+  engine::IndexPage found;
+  if (impl_->all_here()) {
+    found = impl_->index.query(index_query);
+  } else {
+    // The other workers' runs are theirs to index: a scan, made an index
+    // for the one page.
+    engine::RunIndex every;
+    for (const auto& run : list_runs()) every.put(run);
+    found = every.query(index_query);
+  }
+  return RunListPage{std::move(found.runs), std::move(found.next_cursor), std::move(found.previous_cursor),
+                     found.total, found.total_exact};
+}
+
+std::array<std::uint64_t, kRunStatuses.size()> Engine::count_runs() {
+  impl_->check_open();
+  if (impl_->all_here()) return impl_->index.counts_by_status();
+  std::array<std::uint64_t, kRunStatuses.size()> counts{};
+  for (const auto& run : list_runs()) ++counts[static_cast<std::size_t>(run.status)];
+  return counts;
 }
 
 RunPage Engine::list_finished_runs(const RunFilter& filter, std::size_t limit, const std::string& cursor) {

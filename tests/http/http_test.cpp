@@ -141,6 +141,15 @@ TEST_SUITE("unit") {
                        "/v1/runs?limit=3&cursor=" + std::string(first.at("next_cursor").as_string())).json();
     CHECK(second.at("runs").as_array().size() == 1);
     CHECK(second.at("next_cursor").is_null());
+    CHECK(first.at("total") == 4);
+    CHECK(first.at("total_exact") == true);
+    CHECK(first.at("previous_cursor").is_null());
+    // Back from the second page: the first again.
+    auto back = call(at, beast_http::verb::get,
+                     "/v1/runs?limit=3&cursor=" + std::string(second.at("previous_cursor").as_string())).json();
+    CHECK(back.at("runs") == first.at("runs"));
+    CHECK(call(at, beast_http::verb::get, "/v1/runs?cursor=nonsense").status == 400);
+    CHECK(call(at, beast_http::verb::get, "/v1/runs?order=sideways").status == 400);
     // The console's filters: an id prefix, a start time range [from, to).
     auto ids_of = [&](const std::string& target) {
       std::vector<std::string> ids;
@@ -150,7 +159,10 @@ TEST_SUITE("unit") {
       }
       return ids;
     };
-    CHECK(ids_of("/v1/runs?id_prefix=o-") == std::vector<std::string>{"o-1", "o-2"});
+    CHECK(ids_of("/v1/runs?id_prefix=o-&order=id") == std::vector<std::string>{"o-1", "o-2"});
+    // Newest first by default; the workflow filter is a prefix, in any case.
+    CHECK(ids_of("/v1/runs?id_prefix=o-") == std::vector<std::string>{"o-2", "o-1"});
+    CHECK(ids_of("/v1/runs?workflow=ORD&order=id") == std::vector<std::string>{"o-1", "o-2"});
     CHECK(ids_of("/v1/runs?id_prefix=o-&status=cancelled") == std::vector<std::string>{"o-2"});
     CHECK(ids_of("/v1/runs?id_prefix=zz").empty());
     const auto o2_started = after.at("started_at_ms").as_int64();

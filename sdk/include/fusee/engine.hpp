@@ -124,6 +124,31 @@ struct RunPage {
   std::string next_cursor;  // pass it for the next page; empty: no more
 };
 
+// Engine::query_runs: which runs, in what order, from where.
+struct RunListQuery {
+  std::optional<RunStatus> status;
+  std::string workflow_prefix;  // case-insensitive; empty: any
+  std::string id_prefix;        // empty: any
+  std::optional<TimePoint> started_from;  // started at or after
+  std::optional<TimePoint> started_to;    // started before
+  enum class Order { newest, oldest, id };
+  Order order = Order::newest;  // by start time (ties by id), or by id
+  std::size_t limit = 100;
+  // A page's next_cursor (onward) or previous_cursor (back); empty: the
+  // first page. A cursor works with the query (and order) that gave it.
+  std::string cursor;
+};
+
+struct RunListPage {
+  std::vector<RunInfo> runs;    // in the query's order
+  std::string next_cursor;      // empty: no more
+  std::string previous_cursor;  // empty: the first page
+  std::uint64_t total = 0;      // runs that match
+  // false: `total` is a lower bound (an id prefix or a time range over
+  // more than 100,000 runs is counted only that far).
+  bool total_exact = true;
+};
+
 // Where a stream read starts.
 struct StreamFrom {
   enum class Kind { earliest, latest, offset };
@@ -475,6 +500,17 @@ class Engine {
   // at its shard's next checkpoint (Config::checkpoint_interval, or
   // checkpoint()); list_runs() sees it at once.
   RunPage list_finished_runs(const RunFilter& filter, std::size_t limit = 100, const std::string& cursor = {});
+  // A page of every run that matches -- running, parked, stuck and
+  // finished -- from an index the engine keeps as runs change state, so its
+  // cost is the page's size, not the number of runs (a filter that matches
+  // rarely may give a shorter page, with a cursor to go on). Throws
+  // invalid_argument for a cursor it did not give. In remote mode with the
+  // shards split between workers, the page is made from list_runs() (a
+  // scan of every worker's runs).
+  RunListPage query_runs(const RunListQuery& query);
+  // How many runs have each status (in kRunStatuses' order), from the same
+  // index: what /metrics and /v1/stats read.
+  std::array<std::uint64_t, kRunStatuses.size()> count_runs();
 
   // Sets (or changes) step limit `name` for this engine's steps, across all
   // its shards: ctx.step(...).limit(name) waits for a permit before each
