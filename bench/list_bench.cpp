@@ -95,6 +95,19 @@ class Client {
   boost::beast::flat_buffer buffer_;
 };
 
+// The process's resident memory, MiB (the index's cost shows in it).
+double resident_mib() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  double kib = -1;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::sscanf(line, "VmRSS: %lf kB", &kib) == 1) break;
+  }
+  std::fclose(status);
+  return kib / 1024;
+}
+
 double us_since(Steady::time_point start) {
   return std::chrono::duration<double, std::micro>(Steady::now() - start).count();
 }
@@ -236,8 +249,12 @@ int main(int argc, char** argv) {
   // A few waiting runs loaded again, beside the parked ones.
   for (int n = 0; n < 100; ++n) (void)engine->get_run(fmt::format("run-{:07}", n * 20 + 13));
   auto counts = engine->count_runs();
-  fmt::print("loaded {} runs in {:.1f} s, checkpointed in {:.1f} s: {} completed, {} failed, {} running ({} parked)\n",
-             options.runs, load_s, checkpoint_s, counts[1], counts[2], counts[0], engine->stats().runs_parked);
+  auto rss = resident_mib();
+  fmt::print("loaded {} runs in {:.1f} s, checkpointed in {:.1f} s: {} completed, {} failed, {} running ({} parked); "
+             "resident {:.0f} MiB\n",
+             options.runs, load_s, checkpoint_s, counts[1], counts[2], counts[0], engine->stats().runs_parked, rss);
+  JsonLine("list_bench").field("case", "load").field("runs", options.runs).field("load_s", load_s)
+      .field("resident_mib", rss).print();
 
   const auto at = engine->http_endpoint();
   Client client(at);

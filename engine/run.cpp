@@ -492,7 +492,7 @@ void Run::finish(Outcome outcome, TimePoint finished_at) {
 
 void Run::diverge(std::string message) {
   stuck_error_ = std::move(message);
-  shard_.core().run_index().put(info());
+  shard_.index_run(*this);
   shard_.core().warn_operator(fmt::format("{} -- the run is stuck until code that matches its journal is "
                                           "registered and the engine reopened, or it is cancelled",
                                           stuck_error_));

@@ -696,6 +696,11 @@ Result<std::optional<FinishedRun>> Shard::stored_run(const std::string& id) {
   return store_->finished(id);
 }
 
+void Shard::index_run(const Run& run) {
+  auto found = runs_.find(run.id());
+  if (found != runs_.end() && found->second.get() == &run) core_.run_index().put(run.info());
+}
+
 void Shard::finish_loading() {
   held_by_store_.clear();
   // Resets a crash cut short: the generation they began never was (their
@@ -749,7 +754,7 @@ void Shard::start_code(Run& run) {
     bool was_waiting = run.info().status == RunStatus::stuck;
     run.waiting_for_code({});
     run.begin(*fn);
-    if (was_waiting) core_.run_index().put(run.info());  // the code came: no longer stuck
+    if (was_waiting) index_run(run);  // the code came: no longer stuck
     return;
   }
   // Code of another version is there, not the run's: it waits, visibly.
@@ -758,7 +763,7 @@ void Shard::start_code(Run& run) {
                            "newest registered is version {}): it waits for that code",
                            run.id(), run.version(), run.workflow(), *newest);
     if (run.waiting_for_code(why)) core_.warn_operator(why);
-    core_.run_index().put(run.info());
+    index_run(run);
   }
 }
 

@@ -199,8 +199,11 @@ class Shard {
   // Checkpoints failed for this open: stop keeping records for them.
   void checkpoints_stopped();
   // Run::finish calls it: the next checkpoint stores the run's summary.
+  // The run's summary to the engine's run index, if it is the id's current
+  // run (a superseded generation ending late does not speak for the id).
+  void index_run(const Run& run);
   void note_finished(std::shared_ptr<Run> run) {
-    core_.run_index().put(run->info());
+    index_run(*run);
     if (keep_for_checkpoints_) finished_since_checkpoint_.push_back(std::move(run));
   }
 

@@ -279,3 +279,30 @@ TEST_CASE_TEMPLATE("run index: the engine's pages and counts agree with list_run
   agrees(*engine);
 }
 }
+
+TEST_SUITE("unit") {
+TEST_CASE("run index: a run whose replay diverges is stuck in the index, and cancelled once cancelled") {
+  EngineHarness harness(Mode::local);
+  {
+    auto engine = harness.open();
+    register_all(*engine);
+    (void)engine->start(kWaits, "s-1", 1);
+    REQUIRE(eventually([&] { return engine->journal_json("s-1").find("wait_started") != std::string::npos; }));
+    engine->shutdown();
+  }
+  auto config = harness.config();
+  config.warn = [](const std::string&) {};
+  auto engine = harness.open(config);
+  engine->register_workflow(kWaits, [](Ctx& ctx, int input) -> Task<int> {
+    co_return co_await ctx.step("renamed", [input] { return input; });  // not what the journal has
+  }, kGo);
+  REQUIRE(eventually([&] { return engine->get_run("s-1")->status == RunStatus::stuck; }));
+  agrees(*engine);
+  RunListQuery stuck;
+  stuck.status = RunStatus::stuck;
+  CHECK(engine->query_runs(stuck).total == 1);
+  engine->cancel("s-1", "give up");
+  REQUIRE(eventually([&] { return engine->get_run("s-1")->status == RunStatus::cancelled; }));
+  agrees(*engine);
+}
+}
