@@ -31,14 +31,38 @@ async function refused(response) {
   return new ApiError(response.status, body?.error ?? "error", body?.message ?? `HTTP ${response.status}`);
 }
 
+// Whether an error says the engine is away for now (stopped, restarting,
+// shutting down, its shard's worker not there yet) rather than that the
+// call is wrong: the console then keeps polling, and reads on when it is
+// back.
+export function unreachable(error) {
+  return error instanceof ApiError && (error.status === 0 || error.status === 502 || error.status === 503 || error.status === 504);
+}
+
+// fetch, with a failure to connect as an ApiError of status 0 (fetch's own
+// TypeError says only "Failed to fetch").
+async function call(path, options) {
+  try {
+    return await fetch(path, options);
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    throw new ApiError(0, "unreachable", "The engine does not answer (stopped or restarting?)");
+  }
+}
+
 // A call: its JSON, or an ApiError saying what went wrong.
 // Every POST says its body is JSON: the API refuses any other (a browser
 // cannot send that cross-site without asking first, docs/http-api.md).
 export async function api(path, options = {}) {
   const extra = options.method === "POST" ? { "Content-Type": "application/json", ...options.headers } : options.headers;
-  const response = await fetch(path, { ...options, headers: headers(extra) });
+  const response = await call(path, { ...options, headers: headers(extra) });
   if (!response.ok) throw await refused(response);
   return response.json();
+}
+
+// A POST of `body` as JSON.
+export function post(path, body = {}) {
+  return api(path, { method: "POST", body: JSON.stringify(body) });
 }
 
 // A stream's chunks as server-sent events (GET .../streams/{name}, Accept:
@@ -47,7 +71,7 @@ export async function api(path, options = {}) {
 // ends; stops when `signal` aborts. Resolves to whether the stream ended
 // (false: the connection closed first). Throws an ApiError when refused.
 export async function readStream(path, { onChunk, onEnd, signal }) {
-  const response = await fetch(path, { headers: headers({ Accept: "text/event-stream" }), signal });
+  const response = await call(path, { headers: headers({ Accept: "text/event-stream" }), signal });
   if (!response.ok) throw await refused(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffered = "";

@@ -1,9 +1,10 @@
-// The engine page (#engine): this engine's log, checkpoints and run store
+// The engine's pages. #engine: this engine's log, checkpoints and run store
 // (GET /v1/stats), the durable writes' latency as a chart, and under
 // `fusee server --http` the server's own: its shards and who holds them,
-// its log (GET /v1/server).
-import { api } from "./api.js";
-import { el, svg, duration } from "./dom.js";
+// its log (GET /v1/server). #schedules and #queues (below): what starts
+// runs besides callers.
+import { api, post } from "./api.js";
+import { el, svg, time, duration } from "./dom.js";
 
 function bytes(count) {
   if (count < 1024) return `${count} B`;
@@ -88,5 +89,152 @@ export async function showEngine(view) {
       ["Checkpointer", stats.checkpoint_error ? el("span", { class: "error" }, stats.checkpoint_error) : "working"]]));
   if (!server.server) parts.push(el("h2", {}, "Durable writes by latency"), latencyChart("latency", stats.flush_latency));
   view.replaceChildren(...parts);
+  return 2000;
+}
+
+// --- Schedules (#schedules) and queues (#queues, #queue/<name>) ---
+// The engine's other sources of runs, as GET /v1/schedules and /v1/queues
+// describe them, with a schedule's pause, resume and trigger.
+
+const runLink = (id) => el("a", { href: `#run/${encodeURIComponent(id)}` }, id);
+const when = (ms) => (ms ? `${time(ms)} UTC` : "");
+
+function specText(spec) {
+  const base = spec.cron ? `cron ${spec.cron}${spec.time_zone ? ` (${spec.time_zone})` : ""}`
+    : `every ${duration(spec.every_ms)}${spec.offset_ms ? `, offset ${duration(spec.offset_ms)}` : ""}`;
+  return [base, spec.jitter_ms ? `, jitter ${duration(spec.jitter_ms)}` : "", spec.end_ms ? `, until ${when(spec.end_ms)}` : ""].join("");
+}
+
+// The last schedule action's message: it stays through refreshes.
+let scheduleSaid = { text: "", error: false };
+
+function scheduleResult() {
+  return el("p", { id: "schedule-result", role: "status", class: scheduleSaid.error ? "error" : "said" }, scheduleSaid.text);
+}
+
+function scheduleActions(schedule, rerender) {
+  const path = `/v1/schedules/${encodeURIComponent(schedule.id)}`;
+  const act = async (what, body) => {
+    try {
+      const answer = await post(`${path}/${what}`, body);
+      const runs = answer.runs ?? [];
+      scheduleSaid = { text: `${new Date().toLocaleTimeString()} ${schedule.id}: ${what} done` +
+        (what === "trigger" ? (runs.length ? `, started ${runs.join(", ")}` : ", the overlap policy let it pass") : ""), error: false };
+    } catch (error) {
+      scheduleSaid = { text: `${new Date().toLocaleTimeString()} ${schedule.id}: ${what}: ${error.message}`, error: true };
+    }
+    await rerender();
+  };
+  const paused = schedule.options.paused;
+  return el("form", { class: "schedule-actions", "data-schedule": schedule.id, onsubmit: (event) => event.preventDefault() },
+    paused ? null : el("input", { name: "note", placeholder: "why (pause)", size: "16" }),
+    el("button", { type: "button", class: paused ? "resume" : "pause", onclick: (event) => {
+      const note = paused ? "" : new FormData(event.target.form).get("note").trim();
+      act(paused ? "resume" : "pause", note ? { note } : {});
+    } }, paused ? "Resume" : "Pause"),
+    el("button", { type: "button", class: "trigger", onclick: () => act("trigger", {}) }, "Trigger"));
+}
+
+let schedulesShown = "";  // what the table shows, as JSON
+
+export async function showSchedules(view, render) {
+  const { schedules } = await api("/v1/schedules");
+  const rerender = async () => {
+    delete view.dataset.page;  // an action rebuilds the table at once
+    await render();
+  };
+  const table = schedules.length
+    ? el("table", { id: "schedules" },
+        el("thead", {}, el("tr", {}, ["Id", "Workflow", "When", "Overlap", "State", "Next due", "Last started", "Started / skipped", "Recent runs", ""]
+          .map((h) => el("th", {}, h)))),
+        el("tbody", {}, schedules.map((schedule) => el("tr", { "data-schedule": schedule.id },
+          el("td", { class: "mono" }, schedule.id),
+          el("td", {}, schedule.workflow),
+          el("td", {}, specText(schedule.spec)),
+          el("td", {}, `${schedule.options.overlap}${schedule.buffered_ms?.length ? ` (${schedule.buffered_ms.length} buffered)` : ""}`),
+          el("td", { class: schedule.options.paused ? "status-cancelled" : "status-running" },
+            schedule.options.paused ? `paused${schedule.options.note ? `: ${schedule.options.note}` : ""}` : "active"),
+          el("td", { class: "next-due" }, schedule.next_due_ms ? when(schedule.next_due_ms) : schedule.options.paused ? "none (paused)" : "none (past its end)"),
+          el("td", {}, schedule.running ? runLink(schedule.running) : ""),
+          el("td", {}, `${schedule.started} / ${schedule.skipped}`),
+          el("td", {}, (schedule.recent ?? []).slice(-3).flatMap((id, i) => [i ? ", " : "", runLink(id)])),
+          el("td", {}, scheduleActions(schedule, rerender))))))
+    : el("p", { class: "empty", id: "no-schedules" }, "No schedules. Make one with POST /v1/schedules (docs/http-api.md) or Engine::schedule.");
+  const details = el("div", { id: "schedules-details" }, table, scheduleResult());
+  // A refresh leaves the table be when nothing changed, and while a pause
+  // note is being typed.
+  const shown = document.getElementById("schedules-details");
+  const key = JSON.stringify([schedules, scheduleSaid]);
+  if (shown && view.dataset.page === "schedules") {
+    const typing = shown.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
+    if (!typing && schedulesShown !== key) {
+      shown.replaceWith(details);
+      schedulesShown = key;
+    }
+  } else {
+    schedulesShown = key;
+    view.replaceChildren(el("h1", {}, "Schedules"), details);
+    view.dataset.page = "schedules";
+  }
+  return 2000;
+}
+
+const optionText = (options) => [
+  options.concurrency ? `${options.concurrency} at once` : "no bound at once",
+  options.partition_concurrency ? `${options.partition_concurrency} per partition` : null,
+  options.per_second ? `${options.per_second} starts/s` : null].filter(Boolean).join(", ");
+
+export async function showQueues(view) {
+  const { queues } = await api("/v1/queues");
+  const table = queues.length
+    ? el("table", { id: "queues" },
+        el("thead", {}, el("tr", {}, ["Queue", "Bounds", "Waiting", "Running", "Started", "Next start"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, queues.map((queue) => el("tr", { "data-queue": queue.name },
+          el("td", { class: "mono" }, el("a", { href: `#queue/${encodeURIComponent(queue.name)}` }, queue.name)),
+          el("td", {}, optionText(queue.options)),
+          el("td", { class: "waiting" }, queue.waiting.length),
+          el("td", { class: "running" }, queue.running.length),
+          el("td", {}, queue.started),
+          el("td", {}, queue.next_start_ms > Date.now() ? when(queue.next_start_ms) : "")))))
+    : el("p", { class: "empty", id: "no-queues" }, "No queues. Declare one with POST /v1/queues (docs/http-api.md) or Engine::queue.");
+  view.replaceChildren(el("h1", {}, "Queues"), table);
+  view.dataset.page = "queues";
+  return 2000;
+}
+
+// Waiting and running by partition ("" is the queue's default one).
+function partitions(queue) {
+  const by = new Map();
+  for (const [list, field] of [[queue.waiting, "waiting"], [queue.running, "running"]]) {
+    for (const entry of list) {
+      const counts = by.get(entry.partition) ?? { waiting: 0, running: 0 };
+      counts[field]++;
+      by.set(entry.partition, counts);
+    }
+  }
+  return [...by.entries()].sort(([a], [b]) => a.localeCompare(b));
+}
+
+export async function showQueue(view, name) {
+  const queue = await api(`/v1/queues/${encodeURIComponent(name)}`);
+  const entryTable = (id, entries, columns) => entries.length
+    ? el("table", { id }, el("thead", {}, el("tr", {}, columns.map(([h]) => el("th", {}, h)))),
+        el("tbody", {}, entries.map((entry) => el("tr", {}, columns.map(([, cell]) => el("td", {}, cell(entry)))))))
+    : el("p", { class: "empty", id }, "none");
+  // A waiting run is not a run yet (GET /v1/runs/{id} is 404 until it
+  // starts): only a running one is linked.
+  const common = (linked) => [["Id", (entry) => (linked ? runLink(entry.id) : el("span", { class: "mono", title: "not started yet" }, entry.id))],
+    ["Workflow", (entry) => entry.workflow], ["Partition", (entry) => entry.partition || "(default)"], ["Priority", (entry) => entry.priority]];
+  view.replaceChildren(el("h1", {}, `Queue ${queue.name}`),
+    factTable("queue", [["Bounds", optionText(queue.options)], ["Waiting", queue.waiting.length], ["Running", queue.running.length],
+      ["Started, since declared", queue.started], ["Next start", queue.next_start_ms > Date.now() ? when(queue.next_start_ms) : "when a slot frees"]]),
+    el("h2", {}, "By partition"),
+    entryTable("partitions", partitions(queue), [["Partition", ([partition]) => partition || "(default)"],
+      ["Waiting", ([, counts]) => counts.waiting], ["Running", ([, counts]) => counts.running]]),
+    el("h2", {}, "Waiting, in the order they will start"),
+    entryTable("waiting", queue.waiting, [...common(false), ["Dedup id", (entry) => entry.dedup_id], ["Enqueued", (entry) => when(entry.enqueued_ms)]]),
+    el("h2", {}, "Running"),
+    entryTable("running", queue.running, [...common(true), ["Started", (entry) => when(entry.started_ms)]]));
+  view.dataset.page = "queue";
   return 2000;
 }

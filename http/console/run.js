@@ -1,10 +1,19 @@
-// A run's page (#run/<id>): its facts, parent and children, input, result
-// or error, its journal as a timeline, its streams read live, and actions
-// (signal, cancel, terminate, reset) through the public API.
-import { api } from "./api.js";
+// A run's page (#run/<id>): its facts (the version too when the run is
+// parked, from its journal), parent and children, input, result or error,
+// where a stuck run's code left its journal, its generations, its journal
+// as a timeline, its streams read live, and the actions that work on it
+// (below: signal, query, update, complete an awakeable, cancel, terminate,
+// reset), each through the public API.
+import { api, post } from "./api.js";
 import { el, time } from "./dom.js";
-import { timeline } from "./timeline.js";
+import { timeline, divergence, generations } from "./timeline.js";
 import { readStreams, streamNames } from "./streams.js";
+
+// The version a run's journal names (its run_started's detail; empty: 1),
+// for a parked run, whose summary does not know it (version 0).
+function journaledVersion(started) {
+  return started ? Number(started.detail || "1") : null;
+}
 
 // Shows run `id` in `view`; returns the refresh delay, or null once the run
 // has finished.
@@ -17,89 +26,236 @@ export async function showRun(view, id, rerender) {
   } catch (error) {
     journal = { error: error.message };
   }
-  const started = journal.records?.find((record) => record.kind === "run_started");
-  const children = (journal.commands ?? []).filter((command) => command.command === "child");
+  const records = journal.records ?? [];
+  // The current generation's start: its input, parent and version.
+  const started = records.findLast((record) => record.kind === "run_started");
+  const commands = journal.commands ?? [];
+  const children = commands.filter((command) => command.command === "child");
+  const diverged = run.status === "stuck" ? divergence(run.error ?? "") : null;
+  // A finished run's own last record says how it ended: the summary may
+  // still hold the error of before (a stuck run ended keeps its
+  // nondeterminism error there until the engine reopens).
+  const ended = run.finished_at_ms ? records.findLast((record) => record.kind === "run_failed" || record.kind === "run_cancelled") : null;
+  const error = ended ? String(ended.value) : run.error ?? "";
   const link = (runId) => el("a", { href: `#run/${encodeURIComponent(runId)}` }, runId);
+  const version = run.version
+    ? `version ${run.version}`
+    : journaledVersion(started) ? `version ${journaledVersion(started)}, parked: read from its journal` : "version not known: parked";
   const facts = el("table", { id: "run", class: "facts" },
-    [["Id", run.id], ["Workflow", `${run.workflow} (version ${run.version})`],
+    [["Id", run.id], ["Workflow", `${run.workflow} (${version})`],
      ["Status", el("span", { class: `status-${run.status}` }, run.status)],
      ["Generation", run.generation], ["Started", `${time(run.started_at_ms)} UTC`],
      ["Finished", run.finished_at_ms ? `${time(run.finished_at_ms)} UTC` : ""],
      ["Parent", started?.parent ? link(started.parent) : "none (started from outside)"],
      ["Children", children.length
        ? children.flatMap((child, i) => [i ? ", " : "", link(child.name), ` (${child.outcome})`]) : "none"],
-     ["Error", run.error ?? ""]].map(([name, value]) => el("tr", {}, el("th", {}, name), el("td", { id: `fact-${name.toLowerCase()}` }, value))));
+     ["Error", error],
+     ...(diverged ? [["Diverged", divergedFact(diverged)]] : [])]
+      .map(([name, value]) => el("tr", {}, el("th", {}, name), el("td", { id: `fact-${name.toLowerCase()}` }, value))));
   const input = started ? [el("h2", {}, "Input"), el("pre", { id: "input" }, JSON.stringify(started.flag ? started.value.input : started.value, null, 2))] : [];
   const result = "result" in run ? [el("h2", {}, "Result"), el("pre", { id: "result" }, JSON.stringify(run.result, null, 2))] : [];
-  const commands = journal.commands
-    ? timeline(journal.commands, run)
+  const history = generations(records, run);
+  const journalPart = journal.commands
+    ? timeline(commands, records, run, diverged)
     : el("p", { class: "empty", id: "journal" },
         `${journal.error ?? "No journal."} A finished run keeps its journal while Config::keep_finished_journals is on.`);
-  const details = el("div", { id: "run-details" }, facts, ...input, ...result, el("h2", {}, "Journal"), commands);
+  const details = el("div", { id: "run-details" }, facts, ...input, ...result,
+    history ? [el("h2", {}, "Generations"), history] : [], el("h2", {}, "Journal"), journalPart);
   // A refresh of the same run in the same status replaces its details only,
   // so a signal being typed in the actions is not swept away.
   const shown = document.getElementById("run-details");
   if (shown && view.dataset.run === id && view.dataset.status === run.status) {
     shown.replaceWith(details);
+    refreshActions(commands);
   } else {
     // The same run in a new status keeps its streams section: its readers
     // read on (a stream that ends with the run shows its end).
     const streams = (view.dataset.run === id && document.getElementById("streams")) || el("section", { id: "streams" });
-    view.replaceChildren(el("h1", {}, `Run ${run.id}`), details, streams, runActions(run, rerender));
+    view.replaceChildren(el("h1", {}, `Run ${run.id}`), details, streams, runActions(run, commands, diverged, rerender));
     view.dataset.run = id;
     view.dataset.status = run.status;
   }
-  readStreams(document.getElementById("streams"), id, streamNames(journal.commands ?? []));
+  readStreams(document.getElementById("streams"), id, streamNames(commands));
   return run.status === "running" || run.status === "stuck" ? 2000 : null;
 }
 
-// Signal, cancel, terminate and reset, each through the public API; the
-// ones that end or rewrite a run ask first.
-function runActions(run, rerender) {
+// Where the code left the journal, linked to the journal's row.
+function divergedFact(diverged) {
+  if (diverged.position === null) return diverged.what;
+  const jump = el("a", { href: `#journal-${diverged.position}`, onclick: (event) => {
+    event.preventDefault();  // the hash is the route: scroll instead
+    document.getElementById(`journal-${diverged.position}`)?.scrollIntoView({ block: "center" });
+  } }, `at position ${diverged.position}`);
+  return [jump, `: ${diverged.what}`];
+}
+
+// --- Actions ---
+
+// The last action's message, per run: it stays through refreshes (a
+// cancel's "requested" while the run winds down, an update's answer) until
+// the next action or another run.
+let said = { run: null, text: "", error: false };
+
+function say(runId, text, error = false) {
+  said = { run: runId, text: `${new Date().toLocaleTimeString()} ${text}`, error };
+  const shown = document.getElementById("action-result");
+  if (shown) sayIn(shown);
+}
+
+function sayIn(node) {
+  node.textContent = said.text;
+  node.className = said.error ? "error" : "said";
+}
+
+// A form's JSON field: its value, or undefined after saying why not.
+function jsonField(runId, what, text) {
+  if (!text.trim()) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    say(runId, `${what}: the value is not JSON (a number, "text" in quotes, {...}, null)`, true);
+    return undefined;
+  }
+}
+
+// The reset points a journal offers: after each step that completed (by
+// name), and before each position, the end included (keep every command).
+function resetPoints(commands) {
+  const steps = [...new Set(commands.filter((command) => command.command === "step" && command.outcome === "completed")
+    .map((command) => command.name))];
+  const end = commands.length ? Math.max(...commands.map((command) => command.position)) + 1 : 0;
+  return [
+    ...steps.map((name) => [`after:${name}`, `after step '${name}' (its last completion)`]),
+    ...commands.map((command) => [`position:${command.position}`, `before position ${command.position} (${command.command} '${command.name}')`]),
+    [`position:${end}`, `position ${end}: the end (keep every command)`],
+  ];
+}
+
+function pointOptions(select, commands) {
+  const chosen = select.value;
+  select.replaceChildren(...resetPoints(commands).map(([value, label]) => el("option", { value }, label)));
+  if ([...select.options].some((option) => option.value === chosen)) select.value = chosen;
+}
+
+// A refresh of the same run in the same status: the reset points follow the
+// journal (unless the operator is choosing one).
+function refreshActions(commands) {
+  const select = document.querySelector("#reset select[name=point]");
+  if (select && document.activeElement !== select) pointOptions(select, commands);
+}
+
+// A form of labelled inputs whose submit calls `send(data)`.
+function actionForm(id, fields, button, send) {
+  return el("form", { class: "filters", id, onsubmit: (event) => {
+    event.preventDefault();
+    send(new FormData(event.target));
+  } },
+    fields.map(([label, name, attributes = {}]) => el("label", {}, `${label} `, el("input", { name, ...attributes }))),
+    el("button", { type: "submit" }, button));
+}
+
+// The actions that work on the run in its status: a running run takes all;
+// a stuck run's code cannot run, so only what needs no code (cancel,
+// terminate, reset); a finished run can only be reset.
+function runActions(run, commands, diverged, rerender) {
   const path = `/v1/runs/${encodeURIComponent(run.id)}`;
-  const said = el("p", { id: "action-result", role: "status" });
-  const act = async (what, call) => {
+  if (said.run !== run.id) said = { run: run.id, text: "", error: false };
+  const result = el("p", { id: "action-result", role: "status" });
+  sayIn(result);
+  // An action's reason is for that action: the field empties once done.
+  const act = async (what, call, form = null) => {
     try {
-      await call();
-      said.textContent = `${what}: done`;
+      say(run.id, `${what}: ${await call()}`);
+      if (form?.elements.reason) form.elements.reason.value = "";
       await rerender();
-      document.getElementById("action-result")?.replaceChildren(`${what}: done`);
     } catch (error) {
-      said.textContent = `${what}: ${error.message}`;
-      said.className = "error";
+      say(run.id, `${what}: ${error.message}`, true);
     }
   };
-  const post = (suffix, body) => api(`${path}${suffix}`, { method: "POST", body: JSON.stringify(body) });
-  const running = run.status === "running" || run.status === "stuck";
-  const signal = el("form", { class: "filters", id: "signal", onsubmit: (event) => {
-    event.preventDefault();
-    const data = new FormData(event.target);
-    let value;
-    try {
-      value = JSON.parse(data.get("value") || "null");
-    } catch {
-      said.textContent = "signal: the value is not JSON (a number, \"text\" in quotes, {...})";
-      said.className = "error";
-      return;
-    }
-    act("signal", () => post(`/signals/${encodeURIComponent(data.get("name"))}`, { value }));
-  } },
-    el("label", {}, "Signal ", el("input", { name: "name", required: "" })),
-    el("label", {}, "value (JSON) ", el("input", { name: "value" })),
-    el("button", { type: "submit" }, "Send"));
-  const ending = (what, suffix) => el("button", { id: what, onclick: () => {
-    if (confirm(`${what} run ${run.id}?`)) act(what, () => post(suffix, { reason: "from the console" }));
-  } }, what[0].toUpperCase() + what.slice(1));
+  const reason = (data) => data.get("reason").trim() || "from the console";
+  const running = run.status === "running";
+  const stuck = run.status === "stuck";
+
+  const signal = actionForm("signal", [["Signal", "name", { required: "" }], ["value (JSON)", "value"]], "Send", (data) => {
+    const value = jsonField(run.id, "signal", data.get("value"));
+    if (value === undefined) return;
+    const name = data.get("name");
+    act(`signal '${name}'`, async () => {
+      await post(`${path}/signals/${encodeURIComponent(name)}`, { value });
+      return "accepted";
+    });
+  });
+  const query = actionForm("query", [["Query", "name", { required: "" }], ["argument (JSON)", "arg"]], "Ask", (data) => {
+    const arg = jsonField(run.id, "query", data.get("arg"));
+    if (arg === undefined) return;
+    const name = data.get("name");
+    act(`query '${name}'`, async () => {
+      const answer = await post(`${path}/queries/${encodeURIComponent(name)}`, arg === null ? {} : { arg });
+      return `answered ${JSON.stringify(answer.answer)}`;
+    });
+  });
+  const update = actionForm("update", [["Update", "name", { required: "" }], ["argument (JSON)", "arg"]], "Send", (data) => {
+    const arg = jsonField(run.id, "update", data.get("arg"));
+    if (arg === undefined) return;
+    const name = data.get("name");
+    act(`update '${name}'`, async () => {
+      const answer = await post(`${path}/updates/${encodeURIComponent(name)}`, arg === null ? {} : { arg });
+      return answer.status === "completed" ? `completed, result ${JSON.stringify(answer.result)}`
+        : `${answer.status}: ${answer.error?.message ?? JSON.stringify(answer.error)}`;
+    });
+  });
+  const awakeable = actionForm("awakeable",
+    [["Complete awakeable: token", "token", { required: "", size: "40", autocomplete: "off" }], ["value (JSON)", "value"]], "Complete", (data) => {
+      const value = jsonField(run.id, "awakeable", data.get("value"));
+      if (value === undefined) return;
+      act("awakeable", async () => {
+        await post(`/v1/awakeables/${encodeURIComponent(data.get("token").trim())}/complete`, { value });
+        return "completed";
+      });
+    });
+
+  // Cancel and terminate share the reason; each asks first.
+  const ending = el("form", { class: "filters", id: "end", onsubmit: (event) => event.preventDefault() },
+    el("label", {}, "Reason ", el("input", { name: "reason", size: "40", placeholder: "recorded in the run's error" })),
+    [["cancel", "cancel requested", "Cancel"], ["terminate", "terminated", "Terminate"]].map(([what, done, label]) =>
+      el("button", { type: "button", id: what, onclick: (event) => {
+        const why = reason(new FormData(event.target.form));
+        if (confirm(`${label} run ${run.id}? (${why})`)) {
+          act(what, async () => {
+            await post(`${path}/${what}`, { reason: why });
+            return `${done} (${why})`;
+          }, event.target.form);
+        }
+      } }, label)));
+
+  const point = el("select", { name: "point" });
+  pointOptions(point, commands);
+  // A stuck run's likely reset: to just before where its code diverged.
+  point.value = diverged?.position != null ? `position:${diverged.position}` : "position:0";
   const reset = el("form", { class: "filters", id: "reset", onsubmit: (event) => {
     event.preventDefault();
-    const position = Number(new FormData(event.target).get("position"));
-    if (confirm(`Reset run ${run.id} to position ${position}? A new generation replays from there.`)) {
-      act("reset", () => post("/reset", { position, reason: "from the console" }));
+    const data = new FormData(event.target);
+    const [kind, where] = data.get("point").split(/:(.*)/s);
+    const body = kind === "after" ? { after_step: where } : { position: Number(where) };
+    const why = reason(data);
+    const label = point.selectedOptions[0]?.textContent ?? data.get("point");
+    if (confirm(`Reset run ${run.id} to ${label}? A new generation replays from there. (${why})`)) {
+      act("reset", async () => {
+        const answer = await post(`${path}/reset`, { ...body, reason: why });
+        return `generation ${answer.generation} replays from ${label} (${why})`;
+      }, event.target);
     }
   } },
-    el("label", {}, "Reset to position ", el("input", { name: "position", type: "number", min: "0", value: "0" })),
+    el("label", {}, "Reset to ", point),
+    el("label", {}, "reason ", el("input", { name: "reason", size: "30" })),
     el("button", { type: "submit" }, "Reset"));
-  return el("section", {}, el("h2", {}, "Actions"),
-    running ? [signal, el("p", {}, ending("cancel", "/cancel"), " ", ending("terminate", "/terminate"))] : [],
-    reset, said);
+
+  return el("section", { id: "actions" }, el("h2", {}, "Actions"),
+    running ? [signal, query, update, awakeable] : [],
+    stuck ? el("p", { class: "empty", id: "stuck-note" },
+      "Its code does not match its journal, so it cannot run: deploy code that does and it goes on, " +
+      "or reset it to before the divergence, or end it. (Signals are kept for the fixed code; queries, " +
+      "updates and awakeables need code that runs.)") : null,
+    running || stuck ? ending : null,
+    reset, result);
 }

@@ -3,8 +3,12 @@
 // service and makes them). Fails on any error a page logs or throws, and on
 // any request to another host.
 // Usage: node e2e.mjs http://HOST:PORT SCREENSHOT_DIR [local|server]
-//   local:  examples/http_service's own listener, every page and action;
+//   local:  examples/http_service's own listener, every page and action,
+//           and the service killed and started again under the page
+//           ($FUSEE_SERVICE_PID, $FUSEE_SERVICE, $FUSEE_SERVICE_PID_FILE);
 //   server: fusee server --http's front, with one worker behind it.
+import { spawn } from "node:child_process";
+import { openSync, readFileSync, writeFileSync } from "node:fs";
 import puppeteer from "puppeteer-core";
 
 const [base, shots, mode = "local"] = process.argv.slice(2);
@@ -15,6 +19,10 @@ const browser = await puppeteer.launch({
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
 });
 
+// While the service is down on purpose, the page's refused calls are
+// expected (Chromium logs each as an error).
+let outage = false;
+
 function fail(message) {
   problems.push(message);
 }
@@ -23,17 +31,52 @@ const text = (page, selector) => page.$eval(selector, (node) => node.textContent
 const texts = (page, selector) => page.$$eval(selector, (nodes) => nodes.map((node) => node.textContent));
 const runIds = (page) => texts(page, "#runs tbody tr td:first-child");
 
-// Waits until the runs table shows exactly `ids`, in order.
+// Waits until the runs table shows exactly `ids`, in any order (the order
+// is the engine's).
 async function waitForRuns(page, ids) {
   try {
     await page.waitForFunction((wanted) => {
       const shown = [...document.querySelectorAll("#runs tbody tr td:first-child")].map((cell) => cell.textContent);
-      return JSON.stringify(shown) === JSON.stringify(wanted);
+      return JSON.stringify(shown.sort()) === JSON.stringify([...wanted].sort());
     }, { timeout: 10000 }, ids);
   } catch {
     fail(`the runs table shows ${JSON.stringify(await runIds(page))}, not ${JSON.stringify(ids)}`);
   }
 }
+
+// Waits until `selector`'s text matches `pattern`.
+async function waitForText(page, selector, pattern, timeout = 15000) {
+  try {
+    await page.waitForFunction((where, source) => new RegExp(source).test(document.querySelector(where)?.textContent ?? ""),
+      { timeout }, selector, pattern.source);
+  } catch {
+    fail(`${selector} never matched ${pattern}: ${JSON.stringify(await page.$eval(selector, (node) => node.textContent).catch(() => "(none)"))}`);
+  }
+}
+
+// The hash of the page's URL, decoded.
+const hashOf = (page) => decodeURIComponent(new URL(page.url()).hash);
+
+// A call to the API from the test itself (setting up schedules, queues).
+async function call(path, body) {
+  const response = await fetch(`${base}${path}`, body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  if (!response.ok) fail(`${path}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+// Waits until the status line has changed `times` times (live refreshes).
+async function refreshes(page, times) {
+  for (let i = 0; i < times; i++) {
+    const before = await text(page, "#status");
+    await page.waitForFunction((was) => document.getElementById("status").textContent !== was &&
+      document.getElementById("status").textContent.startsWith("updated"), { timeout: 10000 }, before);
+  }
+}
+
+// Waits until every request of the page has been answered (the hash routes
+// within one document, so page.goto to another hash waits for nothing).
+const settle = (page) => page.waitForNetworkIdle({ idleTime: 150, timeout: 10000 });
 
 async function setFilter(page, name, value) {
   await page.$eval(`#filters [name=${name}]`, (input, given) => { input.value = given; }, value);
@@ -42,7 +85,7 @@ async function setFilter(page, name, value) {
 // A run's page; waits for its journal. (Another run's page may be showing:
 // a new hash is not a new document.)
 async function openRun(page, id) {
-  await page.goto(`${base}/ui/#run/${id}`, { waitUntil: "networkidle0" });
+  await page.goto(`${base}/ui/#run/${encodeURIComponent(id)}`, { waitUntil: "networkidle0" });
   await page.waitForFunction((heading) => document.querySelector("h1")?.textContent === heading &&
     document.getElementById("journal") !== null, {}, `Run ${id}`);
 }
@@ -79,22 +122,53 @@ async function waitForFact(page, fact, pattern) {
 }
 
 async function local(page) {
-  // Runs: the table, the counts, then the filters (server-side prefix and
-  // status, a start time range with nothing in it, then none).
+  await runsAndFilters(page);
+  await stuckRun(page);
+  await finishedRuns(page);
+  await attemptsAndParked(page);
+  await oddId(page);
+  await payment(page);
+  await schedulesAndQueues(page);
+  await restart(page);
+
+  // A run that does not exist: a clear error, no console error.
+  await page.goto(`${base}/ui/#run/nobody`, { waitUntil: "networkidle0" });
+  await page.waitForSelector(".error");
+  const message = await text(page, ".error");
+  if (!message.includes("no run 'nobody'")) fail(`a missing run says: ${message}`);
+
+  // The engine: its figures and the latency chart.
+  await page.goto(`${base}/ui/#engine`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#engine");
+  const engine = await text(page, "#engine");
+  if (!engine.includes("held here") || !engine.includes("Records per write")) fail(`the engine page: ${engine}`);
+  const buckets = await page.$$eval("#latency rect", (rects) => rects.length);
+  if (buckets < 2) fail(`the latency chart has ${buckets} bars`);
+  if (await page.$("#holders")) fail("a lone engine's page shows a server's shard holders");
+  await page.screenshot({ path: `${shots}/engine.png`, fullPage: true });
+}
+
+// Runs: the table and the counts; the filters and the page in the URL
+// (Back returns to the filters before, a link opens them as they were);
+// a time range with nothing in it, then one with everything.
+async function runsAndFilters(page) {
   await page.goto(`${base}/`, { waitUntil: "networkidle0" });
   if (!page.url().endsWith("/ui/")) fail(`/ led to ${page.url()}, not /ui/`);
   await page.waitForSelector("#runs tbody tr");
+  const everyRun = ["order-1", "order-2", "order-3", "order-4", "batch-1", "batch-1-1", "batch-1-2", "pay-1", "odd:id@x~y+z=w,v"];
   const ids = await runIds(page);
-  for (const id of ["order-1", "order-2", "order-3", "batch-1", "batch-1-1", "batch-1-2"]) {
+  for (const id of everyRun) {
     if (!ids.includes(id)) fail(`the runs table lacks ${id}: ${ids}`);
   }
   const counts = await text(page, "#counts");
-  if (!counts.includes("completed 1") || !counts.includes("running 5")) fail(`counts: ${counts}`);
+  if (!counts.includes("completed 1") || !counts.includes("running 7") || !counts.includes("stuck 1")) fail(`counts: ${counts}`);
   await page.screenshot({ path: `${shots}/runs.png` });
+
   await setFilter(page, "prefix", "order-");
   await page.select("#filters select[name=status]", "running");
   await page.click("#filters button[type=submit]");
   await waitForRuns(page, ["order-2", "order-3"]);
+  if (hashOf(page) !== "#runs?status=running&prefix=order-") fail(`the filters are not in the URL: ${hashOf(page)}`);
   await setFilter(page, "prefix", "");
   await page.select("#filters select[name=status]", "");
   await setFilter(page, "to", "2000-01-01T00:00:00");
@@ -102,23 +176,89 @@ async function local(page) {
   await page.waitForSelector("#no-runs");
   const empty = await text(page, "#no-runs");
   if (!empty.includes("No run matches")) fail(`an empty filter says: ${empty}`);
-  await setFilter(page, "to", "");
+  // Back: the filters before, in the form and in the table.
+  await page.goBack();
+  await waitForRuns(page, ["order-2", "order-3"]);
+  const form = await page.$eval("#filters", (node) => ({ status: node.status.value, prefix: node.prefix.value, to: node.to.value }));
+  if (JSON.stringify(form) !== JSON.stringify({ status: "running", prefix: "order-", to: "" })) fail(`Back shows the filters ${JSON.stringify(form)}`);
+  await page.goBack();
+  await waitForRuns(page, everyRun);
+  await page.goForward();
+  await waitForRuns(page, ["order-2", "order-3"]);
+  // A link to a filtered page, opened afresh.
+  await page.goto(`${base}/ui/#runs?status=stuck`);
+  await page.reload({ waitUntil: "networkidle0" });
+  await waitForRuns(page, ["order-1"]);
+  if ((await page.$eval("#filters select[name=status]", (node) => node.value)) !== "stuck") fail("a link's status filter is not in the form");
+  await setFilter(page, "status", "");
+  await page.select("#filters select[name=status]", "");
   await setFilter(page, "from", "2000-01-01T00:00:00");
   await page.click("#filters button[type=submit]");
-  await waitForRuns(page, ["batch-1", "batch-1-1", "batch-1-2", "order-1", "order-2", "order-3"]);
+  await waitForRuns(page, everyRun);
+  // Pages of 2: the next page's cursor is in the URL, and Back is the page before.
+  await page.goto(`${base}/ui/#runs?limit=2`, { waitUntil: "networkidle0" });
+  await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length === 2);
+  const first = await runIds(page);
+  await page.click("#next-page");
+  await page.waitForFunction(() => location.hash.includes("cursor="));
+  await page.waitForFunction((before) => {
+    const shown = [...document.querySelectorAll("#runs tbody tr td:first-child")].map((cell) => cell.textContent);
+    return shown.length === 2 && !shown.some((id) => before.includes(id));
+  }, { timeout: 10000 }, first);
+  await page.goBack();
+  await waitForRuns(page, first);
+  if (await page.$("#first-page")) fail("the first page offers a First page button");
+}
 
+// A stuck run: the position where its code left the journal, marked; only
+// cancel, terminate and reset offered. Cancelled with a reason, its error
+// is the cancel's at once, and its last wait no longer "waiting".
+async function stuckRun(page) {
+  await openRun(page, "order-1");
+  await waitForFact(page, "status", /stuck/);
+  await waitForFact(page, "diverged", /at position 1: the journal has wait_for 'approval' but the workflow asked for stream write 'progress'/);
+  const marked = await page.$$eval("#journal tr.diverged", (rows) => rows.map((row) => row.id));
+  if (JSON.stringify(marked) !== JSON.stringify(["journal-1"])) fail(`the diverged rows: ${JSON.stringify(marked)}`);
+  if (!(await text(page, "#journal tr.diverged-note")).includes("stream write 'progress'")) fail("no note under the diverged row");
+  for (const form of ["#signal", "#query", "#update", "#awakeable"]) {
+    if (await page.$(form)) fail(`a stuck run offers ${form}`);
+  }
+  for (const action of ["#cancel", "#terminate", "#reset", "#stuck-note"]) {
+    if (!(await page.$(action))) fail(`a stuck run does not offer ${action}`);
+  }
+  const point = await page.$eval("#reset select[name=point]", (select) => select.value);
+  if (point !== "position:1") fail(`a stuck run's reset is offered from ${point}, not from where it diverged`);
+  await page.screenshot({ path: `${shots}/run-stuck.png`, fullPage: true });
+  await page.type("#end input[name=reason]", "bad deploy");
+  await page.click("#cancel");
+  await waitForFact(page, "status", /cancelled/);
+  const error = await text(page, "#fact-error");
+  if (!error.includes("bad deploy") || error.includes("nondeterminism")) fail(`a cancelled stuck run's error: ${error}`);
+  if (await page.$("#fact-diverged")) fail("a cancelled run still shows where it diverged");
+  const journal = await text(page, "#journal");
+  if (journal.includes("so far") || !(await text(page, "#journal-1")).includes("not completed: the run ended")) {
+    fail(`a finished run's last wait: ${await text(page, "#journal-1")}`);
+  }
+  await waitForText(page, "#action-result", /cancel: cancel requested \(bad deploy\)/);
+}
+
+// The live stream of a waiting order; a signal; children and parent; a
+// terminate and a cancel with the operator's reasons (the message stays
+// once the run has ended); resets after a step and to a position, and the
+// generations they leave.
+async function finishedRuns(page) {
   // A finished run: facts, input, result, the journal as a timeline, its
   // stream read to its end.
-  await openRun(page, "order-1");
-  if (!(await text(page, "#run")).includes("completed")) fail(`order-1's facts: ${await text(page, "#run")}`);
-  if ((await text(page, "#input")).trim() !== "3") fail(`order-1's input: ${await text(page, "#input")}`);
-  if ((await text(page, "#result")).trim() !== "85") fail(`order-1's result: ${await text(page, "#result")}`);
-  const commands = await texts(page, "#journal tbody tr td:nth-child(3)");
+  await openRun(page, "order-4");
+  if (!(await text(page, "#run")).includes("completed")) fail(`order-4's facts: ${await text(page, "#run")}`);
+  if ((await text(page, "#input")).trim() !== "3") fail(`order-4's input: ${await text(page, "#input")}`);
+  if ((await text(page, "#result")).trim() !== "85") fail(`order-4's result: ${await text(page, "#result")}`);
+  const commands = await texts(page, "#journal tbody tr:not(.attempt):not(.diverged-note) td:nth-child(3)");
   if (JSON.stringify(commands) !== JSON.stringify(["quote", "progress", "approval", "progress"])) {
-    fail(`order-1's journal: ${commands}`);
+    fail(`order-4's journal: ${commands}`);
   }
   const bars = await page.$$eval("#journal svg.bar rect", (rects) => rects.length);
-  if (bars !== 4) fail(`order-1's timeline has ${bars} bars, not 4`);
+  if (bars !== 4) fail(`order-4's timeline has ${bars} bars, not 4`);
   await waitForStream(page, "progress", ["75", "85"], "ended");
   await page.screenshot({ path: `${shots}/run.png`, fullPage: true });
 
@@ -144,38 +284,211 @@ async function local(page) {
   await page.click("#fact-children a");
   await waitForFact(page, "parent", /batch-1/);
   if ((await text(page, "h1")) !== "Run batch-1-1") fail(`the child link led to ${await text(page, "h1")}`);
-  // A terminate, confirmed: the child ends at once, cancelled, and says why.
+  // A terminate, confirmed: the child ends at once, cancelled, and says why;
+  // its wait ended with it (no "so far").
   await page.waitForSelector("#terminate");
+  await page.type("#end input[name=reason]", "duplicate child");
   await page.click("#terminate");
   await waitForFact(page, "status", /cancelled/);
-  await waitForFact(page, "error", /from the console/);
+  await waitForFact(page, "error", /duplicate child/);
+  if ((await text(page, "#journal")).includes("so far")) fail(`a terminated run's journal: ${await text(page, "#journal")}`);
 
-  // A cancel, confirmed: order-3 ends cancelled.
+  // A cancel, confirmed, with a reason: order-3 ends cancelled; the
+  // message stays after the page has been rebuilt for the new status.
   await openRun(page, "order-3");
   await page.waitForSelector("#cancel");
+  await page.type("#end input[name=reason]", "out of stock");
   await page.click("#cancel");
   await waitForFact(page, "status", /cancelled/);
-  // A reset, confirmed: order-1 replays as its generation 2.
-  await openRun(page, "order-1");
+  await waitForFact(page, "error", /out of stock/);
+  await waitForText(page, "#action-result", /cancel: cancel requested \(out of stock\)/);
+
+  // Resets, confirmed: after the step 'quote' (generation 2), then to
+  // position 2 (generation 3); the generations table shows each, oldest
+  // first, with its start, how it ended and its step attempts.
+  await openRun(page, "order-4");
   await page.waitForSelector("#reset");
+  await page.select("#reset select[name=point]", "after:quote");
+  await page.type("#reset input[name=reason]", "replay the approval");
   await page.click("#reset button[type=submit]");
   await waitForFact(page, "generation", /^2$/);
+  await waitForText(page, "#action-result", /reset: generation 2 replays from after step 'quote'.*\(replay the approval\)/);
+  await page.select("#reset select[name=point]", "position:2");
+  await page.click("#reset button[type=submit]");
+  await waitForFact(page, "generation", /^3$/);
+  await page.waitForSelector("#generations");
+  const generations = await page.$$eval("#generations tbody tr", (rows) => rows.map((row) => ({
+    generation: row.dataset.generation, started: row.cells[1].textContent, ended: row.cells[2].textContent, attempts: row.cells[3].textContent })));
+  const summary = JSON.stringify(generations);
+  if (generations.length !== 3 || generations.map((row) => row.generation).join() !== "1,2,3") fail(`generations: ${summary}`);
+  else {
+    if (!/^\d{4}-\d\d-\d\d /.test(generations[0].started) || !/^\d{4}-\d\d-\d\d /.test(generations[1].started)) fail(`generations' starts: ${summary}`);
+    if (!/completed at .*, then reset at .* to position 1 \(replay the approval\)/.test(generations[0].ended)) fail(`generation 1 ended: ${summary}`);
+    if (!/reset at .* to position 2 \(from the console\)/.test(generations[1].ended)) fail(`generation 2 ended: ${summary}`);
+    if (!/^completed at/.test(generations[2].ended)) fail(`generation 3: ${summary}`);
+    if (!generations.every((row) => row.attempts.includes("0: quote ×1"))) fail(`generations' attempts: ${summary}`);
+  }
+  await page.screenshot({ path: `${shots}/run-generations.png`, fullPage: true });
+}
 
-  // A run that does not exist: a clear error, no console error.
-  await page.goto(`${base}/ui/#run/nobody`, { waitUntil: "networkidle0" });
-  await page.waitForSelector(".error");
-  const message = await text(page, ".error");
-  if (!message.includes("no run 'nobody'")) fail(`a missing run says: ${message}`);
+// Every attempt of a step, with its error, and a parked run's version (its
+// summary says 0: not known) from its journal. The example's steps do not
+// fail and its runs park only after a minute, so the page is shown
+// order-3's real answers with a retried quote and version 0 put in.
+async function attemptsAndParked(page) {
+  const id = "order-3";
+  const path = `/v1/runs/${id}`;
+  const reshaped = async (url) => {
+    const answer = await (await fetch(url)).json();
+    if (url.endsWith("/journal")) {
+      const completed = answer.records.findIndex((record) => record.kind === "step_completed" && record.position === 0);
+      const failed = (attempt, error) => ({ ...answer.records[completed], kind: "step_attempt_failed", number: attempt,
+        value: error, time_ms: answer.records[completed].at_ms + 100 * attempt });
+      answer.records.splice(completed, 0, failed(1, "the quote service answered 503"), failed(2, "timed out after 2 s"));
+      answer.commands[0].attempts = 3;
+    } else {
+      answer.version = 0;
+    }
+    return JSON.stringify(answer);
+  };
+  const intercept = async (request) => {
+    const url = new URL(request.url());
+    if (url.pathname === path || url.pathname === `${path}/journal`) {
+      request.respond({ status: 200, contentType: "application/json", body: await reshaped(request.url()) });
+    } else {
+      request.continue();
+    }
+  };
+  await page.setRequestInterception(true);
+  page.on("request", intercept);
+  try {
+    await openRun(page, id);
+    await waitForFact(page, "workflow", /^order \(version 1, parked: read from its journal\)$/);
+    const attempts = await texts(page, "#journal tr.attempt[data-position='0']");
+    if (attempts.length !== 3 || !/attempt 1 failed.*: the quote service answered 503 \(next attempt at /.test(attempts[0]) ||
+        !/attempt 2 failed.*: timed out after 2 s/.test(attempts[1]) || !/attempt 3 completed/.test(attempts[2])) {
+      fail(`a retried step's attempts: ${JSON.stringify(attempts)}`);
+    }
+    await page.screenshot({ path: `${shots}/run-attempts.png`, fullPage: true });
+  } finally {
+    page.off("request", intercept);
+    await page.setRequestInterception(false);
+  }
+}
 
-  // The engine: its figures and the latency chart.
-  await page.goto(`${base}/ui/#engine`, { waitUntil: "networkidle0" });
-  await page.waitForSelector("#engine");
-  const engine = await text(page, "#engine");
-  if (!engine.includes("held here") || !engine.includes("Records per write")) fail(`the engine page: ${engine}`);
-  const buckets = await page.$$eval("#latency rect", (rects) => rects.length);
-  if (buckets < 2) fail(`the latency chart has ${buckets} bars`);
-  if (await page.$("#holders")) fail("a lone engine's page shows a server's shard holders");
-  await page.screenshot({ path: `${shots}/engine.png`, fullPage: true });
+// A run whose id holds `: @ ~ + = ,`: opened from the runs table, signalled
+// and cancelled through the page.
+async function oddId(page) {
+  const id = "odd:id@x~y+z=w,v";
+  await page.goto(`${base}/ui/#runs?prefix=odd`, { waitUntil: "networkidle0" });
+  await waitForRuns(page, [id]);
+  await page.click("#runs tbody tr td:first-child a");
+  await page.waitForFunction((heading) => document.querySelector("h1")?.textContent === heading, {}, `Run ${id}`);
+  if (hashOf(page) !== `#run/${id}` || !page.url().includes(encodeURIComponent(id))) fail(`the odd id's URL: ${page.url()}`);
+  await signalThroughPage(page, "nudge", '{"note": "<b>hi</b>"}');
+  await waitForText(page, "#action-result", /signal 'nudge': accepted/);
+  await page.type("#end input[name=reason]", "odd one out");
+  await page.click("#cancel");
+  await waitForFact(page, "status", /cancelled/);
+  await waitForFact(page, "error", /odd one out/);
+  const records = await call(`/v1/runs/${encodeURIComponent(id)}/journal`);
+  if (!records.records.some((record) => record.kind === "signal_received" && record.name === "nudge")) fail("the odd id's signal is not in its journal");
+}
+
+// A payment from its page: a query for its awakeable's token, an update
+// (its answer stays through the refreshes after), the awakeable completed.
+async function payment(page) {
+  await openRun(page, "pay-1");
+  await page.type("#query input[name=name]", "token");
+  await page.click("#query button[type=submit]");
+  await waitForText(page, "#action-result", /query 'token': answered "awk1\./);
+  const token = /answered "([^"]+)"/.exec(await text(page, "#action-result"))?.[1];
+  await page.type("#update input[name=name]", "add_tip");
+  await page.type("#update input[name=arg]", "5");
+  await page.click("#update button[type=submit]");
+  await waitForText(page, "#action-result", /update 'add_tip': completed, result 105/);
+  await refreshes(page, 2);
+  if (!/update 'add_tip': completed, result 105/.test(await text(page, "#action-result"))) {
+    fail(`the update's answer did not outlive the refresh: ${await text(page, "#action-result")}`);
+  }
+  await page.screenshot({ path: `${shots}/run-actions.png`, fullPage: true });
+  await page.type("#awakeable input[name=token]", token ?? "no token");
+  await page.type("#awakeable input[name=value]", "105");
+  await page.click("#awakeable button[type=submit]");
+  await waitForFact(page, "status", /completed/);
+  if ((await text(page, "#result")).trim() !== "105") fail(`pay-1's result: ${await text(page, "#result")}`);
+  await waitForText(page, "#action-result", /awakeable: completed/);
+}
+
+// Schedules (next due, pause with a note, resume, trigger) and queues
+// (depth, running, bounds, by partition), made through the API here.
+async function schedulesAndQueues(page) {
+  await call("/v1/schedules", { id: "nightly", spec: { cron: "0 6 * * *", time_zone: "Europe/Paris" }, workflow: "order", input: 1,
+    options: { overlap: "allow_all" } });
+  await page.goto(`${base}/ui/#schedules`, { waitUntil: "networkidle0" });
+  const row = "#schedules tr[data-schedule='nightly']";
+  await page.waitForSelector(row);
+  await waitForText(page, `${row} td.next-due`, /^\d{4}-\d\d-\d\d \d\d:00:00\.000 UTC$/);
+  if (!(await text(page, row)).includes("cron 0 6 * * * (Europe/Paris)")) fail(`the schedule: ${await text(page, row)}`);
+  await page.type(`${row} input[name=note]`, "the warehouse is closed");
+  await page.click(`${row} button.pause`);
+  await waitForText(page, row, /paused: the warehouse is closed/);
+  await waitForText(page, `${row} td.next-due`, /none \(paused\)/);
+  await page.click(`${row} button.resume`);
+  await waitForText(page, row, /active/);
+  await page.click(`${row} button.trigger`);
+  await waitForText(page, "#schedule-result", /nightly: trigger done, started nightly@/);
+  await waitForText(page, row, /nightly@/);
+  await page.screenshot({ path: `${shots}/schedules.png`, fullPage: true });
+
+  await call("/v1/queues", { name: "orders", options: { concurrency: 1, partition_concurrency: 1 } });
+  for (const [id, partition] of [["q-1", "eu"], ["q-2", "eu"], ["q-3", "us"]]) {
+    await call("/v1/queues/orders/runs", { workflow: "order", id, input: 1, partition });
+  }
+  await page.goto(`${base}/ui/#queues`, { waitUntil: "networkidle0" });
+  await waitForText(page, "#queues tr[data-queue='orders'] td.running", /^1$/);
+  await waitForText(page, "#queues tr[data-queue='orders'] td.waiting", /^2$/);
+  await page.click("#queues tr[data-queue='orders'] a");
+  await page.waitForSelector("#partitions");
+  if (hashOf(page) !== "#queue/orders") fail(`the queue's URL: ${page.url()}`);
+  const partitions = await page.$$eval("#partitions tbody tr", (rows) => rows.map((row) => [...row.cells].map((cell) => cell.textContent).join(" ")));
+  if (JSON.stringify(partitions) !== JSON.stringify(["eu 1 1", "us 1 0"])) fail(`the queue by partition: ${JSON.stringify(partitions)}`);
+  const running = await texts(page, "#running tbody tr td:first-child");
+  const waiting = await texts(page, "#waiting tbody tr td:first-child");
+  if (JSON.stringify(running) !== JSON.stringify(["q-1"]) || JSON.stringify(waiting.sort()) !== JSON.stringify(["q-2", "q-3"])) {
+    fail(`the queue's runs: running ${running}, waiting ${waiting}`);
+  }
+  if (!(await text(page, "#queue")).includes("1 at once, 1 per partition")) fail(`the queue's bounds: ${await text(page, "#queue")}`);
+  await page.screenshot({ path: `${shots}/queue.png`, fullPage: true });
+}
+
+// The service killed under a live page, then started again on the same
+// directory and port: the page says the engine is away, and shows fresh
+// data once it is back, without a reload.
+async function restart(page) {
+  await page.goto(`${base}/ui/#runs?prefix=after`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#no-runs");
+  await page.evaluate(() => { window.sameDocument = true; });
+  outage = true;  // the refused calls below are what a page sees then
+  process.kill(Number(process.env.FUSEE_SERVICE_PID), "SIGKILL");
+  await waitForText(page, "#status", /does not answer.*trying again/);
+  const [program, ...args] = process.env.FUSEE_SERVICE.split(" ");
+  // Its output goes to a file, not a pipe: the suite ends without waiting
+  // for it (console_browser.sh kills it by the pid left here).
+  const said = `${process.env.FUSEE_SERVICE_PID_FILE}.out`;
+  const service = spawn(program, args, { stdio: ["ignore", openSync(said, "w"), "inherit"] });
+  service.unref();
+  writeFileSync(process.env.FUSEE_SERVICE_PID_FILE, String(service.pid));
+  for (let tries = 0; !readFileSync(said, "utf8").includes("listening on"); tries++) {
+    if (tries > 500 || service.exitCode !== null) throw new Error(`the service did not start again: ${readFileSync(said, "utf8")}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await call("/v1/runs", { workflow: "order", id: "after-restart", input: 1 });
+  await waitForRuns(page, ["after-restart"]);
+  await waitForText(page, "#status", /^updated /);
+  outage = false;
+  if (!(await page.evaluate(() => window.sameDocument))) fail("the page was reloaded");
+  await page.screenshot({ path: `${shots}/runs-after-restart.png` });
 }
 
 async function server(page) {
@@ -192,7 +505,7 @@ async function server(page) {
   const kept = await page.evaluate(() => sessionStorage.getItem("fusee.token"));
   if (kept !== process.env.FUSEE_TOKEN) fail(`the token is not kept in the tab's sessionStorage: ${kept}`);
   const ids = await runIds(page);
-  if (JSON.stringify(ids) !== JSON.stringify(["order-s1", "order-s2"])) fail(`the server's runs: ${ids}`);
+  if (JSON.stringify(ids.sort()) !== JSON.stringify(["order-s1", "order-s2"])) fail(`the server's runs: ${ids}`);
   await openRun(page, "order-s2");
   await waitForStream(page, "progress", ["50"], "live");
   await signalThroughPage(page, "approval", "1");
@@ -218,6 +531,7 @@ try {
     // the errors a page is expected to see.
     const url = message.location()?.url ?? "";
     if (url.includes("/v1/runs/nobody") || (mode === "server" && message.text().includes("401"))) return;
+    if (outage && message.text().includes("ERR_CONNECTION_REFUSED")) return;
     fail(`console error: ${message.text()} (${message.location()?.url ?? "?"})`);
   });
   page.on("pageerror", (error) => fail(`page error: ${error.message}`));
@@ -238,4 +552,8 @@ if (problems.length) {
 }
 console.log(mode === "server"
   ? `console e2e (server): runs, a run's live stream, a signal and the shard holders through fusee server --http; screenshots in ${shots}`
-  : `console e2e (local): runs and filters, a run's timeline, input, result and streams (live), children and parent, a signal, a terminate, a cancel, a reset, a missing run and the engine page; screenshots in ${shots}`);
+  : `console e2e (local): runs, filters and pages in the URL (Back, links), a stuck run (its divergence marked, ` +
+    `only its actions, cancelled), a run's timeline, input, result and streams (live), children and parent, a signal, ` +
+    `a terminate, a cancel and resets with reasons, generations, a retried step's attempts, a parked run's version, ` +
+    `an id with : @ ~ + = ,, a query, an update and an awakeable, schedules and queues, the service restarted under ` +
+    `the page, a missing run and the engine page; screenshots in ${shots}`);
