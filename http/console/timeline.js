@@ -129,13 +129,14 @@ export function timeline(commands, records, run, diverged = null) {
       : span.waiting ? `${duration(span.end - span.begin)} so far`
       : span.cut ? `${duration(span.end - span.begin)}, until the run ended`
       : duration(span.end - span.begin);
-    const outcome = span?.cut || (command.outcome === "waiting" && run.finished_at_ms) ? "not completed: the run ended" : command.outcome;
+    // Waiting when the run ended: it waits no more.
+    const cut = command.outcome === "waiting" && Boolean(run.finished_at_ms);
     const here = diverged?.position === command.position;
     const bar = span
       ? svg("svg", { class: "bar", width: barWidth, height: 14, viewBox: `0 0 ${barWidth} 14` },
           svg("rect", { x: Math.min(x(span.begin), barWidth - 2).toFixed(1), y: 2, height: 10,
                         width: Math.max(2, x(span.end) - x(span.begin)).toFixed(1),
-                        class: `outcome-${span.cut ? "cancelled" : command.outcome}` },
+                        class: `outcome-${cut ? "cancelled" : command.outcome}` },
             svg("title", {}, `${time(span.begin)} → ${span.waiting ? "still waiting" : span.cut ? `the run's end, ${time(span.end)}` : time(span.end)}`)))
       : el("span", { class: "empty" }, "no times");
     const classes = [group ? "concurrent" : null, here ? "diverged" : null].filter(Boolean).join(" ");
@@ -144,7 +145,7 @@ export function timeline(commands, records, run, diverged = null) {
       el("td", {}, command.command),
       el("td", {}, command.command === "child"
         ? el("a", { href: `#run/${encodeURIComponent(command.name)}` }, command.name) : command.name),
-      el("td", { class: `outcome-${span?.cut ? "cancelled" : command.outcome}` }, outcome),
+      el("td", { class: `outcome-${cut ? "cancelled" : command.outcome}` }, cut ? "not completed: the run ended" : command.outcome),
       el("td", {}, command.attempts ?? ""),
       el("td", {}, span ? time(span.begin) : ""),
       el("td", {}, took),
