@@ -229,7 +229,9 @@ RunInfo Run::info() const {
   info.started_at = started_at_;
   info.finished_at = finished_at_;
   if (finished_ && outcome_.status != RunStatus::completed) info.error = outcome_.message;
-  if (!stuck_error_.empty()) info.error = stuck_error_;
+  // A stuck run that was ended (cancelled, terminated) says why it ended,
+  // not the divergence it had.
+  if (!finished_ && !stuck_error_.empty()) info.error = stuck_error_;
   if (!finished_ && !waiting_for_code_.empty()) info.error = waiting_for_code_;
   return info;
 }

@@ -319,6 +319,9 @@ TEST_CASE("run index: a run whose replay diverges is stuck in the index, and can
   CHECK(engine->query_runs(stuck).total == 1);
   engine->cancel("s-1", "give up");
   REQUIRE(eventually([&] { return engine->get_run("s-1")->status == RunStatus::cancelled; }));
+  // Its error is why it ended now, not the divergence it had.
+  CHECK(engine->get_run("s-1")->error.find("nondeterminism") == std::string::npos);
+  CHECK(engine->get_run("s-1")->error.find("give up") != std::string::npos);
   agrees(*engine, "cancelled");
 }
 }
