@@ -1,13 +1,15 @@
 // The runs page (#runs): counts by status, a table of runs with filters
-// (workflow, status including stuck, id prefix, start time range) and
-// paging, all through GET /v1/runs and /v1/stats. The filters, the page
+// (workflow prefix, status including stuck, id prefix, start time range),
+// an order (newest first, oldest first, by id), how many match, and
+// paging both ways, all through GET /v1/runs and /v1/stats. The filters, the page
 // size and the page's cursor live in the hash (#runs?status=stuck&cursor=C),
 // so a filtered page is a link to share, and Back goes to the filters or
 // the page before.
 import { api } from "./api.js";
 import { el, time } from "./dom.js";
 
-const fields = ["workflow", "status", "prefix", "from", "to"];
+const fields = ["workflow", "status", "prefix", "from", "to", "order"];
+const orders = ["", "oldest", "id"];  // "": newest first, the API's default
 const statuses = ["", "running", "completed", "failed", "cancelled", "stuck"];
 const pageSizes = ["20", "50", "100", "500"];
 const defaultLimit = "50";
@@ -46,6 +48,7 @@ export async function showRuns(view, params) {
   if (state.prefix) query.set("id_prefix", state.prefix);
   if (millisecondsOf(state.from) !== null) query.set("started_from_ms", millisecondsOf(state.from));
   if (millisecondsOf(state.to) !== null) query.set("started_to_ms", millisecondsOf(state.to));
+  if (state.order) query.set("order", state.order);
   if (state.cursor) query.set("cursor", state.cursor);
   const [page, stats] = await Promise.all([api(`/v1/runs?${query}`), api("/v1/stats")]);
   const counts = el("p", { class: "counts", id: "counts" },
@@ -62,8 +65,14 @@ export async function showRuns(view, params) {
       el("td", {}, time(run.started_at_ms)),
       el("td", {}, time(run.finished_at_ms)),
       el("td", {}, run.error ?? "")));
+  // The total counts what matches, not the page; a lower bound is said so.
+  const total = el("p", { id: "runs-total" },
+    `${page.total_exact ? "" : "at least "}${page.total} run${page.total === 1 ? "" : "s"} match`);
   const paging = el("p", {},
     state.cursor ? el("button", { id: "first-page", onclick: () => go({ ...state, cursor: "" }) }, "First page") : null,
+    page.previous_cursor
+      ? el("button", { id: "previous-page", onclick: () => go({ ...state, cursor: page.previous_cursor }) }, "Previous page")
+      : null,
     page.next_cursor
       ? el("button", { id: "next-page", onclick: () => go({ ...state, cursor: page.next_cursor }) }, "Next page")
       : null);
@@ -75,7 +84,7 @@ export async function showRuns(view, params) {
     : el("p", { class: "empty", id: "no-runs" }, filtered || state.cursor
         ? "No run matches these filters: widen them, or clear them with Filter on empty fields."
         : "No runs yet. Start one with POST /v1/runs (docs/http-api.md) or Engine::start.");
-  const details = el("div", { id: "runs-details" }, table, paging);
+  const details = el("div", { id: "runs-details" }, total, table, paging);
   // A refresh of the same filters replaces the counts and the table only,
   // so a filter being typed is not swept away; new filters (a link, Back)
   // rebuild the form to show them.
@@ -111,6 +120,7 @@ function filterForm(state) {
     el("label", {}, "Id prefix ", el("input", { name: "prefix", value: state.prefix })),
     el("label", {}, "Started (UTC) from ", el("input", { name: "from", type: "datetime-local", step: "1", value: state.from })),
     el("label", {}, "to ", el("input", { name: "to", type: "datetime-local", step: "1", value: state.to })),
+    el("label", {}, "Order ", select("order", orders, (order) => order === "" ? "newest first" : order === "oldest" ? "oldest first" : "by id")),
     el("label", {}, "Per page ", select("limit", pageSizes.includes(state.limit) ? pageSizes : [...pageSizes, state.limit], String)),
     el("button", { type: "submit" }, "Filter"));
 }

@@ -205,9 +205,25 @@ async function runsAndFilters(page) {
     const shown = [...document.querySelectorAll("#runs tbody tr td:first-child")].map((cell) => cell.textContent);
     return shown.length === 2 && !shown.some((id) => before.includes(id));
   }, { timeout: 10000 }, first);
+  // The total is every run, on every page; Previous page goes back too.
+  const totalText = await page.$eval("#runs-total", (node) => node.textContent);
+  if (totalText !== `${ids.length} runs match`) fail(`the total says "${totalText}", not ${ids.length} runs`);
+  await page.click("#previous-page");
+  await waitForRuns(page, first);
+  await page.goBack();
   await page.goBack();
   await waitForRuns(page, first);
   if (await page.$("#first-page")) fail("the first page offers a First page button");
+  if (await page.$("#previous-page")) fail("the first page offers a Previous page button");
+  // Newest first by default: the started times do not rise down the table.
+  const started = await page.$$eval("#runs tbody tr td:nth-child(5)", (cells) => cells.map((cell) => cell.textContent));
+  if ([...started].sort().reverse().join() !== started.join()) fail(`not newest first: ${started.join(", ")}`);
+  // By id, on request, in the URL.
+  await page.goto(`${base}/ui/#runs?order=id`, { waitUntil: "networkidle0" });
+  await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length > 1);
+  const byId = await runIds(page);
+  if ([...byId].sort().join() !== byId.join()) fail(`order=id is not by id: ${byId.join(", ")}`);
+  if ((await page.$eval("#filters select[name=order]", (node) => node.value)) !== "id") fail("the order is not in the form");
 }
 
 // A stuck run: the position where its code left the journal, marked; only
