@@ -1364,6 +1364,11 @@ std::optional<RunInfo> Shard::handle_get(const std::string& id, RunInfo (*from_f
     info.status = RunStatus::running;
     info.generation = (*parked)->generation;
     info.started_at = from_ms((*parked)->started_ms);
+    // The store's row has no version; the index kept the one the run had
+    // when it parked (in this process).
+    if (auto indexed = core_.run_index().get(id); indexed && indexed->generation == info.generation) {
+      info.version = indexed->version;
+    }
     return info;
   }
   auto finished = store_->finished(id);

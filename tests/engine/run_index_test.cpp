@@ -274,9 +274,13 @@ TEST_CASE_TEMPLATE("run index: the engine's pages and counts agree with list_run
   agrees(*engine, "finished");
   if (M::mode == Mode::memory) return;
   // Waiting runs park, finished ones go to the run store.
+  const auto version = engine->get_run("w-15")->version;
+  CHECK(version != 0);
   harness.clock().advance(std::chrono::seconds(2));
   engine->checkpoint();
   CHECK(engine->stats().runs_parked > 0);
+  // A parked run keeps its version (the store's row has none; the index does).
+  CHECK(engine->get_run("w-15")->version == version);
   agrees(*engine, "parked");
   // Across a reopen: rebuilt from the run store and the log.
   engine->shutdown();
