@@ -1,8 +1,9 @@
 // The engine's pages. #engine: this engine's log, checkpoints and run store
-// (GET /v1/stats), the durable writes' latency as a chart, and under
-// `fusee server --http` the server's own: its shards and who holds them,
-// its log (GET /v1/server). #schedules and #queues (below): what starts
-// runs besides callers.
+// (GET /v1/stats), its work over the last minutes as line charts (steps
+// and runs per second, durable write latency: GET /v1/stats/activity), the
+// durable writes' latency as a chart, and under `fusee server --http` the
+// server's own: its shards and who holds them, its log (GET /v1/server).
+// #schedules and #queues (below): what starts runs besides callers.
 import { api, post } from "./api.js";
 import { el, svg, time, duration } from "./dom.js";
 
@@ -52,6 +53,108 @@ function latencyChart(id, histogram, noun = "durable writes") {
   return el("figure", {}, chart, el("figcaption", {}, `${total} ${noun}, mean ${mean}`));
 }
 
+// --- Activity: what the engine did each second (GET /v1/stats/activity) ---
+
+// The narrowest time axis: a chart of the first few seconds' samples does
+// not stretch them over its whole width.
+const chartSpanMinMs = 60_000;
+
+// 0 up to `value`, rounded up to 1, 2 or 5 times a power of ten.
+function scaleTop(value) {
+  if (!(value > 0)) return 1;
+  const power = 10 ** Math.floor(Math.log10(value));
+  return [1, 2, 5, 10].map((step) => step * power).find((top) => top >= value * (1 - 1e-9));
+}
+
+// A count per second, with two figures past the point at most.
+const perSecond = (value) => `${+value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0)}/s`;
+const microseconds = (value) => duration(value / 1000);
+
+// A sample's count of `field` per second of its interval.
+const rateOf = (field) => (sample) => (sample.interval_ms > 0 ? sample[field] / (sample.interval_ms / 1000) : null);
+
+// Samples over time as a line chart: one line per series ({name, value:
+// sample -> number or null}), broken where a series has no value (null: a
+// latency in a second with no durable write); a value alone between gaps
+// is a dot. The scale runs from 0; the axis from the oldest sample to the
+// newest, or over the last minute while there is less. `total` (nodes)
+// goes under the title: the count since the engine opened.
+function lineChart(id, title, samples, series, format, total) {
+  const width = 340;
+  const height = 150;
+  const left = 52;
+  const right = 8;
+  const top = 10;
+  const bottom = 22;
+  const end = samples.at(-1)?.at_ms ?? Date.now();
+  const begin = Math.min(samples.length ? samples[0].at_ms - samples[0].interval_ms : end, end - chartSpanMinMs);
+  const values = series.map((line) => samples.map((sample) => [sample.at_ms, line.value(sample)]));
+  const known = values.flat().map(([, value]) => value).filter((value) => value !== null);
+  const most = scaleTop(Math.max(0, ...known));
+  const x = (ms) => left + ((ms - begin) / (end - begin)) * (width - left - right);
+  const y = (value) => top + (1 - value / most) * (height - top - bottom);
+  const marks = values.flatMap((points, i) => {
+    const stretches = [[]];  // the runs of points with a value, between gaps
+    for (const [at, value] of points) {
+      if (value === null) {
+        if (stretches.at(-1).length) stretches.push([]);
+      } else {
+        stretches.at(-1).push([x(at).toFixed(1), y(value).toFixed(1)]);
+      }
+    }
+    return stretches.filter((stretch) => stretch.length).map((stretch) => stretch.length > 1
+      ? svg("polyline", { points: stretch.map((point) => point.join(",")).join(" "), class: `chart-line series-${i}` })
+      : svg("circle", { cx: stretch[0][0], cy: stretch[0][1], r: 2, class: `chart-dot series-${i}` }));
+  });
+  const chart = svg("svg", { id, class: "chart activity-chart", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" },
+    svg("title", {}, title),
+    svg("line", { x1: left, x2: width - right, y1: height - bottom, y2: height - bottom, class: "chart-axis" }),
+    svg("line", { x1: left, x2: left, y1: top, y2: height - bottom, class: "chart-axis" }),
+    svg("line", { x1: left, x2: width - right, y1: top, y2: top, class: "chart-grid" }),
+    svg("text", { x: left - 4, y: top + 4, class: "chart-scale" }, format(most)),
+    svg("text", { x: left - 4, y: height - bottom + 4, class: "chart-scale" }, "0"),
+    svg("text", { x: left, y: height - 6, class: "chart-time" }, `${duration(end - begin)} ago`),
+    svg("text", { x: width - right, y: height - 6, class: "chart-time chart-time-end" }, `${time(end).slice(11, 19)} UTC`),
+    samples.length ? marks
+      : svg("text", { x: (left + width - right) / 2, y: height / 2, class: "chart-label" }, "no samples yet"));
+  // The legend says each series' last value and its highest.
+  const legend = series.map((line, i) => {
+    const shown = values[i].map(([, value]) => value).filter((value) => value !== null);
+    return el("span", { class: `legend series-${i}` }, shown.length
+      ? `${line.name} ${format(shown.at(-1))} last, ${format(Math.max(...shown))} at most`
+      : `${line.name}: none in this window`);
+  });
+  return el("figure", { class: "activity-figure" }, chart,
+    el("figcaption", {}, el("strong", {}, title), el("br"), total, el("br"), legend));
+}
+
+// The engine's last minutes as charts, each with its totals since the
+// engine opened (GET /v1/stats) beside it; `activity` null: an engine
+// that keeps no history (GET /v1/stats/activity is not there). A worker
+// behind `fusee server` (`worker`) writes no log: the server does.
+function activityPart(stats, activity, heading, worker) {
+  const samples = activity?.samples ?? [];
+  const total = (id, text) => el("span", { class: "total", id }, text);
+  const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
+  const span = samples.length ? ` (the last ${duration(samples.at(-1).at_ms - samples[0].at_ms + samples[0].interval_ms)})` : "";
+  return el("section", { id: "activity" }, el(heading, {}, `Activity${span}`),
+    activity ? null : el("p", { class: "empty", id: "no-activity" }, "This engine keeps no activity history: only its totals show."),
+    el("div", { class: "activity" },
+      lineChart("activity-steps", "Steps completed per second", samples,
+        [{ name: "steps", value: rateOf("steps_completed") }], perSecond,
+        total("total-steps", `${plural(stats.steps_completed, "step")} completed since the engine opened`)),
+      lineChart("activity-runs", "Runs per second", samples,
+        [{ name: "started", value: rateOf("runs_started") }, { name: "finished", value: rateOf("runs_finished") },
+         { name: "failed", value: rateOf("runs_failed") }], perSecond,
+        total("total-runs", `${plural(stats.runs_started, "run")} started, ${stats.runs_finished} finished ` +
+          `(${stats.runs_failed} failed) since the engine opened`)),
+      lineChart("activity-latency", "Durable write latency (p50, p99)", samples,
+        [{ name: "p50", value: (sample) => (sample.flushes ? sample.flush_p50_us : null) },
+         { name: "p99", value: (sample) => (sample.flushes ? sample.flush_p99_us : null) }], microseconds,
+        total("total-flushes", `${plural(stats.flushes, "durable write")} since the engine opened` +
+          (worker ? " (the server's log writes for its workers: its charts are above)" : "")))));
+}
+
 function logRows(stats) {
   return [["Records written", stats.records_written], ["Durable writes", stats.flushes],
     ["Records per write", stats.records_per_flush.toFixed(2)],
@@ -63,7 +166,11 @@ function logRows(stats) {
 }
 
 export async function showEngine(view) {
-  const [stats, server] = await Promise.all([api("/v1/stats"), api("/v1/server")]);
+  const [stats, server, activity] = await Promise.all([api("/v1/stats"), api("/v1/server"),
+    api("/v1/stats/activity").catch((error) => {
+      if (error.status === 404) return null;
+      throw error;
+    })]);
   const parts = [el("h1", {}, "Engine")];
   if (server.server) {
     const held = server.holders.filter((holder) => holder.worker !== null).length;
@@ -86,7 +193,8 @@ export async function showEngine(view) {
       ["Runs", Object.entries(stats.runs).map(([status, count]) => `${status} ${count}`).join(", ")],
       ["Runs parked / woken", `${stats.runs_parked} / ${stats.runs_woken}`],
       ...(server.server ? [] : logRows(stats)),
-      ["Checkpointer", stats.checkpoint_error ? el("span", { class: "error" }, stats.checkpoint_error) : "working"]]));
+      ["Checkpointer", stats.checkpoint_error ? el("span", { class: "error" }, stats.checkpoint_error) : "working"]]),
+    activityPart(stats, activity, server.server ? "h3" : "h2", server.server));
   if (!server.server) parts.push(el("h2", {}, "Durable writes by latency"), latencyChart("latency", stats.flush_latency));
   view.replaceChildren(...parts);
   return 2000;

@@ -1,12 +1,13 @@
 // A run's page (#run/<id>): its facts (the version too when the run is
-// parked, from its journal), parent and children, input, result or error,
-// where a stuck run's code left its journal, its generations, its journal
-// as a timeline, its streams read live, and the actions that work on it
-// (below: signal, query, update, complete an awakeable, cancel, terminate,
-// reset), each through the public API.
+// parked, from its journal), what a running run waits on, parent and
+// children, input, result or error, where a stuck run's code left its
+// journal, its generations, its journal as a timeline, its streams read
+// live, and the actions that work on it (below: signal, query, update,
+// complete an awakeable, cancel, terminate, reset), each through the
+// public API.
 import { api, post } from "./api.js";
 import { el, time } from "./dom.js";
-import { timeline, divergence, generations } from "./timeline.js";
+import { timeline, divergence, generations, waitingOn } from "./timeline.js";
 import { readStreams, streamNames } from "./streams.js";
 
 // The version a run's journal names (its run_started's detail; empty: 1),
@@ -31,7 +32,7 @@ export async function showRun(view, id, rerender) {
   const started = records.findLast((record) => record.kind === "run_started");
   const commands = journal.commands ?? [];
   const children = commands.filter((command) => command.command === "child");
-  const diverged = run.status === "stuck" ? divergence(run.error ?? "") : null;
+  const diverged = run.status === "stuck" ? divergence(run.error ?? "", run.stuck_position) : null;
   // A finished run's own last record says how it ended: the summary may
   // still hold the error of before (a stuck run ended keeps its
   // nondeterminism error there until the engine reopens).
@@ -59,7 +60,7 @@ export async function showRun(view, id, rerender) {
     ? timeline(commands, records, run, diverged)
     : el("p", { class: "empty", id: "journal" },
         `${journal.error ?? "No journal."} A finished run keeps its journal while Config::keep_finished_journals is on.`);
-  const details = el("div", { id: "run-details" }, facts, ...input, ...result,
+  const details = el("div", { id: "run-details" }, facts, waitingPart(run, commands), ...input, ...result,
     history ? [el("h2", {}, "Generations"), history] : [], el("h2", {}, "Journal"), journalPart);
   // A refresh of the same run in the same status replaces its details only,
   // so a signal being typed in the actions is not swept away.
@@ -79,14 +80,34 @@ export async function showRun(view, id, rerender) {
   return run.status === "running" || run.status === "stuck" ? 2000 : null;
 }
 
+// A link to the journal's row at `position`.
+function journalLink(position, text) {
+  return el("a", { href: `#journal-${position}`, onclick: (event) => {
+    event.preventDefault();  // the hash is the route: scroll instead
+    document.getElementById(`journal-${position}`)?.scrollIntoView({ block: "center" });
+  } }, text);
+}
+
 // Where the code left the journal, linked to the journal's row.
 function divergedFact(diverged) {
   if (diverged.position === null) return diverged.what;
-  const jump = el("a", { href: `#journal-${diverged.position}`, onclick: (event) => {
-    event.preventDefault();  // the hash is the route: scroll instead
-    document.getElementById(`journal-${diverged.position}`)?.scrollIntoView({ block: "center" });
-  } }, `at position ${diverged.position}`);
-  return [jump, `: ${diverged.what}`];
+  return [journalLink(diverged.position, `at position ${diverged.position}`), `: ${diverged.what}`];
+}
+
+// What a running run waits on now, as the engine says (waiting_on), each
+// linked to its journal row -- when it has one: a next_update is
+// journaled only once an update is taken. Nothing for a run that is not
+// running.
+function waitingPart(run, commands) {
+  if (run.status !== "running") return [];
+  const waits = run.waiting_on ?? [];
+  const journaled = new Set(commands.map((command) => command.position));
+  return [el("h2", {}, "Waiting on"), waits.length
+    ? el("ul", { id: "waiting-on" }, waits.map((wait) => el("li", { "data-position": wait.position },
+        journaled.has(wait.position) ? journalLink(wait.position, `position ${wait.position}`)
+          : el("span", { title: "not in the journal yet" }, `position ${wait.position}`),
+        ": ", waitingOn(wait))))
+    : el("p", { class: "empty", id: "waiting-on" }, "Nothing now: its code is running between commands.")];
 }
 
 // --- Actions ---

@@ -1,18 +1,31 @@
 // The runs page (#runs): counts by status, a table of runs with filters
 // (workflow prefix, status including stuck, id prefix, start time range),
-// an order (newest first, oldest first, by id), how many match, and
-// paging both ways, all through GET /v1/runs and /v1/stats. The filters, the page
-// size and the page's cursor live in the hash (#runs?status=stuck&cursor=C),
-// so a filtered page is a link to share, and Back goes to the filters or
-// the page before.
+// an order (newest first, oldest first, by id), how many match, what each
+// running run waits on, and paging both ways, all through GET /v1/runs and
+// /v1/stats. The filters, the page size and the page's cursor live in the
+// hash (#runs?status=stuck&cursor=C), so a filtered page is a link to
+// share, and Back goes to the filters or the page before.
 import { api } from "./api.js";
 import { el, time } from "./dom.js";
+import { waitingOn } from "./timeline.js";
 
 const fields = ["workflow", "status", "prefix", "from", "to", "order"];
 const orders = ["", "oldest", "id"];  // "": newest first, the API's default
 const statuses = ["", "running", "completed", "failed", "cancelled", "stuck"];
 const pageSizes = ["20", "50", "100", "500"];
 const defaultLimit = "50";
+// The commands a row names of what a run waits on (a batch may wait on
+// hundreds of children): its page lists them all.
+const waitsShown = 3;
+
+// What a running run waits on: its first commands, and how many more.
+function waitingCell(run) {
+  const waits = run.status === "running" ? run.waiting_on ?? [] : [];
+  const more = waits.length - waitsShown;
+  return el("td", { class: "waiting" },
+    waits.slice(0, waitsShown).flatMap((wait, i) => [i ? ", " : "", waitingOn(wait)]),
+    more > 0 ? ` and ${more} more` : null);
+}
 
 // A datetime-local input's text, read as UTC like every time the console
 // shows, in ms since the epoch; null when empty or not a time.
@@ -62,7 +75,8 @@ export async function showRuns(view, params) {
       // reads it from the journal).
       el("td", {}, run.version || el("span", { class: "empty", title: "parked: its page reads the version from its journal" }, "parked")),
       el("td", { class: `status-${run.status}` }, run.status),
-      el("td", {}, time(run.started_at_ms)),
+      waitingCell(run),
+      el("td", { class: "started" }, time(run.started_at_ms)),
       el("td", {}, time(run.finished_at_ms)),
       el("td", {}, run.error ?? "")));
   // The total counts what matches, not the page; a lower bound is said so.
@@ -79,7 +93,7 @@ export async function showRuns(view, params) {
   const filtered = fields.some((name) => state[name]);
   const table = rows.length
     ? el("table", { id: "runs" },
-        el("thead", {}, el("tr", {}, ["Id", "Workflow", "Version", "Status", "Started (UTC)", "Finished (UTC)", "Error"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, ["Id", "Workflow", "Version", "Status", "Waiting on", "Started (UTC)", "Finished (UTC)", "Error"].map((h) => el("th", {}, h)))),
         el("tbody", {}, rows))
     : el("p", { class: "empty", id: "no-runs" }, filtered || state.cursor
         ? "No run matches these filters: widen them, or clear them with Filter on empty fields."

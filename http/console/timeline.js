@@ -5,7 +5,8 @@
 // overlap ran concurrently: their rows are marked as one group and their
 // bars stand side by side on the axis. A stuck run's row where its code
 // left the journal is marked. The run's generations (a reset's) are read
-// from the same records.
+// from the same records. Also what a running run waits on, as the API
+// says (waiting_on), for the runs table and the run's page.
 import { el, svg, time, duration, json } from "./dom.js";
 
 const barWidth = 260;
@@ -22,10 +23,17 @@ function spanOf(command, run, now) {
   return { begin: command.began_at_ms, end: Math.max(end, command.began_at_ms), waiting: open && !cut, cut };
 }
 
-// Where a stuck run's code left its journal, from the engine's error
-// (engine/run.cpp's diverge messages): {position, what}; position null
-// when the error names none (a version with no code registered).
-export function divergence(error) {
+// Where a stuck run's code left its journal: {position, what}. The
+// position is the API's stuck_position; the error (engine/run.cpp's
+// diverge messages) says what differs there, and gives the position only
+// when the API does not (stuck_position null: a version with no code
+// registered, whose error names none).
+export function divergence(error, stuckPosition = null) {
+  const said = divergenceSaid(error);
+  return stuckPosition === null || stuckPosition === undefined ? said : { position: stuckPosition, what: said.what };
+}
+
+function divergenceSaid(error) {
   let found = /nondeterminism at position (\d+): (.*)$/s.exec(error);
   if (found) return { position: Number(found[1]), what: found[2] };
   found = /the workflow returned at position \d+, but the journal has (.*) at (\d+)$/s.exec(error);
@@ -33,6 +41,20 @@ export function divergence(error) {
   found = /the journal's any at position (\d+) (.*)$/s.exec(error);
   if (found) return { position: Number(found[1]), what: `the journal's any ${found[2]}` };
   return { position: null, what: error };
+}
+
+// One command a running run waits on (an entry of the API's waiting_on)
+// as page nodes: "signal approval", "sleep nap until <time> UTC", "child
+// <its id, linked>", "update set-limit", "awakeable paid", "step charge";
+// a wait_for's due time is its timeout.
+const waitWords = { wait_for: "signal", next_update: "update" };
+
+export function waitingOn(wait) {
+  const name = wait.command === "child" ? el("a", { href: `#run/${encodeURIComponent(wait.name)}` }, wait.name) : wait.name;
+  const due = wait.due_ms === null || wait.due_ms === undefined ? null
+    : ` until ${time(wait.due_ms)} UTC${wait.command === "wait_for" ? " (its timeout)" : ""}`;
+  return el("span", { class: "waiting-on", "data-position": wait.position, "data-command": wait.command },
+    waitWords[wait.command] ?? wait.command, wait.name ? [" ", name] : null, due);
 }
 
 // A step's attempts that ended, from its records (one generation's):
@@ -184,7 +206,10 @@ function stepAttempts(records) {
 // The run's generations, oldest first, as its journal holds them: the
 // current one's records, and in its run_reset the older generation's
 // records past the cut -- among them that generation's own run_reset, and so
-// on back to the first. Null for a run with one generation.
+// on back to the first. Each run_reset says when the generation it ended
+// began (started_ms); a record written before it did has the older
+// generation's own reset's time instead, or for the first generation its
+// first record's. Null for a run with one generation.
 export function generations(records, run) {
   const chain = [];  // newest first
   let entry = {
@@ -203,13 +228,12 @@ export function generations(records, run) {
     const older = [...entry.records.filter((record) => record.position !== null && record.position < cut), ...dropped];
     const olderReset = dropped.find((record) => record.kind === "run_reset");
     const known = older.map((record) => record.at_ms).filter((ms) => ms > 0);
+    const kept = reset.value?.started_ms ?? null;
     entry = {
       generation: reset.number,
       records: older,
-      // Its own reset's time; the first generation's start is not kept,
-      // so its first record's time stands in.
-      started: olderReset ? olderReset.time_ms : known.length ? Math.min(...known) : null,
-      approximate: !olderReset,
+      started: kept ?? (olderReset ? olderReset.time_ms : known.length ? Math.min(...known) : null),
+      approximate: kept === null && !olderReset,
       end: { at_ms: reset.time_ms, cut, reason: reset.detail, droppedCount: reset.value?.dropped_count },
     };
   }

@@ -57,12 +57,55 @@ async function waitForText(page, selector, pattern, timeout = 15000) {
 // The hash of the page's URL, decoded.
 const hashOf = (page) => decodeURIComponent(new URL(page.url()).hash);
 
-// A call to the API from the test itself (setting up schedules, queues).
+// A call to the API from the test itself (setting up schedules, queues;
+// what the page should show), with the token when the API wants one.
 async function call(path, body) {
-  const response = await fetch(`${base}${path}`, body === undefined ? {} : {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const headers = process.env.FUSEE_TOKEN ? { Authorization: `Bearer ${process.env.FUSEE_TOKEN}` } : {};
+  const response = await fetch(`${base}${path}`, body === undefined ? { headers } : {
+    method: "POST", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) });
   if (!response.ok) fail(`${path}: ${response.status} ${await response.text()}`);
   return response.json();
+}
+
+// A time as the console shows it (dom.js's time): UTC, to the millisecond.
+const timeText = (ms) => new Date(ms).toISOString().replace("T", " ").replace("Z", "");
+
+// Waits until the runs table's Waiting on column shows `wanted` ({id:
+// text}) for those runs.
+async function waitForWaiting(page, wanted) {
+  try {
+    await page.waitForFunction((expected) => {
+      const shown = Object.fromEntries([...document.querySelectorAll("#runs tbody tr")]
+        .map((row) => [row.cells[0].textContent, row.querySelector("td.waiting")?.textContent]));
+      return Object.entries(expected).every(([id, text]) => shown[id] === text);
+    }, { timeout: 10000 }, wanted);
+  } catch {
+    const shown = await page.$$eval("#runs tbody tr", (rows) => rows.map((row) => [row.cells[0].textContent, row.querySelector("td.waiting")?.textContent]));
+    fail(`the Waiting on column shows ${JSON.stringify(shown)}, not ${JSON.stringify(wanted)}`);
+  }
+}
+
+// Runs `body` while the page gets the API's answers for the paths in
+// `rewrites` ({pathname: answer => answer}) rewritten: what the example
+// cannot make (a retried step, a parked run, an error of an older engine).
+async function withAnswers(page, rewrites, body) {
+  const intercept = async (request) => {
+    const rewrite = rewrites[new URL(request.url()).pathname];
+    if (!rewrite) {
+      request.continue();
+      return;
+    }
+    const answer = await (await fetch(request.url(), { headers: request.headers() })).json();
+    request.respond({ status: 200, contentType: "application/json", body: JSON.stringify(rewrite(answer)) });
+  };
+  await page.setRequestInterception(true);
+  page.on("request", intercept);
+  try {
+    await body();
+  } finally {
+    page.off("request", intercept);
+    await page.setRequestInterception(false);
+  }
 }
 
 // Waits until the status line has changed `times` times (live refreshes).
@@ -124,6 +167,7 @@ async function waitForFact(page, fact, pattern) {
 async function local(page) {
   await runsAndFilters(page);
   await stuckRun(page);
+  await waitingKinds(page);
   await finishedRuns(page);
   await attemptsAndParked(page);
   await oddId(page);
@@ -137,7 +181,9 @@ async function local(page) {
   const message = await text(page, ".error");
   if (!message.includes("no run 'nobody'")) fail(`a missing run says: ${message}`);
 
-  // The engine: its figures and the latency chart.
+  // The engine: its figures, its activity charts and the latency chart.
+  // The restarted service has written since it opened (q-1's approval):
+  // its samples hold a durable write.
   await page.goto(`${base}/ui/#engine`, { waitUntil: "networkidle0" });
   await page.waitForSelector("#engine");
   const engine = await text(page, "#engine");
@@ -145,7 +191,57 @@ async function local(page) {
   const buckets = await page.$$eval("#latency rect", (rects) => rects.length);
   if (buckets < 2) fail(`the latency chart has ${buckets} bars`);
   if (await page.$("#holders")) fail("a lone engine's page shows a server's shard holders");
+  await activityCharts(page, true);
   await page.screenshot({ path: `${shots}/engine.png`, fullPage: true });
+}
+
+// The polylines and dots of an activity chart, each as its number of
+// points.
+const chartMarks = (page, id) => page.$$eval(`#${id} polyline, #${id} circle`, (marks) =>
+  marks.map((mark) => (mark.tagName === "circle" ? 1 : mark.getAttribute("points").trim().split(/\s+/).length)));
+
+// The engine page's activity charts (GET /v1/stats/activity) once the
+// engine has read its counters at least twice: steps/s and runs/s drawn
+// over every sample, latency where a sample has durable writes (`flushed`:
+// some must), and the totals of GET /v1/stats beside them.
+async function activityCharts(page, flushed, worker = false) {
+  let samples = [];
+  for (let tries = 0; tries < 100; tries++) {
+    samples = (await call("/v1/stats/activity")).samples;
+    if (samples.length >= 2 && (!flushed || samples.some((sample) => sample.flushes > 0))) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  if (samples.length < 2) fail(`/v1/stats/activity has ${samples.length} samples after 10 s`);
+  const wrote = samples.some((sample) => sample.flushes > 0);
+  if (flushed && !wrote) fail(`no sample of /v1/stats/activity has a durable write: ${JSON.stringify(samples)}`);
+  // The page's next refresh reads samples at least as new as these.
+  try {
+    await page.waitForFunction((least, latency) => {
+      const points = (id) => [...document.querySelectorAll(`#${id} polyline`)].map((line) => line.getAttribute("points").trim().split(/\s+/).length);
+      return points("activity-steps").some((count) => count >= least) && points("activity-runs").filter((count) => count >= least).length === 3 &&
+        (!latency || document.querySelectorAll("#activity-latency polyline, #activity-latency circle").length > 0);
+    }, { timeout: 10000 }, 2, wrote);
+  } catch {
+    fail(`the activity charts: steps ${await chartMarks(page, "activity-steps")}, runs ${await chartMarks(page, "activity-runs")}, ` +
+      `latency ${await chartMarks(page, "activity-latency")} (points per line), from ${samples.length} samples`);
+  }
+  if (!/^Activity \(the last /.test(await text(page, "#activity h2, #activity h3"))) fail(`the activity heading: ${await text(page, "#activity")}`);
+  // The totals, as GET /v1/stats has them: the page's next refresh shows
+  // what the API says (read again while they change).
+  const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
+  let wanted = [];
+  let shown = [];
+  for (let tries = 0; tries < 60; tries++) {
+    const stats = await call("/v1/stats");
+    wanted = [`${plural(stats.steps_completed, "step")} completed since the engine opened`,
+      `${plural(stats.runs_started, "run")} started, ${stats.runs_finished} finished (${stats.runs_failed} failed) since the engine opened`,
+      `${plural(stats.flushes, "durable write")} since the engine opened` +
+        (worker ? " (the server's log writes for its workers: its charts are above)" : "")];
+    shown = await Promise.all(["#total-steps", "#total-runs", "#total-flushes"].map((id) => text(page, id).catch(() => "(none)")));
+    if (JSON.stringify(shown) === JSON.stringify(wanted)) break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  if (JSON.stringify(shown) !== JSON.stringify(wanted)) fail(`the activity totals: ${JSON.stringify(shown)}, GET /v1/stats: ${JSON.stringify(wanted)}`);
 }
 
 // Runs: the table and the counts; the filters and the page in the URL
@@ -162,6 +258,17 @@ async function runsAndFilters(page) {
   }
   const counts = await text(page, "#counts");
   if (!counts.includes("completed 1") || !counts.includes("running 7") || !counts.includes("stuck 1")) fail(`counts: ${counts}`);
+  // What each running run waits on (the API's waiting_on): a waiting
+  // order its signal, the batch its children (linked), a payment its
+  // awakeable and its next update; nothing for a finished or stuck run.
+  await waitForWaiting(page, { "order-2": "signal approval", "order-3": "signal approval", "batch-1-1": "signal approval",
+    "batch-1": "child batch-1-1, child batch-1-2", "pay-1": "awakeable charged, update add_tip", "order-4": "", "order-1": "" });
+  const childLinks = await page.$$eval("#runs td.waiting a", (links) => links.map((link) => link.getAttribute("href")));
+  if (JSON.stringify(childLinks) !== JSON.stringify(["#run/batch-1-1", "#run/batch-1-2"])) fail(`the Waiting on column's links: ${childLinks}`);
+  const waits = (await call("/v1/runs/order-2")).waiting_on;
+  if (JSON.stringify(waits.map((wait) => [wait.command, wait.name])) !== JSON.stringify([["wait_for", "approval"]])) {
+    fail(`order-2's waiting_on: ${JSON.stringify(waits)}`);
+  }
   await page.screenshot({ path: `${shots}/runs.png` });
 
   await setFilter(page, "prefix", "order-");
@@ -216,7 +323,7 @@ async function runsAndFilters(page) {
   if (await page.$("#first-page")) fail("the first page offers a First page button");
   if (await page.$("#previous-page")) fail("the first page offers a Previous page button");
   // Newest first by default: the started times do not rise down the table.
-  const started = await page.$$eval("#runs tbody tr td:nth-child(5)", (cells) => cells.map((cell) => cell.textContent));
+  const started = await page.$$eval("#runs tbody tr td.started", (cells) => cells.map((cell) => cell.textContent));
   if ([...started].sort().reverse().join() !== started.join()) fail(`not newest first: ${started.join(", ")}`);
   // By id, on request, in the URL.
   await page.goto(`${base}/ui/#runs?order=id`, { waitUntil: "networkidle0" });
@@ -233,8 +340,32 @@ async function stuckRun(page) {
   await openRun(page, "order-1");
   await waitForFact(page, "status", /stuck/);
   await waitForFact(page, "diverged", /at position 1: the journal has wait_for 'approval' but the workflow asked for stream write 'progress'/);
+  const stuck = (await call("/v1/runs/order-1")).stuck_position;
+  if (stuck !== 1) fail(`order-1's stuck_position: ${stuck}`);
   const marked = await page.$$eval("#journal tr.diverged", (rows) => rows.map((row) => row.id));
-  if (JSON.stringify(marked) !== JSON.stringify(["journal-1"])) fail(`the diverged rows: ${JSON.stringify(marked)}`);
+  if (JSON.stringify(marked) !== JSON.stringify([`journal-${stuck}`])) fail(`the diverged rows: ${JSON.stringify(marked)}, stuck_position ${stuck}`);
+  // The position is the API's: an error that names none still marks it;
+  // with none from the API (an older engine) the error's stands in.
+  const markedWith = async (rewrite) => {
+    let rows = null;
+    await withAnswers(page, { "/v1/runs/order-1": rewrite }, async () => {
+      await page.reload({ waitUntil: "networkidle0" });  // the page is order-1's: show it afresh
+      await page.waitForSelector("#fact-diverged");
+      rows = await page.$$eval("#journal tr.diverged", (found) => found.map((row) => row.id));
+      rows.push(await text(page, "#fact-diverged"));
+    });
+    return rows;
+  };
+  const fromApi = await markedWith((answer) => ({ ...answer, error: "run 'order-1': its code diverged" }));
+  if (JSON.stringify(fromApi) !== JSON.stringify(["journal-1", "at position 1: run 'order-1': its code diverged"])) {
+    fail(`a divergence from stuck_position alone: ${JSON.stringify(fromApi)}`);
+  }
+  const fromError = await markedWith((answer) => ({ ...answer, stuck_position: null }));
+  if (fromError[0] !== "journal-1" || !fromError[1].startsWith("at position 1: the journal has wait_for")) {
+    fail(`a divergence from the error alone: ${JSON.stringify(fromError)}`);
+  }
+  await openRun(page, "order-1");
+  await waitForFact(page, "diverged", /at position 1: the journal has wait_for/);
   if (!(await text(page, "#journal tr.diverged-note")).includes("stream write 'progress'")) fail("no note under the diverged row");
   for (const form of ["#signal", "#query", "#update", "#awakeable"]) {
     if (await page.$(form)) fail(`a stuck run offers ${form}`);
@@ -256,6 +387,28 @@ async function stuckRun(page) {
     fail(`a finished run's last wait: ${await text(page, "#journal-1")}`);
   }
   await waitForText(page, "#action-result", /cancel: cancel requested \(bad deploy\)/);
+}
+
+// Every kind of command a run waits on, as its page says it: the example
+// waits only on signals, children, awakeables and updates, so order-3's
+// page is given a waiting_on with each kind (a sleep's due time, a
+// wait_for's timeout) put in.
+async function waitingKinds(page) {
+  const at = Date.UTC(2031, 0, 2, 3, 4, 5, 6);
+  const waiting = [["step", "charge", null], ["sleep", "nap", at], ["wait_for", "approval", at + 1000], ["wait_for", "done", null],
+    ["child", "order-3:x@1", null], ["next_update", "set-limit", null], ["awakeable", "paid", null]]
+    .map(([command, name, due], position) => ({ position, command, name, due_ms: due }));
+  await withAnswers(page, { "/v1/runs/order-3": (answer) => ({ ...answer, waiting_on: waiting }) }, async () => {
+    await openRun(page, "order-3");
+    await page.waitForSelector("#waiting-on li");
+    const shown = await texts(page, "#waiting-on li");
+    const wanted = ["position 0: step charge", "position 1: sleep nap until 2031-01-02 03:04:05.006 UTC",
+      "position 2: signal approval until 2031-01-02 03:04:06.006 UTC (its timeout)", "position 3: signal done",
+      "position 4: child order-3:x@1", "position 5: update set-limit", "position 6: awakeable paid"];
+    if (JSON.stringify(shown) !== JSON.stringify(wanted)) fail(`the kinds of waits: ${JSON.stringify(shown)}`);
+    const child = await page.$eval("#waiting-on li[data-position='4'] .waiting-on a", (link) => link.getAttribute("href")).catch(() => null);
+    if (child !== `#run/${encodeURIComponent("order-3:x@1")}`) fail(`a waited-on child's link: ${child}`);
+  });
 }
 
 // The live stream of a waiting order; a signal; children and parent; a
@@ -280,12 +433,23 @@ async function finishedRuns(page) {
 
   // A live stream: order-2 has written its quote; a signal through the page
   // completes it, and the open stream shows the total and its end.
+  // What it waits on, as the API says, at its journal position (linked to
+  // the row, which waits too); gone once it has finished.
   await openRun(page, "order-2");
   await waitForStream(page, "progress", ["25"], "live");
+  const [wait] = (await call("/v1/runs/order-2")).waiting_on;
+  const listed = await page.$$eval("#waiting-on li", (items) => items.map((item) => ({
+    position: item.dataset.position, text: item.textContent, link: item.querySelector("a")?.getAttribute("href") })));
+  if (JSON.stringify(listed) !== JSON.stringify([{ position: String(wait?.position), text: `position ${wait?.position}: signal approval`,
+      link: `#journal-${wait?.position}` }])) {
+    fail(`order-2's Waiting on: ${JSON.stringify(listed)}, the API's ${JSON.stringify(wait)}`);
+  }
+  if (!(await text(page, `#journal-${wait?.position}`).catch(() => "")).includes("waiting")) fail(`order-2's waiting row: ${await text(page, "#journal")}`);
   await page.screenshot({ path: `${shots}/run-live.png`, fullPage: true });
   await signalThroughPage(page, "approval", "5");
   await waitForStream(page, "progress", ["25", "30"], "ended");
   await waitForFact(page, "status", /completed/);
+  if (await page.$("#waiting-on")) fail("a completed run still says what it waits on");
 
   // Children and parent: batch-1's two orders, started together, show as
   // concurrent commands and link to their runs, which link back.
@@ -338,7 +502,17 @@ async function finishedRuns(page) {
   const summary = JSON.stringify(generations);
   if (generations.length !== 3 || generations.map((row) => row.generation).join() !== "1,2,3") fail(`generations: ${summary}`);
   else {
-    if (!/^\d{4}-\d\d-\d\d /.test(generations[0].started) || !/^\d{4}-\d\d-\d\d /.test(generations[1].started)) fail(`generations' starts: ${summary}`);
+    // Each earlier generation's start, from the run_reset that ended it
+    // (started_ms): generation 2's is the current run_reset's, generation
+    // 1's the one among that reset's dropped records.
+    const resets = (await call("/v1/runs/order-4/journal")).records.filter((record) => record.kind === "run_reset");
+    const last = resets.at(-1);
+    const earlier = last?.value?.dropped?.find((record) => record.kind === "run_reset");
+    const starts = [earlier?.value?.started_ms, last?.value?.started_ms];
+    if (!starts.every(Number.isInteger)) fail(`order-4's run_reset records lack started_ms: ${JSON.stringify(resets)}`);
+    else if (generations[0].started !== timeText(starts[0]) || generations[1].started !== timeText(starts[1])) {
+      fail(`generations' starts: ${summary}, the run_reset records say ${starts.map(timeText)}`);
+    }
     if (!/completed at .*, then reset at .* to position 1 \(replay the approval\)/.test(generations[0].ended)) fail(`generation 1 ended: ${summary}`);
     if (!/reset at .* to position 2 \(from the console\)/.test(generations[1].ended)) fail(`generation 2 ended: ${summary}`);
     if (!/^completed at/.test(generations[2].ended)) fail(`generation 3: ${summary}`);
@@ -354,30 +528,15 @@ async function finishedRuns(page) {
 async function attemptsAndParked(page) {
   const id = "order-3";
   const path = `/v1/runs/${id}`;
-  const reshaped = async (url) => {
-    const answer = await (await fetch(url)).json();
-    if (url.endsWith("/journal")) {
-      const completed = answer.records.findIndex((record) => record.kind === "step_completed" && record.position === 0);
-      const failed = (attempt, error) => ({ ...answer.records[completed], kind: "step_attempt_failed", number: attempt,
-        value: error, time_ms: answer.records[completed].at_ms + 100 * attempt });
-      answer.records.splice(completed, 0, failed(1, "the quote service answered 503"), failed(2, "timed out after 2 s"));
-      answer.commands[0].attempts = 3;
-    } else {
-      answer.version = 0;
-    }
-    return JSON.stringify(answer);
+  const retried = (answer) => {
+    const completed = answer.records.findIndex((record) => record.kind === "step_completed" && record.position === 0);
+    const failed = (attempt, error) => ({ ...answer.records[completed], kind: "step_attempt_failed", number: attempt,
+      value: error, time_ms: answer.records[completed].at_ms + 100 * attempt });
+    answer.records.splice(completed, 0, failed(1, "the quote service answered 503"), failed(2, "timed out after 2 s"));
+    answer.commands[0].attempts = 3;
+    return answer;
   };
-  const intercept = async (request) => {
-    const url = new URL(request.url());
-    if (url.pathname === path || url.pathname === `${path}/journal`) {
-      request.respond({ status: 200, contentType: "application/json", body: await reshaped(request.url()) });
-    } else {
-      request.continue();
-    }
-  };
-  await page.setRequestInterception(true);
-  page.on("request", intercept);
-  try {
+  await withAnswers(page, { [path]: (answer) => ({ ...answer, version: 0 }), [`${path}/journal`]: retried }, async () => {
     await openRun(page, id);
     await waitForFact(page, "workflow", /^order \(version 1, parked: read from its journal\)$/);
     const attempts = await texts(page, "#journal tr.attempt[data-position='0']");
@@ -386,10 +545,7 @@ async function attemptsAndParked(page) {
       fail(`a retried step's attempts: ${JSON.stringify(attempts)}`);
     }
     await page.screenshot({ path: `${shots}/run-attempts.png`, fullPage: true });
-  } finally {
-    page.off("request", intercept);
-    await page.setRequestInterception(false);
-  }
+  });
 }
 
 // A run whose id holds `: @ ~ + = ,`: opened from the runs table, signalled
@@ -415,6 +571,13 @@ async function oddId(page) {
 // (its answer stays through the refreshes after), the awakeable completed.
 async function payment(page) {
   await openRun(page, "pay-1");
+  // It waits on two commands at once; only a journaled one links to its
+  // row (a next_update is journaled when an update is taken).
+  const journaled = new Set((await call("/v1/runs/pay-1/journal")).commands.map((command) => command.position));
+  const wanted = (await call("/v1/runs/pay-1")).waiting_on.map((wait) =>
+    [`position ${wait.position}: ${wait.command === "awakeable" ? "awakeable" : "update"} ${wait.name}`, journaled.has(wait.position)]);
+  const payWaits = await page.$$eval("#waiting-on li", (items) => items.map((item) => [item.textContent, item.querySelector("a") !== null]));
+  if (wanted.length !== 2 || JSON.stringify(payWaits) !== JSON.stringify(wanted)) fail(`pay-1's Waiting on: ${JSON.stringify(payWaits)}, not ${JSON.stringify(wanted)}`);
   await page.type("#query input[name=name]", "token");
   await page.click("#query button[type=submit]");
   await waitForText(page, "#action-result", /query 'token': answered "awk1\./);
@@ -526,6 +689,7 @@ async function server(page) {
   if (kept !== process.env.FUSEE_TOKEN) fail(`the token is not kept in the tab's sessionStorage: ${kept}`);
   const ids = await runIds(page);
   if (JSON.stringify(ids.sort()) !== JSON.stringify(["order-s1", "order-s2"])) fail(`the server's runs: ${ids}`);
+  await waitForWaiting(page, { "order-s1": "", "order-s2": "signal approval" });
   await openRun(page, "order-s2");
   await waitForStream(page, "progress", ["50"], "live");
   await signalThroughPage(page, "approval", "1");
@@ -538,6 +702,7 @@ async function server(page) {
   const flushes = await page.$$eval("#server-latency rect", (rects) => rects.length);
   if (flushes < 2) fail(`the server's latency chart has ${flushes} bars`);
   if (!(await text(page, "#engine")).includes("2 of 2 held here")) fail(`the worker: ${await text(page, "#engine")}`);
+  await activityCharts(page, false, true);
   await page.screenshot({ path: `${shots}/engine-server.png`, fullPage: true });
 }
 
@@ -571,9 +736,12 @@ if (problems.length) {
   process.exit(1);
 }
 console.log(mode === "server"
-  ? `console e2e (server): runs, a run's live stream, a signal and the shard holders through fusee server --http; screenshots in ${shots}`
-  : `console e2e (local): runs, filters and pages in the URL (Back, links), a stuck run (its divergence marked, ` +
-    `only its actions, cancelled), a run's timeline, input, result and streams (live), children and parent, a signal, ` +
-    `a terminate, a cancel and resets with reasons, generations, a retried step's attempts, a parked run's version, ` +
+  ? `console e2e (server): runs and what they wait on, a run's live stream, a signal, the shard holders and the worker's ` +
+    `activity charts and totals through fusee server --http; screenshots in ${shots}`
+  : `console e2e (local): runs and what they wait on, filters and pages in the URL (Back, links), a stuck run (its ` +
+    `divergence marked at the API's stuck_position, the error's as a fallback, ` +
+    `only its actions, cancelled), a waiting run's Waiting on, a run's timeline, input, result and streams (live), ` +
+    `children and parent, a signal, a terminate, a cancel and resets with reasons, generations and their starts, ` +
+    `a retried step's attempts, a parked run's version, ` +
     `an id with : @ ~ + = ,, a query, an update and an awakeable, schedules and queues, the service restarted under ` +
-    `the page, a missing run and the engine page; screenshots in ${shots}`);
+    `the page, a missing run and the engine page with its activity charts and totals; screenshots in ${shots}`);
