@@ -8,6 +8,8 @@
 //  - list_first: GET /v1/runs?limit=50 (newest first, the console's page);
 //  - list_deep: the same from a cursor half-way down the runs;
 //  - list_filtered: GET /v1/runs?status=failed&workflow=FAI&limit=50;
+//  - list_running: GET /v1/runs?status=running&limit=50 (what each waits
+//    on is asked of its shard, a parked one's read from the run store);
 //  - stats: GET /v1/stats; metrics: GET /metrics;
 //  - start: Engine::start of a one-step run, one after another (each waits
 //    for its durable start), alone, and then while --pollers clients (the
@@ -280,6 +282,9 @@ int main(int argc, char** argv) {
   results.push_back(measure("list_deep", options, [&] { (void)client.get(deep_target); }));
   results.push_back(
       measure("list_filtered", options, [&] { (void)client.get("/v1/runs?status=failed&workflow=FAI&limit=50"); }));
+  // Every run on the page running, most parked: each one's waiting_on is
+  // read from its shard (the parked ones from the run store).
+  results.push_back(measure("list_running", options, [&] { (void)client.get("/v1/runs?status=running&limit=50"); }));
   results.push_back(measure("stats", options, [&] { (void)client.get("/v1/stats"); }));
   results.push_back(measure("metrics", options, [&] { (void)client.get("/metrics"); }));
 

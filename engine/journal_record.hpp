@@ -42,7 +42,7 @@ enum class RecordKind : std::uint8_t {
   cancel_requested = 19,    // detail: request id (may be empty); value: reason
   cancel_delivered = 20,    // detail: the error message; value: the cancelled commands, [[position, command, name], ...]
   patch_marked = 21,        // position, name: the patch id (Ctx::patched took the new code's path)
-  run_reset = 22,           // detail: reason; number: the generation reset; time_ms; value: {"position", "dropped"}
+  run_reset = 22,           // detail: reason; number: the generation reset; time_ms; value: {"position", "started_ms" (the generation it ends began), "dropped"}
   update_accepted = 23,     // name: update; detail: update id; value: argument
   update_taken = 24,        // position, name: update; detail: update id; value: argument
   update_answered = 25,     // position, name: update; detail: update id; flag: succeeded; value: result or message

@@ -214,7 +214,18 @@ ParkedRun Run::parked_summary() const {
   run.generation = generation_;
   run.started_ms = to_ms(started_at_);
   if (auto wake = wake_at()) run.wake_ms = to_ms(*wake);
+  run.version = version_;
+  run.waiting = waiting_on();
   return run;
+}
+
+std::vector<PendingCommand> Run::waiting_on() const {
+  std::vector<PendingCommand> waiting;
+  if (finished_ || ending_) return waiting;
+  for (const auto& [position, pending] : pending_) {
+    waiting.push_back(PendingCommand{position, pending.command, pending.name, pending.due});
+  }
+  return waiting;
 }
 
 RunInfo Run::info() const {
@@ -231,8 +242,12 @@ RunInfo Run::info() const {
   if (finished_ && outcome_.status != RunStatus::completed) info.error = outcome_.message;
   // A stuck run that was ended (cancelled, terminated) says why it ended,
   // not the divergence it had.
-  if (!finished_ && !stuck_error_.empty()) info.error = stuck_error_;
+  if (!finished_ && !stuck_error_.empty()) {
+    info.error = stuck_error_;
+    info.stuck_position = stuck_position_;
+  }
   if (!finished_ && !waiting_for_code_.empty()) info.error = waiting_for_code_;
+  if (info.status == RunStatus::running) info.waiting_on = waiting_on();
   return info;
 }
 
@@ -410,7 +425,7 @@ void Run::on_code_returned() {
   for (std::uint32_t position = position_; position < journal_.size(); ++position) {
     if (journal_[position].records.empty()) continue;
     const auto& first = journal_[position].records.front();
-    diverge(fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' at {}", id_,
+    diverge(position, fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' at {}", id_,
                         position_, command_of(first), first.name, position));
     return;
   }
@@ -492,8 +507,9 @@ void Run::finish(Outcome outcome, TimePoint finished_at) {
   for (auto& waiter : external) waiter(outcome_);
 }
 
-void Run::diverge(std::string message) {
+void Run::diverge(std::uint32_t position, std::string message) {
   stuck_error_ = std::move(message);
+  stuck_position_ = position;
   shard_.index_run(*this);
   shard_.core().warn_operator(fmt::format("{} -- the run is stuck until code that matches its journal is "
                                           "registered and the engine reopened, or it is cancelled",
@@ -695,7 +711,7 @@ Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_vi
   const auto& first = recorded.records.front();
   std::string_view recorded_kind = command_of(first);
   if (recorded_kind != kind || first.name != name) {
-    diverge(fmt::format("run '{}': nondeterminism at position {}: the journal has {} '{}' but the workflow asked "
+    diverge(position, fmt::format("run '{}': nondeterminism at position {}: the journal has {} '{}' but the workflow asked "
                         "for {} '{}'",
                         id_, position, recorded_kind, first.name, kind, name));
     return Replay::settled;
@@ -1496,14 +1512,14 @@ bool Run::select(std::span<detail::Completion* const> candidates, detail::Comple
       const auto& record = recorded->records.front();
       auto chosen = boost::json::try_value_to<std::vector<std::uint32_t>>(record.value);
       if (!chosen || *chosen != positions) {
-        diverge(fmt::format("run '{}': nondeterminism at position {}: the journal's any chose among the commands "
+        diverge(position, fmt::format("run '{}': nondeterminism at position {}: the journal's any chose among the commands "
                             "at positions [{}] but the workflow waits for [{}]",
                             id_, position, chosen ? listed(*chosen) : std::string("?"), listed(positions)));
         return end_command();
       }
       auto winner = std::find(positions.begin(), positions.end(), record.number);
       if (winner == positions.end() || !candidates[winner - positions.begin()]->done) {
-        diverge(fmt::format("run '{}': the journal's any at position {} chose position {}, which has not completed",
+        diverge(position, fmt::format("run '{}': the journal's any at position {} chose position {}, which has not completed",
                             id_, position, record.number));
         return end_command();
       }
@@ -1667,7 +1683,7 @@ bool Run::reply_update(std::string_view name, std::string_view update_id, bool s
       return end_command();
     case Replay::matched:
       if (recorded->records.front().detail != update_id) {
-        diverge(fmt::format("run '{}': nondeterminism at position {}: the journal answers update '{}' id '{}' but "
+        diverge(position, fmt::format("run '{}': nondeterminism at position {}: the journal answers update '{}' id '{}' but "
                             "the workflow answered id '{}'",
                             id_, position, name, recorded->records.front().detail, update_id));
         return end_command();

@@ -226,6 +226,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::optional<TimePoint> wake_at() const;
   TimePoint waiting_since() const;
   ParkedRun parked_summary() const;
+  // The commands it waits on now, by position (none once it ends).
+  std::vector<PendingCommand> waiting_on() const;
 
   // The LSN of the run's latest appended record, and appends still waiting
   // for room in the log (their LSN unknown yet).
@@ -285,7 +287,8 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
                       detail::Completion& completion);
   // Resolves the pending Ctx::any calls among whose candidates `done` is.
   void resolve_selects(const detail::Completion& done);
-  void diverge(std::string message);
+  // The code left its journal at `position`: the run is stuck (not journaled).
+  void diverge(std::uint32_t position, std::string message);
 
   // Appends a record of this run (positional fields filled by caller).
   void append(JournalRecord record, std::function<void()> after_durable = {});
@@ -402,6 +405,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   Outcome outcome_;
   std::optional<TimePoint> finished_at_;
   std::string stuck_error_;
+  std::uint32_t stuck_position_ = 0;
   std::optional<boost::json::value> continued_input_;
 };
 

@@ -85,6 +85,7 @@ void RunIndex::put_locked(const RunInfo& info) {
   entry.started_ms = ms_of(info.started_at);
   if (info.finished_at) entry.finished_ms = ms_of(*info.finished_at);
   entry.error = info.error;
+  entry.stuck_position = info.stuck_position;
   by_time_[slot(entry.status)].emplace(entry.started_ms, info.id);
   if (entry.finished_ms) by_finished_.emplace(*entry.finished_ms, info.id);
   ++by_workflow_[entry.workflow][slot(entry.status)];
@@ -158,6 +159,7 @@ RunInfo RunIndex::info_of(const std::string& id, const Entry& entry) const {
   info.started_at = time_of(entry.started_ms);
   if (entry.finished_ms) info.finished_at = time_of(*entry.finished_ms);
   info.error = entry.error;
+  info.stuck_position = entry.stuck_position;
   return info;
 }
 

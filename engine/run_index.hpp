@@ -74,7 +74,9 @@ class RunIndex {
   void remove_if(const std::function<bool(const std::string& id)>& drop);
   std::optional<RunInfo> get(const std::string& id) const;
 
-  // Throws Error(invalid_argument) for a cursor it did not give.
+  // Throws Error(invalid_argument) for a cursor it did not give. The runs
+  // have no waiting_on (it changes at every command; the facade asks the
+  // shards for a page's).
   IndexPage query(const IndexQuery& query) const;
 
   std::array<std::uint64_t, kRunStatuses.size()> counts_by_status() const;
@@ -90,6 +92,7 @@ class RunIndex {
     std::int64_t started_ms = 0;
     std::optional<std::int64_t> finished_ms;
     std::string error;
+    std::optional<std::uint32_t> stuck_position;
   };
   using TimeKey = std::pair<std::int64_t, std::string>;  // started ms, id
 

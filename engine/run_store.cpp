@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/pending_json.hpp"
 #include "wal/errc.hpp"
 #include "wal/io/rocksdb_file_system.hpp"
 
@@ -310,7 +311,9 @@ void RunStore::Batch::put_parked(std::uint32_t shard, const ParkedRun& run) {
   boost::json::object object{{"workflow", run.workflow},
                              {"generation", run.generation},
                              {"started_ms", run.started_ms},
-                             {"wake_ms", run.wake_ms ? boost::json::value(*run.wake_ms) : boost::json::value()}};
+                             {"wake_ms", run.wake_ms ? boost::json::value(*run.wake_ms) : boost::json::value()},
+                             {"version", run.version},
+                             {"waiting", pending_json(run.waiting)}};
   (void)impl_->batch.Put(parked_key(shard, run.id), boost::json::serialize(object));
   if (run.wake_ms) (void)impl_->batch.Put(wake_key(shard, *run.wake_ms, run.id), "");
 }
@@ -545,6 +548,12 @@ std::optional<ParkedRun> decode_parked(std::string id, std::string_view text) {
     run.generation = boost::json::value_to<std::uint32_t>(object.at("generation"));
     run.started_ms = boost::json::value_to<std::int64_t>(object.at("started_ms"));
     if (!object.at("wake_ms").is_null()) run.wake_ms = boost::json::value_to<std::int64_t>(object.at("wake_ms"));
+    if (const auto* version = object.if_contains("version")) run.version = boost::json::value_to<std::uint32_t>(*version);
+    if (const auto* waiting = object.if_contains("waiting")) {
+      auto commands = pending_of(*waiting);
+      if (!commands) return std::nullopt;
+      run.waiting = std::move(*commands);
+    }
     return run;
   } catch (const std::exception&) {
     return std::nullopt;

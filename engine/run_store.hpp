@@ -75,6 +75,10 @@ struct ParkedRun {
   std::uint32_t generation = 1;
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> wake_ms;  // its timer (sleep, wait timeout, deadline), if any
+  // What list_runs and get_run show of it (rows written before these were
+  // kept read as version 0 and nothing waited on).
+  std::uint32_t version = 0;
+  std::vector<PendingCommand> waiting;
 
   friend bool operator==(const ParkedRun&, const ParkedRun&) = default;
 };

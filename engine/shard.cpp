@@ -179,6 +179,26 @@ std::string Shard::oversize_message(const JournalRecord& record, std::size_t byt
                      record.name.empty() ? "" : record.name + "'", bytes, wal::kRecordBytesMax >> 20);
 }
 
+void Shard::count(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::run_started:
+      stats_.runs_started.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case RecordKind::step_completed:
+      stats_.steps_completed.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case RecordKind::run_failed:
+      stats_.runs_failed.fetch_add(1, std::memory_order_relaxed);
+      [[fallthrough]];
+    case RecordKind::run_completed:
+    case RecordKind::run_cancelled:
+      stats_.runs_finished.fetch_add(1, std::memory_order_relaxed);
+      break;
+    default:
+      break;
+  }
+}
+
 // A record copied from an earlier generation (reset) keeps its time.
 void Shard::stamp(JournalRecord& record) const {
   if (record.at_ms == 0) record.at_ms = to_ms(core_.now());
@@ -189,6 +209,9 @@ void Shard::append(Run& run, JournalRecord record, std::function<void()> after_d
   // After a refused record nothing more of the run is journaled but its
   // failure (below).
   if (!run.refused_record.empty()) return;
+  // Not a reset's copy of an earlier record (those keep their time); a
+  // run_started is never a copy.
+  const bool fresh = record.at_ms == 0 || record.kind == RecordKind::run_started;
   stamp(record);
   scratch_.clear();
   encode_record(record, scratch_);
@@ -211,6 +234,7 @@ void Shard::append(Run& run, JournalRecord record, std::function<void()> after_d
         false);
     return;
   }
+  if (fresh) count(record.kind);
   if (keep_history_) run.history.push_back(std::move(record));
   if (waiting_appends_.empty()) {
     auto lsn = sink_.append(id_, scratch_);
@@ -233,6 +257,7 @@ Result<Lsn> Shard::append_external(Run& run, JournalRecord record) {
   busy_reason_.clear();
   if (!waiting_appends_.empty()) return make_error_code(errc::busy);
   if (busy_reason_ = core_.refusing_new_requests(); !busy_reason_.empty()) return make_error_code(errc::busy);
+  const bool fresh = record.at_ms == 0 || record.kind == RecordKind::run_started;
   stamp(record);
   scratch_.clear();
   encode_record(record, scratch_);
@@ -247,6 +272,7 @@ Result<Lsn> Shard::append_external(Run& run, JournalRecord record) {
     fail_storage(lsn.error());
     return lsn.error();
   }
+  if (fresh) count(record.kind);
   if (keep_history_) run.history.push_back(std::move(record));
   assigned(run, *lsn, scratch_, {});
   return *lsn;
@@ -724,13 +750,7 @@ void Shard::finish_loading() {
     // Parked runs are running too, out of memory.
     auto parked = store_->all_parked(id_, [&](const ParkedRun& run) {
       if (runs_.contains(run.id)) return;
-      RunInfo info;
-      info.id = run.id;
-      info.workflow = run.workflow;
-      info.status = RunStatus::running;
-      info.generation = run.generation;
-      info.started_at = from_ms(run.started_ms);
-      core_.run_index().put(info);
+      core_.run_index().put(parked_info(run));
     });
     if (!parked) fail_storage(parked.error());
     // The earliest timer among parked runs (the rest wait in the store).
@@ -1327,6 +1347,34 @@ void Shard::read_stored_stream(const std::string& id, const std::string& stream_
   reply({}, {});
 }
 
+RunInfo Shard::parked_info(const ParkedRun& run) {
+  RunInfo info;
+  info.id = run.id;
+  info.workflow = run.workflow;
+  info.status = RunStatus::running;
+  info.generation = run.generation;
+  info.version = run.version;
+  info.started_at = from_ms(run.started_ms);
+  info.waiting_on = run.waiting;
+  return info;
+}
+
+void Shard::handle_waits(const std::vector<std::string>& ids, std::map<std::string, std::vector<PendingCommand>>& out) {
+  for (const auto& id : ids) {
+    if (auto found = runs_.find(id); found != runs_.end()) {
+      out[id] = found->second->waiting_on();
+      continue;
+    }
+    if (store_ == nullptr) continue;
+    auto parked = store_->parked(id_, id);
+    if (!parked) {
+      fail_storage(parked.error());
+      return;
+    }
+    if (*parked) out[id] = std::move((*parked)->waiting);
+  }
+}
+
 void Shard::handle_list(const RunFilter& filter, std::vector<RunInfo>& out) {
   for (auto& [id, run] : runs_) {
     auto info = run->info();
@@ -1338,13 +1386,7 @@ void Shard::handle_list(const RunFilter& filter, std::vector<RunInfo>& out) {
   // Parked runs are running too, out of memory.
   auto listed = store_->all_parked(id_, [&](const ParkedRun& run) {
     if (runs_.contains(run.id) || (filter.workflow && run.workflow != *filter.workflow)) return;
-    RunInfo info;
-    info.id = run.id;
-    info.workflow = run.workflow;
-    info.status = RunStatus::running;
-    info.generation = run.generation;
-    info.started_at = from_ms(run.started_ms);
-    out.push_back(std::move(info));
+    out.push_back(parked_info(run));
   });
   if (!listed) fail_storage(listed.error());
 }
@@ -1358,15 +1400,11 @@ std::optional<RunInfo> Shard::handle_get(const std::string& id, RunInfo (*from_f
     return std::nullopt;
   }
   if (*parked) {
-    RunInfo info;
-    info.id = id;
-    info.workflow = (*parked)->workflow;
-    info.status = RunStatus::running;
-    info.generation = (*parked)->generation;
-    info.started_at = from_ms((*parked)->started_ms);
-    // The store's row has no version; the index kept the one the run had
-    // when it parked (in this process).
-    if (auto indexed = core_.run_index().get(id); indexed && indexed->generation == info.generation) {
+    auto info = parked_info(**parked);
+    // A row written before rows kept the version: the index has the one
+    // the run had when it parked (in this process).
+    if (auto indexed = core_.run_index().get(id);
+        info.version == 0 && indexed && indexed->generation == info.generation) {
       info.version = indexed->version;
     }
     return info;
@@ -1625,11 +1663,15 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   // with the window the old generation carried.
   auto remembered = remembered_of_records(old, cut);
   remembered.bound(to_ms(now));
-  reset_record.value = boost::json::object{{"position", cut}, {"dropped", dropped}};
+  // started_ms: when the generation it ends began (the console lists each
+  // generation with its start; an older one's is in the dropped run_reset).
+  const auto old_started_ms = static_cast<std::int64_t>(started.time_ms);
+  reset_record.value = boost::json::object{{"position", cut}, {"started_ms", old_started_ms}, {"dropped", dropped}};
   if (!remembered.empty()) reset_record.value.as_object()["remembered"] = remembered.to_json();
   if (encode_record(reset_record).size() > wal::kRecordBytesMax / 2) {
     // Too much to journal again: the count says what went.
-    reset_record.value = boost::json::object{{"position", cut}, {"dropped_count", dropped.size()}};
+    reset_record.value =
+        boost::json::object{{"position", cut}, {"started_ms", old_started_ms}, {"dropped_count", dropped.size()}};
     if (!remembered.empty()) reset_record.value.as_object()["remembered"] = remembered.to_json();
   }
   append(*run, reset_record, {});

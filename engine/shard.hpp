@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,6 +78,12 @@ class Shard {
   struct Stats {
     std::atomic<std::uint64_t> runs_parked{0};
     std::atomic<std::uint64_t> runs_woken{0};
+    // Journaled by this shard since it started (not its recovery; a
+    // reset's copies of earlier records count nothing).
+    std::atomic<std::uint64_t> runs_started{0};
+    std::atomic<std::uint64_t> runs_finished{0};  // completed, failed or cancelled
+    std::atomic<std::uint64_t> runs_failed{0};
+    std::atomic<std::uint64_t> steps_completed{0};
   };
   const Stats& stats() const { return stats_; }
 
@@ -115,6 +122,8 @@ class Shard {
   Result<Lsn> append_external(Run& run, JournalRecord record);
   // Sets when the record was made (JournalRecord::at_ms), unless it has one.
   void stamp(JournalRecord& record) const;
+  // Counts a record this shard journals for the first time (Stats).
+  void count(RecordKind kind);
   std::string oversize_message(const JournalRecord& record, std::size_t bytes) const;
   // Why a request's first record (append_external) was refused: busy, too
   // large, or the log's error. what: "signal 'x'", "update 'y'".
@@ -153,6 +162,11 @@ class Shard {
   void handle_read_stream(const std::string& id, const std::string& stream, StreamFrom from,
                           std::shared_ptr<detail::StreamFeed> feed, Reply reply);
   void handle_list(const RunFilter& filter, std::vector<RunInfo>& out);
+  // What each of these runs (this shard's, running) waits on now: in
+  // memory, or as it parked. A run it does not hold is left out.
+  void handle_waits(const std::vector<std::string>& ids, std::map<std::string, std::vector<PendingCommand>>& out);
+  // A parked run as list_runs and get_run show it.
+  static RunInfo parked_info(const ParkedRun& run);
   // One run by id, wherever it is (loaded, parked, or finished in the run
   // store), without loading it. Nothing when there is no such run.
   std::optional<RunInfo> handle_get(const std::string& id, RunInfo (*from_finished)(const FinishedRun&));

@@ -93,6 +93,15 @@ json::object run_json(const RunInfo& info) {
                    {"started_at_ms", to_ms(info.started_at)}};
   out["finished_at_ms"] = info.finished_at ? json::value(to_ms(*info.finished_at)) : json::value(nullptr);
   out["error"] = info.error.empty() ? json::value(nullptr) : json::value(info.error);
+  out["stuck_position"] = info.stuck_position ? json::value(*info.stuck_position) : json::value(nullptr);
+  json::array waiting;
+  for (const auto& command : info.waiting_on) {
+    waiting.push_back(json::object{{"position", command.position},
+                                   {"command", command.command},
+                                   {"name", command.name},
+                                   {"due_ms", command.due ? json::value(to_ms(*command.due)) : json::value(nullptr)}});
+  }
+  out["waiting_on"] = std::move(waiting);
   return out;
 }
 
@@ -274,6 +283,10 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
     if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "stats") {
       if (method != "GET") return wrong_method("GET");
       return stats_json();
+    }
+    if (parts.size() == 3 && parts[0] == "v1" && parts[1] == "stats" && parts[2] == "activity") {
+      if (method != "GET") return wrong_method("GET");
+      return activity_json();
     }
     if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "server") {
       // fusee server's front answers this with its shards and log; an
@@ -832,6 +845,12 @@ HttpResponse HttpApi::metrics() {
   metric("fusee_run_store_bytes", "gauge", "The run store's size (RocksDB's estimate).", stats.run_store_bytes);
   metric("fusee_runs_parked_total", "counter", "Runs that left memory while waiting.", stats.runs_parked);
   metric("fusee_runs_woken_total", "counter", "Parked runs loaded back.", stats.runs_woken);
+  metric("fusee_runs_started_total", "counter", "Runs started (a reset and a continue-as-new start one).",
+         stats.runs_started);
+  metric("fusee_runs_finished_total", "counter", "Runs that completed, failed or were cancelled.",
+         stats.runs_finished);
+  metric("fusee_runs_failed_total", "counter", "Runs that failed.", stats.runs_failed);
+  metric("fusee_steps_completed_total", "counter", "Steps that completed.", stats.steps_completed);
   metric("fusee_shards", "gauge", "Shards of this engine.", engine_.shard_count());
   metric("fusee_staged_bytes", "gauge", "Bytes appended to the log and not yet in a durable write.",
          stats.staged_bytes);
@@ -889,6 +908,25 @@ HttpResponse HttpApi::metrics() {
   return response;
 }
 
+// GET /v1/stats/activity: the engine's work each second over the last ten
+// minutes (Engine::activity), oldest first, for the console's charts.
+HttpResponse HttpApi::activity_json() {
+  json::array samples;
+  for (const auto& sample : engine_.activity()) {
+    samples.push_back(json::object{{"at_ms", to_ms(sample.at)},
+                                   {"interval_ms", sample.interval.count()},
+                                   {"runs_started", sample.runs_started},
+                                   {"runs_finished", sample.runs_finished},
+                                   {"runs_failed", sample.runs_failed},
+                                   {"steps_completed", sample.steps_completed},
+                                   {"flushes", sample.flushes},
+                                   {"flush_mean_us", sample.flush_mean_us},
+                                   {"flush_p50_us", sample.flush_p50_us},
+                                   {"flush_p99_us", sample.flush_p99_us}});
+  }
+  return json_response(200, json::object{{"samples", std::move(samples)}});
+}
+
 // GET /v1/stats: what /metrics says, as one JSON object, for pages and
 // tools that read JSON (the flush histogram with its bounds in µs).
 HttpResponse HttpApi::stats_json() {
@@ -913,6 +951,10 @@ HttpResponse HttpApi::stats_json() {
       {"run_store_bytes", stats.run_store_bytes},
       {"runs_parked", stats.runs_parked},
       {"runs_woken", stats.runs_woken},
+      {"runs_started", stats.runs_started},
+      {"runs_finished", stats.runs_finished},
+      {"runs_failed", stats.runs_failed},
+      {"steps_completed", stats.steps_completed},
       {"checkpoint_error", stats.checkpoint_error.empty() ? json::value(nullptr) : json::value(stats.checkpoint_error)},
       {"log_error", stats.log_error.empty() ? json::value(nullptr) : json::value(stats.log_error)},
       {"flush_latency",

@@ -152,6 +152,7 @@ class HttpApi {
   HttpResponse queues(const std::vector<std::string>& parts, const std::string& method, const HttpRequest& request);
   HttpResponse metrics();
   HttpResponse stats_json();
+  HttpResponse activity_json();
   // Every status with its count of runs (0 included): /metrics and /v1/stats.
   std::map<std::string, std::uint64_t> runs_by_status();
 

@@ -1,5 +1,6 @@
 #include "protocol/store_call.hpp"
 
+#include "engine/pending_json.hpp"
 #include "protocol/wire.hpp"
 #include "wal/errc.hpp"
 
@@ -122,17 +123,25 @@ std::vector<std::byte> encode_parked(const ParkedRun& run) {
       .i64(run.started_ms)
       .u8(run.wake_ms ? 1 : 0)
       .i64(run.wake_ms.value_or(0))
+      .u32(run.version)
+      .text(boost::json::serialize(engine::pending_json(run.waiting)))
       .take();
 }
 std::optional<ParkedRun> decode_parked(std::span<const std::byte> row) {
   return decode_with<ParkedRun>(row, [](Reader& r, ParkedRun& m) {
     std::uint8_t has_wake = 0;
     std::int64_t wake_ms = 0;
+    std::string waiting;
     if (!r.text(m.id) || !r.text(m.workflow) || !r.u32(m.generation) || !r.i64(m.started_ms) || !r.u8(has_wake) ||
-        !r.i64(wake_ms) || has_wake > 1) {
+        !r.i64(wake_ms) || has_wake > 1 || !r.u32(m.version) || !r.text(waiting)) {
       return false;
     }
     if (has_wake) m.wake_ms = wake_ms;
+    boost::system::error_code error;
+    auto parsed = boost::json::parse(waiting, error);
+    auto commands = error ? std::nullopt : engine::pending_of(parsed);
+    if (!commands) return false;
+    m.waiting = std::move(*commands);
     return true;
   });
 }

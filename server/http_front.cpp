@@ -77,8 +77,9 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
                               "not an awakeable token (tokens look like awk1.<hex>.<position>.<32 hex digits>)");
       }
       id = token->run_id;
-    } else if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "stats") {
-      // The engine's figures, from the holder of shard 0 (as a listing).
+    } else if ((parts.size() == 2 || parts.size() == 3) && parts[0] == "v1" && parts[1] == "stats") {
+      // The engine's figures (and their history, /v1/stats/activity), from
+      // the holder of shard 0 (as a listing).
     } else if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "queues") {
       // A queue is its run "queue:<name>": to its shard's holder.
       if (parts.size() >= 3) {

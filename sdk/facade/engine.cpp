@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
+#include <map>
 #include <random>
 #include <set>
 #include <shared_mutex>
@@ -40,6 +42,7 @@
 #include "remote/shard_router.hpp"
 #include "schedule/schedule_state.hpp"
 #include "schedule/schedule_workflow.hpp"
+#include "sdk/facade/activity_history.hpp"
 #include "sdk/facade/settle.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
@@ -125,6 +128,13 @@ struct Engine::Impl final : engine::EngineCore {
   bool adopt_stopping = false;
   std::thread adopter;
 
+  // Engine::activity: a reading of stats() each second, by `sampler`.
+  detail::ActivityHistory activity;
+  std::mutex sampler_mu;
+  std::condition_variable sampler_cv;
+  bool sampler_stopping = false;
+  std::thread sampler;
+
   // Whether this engine runs shard `shard` (always, but in remote mode with
   // the shards split).
   bool here(std::uint32_t shard) const { return !router || router->holds(shard); }
@@ -149,6 +159,35 @@ struct Engine::Impl final : engine::EngineCore {
     }
   }
   std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
+  // What each running run of a page waits on, from its shard (the index
+  // does not keep it: it changes at every command). One post per shard
+  // that has a running run on the page.
+  void fill_waiting_on(std::vector<RunInfo>& runs) {
+    std::map<std::uint32_t, std::vector<std::string>> by_shard;
+    for (const auto& run : runs) {
+      if (run.status == RunStatus::running) by_shard[shard_of(run.id)].push_back(run.id);
+    }
+    using Waits = std::map<std::string, std::vector<PendingCommand>>;
+    std::vector<std::future<Waits>> parts;
+    for (auto& [shard, ids] : by_shard) {
+      auto promise = std::make_shared<std::promise<Waits>>();
+      parts.push_back(promise->get_future());
+      auto* target = shards[shard].get();
+      if (!target->post([target, promise, ids = std::move(ids)] {
+            Waits waits;
+            target->handle_waits(ids, waits);
+            promise->set_value(std::move(waits));
+          }, true)) {
+        check_open();
+        throw Error(errc::busy, fmt::format("shard {} is busy (its request queue is full), try again", shard));
+      }
+    }
+    Waits waits;
+    for (auto& part : parts) waits.merge(part.get());
+    for (auto& run : runs) {
+      if (auto found = waits.find(run.id); found != waits.end()) run.waiting_on = std::move(found->second);
+    }
+  }
 
   // The run store's finished runs of `shard` (every shard: nothing) that
   // no shard holds in memory, into the index: a shard's recovery put its
@@ -740,6 +779,21 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         std::make_unique<http::HttpServer>(*engine, config.http_listen, std::move(api_options), std::move(server_options));
     engine->impl_->sink->announce_http(engine->impl_->http->endpoint());
   }
+  // The baseline before any call: everything after it is in a sample.
+  engine->impl_->activity.read(std::chrono::system_clock::now(), engine->stats());
+  engine->impl_->sampler = std::thread([engine = engine.get()] {
+    auto& impl = *engine->impl_;
+    std::unique_lock lock(impl.sampler_mu);
+    while (!impl.sampler_cv.wait_for(lock, std::chrono::seconds(1), [&] { return impl.sampler_stopping; })) {
+      lock.unlock();
+      try {
+        impl.activity.read(std::chrono::system_clock::now(), engine->stats());
+      } catch (const std::exception&) {
+        // A reading missed: the next one's sample covers two seconds.
+      }
+      lock.lock();
+    }
+  });
   return engine;
 }
 
@@ -812,6 +866,10 @@ EngineStats Engine::stats() const {
   for (const auto& shard : impl_->shards) {
     stats.runs_parked += shard->stats().runs_parked.load();
     stats.runs_woken += shard->stats().runs_woken.load();
+    stats.runs_started += shard->stats().runs_started.load(std::memory_order_relaxed);
+    stats.runs_finished += shard->stats().runs_finished.load(std::memory_order_relaxed);
+    stats.runs_failed += shard->stats().runs_failed.load(std::memory_order_relaxed);
+    stats.steps_completed += shard->stats().steps_completed.load(std::memory_order_relaxed);
   }
   return stats;
 }
@@ -822,6 +880,14 @@ void Engine::shutdown() {
   if (impl_->shut.exchange(true)) return;
   // No new requests, and none left waiting on the shards.
   if (impl_->http) impl_->http->stop();
+  if (impl_->sampler.joinable()) {
+    {
+      std::lock_guard sampler_lock(impl_->sampler_mu);
+      impl_->sampler_stopping = true;
+    }
+    impl_->sampler_cv.notify_all();
+    impl_->sampler.join();
+  }
   // No more permits: a grant to a stopping shard would free its permit and
   // grant the next, one inside the other, as deep as the line is long.
   impl_->step_limits->close();
@@ -1461,6 +1527,7 @@ engine::IndexQuery index_query_of(const RunListQuery& query) {
 
 RunListPage Engine::query_runs(const RunListQuery& query) {
   impl_->check_open();
+  Impl::refuse_on_shard_thread("query_runs");
   auto index_query = index_query_of(query);
   engine::IndexPage found;
   if (impl_->all_here()) {
@@ -1469,12 +1536,22 @@ RunListPage Engine::query_runs(const RunListQuery& query) {
     // The other workers' runs are theirs to index: a scan, made an index
     // for the one page.
     engine::RunIndex every;
-    for (const auto& run : list_runs()) every.put(run);
+    std::map<std::string, std::vector<PendingCommand>> waits;
+    for (auto& run : list_runs()) {
+      if (!run.waiting_on.empty()) waits[run.id] = std::move(run.waiting_on);
+      every.put(run);
+    }
     found = every.query(index_query);
+    for (auto& run : found.runs) {
+      if (auto wait = waits.find(run.id); wait != waits.end()) run.waiting_on = std::move(wait->second);
+    }
   }
+  if (impl_->all_here()) impl_->fill_waiting_on(found.runs);
   return RunListPage{std::move(found.runs), std::move(found.next_cursor), std::move(found.previous_cursor),
                      found.total, found.total_exact};
 }
+
+std::vector<ActivitySample> Engine::activity() const { return impl_->activity.samples(); }
 
 std::array<std::uint64_t, kRunStatuses.size()> Engine::count_runs() {
   impl_->check_open();

@@ -204,7 +204,11 @@ void register_all(Engine& engine) {
 void agrees(Engine& engine, const std::string& when) {
   CAPTURE(when);
   std::map<std::string, std::pair<RunStatus, std::uint32_t>> scanned, indexed;
-  for (const auto& run : engine.list_runs()) scanned[run.id] = {run.status, run.generation};
+  std::map<std::string, std::vector<PendingCommand>> scanned_waits, indexed_waits;
+  for (const auto& run : engine.list_runs()) {
+    scanned[run.id] = {run.status, run.generation};
+    scanned_waits[run.id] = run.waiting_on;
+  }
   RunListQuery query;
   query.limit = 7;
   std::int64_t newest = INT64_MAX;
@@ -215,6 +219,7 @@ void agrees(Engine& engine, const std::string& when) {
       CHECK(ms_of(run.started_at) <= newest);
       newest = ms_of(run.started_at);
       CHECK_MESSAGE(indexed.emplace(run.id, std::make_pair(run.status, run.generation)).second, run.id);
+      indexed_waits[run.id] = run.waiting_on;
     }
     if (page.next_cursor.empty()) break;
     query.cursor = page.next_cursor;
@@ -230,6 +235,11 @@ void agrees(Engine& engine, const std::string& when) {
     CHECK_MESSAGE(found->second.second == seen.second, id << ": generation " << found->second.second << " vs " << seen.second);
   }
   for (const auto& entry : indexed) CHECK_MESSAGE(scanned.contains(entry.first), "only in the index: " << entry.first);
+  // What the running runs wait on: the same from the page as from the scan.
+  for (const auto& entry : scanned_waits) {
+    const auto& id = entry.first;
+    CHECK_MESSAGE(indexed_waits[id] == entry.second, id << ": the page and the scan differ in what it waits on");
+  }
   auto counts = engine.count_runs();
   for (auto status : kRunStatuses) {
     auto expected = std::count_if(scanned.begin(), scanned.end(), [&](const auto& run) { return run.second.first == status; });

@@ -57,6 +57,17 @@ std::vector<std::string> all_pages(RunStore& store, RunQuery query, std::size_t*
 
 }  // namespace
 
+namespace {
+// A parked run waiting on a signal with a timeout and a child.
+ParkedRun waiting_parked() {
+  ParkedRun run{"w", "order", 2, 10, 5'000};
+  run.version = 3;
+  run.waiting.push_back(PendingCommand{4, "wait_for", "approval", TimePoint(std::chrono::milliseconds(5'000))});
+  run.waiting.push_back(PendingCommand{5, "child", "w-child", std::nullopt});
+  return run;
+}
+}  // namespace
+
 TEST_SUITE("unit") {
   TEST_CASE("a finished run written to the run store reads back whole after reopening") {
     testing::TempDir dir;
@@ -209,6 +220,7 @@ TEST_SUITE("unit") {
     batch.put_finished(make_run(4));
     batch.put_journal_record(JournalPlace::live, 2, "a", 7, record);
     batch.put_parked(5, ParkedRun{"p", "order", 1, 10, 99});
+    batch.put_parked(5, waiting_parked());
     batch.erase_journal(JournalPlace::parked, 5, "p");
     batch.put_checkpoint(Checkpoint{2, 7, 0, "state", 3});
     CHECK(batch.shards() == std::vector<std::uint32_t>{2, 5});
@@ -224,6 +236,9 @@ TEST_SUITE("unit") {
     CHECK(**store->finished("run-4") == make_run(4));
     CHECK(**store->checkpoint(2) == Checkpoint{2, 7, 11, "state", 3});
     CHECK(**store->parked(5, "p") == ParkedRun{"p", "order", 1, 10, 99});
+    // What it waits on and its version, kept with it (a row without them,
+    // as older ones are, reads as version 0 and nothing).
+    CHECK(**store->parked(5, "w") == waiting_parked());
     std::size_t records = 0;
     REQUIRE(store->load_journals(2, [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> got) -> Result<void> {
       CHECK(lsn == 7);

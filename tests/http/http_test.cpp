@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "tests/support/http_client.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -87,6 +88,18 @@ TEST_SUITE("unit") {
     CHECK(running.json().at("status") == "running");
     CHECK(running.json().at("workflow") == "order");
     CHECK(running.json().at("finished_at_ms").is_null());
+    CHECK(running.json().at("stuck_position").is_null());
+    // What it waits on: once its code reached the wait, the signal.
+    json::value waiting;
+    for (int tries = 0; tries < 1500; ++tries) {
+      waiting = call(at, beast_http::verb::get, "/v1/runs/o-1").json().at("waiting_on");
+      if (!waiting.as_array().empty() && waiting.as_array()[0].at("command") == "wait_for") break;
+      std::this_thread::sleep_for(20ms);
+    }
+    REQUIRE(waiting.as_array().size() == 1);
+    CHECK(waiting.as_array()[0].at("name") == "approval");
+    CHECK(waiting.as_array()[0].at("position") == 2);  // after the step and the stream's write
+    CHECK(waiting.as_array()[0].at("due_ms").is_null());  // no timeout
 
     auto signalled = call(at, beast_http::verb::post, "/v1/runs/o-1/signals/approval", R"({"value":2,"signal_id":"a-1"})");
     CHECK(signalled.status == 202);
@@ -205,6 +218,26 @@ TEST_SUITE("unit") {
     CHECK(latency.at("counts").as_array().size() == latency.at("bounds_us").as_array().size() + 1);
     CHECK(figures.at("log_error").is_null());
     CHECK(call(at, beast_http::verb::post, "/v1/stats").status == 405);
+    CHECK(figures.at("runs_started") == 4);
+    CHECK(figures.at("runs_finished") == 3);  // o-1, e-1 completed; o-2 cancelled
+    CHECK(figures.at("runs_failed") == 0);
+    CHECK(figures.at("steps_completed").to_number<std::uint64_t>() >= 2);
+    CHECK(metrics.body.find("fusee_runs_started_total 4") != std::string::npos);
+    CHECK(metrics.body.find("fusee_runs_finished_total 3") != std::string::npos);
+    // The sleeping run, in the list, says what it sleeps on and until when.
+    auto naps = call(at, beast_http::verb::get, "/v1/runs?workflow=nap").json().at("runs").as_array();
+    REQUIRE(naps.size() == 1);
+    const auto& nap_wait = naps[0].at("waiting_on").as_array();
+    REQUIRE(nap_wait.size() == 1);
+    CHECK(nap_wait[0].at("command") == "sleep");
+    CHECK(nap_wait[0].at("name") == "nap");
+    CHECK(nap_wait[0].at("due_ms").as_int64() == naps[0].at("started_at_ms").as_int64() + 3'600'000);
+    // Its history, a sample a second (the first comes a second after open).
+    auto activity = call(at, beast_http::verb::get, "/v1/stats/activity");
+    CHECK(activity.status == 200);
+    CHECK(activity.json().at("samples").is_array());
+    CHECK(call(at, beast_http::verb::post, "/v1/stats/activity").status == 405);
+    CHECK(call(at, beast_http::verb::get, "/v1/stats/nothing").status == 404);
   }
 
   TEST_CASE("http: terminate ends a run at once; cancel and terminate of a finished run change nothing") {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "protocol/messages.hpp"
+#include "protocol/store_call.hpp"
 
 using namespace fusee::protocol;
 
@@ -36,5 +37,24 @@ TEST_SUITE("unit") {
     bytes.back() = std::byte{2};
     CHECK_FALSE(decode_permit_ask(bytes).has_value());
     CHECK(std::string(message_type_name(MessageType::permit_release)) == "permit_release");
+  }
+  TEST_CASE("protocol: a parked run's row carries its version and what it waits on; a damaged one does not decode") {
+    fusee::engine::ParkedRun run{"w", "order", 2, 10, 5'000};
+    run.version = 3;
+    run.waiting.push_back(fusee::PendingCommand{4, "sleep", "nap", fusee::TimePoint(std::chrono::milliseconds(5'000))});
+    run.waiting.push_back(fusee::PendingCommand{5, "awakeable", "paid", std::nullopt});
+    auto bytes = encode_parked(run);
+    auto decoded = decode_parked(bytes);
+    REQUIRE(decoded.has_value());
+    CHECK(*decoded == run);
+    bytes.pop_back();
+    CHECK(!decode_parked(bytes).has_value());
+    // Waiting that is not the array it should be.
+    fusee::engine::ParkedRun plain{"p", "order", 1, 10, std::nullopt};
+    auto good = encode_parked(plain);
+    auto text_at = std::string(reinterpret_cast<const char*>(good.data()), good.size()).rfind("[]");
+    REQUIRE(text_at != std::string::npos);
+    good[text_at] = std::byte{'{'};
+    CHECK(!decode_parked(good).has_value());
   }
 }

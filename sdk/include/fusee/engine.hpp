@@ -89,15 +89,32 @@ inline constexpr std::array<RunStatus, 5> kRunStatuses = {RunStatus::running, Ru
                                                           RunStatus::cancelled, RunStatus::stuck};
 const char* run_status_name(RunStatus status) noexcept;
 
+// A command a running run waits on now: a step under way, a sleep, a
+// wait_for (name: the signal), a child (name: its id), a next_update (name:
+// the update) or an awakeable.
+struct PendingCommand {
+  std::uint32_t position = 0;
+  std::string command;           // "step", "sleep", "wait_for", "child", "next_update", "awakeable"
+  std::string name;
+  std::optional<TimePoint> due;  // when it ends by itself: a sleep's due time, a wait_for's timeout
+  friend bool operator==(const PendingCommand&, const PendingCommand&) = default;
+};
+
 struct RunInfo {
   std::string id;
   std::string workflow;
   RunStatus status = RunStatus::running;
   std::uint32_t generation = 0;  // 1 for the first run of an id, +1 per start_anew
-  std::uint32_t version = 0;     // the workflow version it runs (0: not known, a parked run's)
+  std::uint32_t version = 0;     // the workflow version it runs (0: not known)
   TimePoint started_at;
   std::optional<TimePoint> finished_at;
   std::string error;  // failed, cancelled or stuck: why
+  // A stuck run: the position where its code left its journal (none when
+  // no code is registered for its version).
+  std::optional<std::uint32_t> stuck_position;
+  // A running run: what it waits on now, by position (get_run, list_runs
+  // and query_runs fill it; empty while its code runs between commands).
+  std::vector<PendingCommand> waiting_on;
 };
 
 // Where Engine::reset cuts a run's journal: before a command position, or
@@ -235,6 +252,12 @@ struct EngineStats {
   std::string checkpoint_error;        // why checkpoints stopped; empty while they run
   std::uint64_t runs_parked = 0;       // runs that left memory while waiting, since open
   std::uint64_t runs_woken = 0;        // parked runs loaded back, since open
+  // Since open, as journaled by this engine's shards (a reset and a
+  // continue-as-new start a run; replay at open counts nothing).
+  std::uint64_t runs_started = 0;
+  std::uint64_t runs_finished = 0;  // completed, failed or cancelled
+  std::uint64_t runs_failed = 0;    // of those, failed
+  std::uint64_t steps_completed = 0;
   // Why the journal failed (a write or flush error poisoned the log, in
   // every mode but memory); empty while it works. Also sent to Config::warn.
   std::string log_error;
@@ -246,6 +269,24 @@ struct EngineStats {
   std::uint32_t shards_held = 0;
   std::vector<LimitStats> limits;  // by name
   BackupStats backup;
+};
+
+// One interval (about a second) of an engine's work: Engine::activity, GET
+// /v1/stats/activity, the console's engine charts. Counts, not rates:
+// divide by `interval`.
+struct ActivitySample {
+  TimePoint at;  // the interval's end
+  std::chrono::milliseconds interval{0};
+  std::uint64_t runs_started = 0;
+  std::uint64_t runs_finished = 0;  // completed, failed or cancelled
+  std::uint64_t runs_failed = 0;
+  std::uint64_t steps_completed = 0;
+  std::uint64_t flushes = 0;  // durable writes of the log (local mode)
+  // Over the interval's flushes (0: none): the mean, and the histogram
+  // bound (kFlushLatencyBoundsUs) at or under which half and 99% took.
+  std::uint64_t flush_mean_us = 0;
+  std::uint64_t flush_p50_us = 0;
+  std::uint64_t flush_p99_us = 0;
 };
 
 namespace detail {
@@ -506,11 +547,17 @@ class Engine {
   // rarely may give a shorter page, with a cursor to go on). Throws
   // invalid_argument for a cursor it did not give. In remote mode with the
   // shards split between workers, the page is made from list_runs() (a
-  // scan of every worker's runs).
+  // scan of every worker's runs). Each running run on the page says what
+  // it waits on (asked of its shard: one hop per shard on the page).
+  // Throws wrong_thread from a workflow or a step, as list_runs does.
   RunListPage query_runs(const RunListQuery& query);
   // How many runs have each status (in kRunStatuses' order), from the same
   // index: what /metrics and /v1/stats read.
   std::array<std::uint64_t, kRunStatuses.size()> count_runs();
+  // What the engine did each second over the last ten minutes (fewer
+  // since open), oldest first: read from EngineStats' totals once a second
+  // by a thread of the engine's.
+  std::vector<ActivitySample> activity() const;
 
   // Sets (or changes) step limit `name` for this engine's steps, across all
   // its shards: ctx.step(...).limit(name) waits for a permit before each
