@@ -27,6 +27,30 @@ std::uint64_t segment_bytes_of(std::span<const std::byte> bytes) {
   return decoded.status == wal::SegmentHeaderStatus::valid ? decoded.header.segment_bytes : 0;
 }
 
+// The segment after `segment_bytes`'s, whose last batch `roll` is the roll
+// marker that points to it, as the log prepared it before writing the
+// marker: a header continuing the chain (the marker's sequence + 1, its
+// CRC), zeros past it to the same size. (Its salt is drawn afresh when the
+// log prepares a segment; no batch of it is kept to be checked with it.)
+Result<void> write_next_segment(io::FileSystem& fs, const std::string& wal_dir, std::span<const std::byte> segment_bytes,
+                                const BatchRef& roll) {
+  auto header = wal::decode_segment_header(segment_bytes.first(wal::kSegmentHeaderBytes));
+  if (header.status != wal::SegmentHeaderStatus::valid || roll.offset + wal::kBatchHeaderBytes > segment_bytes.size()) {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  wal::SegmentHeader next;
+  next.segment_number = roll.segment + 1;
+  next.salt = header.header.salt ^ 0x9e3779b97f4a7c15ULL ^ roll.sequence;
+  next.first_sequence = roll.sequence + 1;
+  next.segment_bytes = header.header.segment_bytes;
+  next.prev_crc = wal::load_u32(segment_bytes.data() + roll.offset + wal::batch_header_offset::crc);
+  std::vector<std::byte> bytes(std::max<std::uint64_t>(next.segment_bytes, wal::kSegmentHeaderBytes), std::byte{0});
+  wal::encode_segment_header(next, std::span(bytes).first(wal::kSegmentHeaderBytes));
+  auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir, wal::segment_file_name(next.segment_number)),
+                                {.write = true, .create = true, .exclusive = true}));
+  return wal::write_durably(*file, 0, bytes);
+}
+
 // Puts a chunk's large records back into the blob area, each at the file
 // and offset its reference names (a blob file has no header; what lies
 // between is never read).
@@ -55,6 +79,7 @@ Result<void> restore_blob_pack(io::FileSystem& fs, BackupTarget& target, const C
 struct LogPlan {
   std::vector<BatchRef> batches;  // contiguous, up to the cut
   std::uint64_t left_out = 0;     // read, but published after the moment
+  std::optional<std::int64_t> first_at_ms;  // the first batch's publication, cut or not
   std::map<std::uint64_t, std::vector<ChunkRef>> chunks;  // by segment, in upload order
 };
 
@@ -99,6 +124,7 @@ Result<std::optional<LogPlan>> plan_log(BackupTarget& target, ManifestChain& man
   std::erase_if(plan.chunks, [&](const auto& entry) { return entry.first < first_segment; });
   // The cut: published at or before the moment. Publication follows the
   // chain, so it is a prefix.
+  if (!plan.batches.empty()) plan.first_at_ms = plan.batches.front().at_ms;
   std::size_t keep = plan.batches.size();
   if (to_ms) {
     keep = 0;
@@ -146,6 +172,13 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
                               "start at the directory's first batch: it cannot be restored to that moment",
                               target.describe()));
     }
+  }
+  if (to_ms && plan->batches.empty() && plan->first_at_ms) {
+    // Before the directory's first batch (a moment in seconds read as ms
+    // lands in 1970): restoring nothing would look like success.
+    return fail(fmt::format("{}: the moment ({} ms since the epoch) is before the first batch it holds (published "
+                            "at {} ms): there is nothing to restore to then",
+                            target.describe(), *to_ms, *plan->first_at_ms));
   }
   const auto& batches = plan->batches;
   auto& chunks = plan->chunks;
@@ -200,6 +233,14 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
                                   {.write = true, .create = true, .exclusive = true}));
     FUSEE_TRY_VOID(wal::write_durably(*file, 0, bytes));
     ++summary.segments;
+    const auto& last = batches[keep - 1];
+    if (last.segment == segment && (last.flags & wal::kBatchFlagRoll) != 0 && !ends.contains(segment + 1)) {
+      // The cut ends on a roll marker: the log made the next segment durable
+      // before it wrote the marker, and recovery wants it there. The next
+      // segment as the log prepared it: its header, zeros past it.
+      FUSEE_TRY_VOID(write_next_segment(fs, wal_dir, bytes, last));
+      ++summary.segments;
+    }
   }
   if (!blob_files.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal::blob_dir_of(wal_dir)));
   if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
@@ -213,6 +254,11 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
 
 Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
                                          std::optional<std::int64_t> to_ms, std::string* problem) {
+  const auto parent = io::parent_path(dir);
+  if (!parent.empty() && !FUSEE_TRY(fs.exists(parent))) {
+    if (problem) *problem = fmt::format("{}: its parent directory {} does not exist", dir, parent);
+    return std::make_error_code(std::errc::no_such_file_or_directory);
+  }
   const bool existed = FUSEE_TRY(fs.exists(dir));
   if (existed && !FUSEE_TRY(fs.list(dir)).empty()) {
     if (problem) *problem = fmt::format("{} is not empty: a restore makes a new data directory", dir);

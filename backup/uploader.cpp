@@ -7,6 +7,7 @@
 #include "backup/blob_pack.hpp"
 #include "backup/retention.hpp"
 #include "backup/snapshot.hpp"
+#include "wal/blob_store.hpp"
 #include "wal/log_format.hpp"
 #include "wal/recovery.hpp"
 #include "wal/segment_file.hpp"
@@ -186,6 +187,11 @@ UploaderStats Uploader::stats() const {
   std::lock_guard lock(mu_);
   auto stats = stats_;
   stats.backlog_full = backlog_full_.load();
+  // The batches not on the target, counted from the log's end and the
+  // target's, not from what the uploader holds: an upload under way (an
+  // S3 call that hangs) took them out of its queue and has not covered
+  // them yet.
+  if (stats.connected) stats.pending_batches = published > stats.covered_sequence ? published - stats.covered_sequence : 0;
   if (published > stats.covered_sequence) {
     stats.loss_window_ms = std::max<std::int64_t>(0, now - (stats.covered_at_ms > 0 ? stats.covered_at_ms : started_ms_));
   }
@@ -284,7 +290,17 @@ void Uploader::maybe_snapshot_locked() {
   std::string problem;
   auto taken = take_snapshot(fs_,
                              SnapshotSource{*options_.store, identity_.shards,
-                                            [this] { return log_.published_sequence(); }, [this] { return now_ms(); }},
+                                            [this] { return log_.published_sequence(); },
+                                            [this] {
+                                              // At or after the time of the batch it covers
+                                              // (the times are monotonic; the clock may not be).
+                                              std::int64_t covered_at = 0;
+                                              {
+                                                std::lock_guard lock(mu_);
+                                                covered_at = stats_.covered_at_ms;
+                                              }
+                                              return std::max({now_ms(), log_.published_at_ms(), covered_at});
+                                            }},
                              target_, identity_.directory, tables_, &problem);
   if (!taken) {
     if (!problem.empty()) {
@@ -413,18 +429,21 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
     uploaded_bytes += bytes.size() + pack.bytes;
     uploaded_blobs += pack.blobs;
   }
-  if (!record_times.empty()) {
-    // Published before this open: the newest record's time, never before
-    // the batch before it.
+  {
+    // Published before this open: the newest record's time. Every batch:
+    // never before the batch ahead of it, also across lives (a clock stepped
+    // back after a restart), so that the times on the target follow the
+    // chain and a restore's cut is a prefix whichever way it reads.
     std::int64_t previous = 0;
     {
       std::lock_guard lock(mu_);
       previous = stats_.covered_at_ms;
     }
     for (auto& batch : batches) {
-      if (batch.sequence > unknown_time_through_) break;
-      if (auto found = record_times.find(batch.sequence); found != record_times.end()) {
-        batch.at_ms = std::max(batch.at_ms, found->second);
+      if (batch.sequence <= unknown_time_through_) {
+        if (auto found = record_times.find(batch.sequence); found != record_times.end()) {
+          batch.at_ms = std::max(batch.at_ms, found->second);
+        }
       }
       batch.at_ms = std::max(batch.at_ms, previous);
       previous = batch.at_ms;
@@ -459,6 +478,9 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
   stats_.covered_at_ms = batches.back().at_ms;
   const auto now = now_ms();
   for (const auto& batch : batches) {
+    // A batch published before this open waited for it: its lag would be
+    // the downtime, not the upload's.
+    if (batch.sequence <= unknown_time_through_) continue;
     auto lag = std::max<std::int64_t>(0, now - batch.at_ms);
     if (lags_ms_.size() < kLagWindow) {
       lags_ms_.push_back(lag);
@@ -480,11 +502,23 @@ void Uploader::note_record_times(std::span<const BatchRef> batches, std::uint64_
     if (batch.sequence > unknown_time_through_) break;
     if (batch.segment != segment || batch.offset < offset) continue;
     std::optional<std::int64_t> newest;
+    auto note = [&](std::span<const std::byte> record) {
+      if (auto at = options_.record_time_ms(record); at && (!newest || *at > *newest)) newest = at;
+    };
     (void)visit_batch_records(
         chunk, offset, batch,
         [&](std::span<const std::byte> record, bool blob_ref) {
-          if (blob_ref) return;  // its time is in the blob area; the batch's other records tell
-          if (auto at = options_.record_time_ms(record); at && (!newest || *at > *newest)) newest = at;
+          if (!blob_ref) {
+            note(record);
+            return;
+          }
+          // A large record: its time is in its bytes in the blob area. A
+          // batch may hold nothing else (a start with a large input), and
+          // the time before it would put the batch too early.
+          if (record.size() != wal::kBlobRefBytes) return;
+          std::string problem;
+          auto bytes = wal::read_blob(fs_, wal::blob_dir_of(wal_dir_), wal::decode_blob_ref(record.data()), &problem);
+          if (bytes) note(*bytes);
         },
         nullptr);
     if (newest) times[batch.sequence] = *newest;

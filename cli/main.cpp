@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   auto* restore_command = app.add_subcommand(
       "restore", "Rebuild a data directory from a backup as of a moment (docs/backup.md)");
   restore_command->add_option("--from", restore.from, "The backup target: a directory, or s3://BUCKET[/PREFIX] (docs/backup.md)")->required();
-  restore_command->add_option("--to", restore.to, "The moment: UTC ISO 8601, ms since the epoch, or latest")
+  restore_command->add_option("--to", restore.to, "The moment: UTC ISO 8601 (2026-12-02T04:00:00Z), milliseconds (not seconds) since the epoch, or latest")
       ->capture_default_str();
   restore_command->add_option("--dir", restore.dir, "The new data directory (absent or empty)")->required();
   fusee::cli::ReshardCommandOptions reshard;

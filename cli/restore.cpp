@@ -19,6 +19,9 @@ std::string utc_text(std::int64_t ms) {
                                     std::chrono::system_clock::time_point(std::chrono::milliseconds(ms))));
 }
 
+// 1973-03-03 in ms; as seconds, the year 5138.
+constexpr std::int64_t kBareNumberMsMin = 100'000'000'000;
+
 }  // namespace
 
 std::optional<std::int64_t> parse_restore_time(const std::string& text, std::string& why) {
@@ -26,7 +29,18 @@ std::optional<std::int64_t> parse_restore_time(const std::string& text, std::str
   if (text == "latest") return std::nullopt;
   std::int64_t ms = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ms);
-  if (error == std::errc() && end == text.data() + text.size()) return ms;
+  if (error == std::errc() && end == text.data() + text.size()) {
+    // Milliseconds; a number this small is seconds (or a typo), and read
+    // as ms it would name a moment in 1970 or 1971.
+    if (ms < kBareNumberMsMin) {
+      why = fmt::format("--to {}: a bare number is milliseconds since the epoch, and {} ms is {}, before any "
+                        "backup; for seconds since the epoch give {}000, or give UTC ISO 8601 "
+                        "(2026-12-02T04:00:00Z)",
+                        text, text, utc_text(ms), text);
+      return std::nullopt;
+    }
+    return ms;
+  }
   std::istringstream in(text);
   date::sys_time<std::chrono::milliseconds> at;
   in >> date::parse("%FT%TZ", at);

@@ -43,10 +43,16 @@ grep -q "everything is on the target" <<<"$out" || fail "backup status: $out"
 # their own, published by a killed first life before its first upload (they
 # take the time before them, the epoch; docs/backup.md, "The loss window"),
 # far fewer than the latest.
-out=$("$fusee" restore --from "$scratch/target" --to 1970-01-01T00:00:01Z --dir "$scratch/early")
-early=$(sed -nE 's/^fusee restore: ([0-9]+) batches.*/\1/p' <<<"$out")
+# With none, the restore is refused: there is nothing to restore to then.
 latest=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["covered_sequence"])' "$status")
-[ -n "$early" ] && [ "$early" -lt "$latest" ] || fail "a restore to before the backup: $out"
+if out=$("$fusee" restore --from "$scratch/target" --to 1970-01-01T00:00:01Z --dir "$scratch/early" 2>&1); then
+  early=$(sed -nE 's/^fusee restore: ([0-9]+) batches.*/\1/p' <<<"$out")
+  [ -n "$early" ] && [ "$early" -gt 0 ] && [ "$early" -lt "$latest" ] || fail "a restore to before the backup: $out"
+else
+  grep -q "before the first batch" <<<"$out" || fail "a restore to before the backup: $out"
+  [ ! -e "$scratch/early" ] || fail "a refused restore left $scratch/early"
+  "$fusee" restore --from "$scratch/target" --to latest --dir "$scratch/early" >/dev/null
+fi
 
 # Refusals, each with its reason and exit status 1.
 refused() {
@@ -57,5 +63,8 @@ refused() {
 refused "holds no backup" restore --from "$scratch/data" --to latest --dir "$scratch/none"
 refused "not a time" restore --from "$scratch/target" --to yesterday --dir "$scratch/none"
 refused "is not empty" restore --from "$scratch/target" --to latest --dir "$scratch/data"
+# Epoch seconds where ms are wanted: said so, not read as 1970.
+refused "a bare number is milliseconds" restore --from "$scratch/target" --to 1796287082 --dir "$scratch/none"
+refused "$scratch/missing does not exist" restore --from "$scratch/target" --to latest --dir "$scratch/missing/sub"
 refused "has no backup" backup status "$scratch/early"
-echo "backup_test: demo with 15 kills restored and checked; status, an early restore and three refusals"
+echo "backup_test: demo with 15 kills restored and checked; status, an early restore and five refusals"

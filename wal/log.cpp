@@ -699,9 +699,13 @@ void Log::complete(Write* write, const Result<void>& result) {
       note_blob_refs_published(section.shard, done.first_lsns[i], last, done.segment);
     }
     published_sequence_ = done.sequence;
+    // Monotonic in the log's order: a restore cuts the chain at a moment,
+    // which must be a prefix (a clock stepped back would otherwise make the
+    // answer depend on where the restore starts reading).
+    published_at_ms_ = std::max(published_at_ms_, options_.now_ms());
     if (options_.track_published) {
       published_.push_back(
-          PublishedBatch{done.sequence, done.segment, done.offset, done.batch_bytes, done.flags, options_.now_ms()});
+          PublishedBatch{done.sequence, done.segment, done.offset, done.batch_bytes, done.flags, published_at_ms_});
     }
     ++stats_.flushes;
     stats_.bytes_written += done.batch_bytes;
@@ -727,6 +731,11 @@ std::vector<PublishedBatch> Log::take_published() {
 std::uint64_t Log::published_sequence() const {
   std::lock_guard lock(mu_);
   return published_sequence_;
+}
+
+std::int64_t Log::published_at_ms() const {
+  std::lock_guard lock(mu_);
+  return published_at_ms_;
 }
 
 Result<void> Log::close() {

@@ -251,6 +251,10 @@ class Log {
   std::vector<PublishedBatch> take_published();
   // The sequence of the newest batch published (made durable, in order).
   std::uint64_t published_sequence() const;
+  // The publication time of the newest batch published (the engine clock's
+  // ms, never less than an earlier batch's: a clock stepped back does not
+  // put a later batch before an earlier one); INT64_MIN before the first.
+  std::int64_t published_at_ms() const;
   // Reads shard's durable records with first <= LSN <= last, in order.
   [[nodiscard]] Result<void> read(ShardId shard, Lsn first, Lsn last,
                                   const std::function<void(Lsn, std::span<const std::byte>)>& visit);
@@ -379,6 +383,7 @@ class Log {
   std::deque<std::unique_ptr<Write>> in_flight_;
   std::uint64_t published_sequence_ = 0;
   std::vector<PublishedBatch> published_;  // under mu_: since the last take_published()
+  std::int64_t published_at_ms_ = INT64_MIN;  // under mu_: the newest batch's (monotonic)
   std::vector<std::vector<SectionLocation>> index_;  // per shard, by LSN
   std::error_code poison_;
   bool closing_ = false;          // no more appends

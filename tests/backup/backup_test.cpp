@@ -5,6 +5,7 @@
 // retires nothing the backup lacks.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -22,6 +23,7 @@
 #include "tests/support/fault_file_system.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
+#include "wal/log_format.hpp"
 
 using namespace fusee;
 using namespace fusee::testing;
@@ -107,14 +109,18 @@ TEST_CASE("backup: a restore to a moment holds exactly what was published by the
     for (int j = 0; j <= k; ++j) want.insert("r-" + std::to_string(j));
     CHECK(runs_of(dir, clock) == want);
   }
-  // Before the first: nothing. The latest: everything.
-  CHECK(runs_of([&] {
-          auto dir = scratch.sub("restored-before");
-          CHECK(restore(config.backup_target, dir, finished_ms[0] - 1500).batches == 0);
-          return dir;
-        }(),
-                clock)
-            .empty());
+  // Before the first batch: refused, nothing written (a restore of nothing
+  // would look like success). The latest: everything.
+  {
+    io::PosixFileSystem fs;
+    auto target = backup::open_directory_target(fs, config.backup_target);
+    REQUIRE(target.has_value());
+    std::string problem;
+    auto dir = scratch.sub("restored-before");
+    CHECK_FALSE(backup::restore_directory(fs, **target, dir, finished_ms[0] - 1500, &problem).has_value());
+    CHECK_MESSAGE(contains(problem, "before the first batch"), problem);
+    CHECK_FALSE(std::filesystem::exists(dir));
+  }
   auto latest = scratch.sub("restored-latest");
   auto summary = restore(config.backup_target, latest, std::nullopt);
   CHECK(summary.batches_left_out == 0);
@@ -167,6 +173,125 @@ TEST_CASE("backup: a target takes one directory; a restore refuses a directory t
   problem.clear();
   CHECK_FALSE(backup::restore_directory(fs, **opened, scratch.sub("gap"), std::nullopt, &problem).has_value());
   CHECK_MESSAGE(contains(problem, "are missing"), problem);
+}
+
+TEST_CASE("backup: with the clock stepped back the times on the target follow the chain, and a restore gives the "
+          "same runs with snapshots or without") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_target = scratch.sub("target");
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  config.backup_snapshot_log_bytes = 1;  // a snapshot after every upload
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  std::int64_t stepped_at_ms = 0;
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 10; ++k) {
+      harness.clock().advance(std::chrono::seconds(1));
+      CHECK(engine->execute(kDouble, "a-" + std::to_string(k), k) == 2 * k);
+      // Uploaded, and a snapshot taken, at this second.
+      const auto snapshots = engine->stats().backup.snapshots;
+      REQUIRE(eventually([&] {
+        auto stats = engine->stats().backup;
+        return stats.pending_batches == 0 && stats.snapshots > snapshots;
+      }));
+    }
+    stepped_at_ms = ms_of(harness.clock().now());
+    harness.clock().advance(std::chrono::seconds(-30));  // NTP steps the clock back
+    for (int k = 0; k < 10; ++k) {
+      harness.clock().advance(std::chrono::seconds(1));
+      CHECK(engine->execute(kDouble, "b-" + std::to_string(k), k) == 2 * k);
+      engine->checkpoint();
+    }
+    REQUIRE(eventually([&] {
+      auto stats = engine->stats().backup;
+      return stats.pending_batches == 0 && stats.snapshots > 1;
+    }));
+    engine->shutdown();
+  }
+  // In chain order, never earlier than the batch before.
+  io::PosixFileSystem fs;
+  auto target = backup::open_directory_target(fs, config.backup_target);
+  REQUIRE(target.has_value());
+  auto names = (*target)->list(backup::kManifestPrefix);
+  REQUIRE(names.has_value());
+  std::vector<backup::BatchRef> batches;
+  for (const auto& name : *names) {
+    auto bytes = (*target)->get(name);
+    REQUIRE(bytes.has_value());
+    REQUIRE(bytes->has_value());
+    auto manifest = backup::parse_manifest(**bytes);
+    REQUIRE(manifest.has_value());
+    batches.insert(batches.end(), manifest->batches.begin(), manifest->batches.end());
+  }
+  std::sort(batches.begin(), batches.end(), [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
+  for (std::size_t k = 1; k < batches.size(); ++k) {
+    CHECK_MESSAGE(batches[k].at_ms >= batches[k - 1].at_ms, "batch " << batches[k].sequence);
+  }
+  // Five seconds before the step: a-0 to a-4 (a-k finished at step - 9 + k
+  // s), none of the b runs, whose clock read earlier but which came later.
+  const auto moment = stepped_at_ms - 5'000;
+  const auto clock = std::make_shared<ManualClock>(harness.clock().now());
+  std::set<std::string> want;
+  for (int k = 0; k <= 4; ++k) want.insert("a-" + std::to_string(k));
+  CHECK(restore(config.backup_target, scratch.sub("with-snapshots"), moment).snapshot_sequence > 0);
+  CHECK(runs_of(scratch.sub("with-snapshots"), clock) == want);
+  for (const auto& entry : std::filesystem::directory_iterator(config.backup_target)) {
+    if (entry.path().filename().string().starts_with(backup::kSnapshotPrefix)) std::filesystem::remove(entry.path());
+  }
+  CHECK(restore(config.backup_target, scratch.sub("without"), moment).snapshot_sequence == 0);
+  CHECK(runs_of(scratch.sub("without"), clock) == want);
+}
+
+TEST_CASE("backup: a cut that ends on a segment's roll marker restores a directory that opens") {
+  // Whole-segment uploads: each manifest ends on the roll marker of the
+  // segment it completes, so the latest restore, taken while the engine
+  // runs (as after a SIGKILL), ends there; recovery wants the segment the
+  // marker points to.
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_target = scratch.sub("target");
+  config.backup_upload_interval = std::nullopt;
+  config.segment_bytes = 64 * 1024;
+  auto engine = harness.open(config);
+  register_double(*engine);
+  for (int k = 0; k < 60; ++k) (void)engine->execute(kDouble, "r-" + std::to_string(k), k);
+  REQUIRE(engine->stats().wal_segments > 2);
+  // The uploader looks once a second.
+  REQUIRE(eventually([&] { return engine->stats().backup.uploads > 0; }));
+  io::PosixFileSystem fs;
+  auto target = backup::open_directory_target(fs, config.backup_target);
+  REQUIRE(target.has_value());
+  auto names = (*target)->list(backup::kManifestPrefix);
+  REQUIRE(names.has_value());
+  REQUIRE_FALSE(names->empty());
+  auto newest = (*target)->get(names->back());
+  REQUIRE(newest.has_value());
+  REQUIRE(newest->has_value());
+  auto manifest = backup::parse_manifest(**newest);
+  REQUIRE(manifest.has_value());
+  REQUIRE((manifest->batches.back().flags & wal::kBatchFlagRoll) != 0);  // the case
+  auto latest = scratch.sub("restored");
+  auto summary = restore(config.backup_target, latest, std::nullopt);
+  CHECK(summary.last_sequence == manifest->batches.back().sequence);
+  // It opens, with the runs of the segments uploaded; the last one cut
+  // short goes on and finishes.
+  auto opened = Config::local(latest);
+  opened.flush = FlushMethod::buffered;
+  opened.clock = std::make_shared<ManualClock>(harness.clock().now());
+  auto restored = Engine::open(opened);
+  register_double(*restored);
+  auto runs = restored->list_runs();
+  CHECK(!runs.empty());
+  CHECK(runs.size() <= 60);
+  for (const auto& run : runs) {
+    CHECK(eventually([&] { return restored->get_run(run.id)->status == RunStatus::completed; }));
+  }
+  restored->shutdown();
+  engine->shutdown();
 }
 
 TEST_CASE("backup: the log retires no segment the backup has not copied") {
@@ -251,6 +376,107 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
   ids.clear();
   for (const auto& run : middle_engine->list_runs()) ids.insert(run.id);
   CHECK(ids == std::set<std::string>{"r-0", "r-1"});
+}
+}
+
+namespace {
+const WorkflowRef<std::string, int> kLength{"length"};
+void register_length(Engine& engine) {
+  engine.register_workflow(kLength, [](Ctx& ctx, std::string text) -> Task<int> {
+    auto size = [n = static_cast<int>(text.size())] { return n; };
+    co_return co_await ctx.step("length", size);
+  });
+}
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("backup: a large start published before a crash keeps its own time, not the batch's before it") {
+  // One shard; a small run, idle, then a start whose input goes to the blob
+  // area, so its batch holds only a blob reference; the crash before any
+  // upload. The next life uploads it: a restore to just before that start
+  // must not hold it.
+  FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.shards = 1;
+  config.backup_target = "/backup";
+  config.backup_upload_interval = std::chrono::hours(1);
+  std::unique_ptr<FaultFileSystem> image;
+  std::int64_t small_ms = 0;
+  std::int64_t large_ms = 0;
+  {
+    auto engine = Engine::open(config);
+    register_double(*engine);
+    register_length(*engine);
+    clock->advance(std::chrono::seconds(1));
+    CHECK(engine->execute(kDouble, "small", 1) == 2);
+    small_ms = ms_of(clock->now());
+    clock->advance(std::chrono::seconds(4));
+    large_ms = ms_of(clock->now());
+    (void)engine->start(kLength, "large", std::string(100'000, 'x'));  // durable when it returns
+    image = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
+  }
+  {
+    auto reopened = crash_config(*image, clock);
+    reopened.shards = 1;
+    reopened.backup_target = "/backup";
+    reopened.backup_upload_interval = std::chrono::hours(1);
+    clock->advance(std::chrono::seconds(10));
+    auto engine = Engine::open(reopened);
+    register_double(*engine);
+    register_length(*engine);
+    CHECK(result_of(std::shared_ptr<Engine>(std::move(engine)), kLength, "large") == 100'000);
+  }
+  auto target = backup::open_directory_target(*image, "/backup");
+  REQUIRE(target.has_value());
+  auto ids_at = [&](const std::string& dir, std::int64_t to_ms) {
+    std::string problem;
+    auto restored = backup::restore_directory(*image, **target, dir, to_ms, &problem);
+    REQUIRE_MESSAGE(restored.has_value(), problem);
+    auto opened = crash_config(*image, clock);
+    opened.shards = 1;
+    opened.dir = dir;
+    auto engine = Engine::open(opened);
+    std::set<std::string> ids;
+    for (const auto& run : engine->list_runs()) ids.insert(run.id);
+    engine->shutdown();
+    return ids;
+  };
+  CHECK(ids_at("/before-1s", large_ms - 1'000) == std::set<std::string>{"small"});
+  CHECK(ids_at("/before-2s", large_ms - 2'000) == std::set<std::string>{"small"});
+  CHECK(ids_at("/at-small", small_ms) == std::set<std::string>{"small"});
+  CHECK(ids_at("/at-large", large_ms) == std::set<std::string>{"small", "large"});
+}
+
+TEST_CASE("backup: a restore to a moment before the first batch is refused, and so is a directory under a missing parent") {
+  FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.backup_target = "/backup";
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  {
+    auto engine = Engine::open(config);
+    register_double(*engine);
+    clock->advance(std::chrono::seconds(1));
+    CHECK(engine->execute(kDouble, "r-1", 1) == 2);
+    engine->shutdown();
+  }
+  auto target = backup::open_directory_target(fs, "/backup");
+  REQUIRE(target.has_value());
+  std::string problem;
+  // Seconds since the epoch given where ms are wanted name a moment in 1970.
+  auto early = backup::restore_directory(fs, **target, "/early", 1'796'287'082, &problem);
+  REQUIRE_FALSE(early.has_value());
+  CHECK_MESSAGE(problem.find("before the first batch") != std::string::npos, problem);
+  CHECK_FALSE(*fs.exists("/early"));  // nothing left behind
+  problem.clear();
+  auto orphan = backup::restore_directory(fs, **target, "/missing/restored", std::nullopt, &problem);
+  REQUIRE_FALSE(orphan.has_value());
+  CHECK_MESSAGE(problem.find("/missing") != std::string::npos, problem);
+  CHECK_MESSAGE(problem.find("does not exist") != std::string::npos, problem);
+  // The latest still restores.
+  problem.clear();
+  CHECK_MESSAGE(backup::restore_directory(fs, **target, "/latest", std::nullopt, &problem).has_value(), problem);
 }
 }
 
@@ -390,12 +616,25 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
     const auto at = first - 200 + static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(last - first + 400));
     CAPTURE(at);
     auto dir = scratch.sub("at-" + std::to_string(k));
-    if (restore(config.backup_target, dir, at).snapshot_sequence > 0) ++from_snapshot;
     std::map<std::string, RunStatus> want;
     for (const auto& [id, ms] : started_ms) {
       if (ms > at) continue;
       auto done = completed_ms.find(id);
       want[id] = done != completed_ms.end() && done->second <= at ? RunStatus::completed : RunStatus::running;
+    }
+    {
+      // A moment before the first batch is refused (nothing was there).
+      io::PosixFileSystem fs;
+      auto target = backup::open_directory_target(fs, config.backup_target);
+      REQUIRE(target.has_value());
+      std::string problem;
+      auto restored = backup::restore_directory(fs, **target, dir, at, &problem);
+      if (!restored) {
+        CHECK_MESSAGE(contains(problem, "before the first batch"), problem);
+        CHECK(want.empty());
+        continue;
+      }
+      if (restored->snapshot_sequence > 0) ++from_snapshot;
     }
     auto restored_config = Config::local(dir);
     restored_config.flush = FlushMethod::buffered;

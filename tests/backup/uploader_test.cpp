@@ -501,6 +501,8 @@ TEST_CASE("uploader: a slow target holds no durable write back; uploads never ov
   auto stats = (*uploader)->stats();
   CHECK(stats.covered_sequence == covered);
   CHECK(data.log->published_sequence() > covered);
+  // What an upload that hangs holds is still pending, and said so.
+  CHECK(stats.pending_batches == data.log->published_sequence() - covered);
   CHECK(stats.failures == 0);  // slow is not failed
   // The target answers again: everything goes up.
   target.release();
@@ -519,6 +521,106 @@ TEST_CASE("uploader: a slow target holds no durable write back; uploads never ov
     ++count;
   }).has_value());
   CHECK(count == 300);
+}
+}
+
+namespace {
+// A record that says when it was made: 8 bytes of ms, then `size` - 8 of filler.
+std::vector<std::byte> timed_record(std::int64_t at_ms, std::size_t size) {
+  std::vector<std::byte> record(size, std::byte{'t'});
+  wal::store_u64(record.data(), static_cast<std::uint64_t>(at_ms));
+  return record;
+}
+std::optional<std::int64_t> time_of_record(std::span<const std::byte> record) {
+  if (record.size() < 8) return std::nullopt;
+  return static_cast<std::int64_t>(wal::load_u64(record.data()));
+}
+}  // namespace
+
+TEST_SUITE("unit") {
+TEST_CASE("uploader: a batch published before a crash that holds only a large record takes that record's time") {
+  // The batch holds a blob reference alone (a start with a large input);
+  // its time is in the blob area. Taking the batch's before it would put
+  // it seconds early, where a restore to before the request holds it.
+  testing::TempDir dir;
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);  // uploads when the test says
+  options.warn = [](const std::string&) {};
+  options.record_time_ms = time_of_record;
+  std::string problem;
+  {
+    LogUnderTest data(dir.sub("data"), 1024, [] { return std::int64_t{1'000}; });  // the clock stands at 1 s
+    auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+    REQUIRE(target.has_value());
+    auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                            backup::Identity{"test", 1}, options, &problem);
+    REQUIRE_MESSAGE(uploader.has_value(), problem);
+    auto small = data.log->append(0, timed_record(1'000, 16));
+    REQUIRE(small.has_value());
+    REQUIRE(data.log->wait_durable(0, *small).has_value());
+    REQUIRE((*uploader)->upload_now().has_value());
+    auto large = data.log->append(0, timed_record(5'000, 4'000));  // to the blob area
+    REQUIRE(large.has_value());
+    REQUIRE(data.log->wait_durable(0, *large).has_value());
+  }  // not uploaded: the next life finds it in the log
+  LogUnderTest data(dir.sub("data"), 1024, [] { return std::int64_t{9'000}; });
+  auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  REQUIRE((*uploader)->upload_now().has_value());
+  auto names = (*target)->list(backup::kManifestPrefix);
+  REQUIRE(names.has_value());
+  std::int64_t large_batch_ms = -1;
+  for (const auto& name : *names) {
+    auto bytes = (*target)->get(name);
+    REQUIRE(bytes.has_value());
+    REQUIRE(bytes->has_value());
+    auto manifest = backup::parse_manifest(**bytes);
+    REQUIRE(manifest.has_value());
+    for (const auto& batch : manifest->batches) {
+      if (batch.sequence == 2) large_batch_ms = batch.at_ms;  // the first life's second batch
+    }
+  }
+  CHECK(large_batch_ms == 5'000);
+}
+
+TEST_CASE("uploader: after a restart the upload lag counts this life's batches, not the downtime") {
+  testing::TempDir dir;
+  auto now = std::make_shared<std::atomic<std::int64_t>>(1'000'000);
+  auto clock = [now] { return now->load(); };
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);  // uploads when the test says
+  options.warn = [](const std::string&) {};
+  options.now_ms = clock;
+  std::string problem;
+  {
+    LogUnderTest data(dir.sub("data"), wal::kPayloadOffloadBytesDefault, clock);
+    auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+    REQUIRE(target.has_value());
+    auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                            backup::Identity{"test", 1}, options, &problem);
+    REQUIRE_MESSAGE(uploader.has_value(), problem);
+    data.write(0, 5);
+    REQUIRE((*uploader)->upload_now().has_value());
+    data.write(5, 10);  // published, never uploaded in this life
+  }
+  now->store(1'000'000 + 3'600'000);  // an hour down
+  LogUnderTest data(dir.sub("data"), wal::kPayloadOffloadBytesDefault, clock);
+  auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  data.write(10, 12);
+  now->fetch_add(40);
+  REQUIRE((*uploader)->upload_now().has_value());
+  auto stats = (*uploader)->stats();
+  CHECK(stats.covered_sequence == data.log->published_sequence());
+  CHECK(stats.pending_batches == 0);
+  CHECK_MESSAGE(stats.lag_p99_ms <= 40, stats.lag_p99_ms);
+  CHECK_MESSAGE(stats.lag_max_ms <= 40, stats.lag_max_ms);
 }
 }
 
