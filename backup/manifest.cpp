@@ -58,6 +58,7 @@ std::string manifest_json(const Manifest& manifest) {
     json::object entry{
         {"name", chunk.name}, {"segment", chunk.segment}, {"offset", chunk.offset}, {"bytes", chunk.bytes}};
     if (!chunk.blob_pack.empty()) entry["blob_pack"] = chunk.blob_pack;
+    if (chunk.crc32c) entry["crc32c"] = *chunk.crc32c;
     chunks.push_back(std::move(entry));
   }
   json::array batches;
@@ -90,6 +91,11 @@ std::optional<Manifest> parse_manifest(std::span<const std::byte> bytes) {
       return std::nullopt;
     }
     if (entry.contains("blob_pack") && !text(entry, "blob_pack", chunk.blob_pack)) return std::nullopt;
+    if (entry.contains("crc32c")) {
+      std::uint32_t crc = 0;
+      if (!number(entry, "crc32c", crc)) return std::nullopt;
+      chunk.crc32c = crc;
+    }
     manifest.chunks.push_back(std::move(chunk));
   }
   for (const auto& value : batches->as_array()) {

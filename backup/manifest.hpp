@@ -43,6 +43,9 @@ struct ChunkRef {
   std::uint64_t offset = 0;
   std::uint64_t bytes = 0;
   std::string blob_pack;
+  // CRC-32C of the object's bytes: damage on the target is refused naming
+  // the object, never taken for a torn tail (none in older manifests).
+  std::optional<std::uint32_t> crc32c;
 };
 
 // One published batch: where it lies and when it was published (every

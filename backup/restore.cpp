@@ -11,6 +11,7 @@
 #include "backup/manifest.hpp"
 #include "backup/manifest_chain.hpp"
 #include "backup/snapshot.hpp"
+#include "base/crc32c.hpp"
 #include "engine/meta.hpp"
 #include "wal/blob_store.hpp"
 #include "wal/log_format.hpp"
@@ -49,6 +50,66 @@ Result<void> write_next_segment(io::FileSystem& fs, const std::string& wal_dir, 
   auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir, wal::segment_file_name(next.segment_number)),
                                 {.write = true, .create = true, .exclusive = true}));
   return wal::write_durably(*file, 0, bytes);
+}
+
+// The chunk of `chunks` (one segment's, in upload order) that holds byte
+// `offset`: the last one written from at or before it.
+const ChunkRef* chunk_holding(const std::vector<ChunkRef>& chunks, std::uint64_t offset) {
+  const ChunkRef* holding = nullptr;
+  for (const auto& chunk : chunks) {
+    if (chunk.offset <= offset && offset < chunk.offset + chunk.bytes) holding = &chunk;
+  }
+  return holding;
+}
+
+// Checks every kept batch of one rebuilt segment as recovery will: its
+// header where the manifest puts it, its CRC over the segment's salt, and
+// the chain (each batch names the CRC of the one before, a segment's
+// header the last of the segment before). A restore that kept a damaged
+// batch would open a shorter log than promised and say nothing (recovery
+// takes a bad last batch for a torn write), so damage is refused here,
+// naming the object. `prev_crc`: the CRC of the batch before this
+// segment's first kept one, when that was checked too.
+Result<void> verify_batches(const BackupTarget& target, std::uint64_t segment, std::span<const std::byte> bytes,
+                            std::span<const BatchRef> kept, const std::vector<ChunkRef>& chunks,
+                            std::optional<std::uint32_t>& prev_crc, std::string* problem) {
+  auto fail = [&](const BatchRef& batch, const std::string& why) {
+    const auto* chunk = chunk_holding(chunks, batch.offset);
+    if (problem) {
+      *problem = fmt::format("{}: batch {} (segment {} offset {}) in {} is damaged: {}", target.describe(),
+                             batch.sequence, segment, batch.offset, chunk ? chunk->name : std::string("no chunk"), why);
+    }
+    return std::make_error_code(std::errc::invalid_argument);
+  };
+  auto header = wal::decode_segment_header(bytes.first(std::min(bytes.size(), wal::kSegmentHeaderBytes)));
+  if (header.status != wal::SegmentHeaderStatus::valid) {
+    if (problem) {
+      const auto* chunk = chunk_holding(chunks, 0);
+      *problem = fmt::format("{}: segment {}'s header in {} is damaged", target.describe(), segment,
+                             chunk ? chunk->name : std::string("no chunk"));
+    }
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  for (const auto& batch : kept) {
+    if (batch.offset == wal::kSegmentHeaderBytes && prev_crc && header.header.prev_crc != *prev_crc) {
+      return fail(batch, "the segment's header does not continue the chain from the segment before");
+    }
+    if (batch.offset + batch.bytes > bytes.size()) return fail(batch, "it lies past the segment's bytes");
+    auto at = bytes.subspan(batch.offset, batch.bytes);
+    auto decoded = wal::decode_batch_header(at);
+    if (!decoded) return fail(batch, "no batch header where the manifest puts it");
+    if (decoded->sequence != batch.sequence || decoded->total_length != batch.bytes || decoded->flags != batch.flags) {
+      return fail(batch, fmt::format("its header says sequence {}, {} bytes, flags {}", decoded->sequence,
+                                     decoded->total_length, decoded->flags));
+    }
+    if (wal::kBatchHeaderBytes + decoded->body_length > at.size() ||
+        wal::batch_crc(header.header.salt, at, decoded->body_length) != decoded->crc) {
+      return fail(batch, "its CRC does not match its bytes");
+    }
+    if (prev_crc && decoded->prev_crc != *prev_crc) return fail(batch, "it does not continue the chain");
+    prev_crc = decoded->crc;
+  }
+  return ok();
 }
 
 // Puts a chunk's large records back into the blob area, each at the file
@@ -205,6 +266,7 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
   // engine makes at open.
   if (keep > 0) FUSEE_TRY_VOID(fs.create_dir(wal_dir));
   std::set<std::uint64_t> blob_files;  // written, to sync
+  std::optional<std::uint32_t> prev_crc;  // the last batch checked: the chain goes on from it
   for (const auto& [segment, end] : ends) {
     std::vector<std::byte> bytes;
     for (const auto& chunk : chunks[segment]) {
@@ -217,6 +279,10 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
       if (!object || object->size() != chunk.bytes) {
         return fail(fmt::format("{}: chunk {} is missing or not {} bytes", target.describe(), chunk.name, chunk.bytes));
       }
+      if (chunk.crc32c && crc32c(*object) != *chunk.crc32c) {
+        return fail(fmt::format("{}: chunk {} is damaged: its CRC-32C is {:08x}, its manifest says {:08x}",
+                                target.describe(), chunk.name, crc32c(*object), *chunk.crc32c));
+      }
       bytes.resize(chunk.offset);  // a chunk written again after a failure starts earlier
       bytes.insert(bytes.end(), object->begin(), object->end());
       if (!chunk.blob_pack.empty()) FUSEE_TRY_VOID(restore_blob_pack(fs, target, chunk, wal_dir, blob_files, problem));
@@ -226,6 +292,13 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
                               target.describe(), segment, bytes.size(), end));
     }
     bytes.resize(end);
+    {
+      std::vector<BatchRef> in_segment;
+      for (std::size_t i = 0; i < keep; ++i) {
+        if (batches[i].segment == segment) in_segment.push_back(batches[i]);
+      }
+      FUSEE_TRY_VOID(verify_batches(target, segment, bytes, in_segment, chunks[segment], prev_crc, problem));
+    }
     // Zeros past the last batch, to the size the header names: what a
     // segment the log prepared looks like past the batches a crash kept.
     bytes.resize(std::max<std::uint64_t>(end, segment_bytes_of(bytes)), std::byte{0});

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backup/blob_pack.hpp"
+#include "base/crc32c.hpp"
 #include "backup/retention.hpp"
 #include "backup/snapshot.hpp"
 #include "wal/blob_store.hpp"
@@ -425,7 +426,7 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
     auto pack = FUSEE_TRY(upload_blob_pack(batches, segment, begin, bytes));
     auto name = chunk_name(segment, begin);
     FUSEE_TRY_VOID(target_.put(name, bytes));
-    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack.name});
+    manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack.name, crc32c(bytes)});
     uploaded_bytes += bytes.size() + pack.bytes;
     uploaded_blobs += pack.blobs;
   }

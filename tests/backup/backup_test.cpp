@@ -5,9 +5,13 @@
 // retires nothing the backup lacks.
 #include <doctest/doctest.h>
 
+#include <boost/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <future>
 #include <map>
 #include <random>
@@ -243,6 +247,86 @@ TEST_CASE("backup: with the clock stepped back the times on the target follow th
   }
   CHECK(restore(config.backup_target, scratch.sub("without"), moment).snapshot_sequence == 0);
   CHECK(runs_of(scratch.sub("without"), clock) == want);
+}
+
+TEST_CASE("backup: one byte changed in a chunk is refused naming the chunk, by its CRC and, in a manifest without "
+          "one, by its batch's") {
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_target = scratch.sub("target");
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    for (int k = 0; k < 5; ++k) {
+      harness.clock().advance(std::chrono::seconds(1));
+      CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
+    }
+    engine->shutdown();
+  }
+  // The newest manifest's last chunk, and in it the last batch it holds.
+  io::PosixFileSystem fs;
+  auto target = backup::open_directory_target(fs, config.backup_target);
+  REQUIRE(target.has_value());
+  auto names = (*target)->list(backup::kManifestPrefix);
+  REQUIRE(names.has_value());
+  REQUIRE_FALSE(names->empty());
+  auto newest = backup::parse_manifest(**(*target)->get(names->back()));
+  REQUIRE(newest.has_value());
+  const auto chunk = newest->chunks.back();
+  CHECK(chunk.crc32c.has_value());
+  const auto batch = newest->batches.back();
+  REQUIRE(batch.segment == chunk.segment);
+  REQUIRE(batch.offset >= chunk.offset);
+  // The batch's sequence field, one bit.
+  const auto at = static_cast<std::streamoff>(batch.offset - chunk.offset + wal::batch_header_offset::sequence);
+  auto damaged_copy = [&](const std::string& name, bool strip_crcs) {
+    auto copy = scratch.sub(name);
+    std::filesystem::copy(config.backup_target, copy);
+    std::fstream file(copy + "/" + chunk.name, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(file.good());
+    file.seekg(at);
+    char byte = 0;
+    file.read(&byte, 1);
+    byte ^= 0x01;
+    file.seekp(at);
+    file.write(&byte, 1);
+    file.close();
+    if (strip_crcs) {
+      // As a manifest written before chunks carried their CRC.
+      for (const auto& manifest : *names) {
+        std::ifstream in(copy + "/" + manifest);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto value = boost::json::parse(text);
+        for (auto& entry : value.as_object()["chunks"].as_array()) entry.as_object().erase("crc32c");
+        std::ofstream(copy + "/" + manifest, std::ios::trunc) << boost::json::serialize(value);
+      }
+    }
+    return copy;
+  };
+  for (bool strip : {false, true}) {
+    CAPTURE(strip);
+    auto copy = damaged_copy(strip ? "damaged-old-manifests" : "damaged", strip);
+    auto damaged = backup::open_directory_target(fs, copy);
+    REQUIRE(damaged.has_value());
+    std::string problem;
+    auto restored = backup::restore_directory(fs, **damaged, scratch.sub(strip ? "r-old" : "r-new"), std::nullopt,
+                                              &problem);
+    CHECK_FALSE(restored.has_value());
+    CHECK_MESSAGE(contains(problem, chunk.name), problem);
+    CHECK_MESSAGE(contains(problem, "damaged"), problem);
+    if (strip) CHECK_MESSAGE(contains(problem, "batch " + std::to_string(batch.sequence)), problem);
+    CHECK_FALSE(std::filesystem::exists(scratch.sub(strip ? "r-old" : "r-new")));
+  }
+  // Undamaged, it restores.
+  CHECK(runs_of([&] {
+          auto dir = scratch.sub("whole");
+          (void)restore(config.backup_target, dir, std::nullopt);
+          return dir;
+        }(),
+                std::make_shared<ManualClock>(harness.clock().now()))
+            .size() == 5);
 }
 
 TEST_CASE("backup: a cut that ends on a segment's roll marker restores a directory that opens") {
