@@ -365,6 +365,41 @@ void Uploader::note_backlog_locked(std::uint64_t backlog_bytes) {
   }
 }
 
+Result<void> Uploader::put_once(const std::string& name, std::span<const std::byte> bytes,
+                                bool (*same_history)(std::span<const std::byte>, std::span<const std::byte>)) {
+  if (FUSEE_TRY(target_.put_new(name, bytes))) return ok();
+  // One of that name is there: this directory's, from an upload that failed
+  // before its manifest (then one of the two is the other's beginning: the
+  // log only grows), or another writer's -- a copy of this directory
+  // backing up to the same target, whose history went another way. Writing
+  // over it would leave the history already on the target unrestorable.
+  auto there = FUSEE_TRY(target_.get(name));
+  if (there && !same_history(*there, bytes)) {
+    stop_locked(fmt::format("{} holds {} with other contents than this directory's log: another copy of this data "
+                            "directory (cp -a, a restored snapshot of the disk) writes the same target. The history "
+                            "on the target is left as it is; back this directory up to a new target",
+                            target_.describe(), name));
+    return std::make_error_code(std::errc::operation_not_permitted);
+  }
+  return target_.put(name, bytes);
+}
+
+bool Uploader::same_history_chunk(std::span<const std::byte> there, std::span<const std::byte> ours) {
+  const auto common = std::min(there.size(), ours.size());
+  return std::equal(there.begin(), there.begin() + static_cast<std::ptrdiff_t>(common), ours.begin());
+}
+
+bool Uploader::same_history_pack(std::span<const std::byte> there, std::span<const std::byte> ours) {
+  auto theirs = decode_blob_pack(there, nullptr);
+  auto mine = decode_blob_pack(ours, nullptr);
+  if (!theirs || !mine) return false;
+  const auto common = std::min(theirs->size(), mine->size());
+  for (std::size_t k = 0; k < common; ++k) {
+    if ((*theirs)[k].ref != (*mine)[k].ref || (*theirs)[k].bytes != (*mine)[k].bytes) return false;
+  }
+  return true;
+}
+
 void Uploader::stop_locked(const std::string& why) {
   stopped_ = true;
   std::lock_guard lock(mu_);
@@ -425,7 +460,7 @@ Result<void> Uploader::upload_first_locked(std::size_t count) {
     // The large records its batches reference, before any manifest names it.
     auto pack = FUSEE_TRY(upload_blob_pack(batches, segment, begin, bytes));
     auto name = chunk_name(segment, begin);
-    FUSEE_TRY_VOID(target_.put(name, bytes));
+    FUSEE_TRY_VOID(put_once(name, bytes, &same_history_chunk));
     manifest.chunks.push_back(ChunkRef{name, segment, begin, end - begin, pack.name, crc32c(bytes)});
     uploaded_bytes += bytes.size() + pack.bytes;
     uploaded_blobs += pack.blobs;
@@ -551,7 +586,7 @@ Result<Uploader::PackUploaded> Uploader::upload_blob_pack(std::span<const BatchR
   }
   auto name = blob_pack_name(segment, offset);
   auto pack = encode_blob_pack(blobs);
-  FUSEE_TRY_VOID(target_.put(name, pack));
+  FUSEE_TRY_VOID(put_once(name, pack, &same_history_pack));
   return PackUploaded{name, pack.size(), blobs.size()};
 }
 

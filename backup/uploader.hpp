@@ -170,6 +170,16 @@ class Uploader {
   void maybe_retire_locked(bool snapshot_taken);
   void note_backlog_locked(std::uint64_t backlog_bytes);  // caller holds mu_
   void stop_locked(const std::string& why);
+  // Writes an object of the log's (a chunk, a blob pack) that no one else
+  // may write over: when one of that name exists, writes over it only if
+  // `same_history` finds the two agree (this directory's own earlier
+  // attempt), and stops the backup otherwise.
+  [[nodiscard]] Result<void> put_once(const std::string& name, std::span<const std::byte> bytes,
+                                      bool (*same_history)(std::span<const std::byte>, std::span<const std::byte>));
+  // One is the other's beginning (the log only grows).
+  static bool same_history_chunk(std::span<const std::byte> there, std::span<const std::byte> ours);
+  // The same large records, in the same order, as far as both go.
+  static bool same_history_pack(std::span<const std::byte> there, std::span<const std::byte> ours);
   // For the pending batches published before this open that lie in this
   // chunk: the newest of their records' times (record_time_ms).
   void note_record_times(std::span<const BatchRef> batches, std::uint64_t segment, std::uint64_t offset,

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -327,6 +328,67 @@ TEST_CASE("backup: one byte changed in a chunk is refused naming the chunk, by i
         }(),
                 std::make_shared<ManualClock>(harness.clock().now()))
             .size() == 5);
+}
+
+TEST_CASE("backup: a copy of a data directory writing the same target is stopped, and the history there stays "
+          "restorable") {
+  // cp -a A B, then both run against one target. Whichever uploads second
+  // finds an object of the log where it would write, with other contents:
+  // it stops, loudly, writing nothing over it.
+  EngineHarness harness(Mode::local);
+  TempDir scratch;
+  auto config = harness.config();
+  config.backup_target = scratch.sub("target");
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  auto uploaded = [](Engine& engine) {
+    return eventually([&] {
+      auto stats = engine.stats().backup;
+      return stats.pending_batches == 0 || stats.stopped;
+    });
+  };
+  {
+    auto engine = harness.open(config);
+    register_double(*engine);
+    CHECK(engine->execute(kDouble, "before-copy", 1) == 2);
+    engine->shutdown();
+  }
+  const auto copy = scratch.sub("copy");
+  std::filesystem::copy(harness.data_dir(), copy, std::filesystem::copy_options::recursive);
+  auto original = harness.open(config);
+  register_double(*original);
+  auto copy_config = config;
+  copy_config.dir = copy;
+  std::vector<std::string> warnings;
+  std::mutex warnings_mu;
+  copy_config.warn = [&](const std::string& line) {
+    std::lock_guard lock(warnings_mu);
+    warnings.push_back(line);
+  };
+  auto copied = Engine::open(copy_config);
+  register_double(*copied);
+  harness.clock().advance(std::chrono::seconds(1));
+  CHECK(original->execute(kDouble, "original-1", 1) == 2);
+  REQUIRE(uploaded(*original));
+  CHECK_FALSE(original->stats().backup.stopped);
+  CHECK(copied->execute(kDouble, "copy-1", 7) == 14);
+  REQUIRE(eventually([&] { return copied->stats().backup.stopped; }));
+  CHECK_MESSAGE(contains(copied->stats().backup.error, "another copy of this data directory"),
+                copied->stats().backup.error);
+  {
+    std::lock_guard lock(warnings_mu);
+    CHECK(std::any_of(warnings.begin(), warnings.end(), [](const auto& line) { return contains(line, "STOPPED"); }));
+  }
+  // The original goes on; its history restores, without the copy's runs.
+  harness.clock().advance(std::chrono::seconds(1));
+  CHECK(original->execute(kDouble, "original-2", 2) == 4);
+  REQUIRE(uploaded(*original));
+  CHECK_FALSE(original->stats().backup.stopped);
+  copied->shutdown();
+  original->shutdown();
+  auto latest = scratch.sub("restored");
+  (void)restore(config.backup_target, latest, std::nullopt);
+  CHECK(runs_of(latest, std::make_shared<ManualClock>(harness.clock().now())) ==
+        std::set<std::string>{"before-copy", "original-1", "original-2"});
 }
 
 TEST_CASE("backup: a cut that ends on a segment's roll marker restores a directory that opens") {
