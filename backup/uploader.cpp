@@ -249,6 +249,11 @@ Result<void> Uploader::upload_pending_locked(bool everything) {
       return connected.error();
     }
   }
+  if (auto checked = check_target_locked(); !checked) {
+    if (checked.error() == std::make_error_code(std::errc::operation_not_permitted)) return checked.error();
+    note_failure_locked("checking", checked.error());
+    return checked.error();
+  }
   auto uploaded = upload_locked(everything);
   if (uploaded) {
     {
@@ -363,6 +368,40 @@ void Uploader::note_backlog_locked(std::uint64_t backlog_bytes) {
   } else {
     options_.warn(fmt::format("backup: the backlog is uploaded; new requests are taken again"));
   }
+}
+
+Result<void> Uploader::check_target_locked() {
+  const auto now = now_ms();
+  if (target_checked_at_ms_ != INT64_MIN && now - target_checked_at_ms_ < options_.target_check.count() &&
+      now >= target_checked_at_ms_) {
+    return ok();
+  }
+  auto identity_bytes = FUSEE_TRY(target_.get(kIdentityName));
+  auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
+  std::string lost;
+  if (!identity) {
+    lost = fmt::format("its {} object is gone or does not read", kIdentityName);
+  } else if (identity->directory != identity_.directory || identity->shards != identity_.shards) {
+    lost = fmt::format("its identity is now another directory's ({})", identity->directory);
+  } else {
+    std::uint64_t covered = 0;
+    {
+      std::lock_guard lock(mu_);
+      covered = stats_.covered_sequence;
+    }
+    if (covered > 0 && !FUSEE_TRY(target_.get(manifest_name(covered)))) {
+      lost = fmt::format("{}, the newest manifest this directory uploaded, is gone", manifest_name(covered));
+    }
+  }
+  if (!lost.empty()) {
+    stop_locked(fmt::format("{} no longer holds this directory's backup: {} (emptied, replaced, or a retention "
+                            "rule of the bucket's?). Uploading on would make a history with no beginning; reopen "
+                            "the engine to start a new backup there, or point it at a new target",
+                            target_.describe(), lost));
+    return std::make_error_code(std::errc::operation_not_permitted);
+  }
+  target_checked_at_ms_ = now;
+  return ok();
 }
 
 Result<void> Uploader::put_once(const std::string& name, std::span<const std::byte> bytes,

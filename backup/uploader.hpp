@@ -90,6 +90,11 @@ struct UploaderOptions {
   // after each snapshot, and after an upload at most every retention_check.
   std::chrono::milliseconds retention{0};
   std::chrono::milliseconds retention_check{60000};
+  // How often, at most, an upload first checks that the target still holds
+  // this directory's identity and the newest manifest uploaded (a target
+  // emptied or replaced under a running engine stops the backup, loudly,
+  // instead of uploading into a history with no beginning). 0: every upload.
+  std::chrono::milliseconds target_check{10000};
 };
 
 struct UploaderStats {
@@ -170,6 +175,9 @@ class Uploader {
   void maybe_retire_locked(bool snapshot_taken);
   void note_backlog_locked(std::uint64_t backlog_bytes);  // caller holds mu_
   void stop_locked(const std::string& why);
+  // UploaderOptions::target_check: the identity and the newest manifest
+  // still there; stops the backup when not.
+  [[nodiscard]] Result<void> check_target_locked();
   // Writes an object of the log's (a chunk, a blob pack) that no one else
   // may write over: when one of that name exists, writes over it only if
   // `same_history` finds the two agree (this directory's own earlier
@@ -202,6 +210,7 @@ class Uploader {
   Identity identity_;
   UploaderOptions options_;
   std::mutex upload_mu_;  // one upload at a time
+  std::int64_t target_checked_at_ms_ = INT64_MIN;  // under upload_mu_
   std::vector<BatchRef> pending_;                      // under upload_mu_
   bool connected_ = false;                             // under upload_mu_
   // Batches up to this sequence (past the target at connect) were published

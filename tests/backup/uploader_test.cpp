@@ -4,7 +4,9 @@
 // made durable before the last upload.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
@@ -584,6 +586,37 @@ TEST_CASE("uploader: a batch published before a crash that holds only a large re
     }
   }
   CHECK(large_batch_ms == 5'000);
+}
+
+TEST_CASE("uploader: a target emptied under a running engine stops the backup, loudly, instead of uploading on") {
+  testing::TempDir dir;
+  LogUnderTest data(dir.sub("data"));
+  auto target = backup::open_directory_target(data.fs, dir.sub("target"));
+  REQUIRE(target.has_value());
+  backup::UploaderOptions options;
+  options.interval = std::chrono::hours(1);  // uploads when the test says
+  options.target_check = std::chrono::milliseconds(0);  // before every upload
+  std::vector<std::string> warnings;
+  options.warn = [&](const std::string& line) { warnings.push_back(line); };
+  std::string problem;
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  data.write(0, 5);
+  REQUIRE((*uploader)->upload_now().has_value());
+  CHECK_FALSE((*uploader)->stats().stopped);
+  // Someone empties the target (a bucket lifecycle rule, rm -r).
+  for (const auto& entry : std::filesystem::directory_iterator(dir.sub("target"))) {
+    std::filesystem::remove_all(entry.path());
+  }
+  data.write(5, 10);
+  CHECK_FALSE((*uploader)->upload_now().has_value());
+  auto stats = (*uploader)->stats();
+  CHECK(stats.stopped);
+  CHECK_MESSAGE(testing::contains(stats.error, "no longer holds this directory's backup"), stats.error);
+  CHECK(std::any_of(warnings.begin(), warnings.end(),
+                    [](const auto& line) { return testing::contains(line, "STOPPED"); }));
+  CHECK((*target)->list(backup::kManifestPrefix)->empty());  // nothing uploaded into the emptied target
 }
 
 TEST_CASE("uploader: after a restart the upload lag counts this life's batches, not the downtime") {
