@@ -13,6 +13,7 @@
 #include "backup/snapshot.hpp"
 #include "base/crc32c.hpp"
 #include "engine/meta.hpp"
+#include "engine/offline_dir.hpp"
 #include "wal/blob_store.hpp"
 #include "wal/log_format.hpp"
 #include "wal/recovery.hpp"
@@ -196,58 +197,30 @@ Result<std::optional<LogPlan>> plan_log(BackupTarget& target, ManifestChain& man
   return std::optional<LogPlan>(std::move(plan));
 }
 
-// The restore itself, into `dir` (absent or empty).
-Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
-                                    std::optional<std::int64_t> to_ms, std::string* problem) {
+// One way to restore: a snapshot (or none: the whole log) and the log it
+// needs, cut at the moment.
+struct Candidate {
+  std::optional<Snapshot> snapshot;
+  LogPlan plan;
+};
+
+// Writes `candidate` into `dir` (absent or empty). Damage on the target
+// fails with invalid_argument and `problem` naming the object.
+Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
+                                     const Identity& identity, Candidate& candidate, std::string* problem) {
   auto fail = [&](std::string why) {
     if (problem) *problem = std::move(why);
     return std::make_error_code(std::errc::invalid_argument);
   };
-  auto identity_bytes = FUSEE_TRY(target.get(kIdentityName));
-  auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
-  if (!identity) return fail(fmt::format("{} holds no backup (no readable identity)", target.describe()));
-
-  auto manifests = FUSEE_TRY(ManifestChain::list(target, identity->directory, problem));
-  // The newest snapshot before the moment whose log the target holds, or
-  // none: the log from its first batch.
-  std::optional<Snapshot> snapshot;
-  std::optional<LogPlan> plan;
-  auto snapshots = FUSEE_TRY(target.list(kSnapshotPrefix));
-  for (auto name = snapshots.rbegin(); name != snapshots.rend() && !plan; ++name) {
-    auto bytes = FUSEE_TRY(target.get(*name));
-    auto candidate = bytes ? parse_snapshot(*bytes) : std::nullopt;
-    if (!candidate || candidate->directory != identity->directory) {
-      return fail(fmt::format("{}: {} does not read, or is another directory's", target.describe(), *name));
-    }
-    if (to_ms && candidate->covers_at_ms > *to_ms) continue;
-    auto log = FUSEE_TRY(plan_log(target, manifests, candidate->from_sequence, to_ms, problem));
-    // Usable when the log on the target reaches every checkpoint in it.
-    if (!log || log->batches.empty() || log->batches.back().sequence < candidate->covers_sequence) continue;
-    snapshot = std::move(candidate);
-    plan = std::move(log);
-  }
-  if (!plan) {
-    plan = FUSEE_TRY(plan_log(target, manifests, 1, to_ms, problem));
-    if (!plan) {
-      return fail(fmt::format("{} holds no snapshot before the moment whose log it also holds, and its log does not "
-                              "start at the directory's first batch: it cannot be restored to that moment",
-                              target.describe()));
-    }
-  }
-  if (to_ms && plan->batches.empty() && plan->first_at_ms) {
-    // Before the directory's first batch (a moment in seconds read as ms
-    // lands in 1970): restoring nothing would look like success.
-    return fail(fmt::format("{}: the moment ({} ms since the epoch) is before the first batch it holds (published "
-                            "at {} ms): there is nothing to restore to then",
-                            target.describe(), *to_ms, *plan->first_at_ms));
-  }
-  const auto& batches = plan->batches;
-  auto& chunks = plan->chunks;
+  const auto& snapshot = candidate.snapshot;
+  auto& plan = candidate.plan;
+  const auto& batches = plan.batches;
+  auto& chunks = plan.chunks;
   const auto keep = batches.size();
   RestoreSummary summary;
-  summary.shards = identity->shards;
+  summary.shards = identity.shards;
   summary.batches = keep;
-  summary.batches_left_out = plan->left_out;
+  summary.batches_left_out = plan.left_out;
   if (keep > 0) {
     summary.first_sequence = batches.front().sequence;
     summary.last_sequence = batches[keep - 1].sequence;
@@ -318,9 +291,92 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
   if (!blob_files.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal::blob_dir_of(wal_dir)));
   if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
   if (snapshot) FUSEE_TRY_VOID(restore_snapshot(fs, target, *snapshot, io::join_path(dir, "runs"), problem));
-  FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity->shards, 0}));
+  FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity.shards, 0}));
   FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));
   return summary;
+}
+
+
+// The restore itself, into `dir` (absent or empty): the newest snapshot
+// before the moment whose log the target holds, else the whole log; a
+// damaged one is skipped for the next older (said in the summary), and
+// what was written must pass the checks an engine's open makes (read
+// only) before the restore succeeds.
+Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
+                                    std::optional<std::int64_t> to_ms, std::string* problem) {
+  auto fail = [&](std::string why) {
+    if (problem) *problem = std::move(why);
+    return std::make_error_code(std::errc::invalid_argument);
+  };
+  auto identity_bytes = FUSEE_TRY(target.get(kIdentityName));
+  auto identity = identity_bytes ? parse_identity(*identity_bytes) : std::nullopt;
+  if (!identity) return fail(fmt::format("{} holds no backup (no readable identity)", target.describe()));
+
+  auto manifests = FUSEE_TRY(ManifestChain::list(target, identity->directory, problem));
+  std::vector<Candidate> candidates;
+  auto snapshots = FUSEE_TRY(target.list(kSnapshotPrefix));
+  for (auto name = snapshots.rbegin(); name != snapshots.rend(); ++name) {
+    auto bytes = FUSEE_TRY(target.get(*name));
+    auto snapshot = bytes ? parse_snapshot(*bytes) : std::nullopt;
+    if (!snapshot || snapshot->directory != identity->directory) {
+      return fail(fmt::format("{}: {} does not read, or is another directory's", target.describe(), *name));
+    }
+    if (to_ms && snapshot->covers_at_ms > *to_ms) continue;
+    auto log = FUSEE_TRY(plan_log(target, manifests, snapshot->from_sequence, to_ms, problem));
+    // Usable when the log on the target reaches every checkpoint in it.
+    if (!log || log->batches.empty() || log->batches.back().sequence < snapshot->covers_sequence) continue;
+    candidates.push_back(Candidate{std::move(snapshot), std::move(*log)});
+  }
+  auto whole = FUSEE_TRY(plan_log(target, manifests, 1, to_ms, problem));
+  if (whole) {
+    if (to_ms && whole->batches.empty() && whole->first_at_ms && candidates.empty()) {
+      // Before the directory's first batch (a moment in seconds read as ms
+      // lands in 1970): restoring nothing would look like success.
+      return fail(fmt::format("{}: the moment ({} ms since the epoch) is before the first batch it holds (published "
+                              "at {} ms): there is nothing to restore to then",
+                              target.describe(), *to_ms, *whole->first_at_ms));
+    }
+    candidates.push_back(Candidate{std::nullopt, std::move(*whole)});
+  }
+  if (candidates.empty()) {
+    return fail(fmt::format("{} holds no snapshot before the moment whose log it also holds, and its log does not "
+                            "start at the directory's first batch: it cannot be restored to that moment",
+                            target.describe()));
+  }
+  std::vector<std::string> skipped;
+  for (auto& candidate : candidates) {
+    const auto what = candidate.snapshot ? fmt::format("snapshot {}", snapshot_name(candidate.snapshot->covers_sequence))
+                                         : std::string("the whole log");
+    std::string why;
+    auto written = write_restore(fs, target, dir, *identity, candidate, &why);
+    if (written) {
+      // What an engine's open would refuse, found now: read only.
+      auto offline = engine::read_offline_dir(fs, dir);
+      if (!offline) {
+        why = fmt::format("the restored directory does not read: {}", offline.error().message());
+        written = offline.error();
+      } else if (!offline->refusal.empty()) {
+        why = fmt::format("the restored directory would not open: {}", offline->refusal);
+        written = std::make_error_code(std::errc::invalid_argument);
+      }
+    }
+    if (written) {
+      written->skipped = std::move(skipped);
+      return written;
+    }
+    // Nothing of this attempt stays for the next.
+    if (auto names = fs.list(dir)) {
+      for (const auto& name : *names) (void)io::remove_tree(fs, io::join_path(dir, name));
+    }
+    if (written.error() != std::make_error_code(std::errc::invalid_argument)) {
+      if (problem) *problem = why;
+      return written.error();
+    }
+    skipped.push_back(fmt::format("{}: {}", what, why));
+  }
+  std::string all;
+  for (const auto& line : skipped) all += (all.empty() ? "" : "; then ") + line;
+  return fail(all);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backup/backup_target.hpp"
 #include "wal/io/file_system.hpp"
@@ -30,6 +31,9 @@ struct RestoreSummary {
   // restore reads none past the one the moment lies in): 0 when none.
   std::uint64_t batches_left_out = 0;
   std::uint64_t segments = 0;
+  // Newer ways to the moment that were tried and refused (a damaged
+  // snapshot: then an older one, or the whole log), each with why.
+  std::vector<std::string> skipped;
 };
 
 // `dir` must not exist, or be empty. to_ms: the moment, in ms since the

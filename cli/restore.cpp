@@ -74,6 +74,7 @@ int run_restore(const RestoreCommandOptions& options) {
     return 1;
   }
   const auto& summary = *restored;
+  for (const auto& skipped : summary.skipped) fmt::print("fusee restore: skipped {}\n", skipped);
   fmt::print("fusee restore: {} batches of {} shards into {}, {}{}{}; {}\n", summary.batches, summary.shards,
              options.dir,
              summary.batches > 0 ? fmt::format("batches {} to {}", summary.first_sequence, summary.last_sequence)

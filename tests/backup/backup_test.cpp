@@ -792,8 +792,9 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
     CHECK(got == want);
   }
   CHECK(from_snapshot > 5);  // the rest lie before the snapshots' moments, and replay the whole log
-  // A damaged target: a table file of the store gone. The restore names it
-  // and leaves nothing behind that could be opened by mistake.
+  // A damaged target: every table file of the store gone. Each snapshot is
+  // skipped, saying why, for the next older and then the whole log, which
+  // restores the same runs.
   const auto damaged = scratch.sub("damaged");
   std::filesystem::copy(config.backup_target, damaged);
   std::vector<std::string> tables;
@@ -808,9 +809,34 @@ TEST_CASE("backup: at many random moments of a recorded workload, a restore hold
   REQUIRE(target.has_value());
   std::string problem;
   const auto into = scratch.sub("from-damaged");
-  CHECK_FALSE(backup::restore_directory(fs, **target, into, std::nullopt, &problem).has_value());
+  auto fallen_back = backup::restore_directory(fs, **target, into, std::nullopt, &problem);
+  REQUIRE_MESSAGE(fallen_back.has_value(), problem);
+  CHECK(fallen_back->snapshot_sequence == 0);
+  REQUIRE_FALSE(fallen_back->skipped.empty());
+  CHECK_MESSAGE(contains(fallen_back->skipped.front(), "is missing"), fallen_back->skipped.front());
+  {
+    auto restored_config = Config::local(into);
+    restored_config.flush = FlushMethod::buffered;
+    restored_config.clock = std::make_shared<ManualClock>(harness.clock().now());
+    auto engine = Engine::open(restored_config);
+    register_order(*engine);
+    CHECK(engine->list_runs().size() == started_ms.size());
+  }
+  // With the log's first chunk gone too, nothing restores: refused, naming
+  // each way tried, and nothing left behind that could be opened by mistake.
+  std::vector<std::string> chunks;
+  for (const auto& entry : std::filesystem::directory_iterator(damaged)) {
+    auto name = entry.path().filename().string();
+    if (name.starts_with(backup::kChunkPrefix)) chunks.push_back(name);
+  }
+  REQUIRE(!chunks.empty());
+  std::sort(chunks.begin(), chunks.end());
+  std::filesystem::remove(damaged + "/" + chunks.front());
+  problem.clear();
+  const auto nowhere = scratch.sub("from-more-damaged");
+  CHECK_FALSE(backup::restore_directory(fs, **target, nowhere, std::nullopt, &problem).has_value());
   CHECK_MESSAGE(contains(problem, "is missing"), problem);
-  CHECK_FALSE(std::filesystem::exists(into));
+  CHECK_FALSE(std::filesystem::exists(nowhere));
 }
 
 TEST_CASE("backup: with no upload interval, each segment goes up once complete, and the rest at shutdown") {
