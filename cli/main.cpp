@@ -112,7 +112,17 @@ int main(int argc, char** argv) {
   restore_command->add_option("--from", restore.from, "The backup target: a directory, or s3://BUCKET[/PREFIX] (docs/backup.md)")->required();
   restore_command->add_option("--to", restore.to, "The moment: UTC ISO 8601 (2026-12-02T04:00:00Z), milliseconds (not seconds) since the epoch, or latest")
       ->capture_default_str();
-  restore_command->add_option("--dir", restore.dir, "The new data directory (absent or empty)")->required();
+  auto* restore_dir =
+      restore_command->add_option("--dir", restore.dir, "The new data directory (absent or empty)");
+  auto* restore_check = restore_command->add_flag(
+      "--check", restore.check,
+      "A restore drill: restore (into --dir, or a new temporary directory), open the result read-only, assemble "
+      "every run's journal, count the runs, then remove it");
+  restore_command->callback([restore_dir, restore_check] {
+    if (restore_dir->count() == 0 && restore_check->count() == 0) {
+      throw CLI::RequiredError("--dir (or --check, a drill into a temporary directory)");
+    }
+  });
   fusee::cli::ReshardCommandOptions reshard;
   auto* reshard_command = app.add_subcommand(
       "reshard", "Change a data directory's shard count, offline and crash-safely (docs/cli.md)");

@@ -54,6 +54,19 @@ else
   "$fusee" restore --from "$scratch/target" --to latest --dir "$scratch/early" >/dev/null
 fi
 
+# A restore drill: restored into a scratch directory under TMPDIR, opened
+# read-only with every journal assembled, removed.
+mkdir "$scratch/tmp"
+out=$(TMPDIR="$scratch/tmp" "$fusee" restore --from "$scratch/target" --check) || fail "the drill failed: $out"
+grep -q "^fusee restore --check: it opens: [0-9]* runs" <<<"$out" || fail "the drill: $out"
+[ -z "$(ls -A "$scratch/tmp")" ] || fail "the drill left $(ls "$scratch/tmp")"
+# A drill of a target that cannot restore fails, and leaves nothing either.
+mkdir "$scratch/empty-target"
+if out=$(TMPDIR="$scratch/tmp" "$fusee" restore --from "$scratch/empty-target" --check 2>&1); then
+  fail "a drill of an empty target passed: $out"
+fi
+[ -z "$(ls -A "$scratch/tmp")" ] || fail "the failed drill left $(ls "$scratch/tmp")"
+
 # Refusals, each with its reason and exit status 1.
 refused() {
   local why=$1; shift
@@ -67,4 +80,4 @@ refused "is not empty" restore --from "$scratch/target" --to latest --dir "$scra
 refused "a bare number is milliseconds" restore --from "$scratch/target" --to 1796287082 --dir "$scratch/none"
 refused "$scratch/missing does not exist" restore --from "$scratch/target" --to latest --dir "$scratch/missing/sub"
 refused "has no backup" backup status "$scratch/early"
-echo "backup_test: demo with 15 kills restored and checked; status, an early restore and five refusals"
+echo "backup_test: demo with 15 kills restored and checked; status, an early restore, a restore drill and five refusals"
