@@ -120,7 +120,9 @@ std::optional<Manifest> parse_manifest(std::span<const std::byte> bytes) {
 std::string snapshot_json(const Snapshot& snapshot) {
   json::array files;
   for (const auto& file : snapshot.files) {
-    files.push_back(json::object{{"name", file.name}, {"object", file.object}, {"bytes", file.bytes}});
+    json::object entry{{"name", file.name}, {"object", file.object}, {"bytes", file.bytes}};
+    if (file.crc32c) entry["crc32c"] = *file.crc32c;
+    files.push_back(std::move(entry));
   }
   return json::serialize(json::object{{"format", kManifestFormat},
                                       {"directory", snapshot.directory},
@@ -149,6 +151,11 @@ std::optional<Snapshot> parse_snapshot(std::span<const std::byte> bytes) {
     const auto& entry = value.as_object();
     if (!text(entry, "name", file.name) || !text(entry, "object", file.object) || !number(entry, "bytes", file.bytes)) {
       return std::nullopt;
+    }
+    if (entry.contains("crc32c")) {
+      std::uint32_t crc = 0;
+      if (!number(entry, "crc32c", crc)) return std::nullopt;
+      file.crc32c = crc;
     }
     // A file of the store's own directory, never a path out of it.
     if (file.name.empty() || file.name.find('/') != std::string::npos || file.name.starts_with('.')) {

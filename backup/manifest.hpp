@@ -63,6 +63,7 @@ struct SnapshotFile {
   std::string name;    // in <dir>/runs
   std::string object;  // on the target
   std::uint64_t bytes = 0;
+  std::optional<std::uint32_t> crc32c;  // of its bytes (none in older snapshots)
 };
 
 // The run store as it was once every checkpoint in it was durable: a

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/crc32c.hpp"
 #include "wal/segment_file.hpp"
 
 namespace fusee::backup {
@@ -30,6 +31,7 @@ Result<std::vector<std::byte>> read_range(io::FileSystem& fs, const std::string&
 
 Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotSource source, BackupTarget& target,
                                                    const std::string& directory, std::set<std::string>& tables,
+                                                   std::map<std::string, std::uint32_t>& table_crcs,
                                                    std::string* problem) {
   // The oldest batch any checkpoint needs, read before the copy: a later
   // checkpoint only moves it forward, so the log from here serves the copy.
@@ -59,16 +61,26 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
         auto bytes = FUSEE_TRY(read_range(fs, file.path, 0, file.bytes));
         FUSEE_TRY_VOID(target.put(out.object, bytes));
         tables.insert(out.object);
+        table_crcs[out.object] = crc32c(bytes);
         taken.bytes += bytes.size();
+      } else if (!table_crcs.contains(out.object)) {
+        // On the target since before this process: its CRC from the local
+        // file, which is the same bytes (a table file is never rewritten),
+        // once.
+        auto bytes = FUSEE_TRY(read_range(fs, file.path, 0, file.bytes));
+        table_crcs[out.object] = crc32c(bytes);
       }
+      out.crc32c = table_crcs[out.object];
     } else {
       out.object = snapshot_file_name(covers, file.name);
       if (file.contents) {
         out.bytes = file.contents->size();
+        out.crc32c = crc32c(bytes_of(*file.contents));
         FUSEE_TRY_VOID(target.put(out.object, bytes_of(*file.contents)));
       } else {
         // The copy ends where the store said; it may have appended since.
         auto bytes = FUSEE_TRY(read_range(fs, file.path, 0, file.bytes));
+        out.crc32c = crc32c(bytes);
         FUSEE_TRY_VOID(target.put(out.object, bytes));
       }
       taken.bytes += out.bytes;
@@ -105,6 +117,13 @@ Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Sn
       if (problem) {
         *problem = fmt::format("{}: {} of snapshot {} is missing or not {} bytes", target.describe(), file.object,
                                snapshot.covers_sequence, file.bytes);
+      }
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    if (file.crc32c && crc32c(*bytes) != *file.crc32c) {
+      if (problem) {
+        *problem = fmt::format("{}: {} of snapshot {} is damaged: its CRC-32C is {:08x}, the snapshot says {:08x}",
+                               target.describe(), file.object, snapshot.covers_sequence, crc32c(*bytes), *file.crc32c);
       }
       return std::make_error_code(std::errc::invalid_argument);
     }

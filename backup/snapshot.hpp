@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,11 +43,14 @@ Result<std::vector<std::byte>> read_range(io::FileSystem& fs, const std::string&
 
 // Uploads a snapshot of the store now. `tables` holds the table files'
 // objects on the target (read with list(kStoreTablePrefix)) and gains those
-// uploaded. Nothing (no error) when the log has published nothing yet.
+// uploaded; `table_crcs` caches their CRC-32Cs, which the description
+// carries for every file (a table uploaded before this process is read
+// once for it). Nothing (no error) when the log has published nothing yet.
 // A description of that name written by another directory fails with
 // operation_not_permitted and `problem` saying so.
 Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotSource source, BackupTarget& target,
                                                    const std::string& directory, std::set<std::string>& tables,
+                                                   std::map<std::string, std::uint32_t>& table_crcs,
                                                    std::string* problem);
 
 // Writes the snapshot's files into `runs_dir` (created) and syncs it.

@@ -307,7 +307,7 @@ void Uploader::maybe_snapshot_locked() {
                                               }
                                               return std::max({now_ms(), log_.published_at_ms(), covered_at});
                                             }},
-                             target_, identity_.directory, tables_, &problem);
+                             target_, identity_.directory, tables_, table_crcs_, &problem);
   if (!taken) {
     if (!problem.empty()) {
       stop_locked(problem);

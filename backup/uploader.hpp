@@ -220,6 +220,7 @@ class Uploader {
   // Snapshots (under upload_mu_): the table files on the target, the newest
   // snapshot, the log uploaded since, whether one is due at once.
   std::set<std::string> tables_;
+  std::map<std::string, std::uint32_t> table_crcs_;  // of tables_ known so far (under upload_mu_)
   std::uint64_t snapshot_covers_ = 0;
   std::int64_t snapshot_at_ms_ = 0;
   std::uint64_t log_bytes_since_snapshot_ = 0;
