@@ -3,6 +3,8 @@
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include "base/crc32c.hpp"
+
 namespace fusee::backup {
 namespace {
 
@@ -31,6 +33,29 @@ bool text(const json::object& object, const char* key, std::string& out) {
   if (!found || !found->is_string()) return false;
   out = std::string(found->as_string());
   return true;
+}
+
+// A manifest's or a snapshot description's own CRC-32C ("crc32c", last):
+// over the text serialized without it. One byte changed on the target
+// then makes the object not read, naming it, instead of pointing a
+// restore at a wrong chunk, offset or name.
+std::string sealed(json::object object) {
+  const auto text = json::serialize(object);
+  object["crc32c"] = crc32c(std::span(reinterpret_cast<const std::byte*>(text.data()), text.size()));
+  return json::serialize(object);
+}
+
+// Whether the object's seal, if it has one (older ones have none), holds;
+// takes the seal out.
+bool seal_holds(json::object& object) {
+  const auto* seal = object.if_contains("crc32c");
+  if (seal == nullptr) return true;
+  boost::system::error_code error;
+  const auto crc = seal->to_number<std::uint32_t>(error);
+  if (error) return false;
+  object.erase("crc32c");
+  const auto text = json::serialize(object);
+  return crc32c(std::span(reinterpret_cast<const std::byte*>(text.data()), text.size())) == crc;
 }
 
 }  // namespace
@@ -65,17 +90,17 @@ std::string manifest_json(const Manifest& manifest) {
   for (const auto& batch : manifest.batches) {
     batches.push_back(json::array{batch.sequence, batch.segment, batch.offset, batch.bytes, batch.flags, batch.at_ms});
   }
-  return json::serialize(json::object{{"format", kManifestFormat},
-                                      {"directory", manifest.directory},
-                                      {"chunks", std::move(chunks)},
-                                      {"batches", std::move(batches)}});
+  return sealed(json::object{{"format", kManifestFormat},
+                              {"directory", manifest.directory},
+                              {"chunks", std::move(chunks)},
+                              {"batches", std::move(batches)}});
 }
 
 std::optional<Manifest> parse_manifest(std::span<const std::byte> bytes) {
   auto object = object_of(bytes);
   Manifest manifest;
   std::uint32_t format = 0;
-  if (!object || !number(*object, "format", format) || format != kManifestFormat ||
+  if (!object || !seal_holds(*object) || !number(*object, "format", format) || format != kManifestFormat ||
       !text(*object, "directory", manifest.directory)) {
     return std::nullopt;
   }
@@ -124,19 +149,19 @@ std::string snapshot_json(const Snapshot& snapshot) {
     if (file.crc32c) entry["crc32c"] = *file.crc32c;
     files.push_back(std::move(entry));
   }
-  return json::serialize(json::object{{"format", kManifestFormat},
-                                      {"directory", snapshot.directory},
-                                      {"covers_sequence", snapshot.covers_sequence},
-                                      {"covers_at_ms", snapshot.covers_at_ms},
-                                      {"from_sequence", snapshot.from_sequence},
-                                      {"files", std::move(files)}});
+  return sealed(json::object{{"format", kManifestFormat},
+                              {"directory", snapshot.directory},
+                              {"covers_sequence", snapshot.covers_sequence},
+                              {"covers_at_ms", snapshot.covers_at_ms},
+                              {"from_sequence", snapshot.from_sequence},
+                              {"files", std::move(files)}});
 }
 
 std::optional<Snapshot> parse_snapshot(std::span<const std::byte> bytes) {
   auto object = object_of(bytes);
   Snapshot snapshot;
   std::uint32_t format = 0;
-  if (!object || !number(*object, "format", format) || format != kManifestFormat ||
+  if (!object || !seal_holds(*object) || !number(*object, "format", format) || format != kManifestFormat ||
       !text(*object, "directory", snapshot.directory) ||
       !number(*object, "covers_sequence", snapshot.covers_sequence) ||
       !number(*object, "covers_at_ms", snapshot.covers_at_ms) ||

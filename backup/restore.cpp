@@ -35,9 +35,10 @@ std::uint64_t segment_bytes_of(std::span<const std::byte> bytes) {
 // CRC), zeros past it to the same size. (Its salt is drawn afresh when the
 // log prepares a segment; no batch of it is kept to be checked with it.)
 Result<void> write_next_segment(io::FileSystem& fs, const std::string& wal_dir, std::span<const std::byte> segment_bytes,
-                                const BatchRef& roll) {
+                                const BatchRef& roll, std::string* problem) {
   auto header = wal::decode_segment_header(segment_bytes.first(wal::kSegmentHeaderBytes));
   if (header.status != wal::SegmentHeaderStatus::valid || roll.offset + wal::kBatchHeaderBytes > segment_bytes.size()) {
+    if (problem) *problem = fmt::format("segment {}'s header or its roll marker at {} does not read", roll.segment, roll.offset);
     return std::make_error_code(std::errc::invalid_argument);
   }
   wal::SegmentHeader next;
@@ -73,12 +74,16 @@ const ChunkRef* chunk_holding(const std::vector<ChunkRef>& chunks, std::uint64_t
 // segment's first kept one, when that was checked too.
 Result<void> verify_batches(const BackupTarget& target, std::uint64_t segment, std::span<const std::byte> bytes,
                             std::span<const BatchRef> kept, const std::vector<ChunkRef>& chunks,
+                            const std::map<std::string, std::string>& chunk_manifests,
                             std::optional<std::uint32_t>& prev_crc, std::string* problem) {
   auto fail = [&](const BatchRef& batch, const std::string& why) {
     const auto* chunk = chunk_holding(chunks, batch.offset);
     if (problem) {
-      *problem = fmt::format("{}: batch {} (segment {} offset {}) in {} is damaged: {}", target.describe(),
-                             batch.sequence, segment, batch.offset, chunk ? chunk->name : std::string("no chunk"), why);
+      auto manifest = chunk ? chunk_manifests.find(chunk->name) : chunk_manifests.end();
+      *problem = fmt::format("{}: batch {} (segment {} offset {}) in {}, as {} describes it, is damaged: {}",
+                             target.describe(), batch.sequence, segment, batch.offset,
+                             chunk ? chunk->name : std::string("no chunk"),
+                             manifest != chunk_manifests.end() ? manifest->second : std::string("its manifest"), why);
     }
     return std::make_error_code(std::errc::invalid_argument);
   };
@@ -117,8 +122,17 @@ Result<void> verify_batches(const BackupTarget& target, std::uint64_t segment, s
 // and offset its reference names (a blob file has no header; what lies
 // between is never read).
 Result<void> restore_blob_pack(io::FileSystem& fs, BackupTarget& target, const ChunkRef& chunk,
-                               const std::string& wal_dir, std::set<std::uint64_t>& blob_files, std::string* problem) {
-  auto object = FUSEE_TRY(target.get(chunk.blob_pack));
+                               const std::string& manifest, const std::string& wal_dir,
+                               std::set<std::uint64_t>& blob_files, std::string* problem) {
+  auto got = target.get(chunk.blob_pack);
+  if (!got) {
+    if (problem) {
+      *problem = fmt::format("{}: blob pack {}, named with chunk {} by {}, does not read: {}", target.describe(),
+                             chunk.blob_pack, chunk.name, manifest, got.error().message());
+    }
+    return got.error();
+  }
+  auto& object = *got;
   std::string why = "missing";
   auto blobs = object ? decode_blob_pack(*object, &why) : std::nullopt;
   if (!blobs) {
@@ -143,6 +157,11 @@ struct LogPlan {
   std::uint64_t left_out = 0;     // read, but published after the moment
   std::optional<std::int64_t> first_at_ms;  // the first batch's publication, cut or not
   std::map<std::uint64_t, std::vector<ChunkRef>> chunks;  // by segment, in upload order
+  std::map<std::string, std::string> chunk_manifests;     // chunk name -> the manifest that names it
+  // The manifest that would name the batches before the first one read,
+  // when the target lacks it (removed, or retired): a hint for the
+  // messages of bytes that are missing.
+  std::string missing_before;
 };
 
 // Reads the manifests a restore needs, to serve the log from batch `from`
@@ -165,6 +184,17 @@ Result<std::optional<LogPlan>> plan_log(BackupTarget& target, ManifestChain& man
   if (!found) return std::optional<LogPlan>();
   const auto start = found->index;
   const auto first_segment = found->segment;
+  {
+    const auto* first = FUSEE_TRY(manifests.at(start, problem));
+    const auto before = first->batches.front().sequence;
+    if (before > 1) {
+      const auto expected = manifest_name(before - 1);
+      const auto& names = manifests.names();
+      if (std::none_of(names.begin(), names.end(), [&](const ManifestName& n) { return n.name == expected; })) {
+        plan.missing_before = expected;
+      }
+    }
+  }
   for (auto index = start; index < manifests.names().size(); ++index) {
     const auto* manifest = FUSEE_TRY(manifests.at(index, problem));
     auto first = manifest->batches.front().sequence;
@@ -177,7 +207,10 @@ Result<std::optional<LogPlan>> plan_log(BackupTarget& target, ManifestChain& man
     for (const auto& batch : manifest->batches) {
       if (batch.sequence >= next) plan.batches.push_back(batch);
     }
-    for (const auto& chunk : manifest->chunks) plan.chunks[chunk.segment].push_back(chunk);
+    for (const auto& chunk : manifest->chunks) {
+      plan.chunks[chunk.segment].push_back(chunk);
+      plan.chunk_manifests[chunk.name] = manifests.names()[index].name;
+    }
     if (to_ms && manifest->batches.back().at_ms > *to_ms) break;  // the moment lies in it
   }
   if (plan.batches.empty() || plan.batches.front().sequence > from) return std::optional<LogPlan>();
@@ -214,6 +247,14 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
   };
   const auto& snapshot = candidate.snapshot;
   auto& plan = candidate.plan;
+  const auto missing_hint =
+      plan.missing_before.empty()
+          ? std::string()
+          : fmt::format(" ({}, which would name the bytes before, is missing)", plan.missing_before);
+  auto described_by = [&](const std::string& chunk) {
+    auto found = plan.chunk_manifests.find(chunk);
+    return found == plan.chunk_manifests.end() ? std::string("its manifest") : found->second;
+  };
   const auto& batches = plan.batches;
   auto& chunks = plan.chunks;
   const auto keep = batches.size();
@@ -245,24 +286,35 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
     for (const auto& chunk : chunks[segment]) {
       if (chunk.offset >= end) break;
       if (chunk.offset > bytes.size()) {
-        return fail(fmt::format("{}: segment {} lacks bytes {} to {}", target.describe(), segment, bytes.size(),
-                                chunk.offset));
+        return fail(fmt::format("{}: segment {} lacks bytes {} to {}{}", target.describe(), segment, bytes.size(),
+                                chunk.offset, missing_hint));
       }
-      auto object = FUSEE_TRY(target.get(chunk.name));
+      auto got = target.get(chunk.name);
+      if (!got) {
+        if (problem) {
+          *problem = fmt::format("{}: chunk {}, named by {}, does not read: {}", target.describe(), chunk.name,
+                                 described_by(chunk.name), got.error().message());
+        }
+        return got.error();
+      }
+      auto& object = *got;
       if (!object || object->size() != chunk.bytes) {
-        return fail(fmt::format("{}: chunk {} is missing or not {} bytes", target.describe(), chunk.name, chunk.bytes));
+        return fail(fmt::format("{}: chunk {} is missing or not {} bytes (as {} says)", target.describe(), chunk.name,
+                                chunk.bytes, described_by(chunk.name)));
       }
       if (chunk.crc32c && crc32c(*object) != *chunk.crc32c) {
-        return fail(fmt::format("{}: chunk {} is damaged: its CRC-32C is {:08x}, its manifest says {:08x}",
-                                target.describe(), chunk.name, crc32c(*object), *chunk.crc32c));
+        return fail(fmt::format("{}: chunk {} is damaged: its CRC-32C is {:08x}, {} says {:08x}", target.describe(),
+                                chunk.name, crc32c(*object), described_by(chunk.name), *chunk.crc32c));
       }
       bytes.resize(chunk.offset);  // a chunk written again after a failure starts earlier
       bytes.insert(bytes.end(), object->begin(), object->end());
-      if (!chunk.blob_pack.empty()) FUSEE_TRY_VOID(restore_blob_pack(fs, target, chunk, wal_dir, blob_files, problem));
+      if (!chunk.blob_pack.empty()) {
+        FUSEE_TRY_VOID(restore_blob_pack(fs, target, chunk, described_by(chunk.name), wal_dir, blob_files, problem));
+      }
     }
     if (bytes.size() < end) {
-      return fail(fmt::format("{}: segment {} ends at byte {} in the backup, before its batches ({})",
-                              target.describe(), segment, bytes.size(), end));
+      return fail(fmt::format("{}: segment {} ends at byte {} in the backup, before its batches ({}){}",
+                              target.describe(), segment, bytes.size(), end, missing_hint));
     }
     bytes.resize(end);
     {
@@ -270,7 +322,8 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
       for (std::size_t i = 0; i < keep; ++i) {
         if (batches[i].segment == segment) in_segment.push_back(batches[i]);
       }
-      FUSEE_TRY_VOID(verify_batches(target, segment, bytes, in_segment, chunks[segment], prev_crc, problem));
+      FUSEE_TRY_VOID(verify_batches(target, segment, bytes, in_segment, chunks[segment], plan.chunk_manifests,
+                                    prev_crc, problem));
     }
     // Zeros past the last batch, to the size the header names: what a
     // segment the log prepared looks like past the batches a crash kept.
@@ -284,7 +337,7 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
       // The cut ends on a roll marker: the log made the next segment durable
       // before it wrote the marker, and recovery wants it there. The next
       // segment as the log prepared it: its header, zeros past it.
-      FUSEE_TRY_VOID(write_next_segment(fs, wal_dir, bytes, last));
+      FUSEE_TRY_VOID(write_next_segment(fs, wal_dir, bytes, last, problem));
       ++summary.segments;
     }
   }
@@ -319,7 +372,8 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
     auto bytes = FUSEE_TRY(target.get(*name));
     auto snapshot = bytes ? parse_snapshot(*bytes) : std::nullopt;
     if (!snapshot || snapshot->directory != identity->directory) {
-      return fail(fmt::format("{}: {} does not read, or is another directory's", target.describe(), *name));
+      return fail(fmt::format("{}: {} does not read, or is another directory's than the one {} names ({})",
+                              target.describe(), *name, kIdentityName, identity->directory));
     }
     if (to_ms && snapshot->covers_at_ms > *to_ms) continue;
     auto log = FUSEE_TRY(plan_log(target, manifests, snapshot->from_sequence, to_ms, problem));
@@ -368,6 +422,7 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
     if (auto names = fs.list(dir)) {
       for (const auto& name : *names) (void)io::remove_tree(fs, io::join_path(dir, name));
     }
+    if (why.empty()) why = written.error().message();
     if (written.error() != std::make_error_code(std::errc::invalid_argument)) {
       if (problem) *problem = why;
       return written.error();
