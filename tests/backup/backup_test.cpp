@@ -654,6 +654,17 @@ TEST_CASE("backup: after a crash the next open uploads what the log published be
     auto target = backup::open_directory_target(*image, "/backup");
     REQUIRE(target.has_value());
     CHECK((*target)->list(backup::kManifestPrefix)->empty());
+    // A restore of it now: nothing uploaded, a directory with no runs yet,
+    // which opens.
+    std::string problem;
+    auto empty = backup::restore_directory(*image, **target, "/restored-empty", std::nullopt, &problem);
+    REQUIRE_MESSAGE(empty.has_value(), problem);
+    CHECK(empty->batches == 0);
+    auto at_empty = crash_config(*image, clock);
+    at_empty.dir = "/restored-empty";
+    auto empty_engine = Engine::open(at_empty);
+    CHECK(empty_engine->list_runs().empty());
+    empty_engine->shutdown();
   }
   {
     auto reopened = crash_config(*image, clock);
