@@ -123,7 +123,7 @@ Result<void> verify_batches(const BackupTarget& target, std::uint64_t segment, s
 // between is never read).
 Result<void> restore_blob_pack(io::FileSystem& fs, BackupTarget& target, const ChunkRef& chunk,
                                const std::string& manifest, const std::string& wal_dir,
-                               std::set<std::uint64_t>& blob_files, std::string* problem) {
+                               std::set<std::uint64_t>& blob_files, std::string* problem, bool write) {
   auto got = target.get(chunk.blob_pack);
   if (!got) {
     if (problem) {
@@ -139,6 +139,7 @@ Result<void> restore_blob_pack(io::FileSystem& fs, BackupTarget& target, const C
     if (problem) *problem = fmt::format("{}: blob pack {}: {}", target.describe(), chunk.blob_pack, why);
     return std::make_error_code(std::errc::invalid_argument);
   }
+  if (!write) return ok();  // verify: the pack reads and its CRC holds
   const auto blob_dir = wal::blob_dir_of(wal_dir);
   if (!FUSEE_TRY(fs.exists(blob_dir))) FUSEE_TRY_VOID(fs.create_dir(blob_dir));
   for (const auto& blob : *blobs) {
@@ -240,7 +241,8 @@ struct Candidate {
 // Writes `candidate` into `dir` (absent or empty). Damage on the target
 // fails with invalid_argument and `problem` naming the object.
 Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
-                                     const Identity& identity, Candidate& candidate, std::string* problem) {
+                                     const Identity& identity, Candidate& candidate, std::string* problem,
+                                     bool write = true) {
   auto fail = [&](std::string why) {
     if (problem) *problem = std::move(why);
     return std::make_error_code(std::errc::invalid_argument);
@@ -275,10 +277,10 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
     end = std::max(end, batches[i].offset + batches[i].bytes);
   }
   auto wal_dir = io::join_path(dir, "wal");
-  if (!FUSEE_TRY(fs.exists(dir))) FUSEE_TRY_VOID(fs.create_dir(dir));
+  if (write && !FUSEE_TRY(fs.exists(dir))) FUSEE_TRY_VOID(fs.create_dir(dir));
   // Nothing published by then: a directory with no log yet, which the
   // engine makes at open.
-  if (keep > 0) FUSEE_TRY_VOID(fs.create_dir(wal_dir));
+  if (write && keep > 0) FUSEE_TRY_VOID(fs.create_dir(wal_dir));
   std::set<std::uint64_t> blob_files;  // written, to sync
   std::optional<std::uint32_t> prev_crc;  // the last batch checked: the chain goes on from it
   for (const auto& [segment, end] : ends) {
@@ -309,7 +311,8 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
       bytes.resize(chunk.offset);  // a chunk written again after a failure starts earlier
       bytes.insert(bytes.end(), object->begin(), object->end());
       if (!chunk.blob_pack.empty()) {
-        FUSEE_TRY_VOID(restore_blob_pack(fs, target, chunk, described_by(chunk.name), wal_dir, blob_files, problem));
+        FUSEE_TRY_VOID(
+            restore_blob_pack(fs, target, chunk, described_by(chunk.name), wal_dir, blob_files, problem, write));
       }
     }
     if (bytes.size() < end) {
@@ -328,35 +331,40 @@ Result<RestoreSummary> write_restore(io::FileSystem& fs, BackupTarget& target, c
     // Zeros past the last batch, to the size the header names: what a
     // segment the log prepared looks like past the batches a crash kept.
     bytes.resize(std::max<std::uint64_t>(end, segment_bytes_of(bytes)), std::byte{0});
-    auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir, wal::segment_file_name(segment)),
-                                  {.write = true, .create = true, .exclusive = true}));
-    FUSEE_TRY_VOID(wal::write_durably(*file, 0, bytes));
+    if (write) {
+      auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir, wal::segment_file_name(segment)),
+                                    {.write = true, .create = true, .exclusive = true}));
+      FUSEE_TRY_VOID(wal::write_durably(*file, 0, bytes));
+    }
     ++summary.segments;
     const auto& last = batches[keep - 1];
     if (last.segment == segment && (last.flags & wal::kBatchFlagRoll) != 0 && !ends.contains(segment + 1)) {
       // The cut ends on a roll marker: the log made the next segment durable
       // before it wrote the marker, and recovery wants it there. The next
       // segment as the log prepared it: its header, zeros past it.
-      FUSEE_TRY_VOID(write_next_segment(fs, wal_dir, bytes, last, problem));
+      if (write) FUSEE_TRY_VOID(write_next_segment(fs, wal_dir, bytes, last, problem));
       ++summary.segments;
     }
   }
+  if (snapshot) FUSEE_TRY_VOID(restore_snapshot(fs, target, *snapshot, io::join_path(dir, "runs"), problem, write));
+  if (!write) return summary;
   if (!blob_files.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal::blob_dir_of(wal_dir)));
   if (keep > 0) FUSEE_TRY_VOID(fs.sync_dir(wal_dir));
-  if (snapshot) FUSEE_TRY_VOID(restore_snapshot(fs, target, *snapshot, io::join_path(dir, "runs"), problem));
   FUSEE_TRY_VOID(engine::write_meta(fs, dir, engine::Meta{engine::kMetaFormat, identity.shards, 0}));
   FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));
   return summary;
 }
 
 
-// The restore itself, into `dir` (absent or empty): the newest snapshot
-// before the moment whose log the target holds, else the whole log; a
-// damaged one is skipped for the next older (said in the summary), and
-// what was written must pass the checks an engine's open makes (read
-// only) before the restore succeeds.
-Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
-                                    std::optional<std::int64_t> to_ms, std::string* problem) {
+// The ways to restore `target` to the moment, newest first: each snapshot
+// before it whose log the target holds, then the whole log when the target
+// holds it from the first batch. Refused (invalid_argument, `problem`)
+// when there is none, or the moment lies before the first batch.
+struct Ways {
+  Identity identity;
+  std::vector<Candidate> candidates;
+};
+Result<Ways> ways_to(BackupTarget& target, std::optional<std::int64_t> to_ms, std::string* problem) {
   auto fail = [&](std::string why) {
     if (problem) *problem = std::move(why);
     return std::make_error_code(std::errc::invalid_argument);
@@ -397,12 +405,28 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
                             "start at the directory's first batch: it cannot be restored to that moment",
                             target.describe()));
   }
+  return Ways{std::move(*identity), std::move(candidates)};
+}
+
+// The restore itself, into `dir` (absent or empty): the newest snapshot
+// before the moment whose log the target holds, else the whole log; a
+// damaged one is skipped for the next older (said in the summary), and
+// what was written must pass the checks an engine's open makes (read
+// only) before the restore succeeds.
+Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
+                                    std::optional<std::int64_t> to_ms, std::string* problem) {
+  auto fail = [&](std::string why) {
+    if (problem) *problem = std::move(why);
+    return std::make_error_code(std::errc::invalid_argument);
+  };
+  auto found = FUSEE_TRY(ways_to(target, to_ms, problem));
+  auto& [identity, candidates] = found;
   std::vector<std::string> skipped;
   for (auto& candidate : candidates) {
     const auto what = candidate.snapshot ? fmt::format("snapshot {}", snapshot_name(candidate.snapshot->covers_sequence))
                                          : std::string("the whole log");
     std::string why;
-    auto written = write_restore(fs, target, dir, *identity, candidate, &why);
+    auto written = write_restore(fs, target, dir, identity, candidate, &why);
     if (written) {
       // What an engine's open would refuse, found now: read only.
       auto offline = engine::read_offline_dir(fs, dir);
@@ -435,6 +459,30 @@ Result<RestoreSummary> restore_into(io::FileSystem& fs, BackupTarget& target, co
 }
 
 }  // namespace
+
+Result<VerifySummary> verify_target(io::FileSystem& fs, BackupTarget& target, std::optional<std::int64_t> to_ms,
+                                    std::string* problem) {
+  auto found = FUSEE_TRY(ways_to(target, to_ms, problem));
+  VerifySummary summary;
+  summary.shards = found.identity.shards;
+  for (auto& candidate : found.candidates) {
+    VerifiedWay way;
+    way.way = candidate.snapshot ? snapshot_name(candidate.snapshot->covers_sequence) : std::string("the whole log");
+    std::string why;
+    auto checked = write_restore(fs, target, std::string(), found.identity, candidate, &why, /*write=*/false);
+    if (!checked) {
+      if (problem) *problem = fmt::format("{}: {}", way.way, why.empty() ? checked.error().message() : why);
+      return checked.error();
+    }
+    way.from_ms = candidate.snapshot ? candidate.snapshot->covers_at_ms : candidate.plan.first_at_ms.value_or(0);
+    way.first_sequence = checked->first_sequence;
+    way.last_sequence = checked->last_sequence;
+    way.last_at_ms = checked->last_at_ms;
+    way.batches = checked->batches;
+    summary.ways.push_back(std::move(way));
+  }
+  return summary;
+}
 
 Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
                                          std::optional<std::int64_t> to_ms, std::string* problem) {

@@ -43,4 +43,29 @@ struct RestoreSummary {
 Result<RestoreSummary> restore_directory(io::FileSystem& fs, BackupTarget& target, const std::string& dir,
                                          std::optional<std::int64_t> to_ms, std::string* problem);
 
+// One way to restore a target (backup verify): from a snapshot, or the
+// whole log, to the batches it serves.
+struct VerifiedWay {
+  std::string way;                  // the snapshot's object, or "the whole log"
+  std::int64_t from_ms = 0;         // the earliest moment it serves: the snapshot's, or the first batch's
+  std::uint64_t first_sequence = 0;  // of the log it restores
+  std::uint64_t last_sequence = 0;
+  std::int64_t last_at_ms = 0;
+  std::uint64_t batches = 0;
+};
+
+struct VerifySummary {
+  std::uint32_t shards = 0;
+  std::vector<VerifiedWay> ways;  // newest snapshot first, the whole log last
+};
+
+// `fusee backup verify`: checks, writing nothing, every way the target can
+// be restored to the moment (nothing: the latest) -- each snapshot before
+// it and the whole log -- as a restore would check what it uses: every
+// object named exists with its size and CRC-32C, every batch's header, CRC
+// and chain, every blob pack, every snapshot file. Fails with `problem`
+// naming the first problem and the way it breaks.
+Result<VerifySummary> verify_target(io::FileSystem& fs, BackupTarget& target, std::optional<std::int64_t> to_ms,
+                                    std::string* problem);
+
 }  // namespace fusee::backup

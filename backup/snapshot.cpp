@@ -109,8 +109,8 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
 }
 
 Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Snapshot& snapshot,
-                              const std::string& runs_dir, std::string* problem) {
-  if (!FUSEE_TRY(fs.exists(runs_dir))) FUSEE_TRY_VOID(fs.create_dir(runs_dir));
+                              const std::string& runs_dir, std::string* problem, bool write) {
+  if (write && !FUSEE_TRY(fs.exists(runs_dir))) FUSEE_TRY_VOID(fs.create_dir(runs_dir));
   for (const auto& file : snapshot.files) {
     auto bytes = FUSEE_TRY(target.get(file.object));
     if (!bytes || bytes->size() != file.bytes) {
@@ -127,11 +127,12 @@ Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Sn
       }
       return std::make_error_code(std::errc::invalid_argument);
     }
+    if (!write) continue;
     auto out = FUSEE_TRY(
         fs.open(io::join_path(runs_dir, file.name), {.write = true, .create = true, .exclusive = true}));
     FUSEE_TRY_VOID(wal::write_durably(*out, 0, *bytes));
   }
-  return fs.sync_dir(runs_dir);
+  return write ? fs.sync_dir(runs_dir) : ok();
 }
 
 }  // namespace fusee::backup

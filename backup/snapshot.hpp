@@ -53,8 +53,9 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
                                                    std::map<std::string, std::uint32_t>& table_crcs,
                                                    std::string* problem);
 
-// Writes the snapshot's files into `runs_dir` (created) and syncs it.
+// Writes the snapshot's files into `runs_dir` (created) and syncs it, each
+// checked against its size and CRC-32C; with write false, only checks them.
 Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Snapshot& snapshot,
-                              const std::string& runs_dir, std::string* problem);
+                              const std::string& runs_dir, std::string* problem, bool write = true);
 
 }  // namespace fusee::backup

@@ -11,6 +11,7 @@
 #include "cli/reshard.hpp"
 #include "cli/restore.hpp"
 #include "cli/backup_status.hpp"
+#include "cli/backup_verify.hpp"
 #include "cli/server_command.hpp"
 #include "fusee/version.hpp"
 
@@ -106,6 +107,16 @@ int main(int argc, char** argv) {
   backup_status_command->add_option("dir,--dir", backup_status.dir, "The data directory")->required()->check(
       CLI::ExistingDirectory);
   backup_status_command->add_flag("--json", backup_status.json, "One JSON object instead of text");
+  fusee::cli::BackupVerifyOptions backup_verify;
+  auto* backup_verify_command = backup_command->add_subcommand(
+      "verify", "Check every way a backup target restores, writing nothing (docs/backup.md)");
+  backup_verify_command->add_option("--from", backup_verify.from,
+                                    "The backup target: a directory, or s3://BUCKET[/PREFIX]")->required();
+  backup_verify_command->add_option("--to", backup_verify.to, "The moment: UTC ISO 8601, milliseconds since the epoch, or latest")
+      ->capture_default_str();
+  backup_verify_command->add_option("--metrics-file", backup_verify.metrics_file,
+                                    "On success, write a Prometheus text file with the time (node_exporter's textfile "
+                                    "collector)");
   fusee::cli::RestoreCommandOptions restore;
   auto* restore_command = app.add_subcommand(
       "restore", "Rebuild a data directory from a backup as of a moment (docs/backup.md)");
@@ -175,6 +186,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand(reshard_command)) return fusee::cli::run_reshard(reshard);
   if (app.got_subcommand(restore_command)) return fusee::cli::run_restore(restore);
   if (backup_command->got_subcommand(backup_status_command)) return fusee::cli::run_backup_status(backup_status);
+  if (backup_command->got_subcommand(backup_verify_command)) return fusee::cli::run_backup_verify(backup_verify);
   if (app.got_subcommand(server_command)) return fusee::cli::run_server(server);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;

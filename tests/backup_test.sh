@@ -54,6 +54,18 @@ else
   "$fusee" restore --from "$scratch/target" --to latest --dir "$scratch/early" >/dev/null
 fi
 
+# backup verify: every way to restore the target checked, nothing written;
+# a metrics file on success; one byte changed in a chunk names it, exit 1.
+out=$("$fusee" backup verify --from "$scratch/target" --metrics-file "$scratch/verify.prom") ||
+  fail "verify of a sound target failed: $out"
+grep -q "every way to restore it holds" <<<"$out" || fail "verify: $out"
+grep -q "^fusee_backup_verify_last_success_timestamp_seconds [0-9]" "$scratch/verify.prom" || fail "no verify metric"
+cp -r "$scratch/target" "$scratch/damaged-target"
+chunk=$(ls "$scratch/damaged-target" | grep '^chunk-' | tail -1)
+printf '\x01' | dd of="$scratch/damaged-target/$chunk" bs=1 seek=20 conv=notrunc 2>/dev/null
+if out=$("$fusee" backup verify --from "$scratch/damaged-target" 2>&1); then fail "verify passed a damaged chunk: $out"; fi
+grep -q "$chunk" <<<"$out" || fail "verify did not name $chunk: $out"
+
 # A restore drill: restored into a scratch directory under TMPDIR, opened
 # read-only with every journal assembled, removed.
 mkdir "$scratch/tmp"
@@ -80,4 +92,4 @@ refused "is not empty" restore --from "$scratch/target" --to latest --dir "$scra
 refused "a bare number is milliseconds" restore --from "$scratch/target" --to 1796287082 --dir "$scratch/none"
 refused "$scratch/missing does not exist" restore --from "$scratch/target" --to latest --dir "$scratch/missing/sub"
 refused "has no backup" backup status "$scratch/early"
-echo "backup_test: demo with 15 kills restored and checked; status, an early restore, a restore drill and five refusals"
+echo "backup_test: demo with 15 kills restored and checked; status, an early restore, backup verify (sound and damaged), a restore drill and five refusals"

@@ -536,6 +536,13 @@ TEST_CASE("backup: one byte changed in, or the loss of, any object of each kind 
         const auto dir = scratch.sub("restored-" + std::to_string(cases));
         ++cases;
         auto restored = backup::restore_directory(fs, **target, dir, std::nullopt, &problem);
+        // backup verify finds what broke any way the restore tried.
+        std::string verify_problem;
+        auto verified = backup::verify_target(fs, **target, std::nullopt, &verify_problem);
+        if (!restored || !restored->skipped.empty()) {
+          CHECK_FALSE(verified.has_value());
+          CHECK_MESSAGE(contains(verify_problem, name), verify_problem);
+        }
         if (!restored) {
           ++refused;
           CHECK_MESSAGE(contains(problem, name), problem);
