@@ -1,6 +1,5 @@
 #include "cli/backup_verify.hpp"
 
-#include <date/date.h>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -15,11 +14,6 @@
 
 namespace fusee::cli {
 namespace {
-
-std::string utc_text(std::int64_t ms) {
-  return date::format("%FT%TZ", std::chrono::time_point_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::time_point(std::chrono::milliseconds(ms))));
-}
 
 // The metrics file, written whole then renamed over the old one, so that a
 // collector never reads half of it.

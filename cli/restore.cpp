@@ -19,15 +19,15 @@
 namespace fusee::cli {
 namespace {
 
-std::string utc_text(std::int64_t ms) {
-  return date::format("%FT%TZ", std::chrono::time_point_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::time_point(std::chrono::milliseconds(ms))));
-}
-
 // 1973-03-03 in ms; as seconds, the year 5138.
 constexpr std::int64_t kBareNumberMsMin = 100'000'000'000;
 
 }  // namespace
+
+std::string utc_text(std::int64_t ms) {
+  return date::format("%FT%TZ", std::chrono::time_point_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::time_point(std::chrono::milliseconds(ms))));
+}
 
 std::optional<std::int64_t> parse_restore_time(const std::string& text, std::string& why) {
   why.clear();

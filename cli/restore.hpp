@@ -25,6 +25,9 @@ struct RestoreCommandOptions {
 // an error message in `why` when it is neither.
 std::optional<std::int64_t> parse_restore_time(const std::string& text, std::string& why);
 
+// A moment in ms since the epoch as UTC ISO 8601 ("2026-12-02T04:00:00Z").
+std::string utc_text(std::int64_t ms);
+
 // 0 when restored, 1 when refused or failed (why is printed).
 int run_restore(const RestoreCommandOptions& options);
 
