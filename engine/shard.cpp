@@ -1361,17 +1361,7 @@ RunInfo Shard::parked_info(const ParkedRun& run) {
 
 void Shard::handle_waits(const std::vector<std::string>& ids, std::map<std::string, std::vector<PendingCommand>>& out) {
   for (const auto& id : ids) {
-    if (auto found = runs_.find(id); found != runs_.end()) {
-      out[id] = found->second->waiting_on();
-      continue;
-    }
-    if (store_ == nullptr) continue;
-    auto parked = store_->parked(id_, id);
-    if (!parked) {
-      fail_storage(parked.error());
-      return;
-    }
-    if (*parked) out[id] = std::move((*parked)->waiting);
+    if (auto found = runs_.find(id); found != runs_.end()) out[id] = found->second->waiting_on();
   }
 }
 

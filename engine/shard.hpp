@@ -162,8 +162,9 @@ class Shard {
   void handle_read_stream(const std::string& id, const std::string& stream, StreamFrom from,
                           std::shared_ptr<detail::StreamFeed> feed, Reply reply);
   void handle_list(const RunFilter& filter, std::vector<RunInfo>& out);
-  // What each of these runs (this shard's, running) waits on now: in
-  // memory, or as it parked. A run it does not hold is left out.
+  // What each of these runs (this shard's) that is in memory waits on now;
+  // the others (parked, or gone) are left out: the caller reads a parked
+  // one's from the run store, off this thread.
   void handle_waits(const std::vector<std::string>& ids, std::map<std::string, std::vector<PendingCommand>>& out);
   // A parked run as list_runs and get_run show it.
   static RunInfo parked_info(const ParkedRun& run);

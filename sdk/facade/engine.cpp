@@ -159,9 +159,10 @@ struct Engine::Impl final : engine::EngineCore {
     }
   }
   std::uint32_t shard_of(const std::string& id) const { return engine::shard_of(id, shard_count()); }
-  // What each running run of a page waits on, from its shard (the index
-  // does not keep it: it changes at every command). One post per shard
-  // that has a running run on the page.
+  // What each running run of a page waits on (the index does not keep it:
+  // it changes at every command): from its shard for a run in memory, one
+  // post per shard with a running run on the page; from the run store for a
+  // parked one, read here, off the shards' threads.
   void fill_waiting_on(std::vector<RunInfo>& runs) {
     std::map<std::uint32_t, std::vector<std::string>> by_shard;
     for (const auto& run : runs) {
@@ -185,7 +186,15 @@ struct Engine::Impl final : engine::EngineCore {
     Waits waits;
     for (auto& part : parts) waits.merge(part.get());
     for (auto& run : runs) {
-      if (auto found = waits.find(run.id); found != waits.end()) run.waiting_on = std::move(found->second);
+      if (auto found = waits.find(run.id); found != waits.end()) {
+        run.waiting_on = std::move(found->second);
+      } else if (run.status == RunStatus::running && store) {
+        auto parked = store->parked(shard_of(run.id), run.id);
+        if (!parked) {
+          throw Error(errc::storage, fmt::format("query_runs: cannot read the run store: {}", parked.error().message()));
+        }
+        if (*parked) run.waiting_on = std::move((*parked)->waiting);
+      }
     }
   }
 

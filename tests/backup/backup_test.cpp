@@ -52,6 +52,30 @@ void register_length(Engine& engine) {
   });
 }
 
+// Changes the bits `mask` of the byte at `at` in the file: damage on the
+// target, as a bad disk or a bad copy leaves it.
+void flip_bits(const std::string& path, std::streamoff at, char mask) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  REQUIRE(file.good());
+  file.seekg(at);
+  char byte = 0;
+  file.read(&byte, 1);
+  byte ^= mask;
+  file.seekp(at);
+  file.write(&byte, 1);
+  REQUIRE(file.good());
+}
+
+// Waits until what the engine published is on the target and a snapshot
+// was taken after it (the engine uploads, and snapshots, on its own thread).
+void wait_uploaded_with_snapshot(Engine& engine) {
+  const auto snapshots = engine.stats().backup.snapshots;
+  REQUIRE(eventually([&] {
+    auto stats = engine.stats().backup;
+    return stats.pending_batches == 0 && stats.snapshots > snapshots;
+  }));
+}
+
 std::int64_t ms_of(TimePoint time) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
 }
@@ -206,11 +230,7 @@ TEST_CASE("backup: with the clock stepped back the times on the target follow th
       harness.clock().advance(std::chrono::seconds(1));
       CHECK(engine->execute(kDouble, "a-" + std::to_string(k), k) == 2 * k);
       // Uploaded, and a snapshot taken, at this second.
-      const auto snapshots = engine->stats().backup.snapshots;
-      REQUIRE(eventually([&] {
-        auto stats = engine->stats().backup;
-        return stats.pending_batches == 0 && stats.snapshots > snapshots;
-      }));
+      wait_uploaded_with_snapshot(*engine);
     }
     stepped_at_ms = ms_of(harness.clock().now());
     harness.clock().advance(std::chrono::seconds(-30));  // NTP steps the clock back
@@ -294,15 +314,7 @@ TEST_CASE("backup: one byte changed in a chunk is refused naming the chunk, by i
   auto damaged_copy = [&](const std::string& name, bool strip_crcs) {
     auto copy = scratch.sub(name);
     std::filesystem::copy(config.backup_target, copy);
-    std::fstream file(copy + "/" + chunk.name, std::ios::in | std::ios::out | std::ios::binary);
-    REQUIRE(file.good());
-    file.seekg(at);
-    char byte = 0;
-    file.read(&byte, 1);
-    byte ^= 0x01;
-    file.seekp(at);
-    file.write(&byte, 1);
-    file.close();
+    flip_bits(copy + "/" + chunk.name, at, 0x01);
     if (strip_crcs) {
       // As a manifest written before chunks carried their CRC (and manifests
       // their own).
@@ -418,11 +430,7 @@ TEST_CASE("backup: a snapshot file with one byte changed is refused by its CRC, 
       harness.clock().advance(std::chrono::seconds(1));
       CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
       engine->checkpoint();
-      const auto snapshots = engine->stats().backup.snapshots;
-      REQUIRE(eventually([&] {
-        auto stats = engine->stats().backup;
-        return stats.pending_batches == 0 && stats.snapshots > snapshots;
-      }));
+      wait_uploaded_with_snapshot(*engine);
     }
     engine->shutdown();
   }
@@ -439,15 +447,7 @@ TEST_CASE("backup: a snapshot file with one byte changed is refused by its CRC, 
                                 [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
   REQUIRE(file.crc32c.has_value());
   REQUIRE(file.bytes > 100);
-  {
-    std::fstream bytes(config.backup_target + "/" + file.object, std::ios::in | std::ios::out | std::ios::binary);
-    bytes.seekg(100);
-    char byte = 0;
-    bytes.read(&byte, 1);
-    byte ^= 0x04;
-    bytes.seekp(100);
-    bytes.write(&byte, 1);
-  }
+  flip_bits(config.backup_target + "/" + file.object, 100, 0x04);
   std::string problem;
   auto restored = backup::restore_directory(fs, **target, scratch.sub("restored"), std::nullopt, &problem);
   REQUIRE_MESSAGE(restored.has_value(), problem);
@@ -487,11 +487,7 @@ TEST_CASE("backup: one byte changed in, or the loss of, any object of each kind 
       all.insert("r-" + std::to_string(k));
       all.insert("big-" + std::to_string(k));
       engine->checkpoint();
-      const auto snapshots = engine->stats().backup.snapshots;
-      REQUIRE(eventually([&] {
-        auto stats = engine->stats().backup;
-        return stats.pending_batches == 0 && stats.snapshots > snapshots;
-      }));
+      wait_uploaded_with_snapshot(*engine);
     }
     engine->shutdown();
   }
@@ -520,15 +516,7 @@ TEST_CASE("backup: one byte changed in, or the loss of, any object of each kind 
         if (remove) {
           std::filesystem::remove(path);
         } else {
-          const auto size = std::filesystem::file_size(path);
-          std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-          const auto at = static_cast<std::streamoff>(size / 2);
-          file.seekg(at);
-          char byte = 0;
-          file.read(&byte, 1);
-          byte ^= 0x10;
-          file.seekp(at);
-          file.write(&byte, 1);
+          flip_bits(path, static_cast<std::streamoff>(std::filesystem::file_size(path) / 2), 0x10);
         }
         auto target = backup::open_directory_target(fs, copy);
         REQUIRE(target.has_value());

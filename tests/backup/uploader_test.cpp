@@ -527,6 +527,16 @@ TEST_CASE("uploader: a slow target holds no durable write back; uploads never ov
 }
 
 namespace {
+// An uploader of `data`'s log to `target`, started.
+std::unique_ptr<backup::Uploader> start_uploader(LogUnderTest& data, backup::BackupTarget& target,
+                                                 const backup::UploaderOptions& options) {
+  std::string problem;
+  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", target,
+                                          backup::Identity{"test", 1}, options, &problem);
+  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  return std::move(*uploader);
+}
+
 // A record that says when it was made: 8 bytes of ms, then `size` - 8 of filler.
 std::vector<std::byte> timed_record(std::int64_t at_ms, std::size_t size) {
   std::vector<std::byte> record(size, std::byte{'t'});
@@ -549,18 +559,15 @@ TEST_CASE("uploader: a batch published before a crash that holds only a large re
   options.interval = std::chrono::hours(1);  // uploads when the test says
   options.warn = [](const std::string&) {};
   options.record_time_ms = time_of_record;
-  std::string problem;
   {
     LogUnderTest data(dir.sub("data"), 1024, [] { return std::int64_t{1'000}; });  // the clock stands at 1 s
     auto target = backup::open_directory_target(data.fs, dir.sub("target"));
     REQUIRE(target.has_value());
-    auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
-                                            backup::Identity{"test", 1}, options, &problem);
-    REQUIRE_MESSAGE(uploader.has_value(), problem);
+    auto uploader = start_uploader(data, **target, options);
     auto small = data.log->append(0, timed_record(1'000, 16));
     REQUIRE(small.has_value());
     REQUIRE(data.log->wait_durable(0, *small).has_value());
-    REQUIRE((*uploader)->upload_now().has_value());
+    REQUIRE(uploader->upload_now().has_value());
     auto large = data.log->append(0, timed_record(5'000, 4'000));  // to the blob area
     REQUIRE(large.has_value());
     REQUIRE(data.log->wait_durable(0, *large).has_value());
@@ -568,10 +575,8 @@ TEST_CASE("uploader: a batch published before a crash that holds only a large re
   LogUnderTest data(dir.sub("data"), 1024, [] { return std::int64_t{9'000}; });
   auto target = backup::open_directory_target(data.fs, dir.sub("target"));
   REQUIRE(target.has_value());
-  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
-                                          backup::Identity{"test", 1}, options, &problem);
-  REQUIRE_MESSAGE(uploader.has_value(), problem);
-  REQUIRE((*uploader)->upload_now().has_value());
+  auto uploader = start_uploader(data, **target, options);
+  REQUIRE(uploader->upload_now().has_value());
   auto names = (*target)->list(backup::kManifestPrefix);
   REQUIRE(names.has_value());
   std::int64_t large_batch_ms = -1;
@@ -598,20 +603,17 @@ TEST_CASE("uploader: a target emptied under a running engine stops the backup, l
   options.target_check = std::chrono::milliseconds(0);  // before every upload
   std::vector<std::string> warnings;
   options.warn = [&](const std::string& line) { warnings.push_back(line); };
-  std::string problem;
-  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
-                                          backup::Identity{"test", 1}, options, &problem);
-  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  auto uploader = start_uploader(data, **target, options);
   data.write(0, 5);
-  REQUIRE((*uploader)->upload_now().has_value());
-  CHECK_FALSE((*uploader)->stats().stopped);
+  REQUIRE(uploader->upload_now().has_value());
+  CHECK_FALSE(uploader->stats().stopped);
   // Someone empties the target (a bucket lifecycle rule, rm -r).
   for (const auto& entry : std::filesystem::directory_iterator(dir.sub("target"))) {
     std::filesystem::remove_all(entry.path());
   }
   data.write(5, 10);
-  CHECK_FALSE((*uploader)->upload_now().has_value());
-  auto stats = (*uploader)->stats();
+  CHECK_FALSE(uploader->upload_now().has_value());
+  auto stats = uploader->stats();
   CHECK(stats.stopped);
   CHECK_MESSAGE(testing::contains(stats.error, "no longer holds this directory's backup"), stats.error);
   CHECK(std::any_of(warnings.begin(), warnings.end(),
@@ -627,29 +629,24 @@ TEST_CASE("uploader: after a restart the upload lag counts this life's batches, 
   options.interval = std::chrono::hours(1);  // uploads when the test says
   options.warn = [](const std::string&) {};
   options.now_ms = clock;
-  std::string problem;
   {
     LogUnderTest data(dir.sub("data"), wal::kPayloadOffloadBytesDefault, clock);
     auto target = backup::open_directory_target(data.fs, dir.sub("target"));
     REQUIRE(target.has_value());
-    auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
-                                            backup::Identity{"test", 1}, options, &problem);
-    REQUIRE_MESSAGE(uploader.has_value(), problem);
+    auto uploader = start_uploader(data, **target, options);
     data.write(0, 5);
-    REQUIRE((*uploader)->upload_now().has_value());
+    REQUIRE(uploader->upload_now().has_value());
     data.write(5, 10);  // published, never uploaded in this life
   }
   now->store(1'000'000 + 3'600'000);  // an hour down
   LogUnderTest data(dir.sub("data"), wal::kPayloadOffloadBytesDefault, clock);
   auto target = backup::open_directory_target(data.fs, dir.sub("target"));
   REQUIRE(target.has_value());
-  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
-                                          backup::Identity{"test", 1}, options, &problem);
-  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  auto uploader = start_uploader(data, **target, options);
   data.write(10, 12);
   now->fetch_add(40);
-  REQUIRE((*uploader)->upload_now().has_value());
-  auto stats = (*uploader)->stats();
+  REQUIRE(uploader->upload_now().has_value());
+  auto stats = uploader->stats();
   CHECK(stats.covered_sequence == data.log->published_sequence());
   CHECK(stats.pending_batches == 0);
   CHECK_MESSAGE(stats.lag_p99_ms <= 40, stats.lag_p99_ms);
@@ -676,9 +673,7 @@ TEST_CASE("uploader: retention deletes what no restore within it needs; a moment
   options.retention = std::chrono::seconds(10);
   options.retention_check = std::chrono::milliseconds::zero();
   std::string problem;
-  auto uploader = backup::Uploader::start(data.fs, *data.log, data.options.dir + "/wal", **target,
-                                          backup::Identity{"test", 1}, options, &problem);
-  REQUIRE_MESSAGE(uploader.has_value(), problem);
+  auto uploader = start_uploader(data, **target, options);
   // 12 rounds, 3 s apart: records, a checkpoint, an upload and a snapshot.
   std::vector<std::int64_t> round_ms;
   for (int round = 0; round < 12; ++round) {
@@ -688,10 +683,10 @@ TEST_CASE("uploader: retention deletes what no restore within it needs; a moment
     const auto lsn = data.log->durable_lsn(0);
     batch.put_checkpoint(engine::Checkpoint{0, lsn, data.log->keep_from_sequence(0, lsn), "", 0});
     REQUIRE((*store)->write(std::move(batch)).has_value());
-    REQUIRE((*uploader)->upload_now().has_value());
+    REQUIRE(uploader->upload_now().has_value());
     round_ms.push_back(now_ms.load());
   }
-  auto stats = (*uploader)->stats();
+  auto stats = uploader->stats();
   CHECK(stats.snapshots == 12);
   CHECK(stats.retired_objects > 0);
   CHECK(stats.failures == 0);
@@ -765,6 +760,6 @@ TEST_CASE("uploader: retention deletes what no restore within it needs; a moment
   CHECK_FALSE(early.has_value());
   CHECK_MESSAGE(problem.find("cannot be restored to that moment") != std::string::npos, problem);
   REQUIRE(data.log->close().has_value());
-  REQUIRE((*uploader)->finish().has_value());
+  REQUIRE(uploader->finish().has_value());
 }
 }

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <map>
 #include <string>
-#include <thread>
 
+#include "tests/engine/engine_harness.hpp"
 #include "tests/support/http_client.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -91,11 +91,10 @@ TEST_SUITE("unit") {
     CHECK(running.json().at("stuck_position").is_null());
     // What it waits on: once its code reached the wait, the signal.
     json::value waiting;
-    for (int tries = 0; tries < 1500; ++tries) {
+    CHECK(fusee::testing::eventually([&] {
       waiting = call(at, beast_http::verb::get, "/v1/runs/o-1").json().at("waiting_on");
-      if (!waiting.as_array().empty() && waiting.as_array()[0].at("command") == "wait_for") break;
-      std::this_thread::sleep_for(20ms);
-    }
+      return !waiting.as_array().empty() && waiting.as_array()[0].at("command") == "wait_for";
+    }));
     REQUIRE(waiting.as_array().size() == 1);
     CHECK(waiting.as_array()[0].at("name") == "approval");
     CHECK(waiting.as_array()[0].at("position") == 2);  // after the step and the stream's write
