@@ -533,6 +533,9 @@ TEST_SUITE("unit") {
     CHECK(missing.error() == "unauthorized");
     CHECK(missing.headers["WWW-Authenticate"] == "Bearer");
     CHECK(call(at, beast_http::verb::get, "/metrics", {}, {{"Authorization", "Bearer wrong"}}).status == 401);
+    // What the engine did, as for /v1/stats: the token's.
+    CHECK(call(at, beast_http::verb::get, "/v1/stats/activity").status == 401);
+    CHECK(call(at, beast_http::verb::get, "/v1/stats/activity", {}, {{"Authorization", "Bearer s3cret"}}).status == 200);
     CHECK(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"echo","id":"t","input":"x"})",
                {{"Authorization", "Basic s3cret"}}).status == 401);
     CHECK(served.engine->list_runs().empty());
