@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backup/blob_pack.hpp"
 #include "backup/manifest_chain.hpp"
 
 namespace fusee::backup {
@@ -49,17 +50,40 @@ Result<Retired> retire_before(BackupTarget& target, const std::string& directory
     snapshots.erase(names[i]);
     ++retired.snapshots;
   }
-  // 2. The manifests before the log it needs, oldest first; each one's
-  // chunks and packs before it, so that a crash leaves no object nobody names.
+  // 2. The manifests before the log it needs, oldest first, each before the
+  // chunks and packs it names: a crash between leaves objects nobody names
+  // (swept below, now or at the next retention), never a manifest naming
+  // what is gone, which a verify would report as damage.
   for (std::size_t i = 0; i < start->index; ++i) {
-    const auto* manifest = FUSEE_TRY(chain.at(i, problem));
-    for (const auto& chunk : manifest->chunks) {
+    const auto chunks = FUSEE_TRY(chain.at(i, problem))->chunks;
+    FUSEE_TRY_VOID(remove(chain.names()[i].name));
+    ++retired.manifests;
+    for (const auto& chunk : chunks) {
       if (chunk.segment >= start->segment) continue;
       FUSEE_TRY_VOID(remove(chunk.name));
       if (!chunk.blob_pack.empty()) FUSEE_TRY_VOID(remove(chunk.blob_pack));
     }
-    FUSEE_TRY_VOID(remove(chain.names()[i].name));
-    ++retired.manifests;
+  }
+  // What an earlier retention's crash left: chunks and packs of the
+  // segments before the log it needs that no kept manifest names (only the
+  // first kept ones can name such a segment: uploads go forward).
+  std::set<std::string> still_named;
+  for (auto i = start->index; i < chain.names().size(); ++i) {
+    bool earlier = false;
+    for (const auto& chunk : FUSEE_TRY(chain.at(i, problem))->chunks) {
+      if (chunk.segment >= start->segment) continue;
+      earlier = true;
+      still_named.insert(chunk.name);
+      if (!chunk.blob_pack.empty()) still_named.insert(chunk.blob_pack);
+    }
+    if (!earlier) break;
+  }
+  for (const char* prefix : {kChunkPrefix, kBlobPackPrefix}) {
+    for (const auto& name : FUSEE_TRY(target.list(prefix))) {
+      // <prefix><segment, 10 digits>-<offset>
+      auto segment = number_of_name(name.substr(0, std::string_view(prefix).size() + 10), prefix);
+      if (segment && *segment < start->segment && !still_named.contains(name)) FUSEE_TRY_VOID(remove(name));
+    }
   }
   // 3. The store's files that no kept snapshot names: the older snapshots'
   // own files, and table files (those of snapshots a crash cut short too).

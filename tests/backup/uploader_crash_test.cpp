@@ -8,6 +8,11 @@
 //  - the next life resumes from the target's last manifest, uploads what
 //    the log kept, and at its clean close the target restores to exactly
 //    the log: every record, in order, large ones (the blob area) included.
+// And around those: nothing a crash leaves on the target is taken for
+// damage (backup::verify_target passes right after the crash and after the
+// next life), and a copy of the crashed directory, started after the next
+// life as a second writer of the same target, is stopped with a clear
+// error and changes nothing a restore gives.
 // The log's disk crashes too (a random crash image); the target's is a
 // separate one that does not (object storage, or another machine).
 // The second case adds a run store whose checkpoint moves on each round,
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "backup/blob_pack.hpp"
 #include "backup/directory_target.hpp"
 #include "backup/manifest.hpp"
 #include "backup/restore.hpp"
@@ -262,6 +268,28 @@ Life1 run_life_1(FaultFileSystem& fs, CrashingTarget& target, std::unique_ptr<Fa
   return life;
 }
 
+// Chunks and blob packs of segments before every one the manifests name:
+// what a crash in retention can leave, until the next retention sweeps it.
+std::vector<std::string> unnamed_old_objects(backup::BackupTarget& target) {
+  std::optional<std::uint64_t> first_segment;
+  for (const auto& name : target.list(backup::kManifestPrefix).value()) {
+    auto bytes = target.get(name).value();
+    REQUIRE(bytes.has_value());
+    auto manifest = backup::parse_manifest(*bytes);
+    REQUIRE(manifest.has_value());
+    for (const auto& chunk : manifest->chunks) first_segment = std::min(first_segment.value_or(chunk.segment), chunk.segment);
+  }
+  std::vector<std::string> old;
+  for (const char* prefix : {backup::kChunkPrefix, backup::kBlobPackPrefix}) {
+    for (const auto& name : target.list(prefix).value()) {
+      auto segment = backup::number_of_name(name.substr(0, std::string_view(prefix).size() + 10), prefix);
+      REQUIRE(segment.has_value());
+      if (!first_segment || *segment < *first_segment) old.push_back(name);
+    }
+  }
+  return old;
+}
+
 // The engine's disk with /data on it, and the target's, which never crashes.
 struct Disks {
   Disks() {
@@ -334,6 +362,34 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
           CHECK(restored.records[static_cast<std::size_t>(n - restored.first)] == record_of(n));
         }
       }
+      // Whatever the crash cut, the target verifies: a half-written upload
+      // is never reported as damage.
+      if (inner->get(backup::kIdentityName).value().has_value()) {
+        std::string problem;
+        CHECK_MESSAGE(backup::verify_target(remote, *inner, std::nullopt, &problem).has_value(), problem);
+      }
+      // The same crashed directory twice: the next life, and a copy of it.
+      auto copy = image->crash_image(CrashOutcome::keep_all());
+      // The copy, started beside the next life (both from the crash, before
+      // either writes): a second writer of the same target.
+      std::unique_ptr<wal::Log> copy_log;
+      std::unique_ptr<engine::RunStore> copy_store;
+      std::unique_ptr<backup::Uploader> copy_uploader;
+      {
+        auto log = wal::Log::open(*copy, log_options("/data"));
+        REQUIRE(log.has_value());
+        copy_log = std::move(*log);
+        if (with_store) {
+          auto opened = engine::RunStore::open("/data", nullptr, copy.get());
+          REQUIRE(opened.has_value());
+          copy_store = std::move(*opened);
+        }
+        std::string problem;
+        auto uploader = backup::Uploader::start(*copy, *copy_log, "/data/wal", *inner, backup::Identity{"dir", 1},
+                                                uploader_options(copy_store.get()), &problem);
+        REQUIRE_MESSAGE(uploader.has_value(), problem);
+        copy_uploader = std::move(*uploader);
+      }
       // The next life, on what the crash left, with the target back.
       REQUIRE(records_of(*image, "/data").size() >= static_cast<std::size_t>(life.durable));
       {
@@ -369,6 +425,30 @@ TEST_CASE("uploader: a crash at every call to the target, before or after it too
       REQUIRE(skipped <= local.size());
       CHECK(std::vector(local.begin() + static_cast<std::ptrdiff_t>(skipped), local.end()) == restored.records);
       CHECK(restored.from_snapshot == with_store);
+      {
+        std::string problem;
+        CHECK_MESSAGE(backup::verify_target(remote, *inner, std::nullopt, &problem).has_value(), problem);
+      }
+      // A retention the crash cut was finished by the next life's.
+      if (with_store) CHECK(unnamed_old_objects(*inner) == std::vector<std::string>{});
+      // The copy writes other records where the next life wrote its own,
+      // and uploads them: it is stopped, naming the other copy.
+      for (int n = 2000; n < 2010; ++n) {
+        auto lsn = copy_log->append(0, record_of(n));
+        REQUIRE(lsn.has_value());
+        REQUIRE(copy_log->wait_durable(0, *lsn).has_value());
+      }
+      if (copy_store) checkpoint(*copy_store, *copy_log);
+      test_clock_ms += 1000;
+      CHECK(!copy_uploader->upload_now().has_value());
+      CHECK(copy_uploader->stats().stopped);
+      CHECK_MESSAGE(copy_uploader->stats().error.find("another copy") != std::string::npos,
+                    copy_uploader->stats().error);
+      REQUIRE(copy_log->close().has_value());
+      (void)copy_uploader->finish();
+      copy_uploader.reset();  // before the store it reads
+      auto after_copy = restore_latest(remote, *inner, fmt::format("/after-copy-{}-{}", crash_at, after));
+      CHECK(after_copy.records == restored.records);
     }
   }
   CHECK(cases >= 2 * (calls - 4));
