@@ -16,6 +16,8 @@
 
 namespace fusee::backup {
 
+// Every call may come from several threads at once (a restore reads the
+// log's chunks and the run store's files side by side).
 class BackupTarget {
  public:
   virtual ~BackupTarget() = default;

@@ -54,7 +54,11 @@ class DirectoryTarget final : public BackupTarget {
     std::vector<std::byte> bytes(size);
     std::size_t done = 0;
     while (done < bytes.size()) {
-      auto got = FUSEE_TRY(file->read_at(done, std::span(bytes).subspan(done)));
+      // 1 MiB a read: the kernel reads ahead of a file read in pieces while
+      // each is copied out, and a single read of a whole 30 MB chunk waits for
+      // each readahead window in turn (about 1.1 GB/s against 1.7-2.0 here).
+      constexpr std::size_t kReadBytes = 1u << 20;
+      auto got = FUSEE_TRY(file->read_at(done, std::span(bytes).subspan(done, std::min(kReadBytes, bytes.size() - done))));
       if (got == 0) return Result<Out>(boost::system::in_place_error, std::make_error_code(std::errc::io_error));
       done += got;
     }

@@ -31,6 +31,9 @@ struct RestoreSummary {
   // restore reads none past the one the moment lies in): 0 when none.
   std::uint64_t batches_left_out = 0;
   std::uint64_t segments = 0;
+  // Read from the target: the log's chunks and blob packs, the snapshot's
+  // files (manifests and descriptions not counted).
+  std::uint64_t bytes_read = 0;
   // Newer ways to the moment that were tried and refused (a damaged
   // snapshot: then an older one, or the whole log), each with why.
   std::vector<std::string> skipped;

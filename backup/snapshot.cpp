@@ -109,7 +109,8 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
 }
 
 Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Snapshot& snapshot,
-                              const std::string& runs_dir, std::string* problem, bool write) {
+                              const std::string& runs_dir, std::string* problem, bool write,
+                              std::uint64_t* bytes_read) {
   if (write && !FUSEE_TRY(fs.exists(runs_dir))) FUSEE_TRY_VOID(fs.create_dir(runs_dir));
   for (const auto& file : snapshot.files) {
     auto bytes = FUSEE_TRY(target.get(file.object));
@@ -120,6 +121,7 @@ Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Sn
       }
       return std::make_error_code(std::errc::invalid_argument);
     }
+    if (bytes_read) *bytes_read += bytes->size();
     if (file.crc32c && crc32c(*bytes) != *file.crc32c) {
       if (problem) {
         *problem = fmt::format("{}: {} of snapshot {} is damaged: its CRC-32C is {:08x}, the snapshot says {:08x}",

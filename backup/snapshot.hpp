@@ -55,7 +55,9 @@ Result<std::optional<SnapshotTaken>> take_snapshot(io::FileSystem& fs, SnapshotS
 
 // Writes the snapshot's files into `runs_dir` (created) and syncs it, each
 // checked against its size and CRC-32C; with write false, only checks them.
+// `bytes_read` (optional) adds the bytes read from the target.
 Result<void> restore_snapshot(io::FileSystem& fs, BackupTarget& target, const Snapshot& snapshot,
-                              const std::string& runs_dir, std::string* problem, bool write = true);
+                              const std::string& runs_dir, std::string* problem, bool write = true,
+                              std::uint64_t* bytes_read = nullptr);
 
 }  // namespace fusee::backup

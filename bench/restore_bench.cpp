@@ -11,12 +11,19 @@
 //    (POSIX_FADV_DONTNEED), so the restore reads the disk as a restore after
 //    a loss would -- including its checks (every chunk's and batch's CRC,
 //    the result read as an engine's open would). MB/s over the bytes it
-//    wrote (log, blobs, run store);
+//    read from the target (the log's chunks and blob packs, the run store's
+//    files: what it restores; the zeros past a segment's last batch are
+//    written but not counted);
 //  - open: Engine::open of the restored directory (recovery replays the log
 //    past the snapshot's checkpoints), then shutdown, not timed.
-// The raw floor: a file of the same size, written and synced, dropped from
-// the page cache, read back in 1 MiB reads (O_DIRECT where the file system
-// takes it). The aim (issue 37): restore at >= 50% of it.
+// The raw floors, in the same directory: a file of the same size written in
+// 1 MiB O_DIRECT writes and synced (the disk's durable write), dropped from
+// the page cache and read back in 1 MiB reads (O_DIRECT where the file
+// system takes it), then copied (read back buffered and written to a new
+// file, synced: what any restore does at least). The aim (issue 37):
+// restore at >= 50% of the raw read -- which a restore that writes what it
+// reads meets only on a disk that writes at least half as fast as it reads;
+// the copy says what this one allows.
 //
 // Output: a table for people, then one JSON object per line (grep '^{').
 #include <fcntl.h>
@@ -85,41 +92,90 @@ std::uint64_t bytes_under(const fs::path& dir) {
   return bytes;
 }
 
-// The disk's sequential read, MB/s: `bytes` written and synced, dropped from
-// the cache, read back in 1 MiB reads. `how` says whether O_DIRECT was used.
-double raw_read_mb_per_s(const fs::path& path, std::uint64_t bytes, std::string& how) {
+struct Raw {
+  bench::Spread write_mb_s;
+  bench::Spread read_mb_s;
+  bench::Spread copy_mb_s;
+  std::string read_how;
+};
+
+// The disk's sequential write, read and copy, MB/s, over `bytes`: each in
+// rounds until a second has passed (at least 3), the median and spread.
+Raw raw_disk(const fs::path& path, std::uint64_t bytes) {
   constexpr std::size_t kChunk = 1u << 20;
-  void* raw = nullptr;
-  if (::posix_memalign(&raw, 4096, kChunk) != 0) return 0;
-  std::unique_ptr<void, decltype(&std::free)> buffer(raw, &std::free);
+  Raw raw;
+  void* memory = nullptr;
+  if (::posix_memalign(&memory, 4096, kChunk) != 0) return raw;
+  std::unique_ptr<void, decltype(&std::free)> buffer(memory, &std::free);
   std::memset(buffer.get(), 0x5a, kChunk);
-  {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto rounds = [](auto&& once) {
+    std::vector<double> mb_s;
+    auto start = Steady::now();
+    while (mb_s.size() < 3 || seconds_since(start) < 1.0) {
+      const double got = once();
+      if (got <= 0) break;
+      mb_s.push_back(got);
+    }
+    return bench::spread_of(mb_s);
+  };
+  raw.write_mb_s = rounds([&]() -> double {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return 0;
-    for (std::uint64_t done = 0; done < bytes; done += kChunk) {
+    auto start = Steady::now();
+    std::uint64_t written = 0;
+    for (; written < bytes; written += kChunk) {
       if (::write(fd, buffer.get(), kChunk) != static_cast<ssize_t>(kChunk)) break;
     }
     (void)::fdatasync(fd);
+    const double seconds = seconds_since(start);
     ::close(fd);
-  }
-  drop_cached(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  how = "O_DIRECT";
-  if (fd < 0) {
-    fd = ::open(path.c_str(), O_RDONLY);
-    how = "buffered, dropped from the cache first";
-  }
-  if (fd < 0) return 0;
-  auto start = Steady::now();
-  std::uint64_t read_bytes = 0;
-  for (;;) {
-    auto got = ::read(fd, buffer.get(), kChunk);
-    if (got <= 0) break;
-    read_bytes += static_cast<std::uint64_t>(got);
-  }
-  const double seconds = seconds_since(start);
-  ::close(fd);
-  return seconds > 0 ? static_cast<double>(read_bytes) / 1e6 / seconds : 0;
+    return static_cast<double>(written) / 1e6 / seconds;
+  });
+  raw.read_mb_s = rounds([&]() -> double {
+    drop_cached(path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+    raw.read_how = "O_DIRECT";
+    if (fd < 0) {
+      fd = ::open(path.c_str(), O_RDONLY);
+      raw.read_how = "buffered, dropped from the cache first";
+    }
+    if (fd < 0) return 0;
+    auto start = Steady::now();
+    std::uint64_t read_bytes = 0;
+    for (;;) {
+      auto got = ::read(fd, buffer.get(), kChunk);
+      if (got <= 0) break;
+      read_bytes += static_cast<std::uint64_t>(got);
+    }
+    const double seconds = seconds_since(start);
+    ::close(fd);
+    return static_cast<double>(read_bytes) / 1e6 / seconds;
+  });
+  // The copy: buffered both ways, as cp does.
+  const auto copy_path = fs::path(path.string() + ".copy");
+  raw.copy_mb_s = rounds([&]() -> double {
+    drop_cached(path);
+    int in = ::open(path.c_str(), O_RDONLY);
+    int out = ::open(copy_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    double mb_s = 0;
+    if (in >= 0 && out >= 0) {
+      auto start = Steady::now();
+      std::uint64_t copied = 0;
+      for (;;) {
+        auto got = ::read(in, buffer.get(), kChunk);
+        if (got <= 0 || ::write(out, buffer.get(), static_cast<std::size_t>(got)) != got) break;
+        copied += static_cast<std::uint64_t>(got);
+      }
+      (void)::fdatasync(out);
+      mb_s = static_cast<double>(copied) / 1e6 / seconds_since(start);
+    }
+    if (in >= 0) ::close(in);
+    if (out >= 0) ::close(out);
+    return mb_s;
+  });
+  fs::remove(copy_path);
+  return raw;
 }
 
 }  // namespace
@@ -138,10 +194,15 @@ int main(int argc, char** argv) {
   const fs::path top = scratch.path();
   const std::uint64_t log_bytes = options.mib << 20;
 
-  std::string raw_how;
-  const double raw_mb_s = raw_read_mb_per_s(top / "raw-read", log_bytes, raw_how);
-  fs::remove(top / "raw-read");
-  fmt::print("raw sequential read ({}): {:.0f} MB/s over {} MiB\n", raw_how, raw_mb_s, options.mib);
+  const auto raw = raw_disk(top / "raw", log_bytes);
+  fs::remove(top / "raw");
+  const double raw_mb_s = raw.read_mb_s.median;
+  for (const auto& [what, spread] : {std::pair{fmt::format("raw sequential read ({})", raw.read_how), raw.read_mb_s},
+                                     std::pair{std::string("raw durable write (O_DIRECT)"), raw.write_mb_s},
+                                     std::pair{std::string("raw copy (cp: buffered, then fdatasync)"), raw.copy_mb_s}}) {
+    fmt::print("{:<40} {:5.0f} MB/s median (rounds {:.0f}-{:.0f}) over {} MiB\n", what, spread.median, spread.min,
+               spread.max, options.mib);
+  }
 
   // The backup to restore.
   auto config = Config::local((top / "data").string());
@@ -196,7 +257,7 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "restore_bench: the restore failed: {}\n", problem);
       return 1;
     }
-    restored_bytes = bytes_under(into);
+    restored_bytes = restored->bytes_read;
     restore_s.push_back(seconds);
     restore_mb_s.push_back(static_cast<double>(restored_bytes) / 1e6 / seconds);
     auto opened_config = Config::local(into.string());
@@ -210,9 +271,11 @@ int main(int argc, char** argv) {
   const auto mb_s = bench::spread_of(restore_mb_s);
   const auto opens = bench::spread_of(open_ms);
   const double versus_raw = bench::ratio(mb_s.median, raw_mb_s);
-  fmt::print("restore     {} rounds  {:.0f} MiB written  {:.0f} MB/s median (rounds {:.0f}-{:.0f})  {} of the raw read\n",
+  const double versus_copy = bench::ratio(mb_s.median, raw.copy_mb_s.median);
+  fmt::print("restore     {} rounds  {:.0f} MiB restored  {:.0f} MB/s median (rounds {:.0f}-{:.0f})  {} of the raw "
+             "read, {} of the raw copy\n",
              restore_mb_s.size(), static_cast<double>(restored_bytes) / (1 << 20), mb_s.median, mb_s.min, mb_s.max,
-             bench::format_ratio(versus_raw));
+             bench::format_ratio(versus_raw), bench::format_ratio(versus_copy));
   fmt::print("open        {} rounds  {:.0f} ms median (rounds {:.0f}-{:.0f})\n", open_ms.size(), opens.median,
              opens.min, opens.max);
   fmt::print("aim: restore >= 0.5x the raw sequential read: {}x ({})\n", bench::format_ratio(versus_raw),
@@ -221,7 +284,23 @@ int main(int argc, char** argv) {
       .field("case", "raw_read")
       .field("mib", options.mib)
       .field("mb_per_s", bench::round_to_digits(raw_mb_s, 1))
-      .field("how", raw_how)
+      .field("mb_per_s_min", bench::round_to_digits(raw.read_mb_s.min, 1))
+      .field("mb_per_s_max", bench::round_to_digits(raw.read_mb_s.max, 1))
+      .field("how", raw.read_how)
+      .print();
+  bench::JsonLine("restore_bench")
+      .field("case", "raw_write")
+      .field("mib", options.mib)
+      .field("mb_per_s", bench::round_to_digits(raw.write_mb_s.median, 1))
+      .field("mb_per_s_min", bench::round_to_digits(raw.write_mb_s.min, 1))
+      .field("mb_per_s_max", bench::round_to_digits(raw.write_mb_s.max, 1))
+      .print();
+  bench::JsonLine("restore_bench")
+      .field("case", "raw_copy")
+      .field("mib", options.mib)
+      .field("mb_per_s", bench::round_to_digits(raw.copy_mb_s.median, 1))
+      .field("mb_per_s_min", bench::round_to_digits(raw.copy_mb_s.min, 1))
+      .field("mb_per_s_max", bench::round_to_digits(raw.copy_mb_s.max, 1))
       .print();
   bench::JsonLine("restore_bench")
       .field("case", "restore")
@@ -231,6 +310,7 @@ int main(int argc, char** argv) {
       .field("mb_per_s_min", bench::round_to_digits(mb_s.min, 1))
       .field("mb_per_s_max", bench::round_to_digits(mb_s.max, 1))
       .field("vs_raw_read", bench::round_to_digits(versus_raw, 3))
+      .field("vs_raw_copy", bench::round_to_digits(versus_copy, 3))
       .print();
   bench::JsonLine("restore_bench")
       .field("case", "open")
