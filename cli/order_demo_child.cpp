@@ -275,6 +275,9 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   config.segment_bytes = kSegmentBytes;
   config.checkpoint_interval = kCheckpointInterval;
   config.server_shards_max = options.shards_max;
+  // The next life's worker is started while this one runs, as a standby: it
+  // waits in open until the killed worker's leases come free.
+  config.server_open_timeout = std::chrono::milliseconds::zero();
   if (!options.backup.empty()) {
     config.backup_target = options.backup;
     // Often, so that kills land during uploads and snapshots of the run

@@ -1,6 +1,7 @@
 #include "remote/remote_sink.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -151,6 +152,11 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     }
     const auto reclaim_until = named ? std::chrono::steady_clock::now() + kReclaimFor
                                      : std::chrono::steady_clock::time_point::max();
+    // The first connect of a worker that wants every shard waits for those
+    // others hold up to open_wait (0: as long as it takes, a standby).
+    const auto open_until = first && options_.shards_max == 0 && options_.open_wait.count() > 0
+                                ? std::chrono::steady_clock::now() + options_.open_wait
+                                : std::chrono::steady_clock::time_point::max();
     std::vector<std::optional<protocol::Lease>> leases(shards_);
     std::uint32_t leased = 0;
     bool acquired = !asks;
@@ -163,7 +169,18 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       return true;
     };
     while (!have_all()) {
-      auto frame = wait_frame({MessageType::lease, MessageType::acquired}, problem, reclaim_until);
+      auto frame = wait_frame({MessageType::lease, MessageType::acquired}, problem, std::min(reclaim_until, open_until));
+      if (!frame && std::chrono::steady_clock::now() >= open_until) {
+        std::vector<std::uint32_t> missing;
+        for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+          if (!leases[shard]) missing.push_back(shard);
+        }
+        problem = fmt::format("another worker holds shard{} {} (waited {} ms for {}; Config::server_open_timeout, 0 "
+                              "to wait as a standby does)",
+                              missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), options_.open_wait.count(),
+                              missing.size() == 1 ? "it" : "them");
+        return std::make_error_code(std::errc::timed_out);
+      }
       if (!frame && std::chrono::steady_clock::now() >= reclaim_until) {
         problem = fmt::format("another worker took shards this one held while the server was away (waited {} s for "
                               "them): this engine was deposed; reopen it",
@@ -1002,7 +1019,8 @@ Result<RemoteConnection> connect_remote_sink(const RemoteOptions& options, std::
   for (;;) {
     auto connected = sink->connect(why);
     if (connected) break;
-    if (connected.error() == make_error_code(wal::errc::corrupt) || std::chrono::steady_clock::now() >= give_up ||
+    if (connected.error() == make_error_code(wal::errc::corrupt) || connected.error() == std::errc::timed_out ||
+        std::chrono::steady_clock::now() >= give_up ||
         why.starts_with("the server refused")) {
       if (problem) *problem = why;
       return connected.error();

@@ -17,6 +17,7 @@
 // thread reads the connection.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +50,10 @@ struct RemoteOptions {
   // at most N of the free ones and stand by for more (remote/shard_router.hpp
   // passes calls for the rest on).
   std::uint32_t shards_max = 0;
+  // With shards_max 0, how long the first connect waits for every lease
+  // (0: as long as it takes); past it, std::errc::timed_out and `problem`
+  // naming the shards it could not get.
+  std::chrono::milliseconds open_wait{0};
   std::function<void(const std::string&)> warn;  // the server went away, came back, or was lost for good
 };
 

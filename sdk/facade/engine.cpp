@@ -568,10 +568,15 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     std::uint32_t server_shards = 0;
     auto connection = remote::connect_remote_sink(
         remote::RemoteOptions{config.server, config.server_token, fmt::format("pid {}", ::getpid()),
-                              config.server_shards_max, warn},
+                              config.server_shards_max, config.server_open_timeout, warn},
         &server_shards,
         &problem);
-    if (!connection) throw Error(errc::storage, fmt::format("remote mode: {}", problem));
+    if (!connection) {
+      // Shards others hold past the open's deadline: try again later, or
+      // wait longer; anything else is the server's or the connection's.
+      throw Error(connection.error() == std::errc::timed_out ? errc::unavailable : errc::storage,
+                  fmt::format("remote mode: {}", problem));
+    }
     if (shards != 0 && shards != server_shards) {
       throw Error(errc::wrong_shard_count,
                   fmt::format("the server's directory has {} shards, not {}", server_shards, shards));

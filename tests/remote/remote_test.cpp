@@ -56,9 +56,11 @@ struct Warnings {
   }
 };
 
-std::unique_ptr<Engine> open_worker(const Server& server, Warnings& warnings) {
-  auto config = Config::remote(server.address());
+std::unique_ptr<Engine> open_worker(const std::string& address, Warnings& warnings,
+                                    std::chrono::milliseconds open_timeout = std::chrono::seconds(30)) {
+  auto config = Config::remote(address);
   config.warn = warnings.sink();
+  config.server_open_timeout = open_timeout;
   auto engine = Engine::open(config);
   engine->register_workflow(kDouble, [](Ctx& ctx, int input) -> Task<int> {
     int doubled = co_await ctx.step("double", [input] { return input * 2; });
@@ -66,6 +68,10 @@ std::unique_ptr<Engine> open_worker(const Server& server, Warnings& warnings) {
     co_return doubled + go.value_or(0);
   });
   return engine;
+}
+
+std::unique_ptr<Engine> open_worker(const Server& server, Warnings& warnings) {
+  return open_worker(server.address(), warnings);
 }
 
 }  // namespace
@@ -98,13 +104,17 @@ TEST_SUITE("unit") {
     auto first = open_worker(server, first_warnings);
     first->start(kDouble, "d-1", 5);
     server.stop();
-    server.start();
-    // The second worker gets there first and appends.
-    auto second = open_worker(server, second_warnings);
+    // Back where the first worker does not look: the second gets the shards
+    // and appends, whatever the first's reconnects do meanwhile.
+    server.start("elsewhere");
+    auto second = open_worker(server.address("elsewhere"), second_warnings);
     second->start(kDouble, "d-2", 7);
     second->signal("d-2", kGo, 0, "go-2");
     CHECK(second->result(kDouble, "d-2") == 14);
-    second->shutdown();  // its leases go to the first, which finds records it never saw
+    second->shutdown();
+    server.stop();
+    // Back where the first looks: it reconnects and finds records it never saw.
+    server.start();
     CHECK(first_warnings.wait_for("this engine was deposed; reopen it"));
     CHECK_THROWS_AS(first->start(kDouble, "d-3", 1), Error);
     first.reset();
@@ -118,6 +128,32 @@ TEST_SUITE("unit") {
 }
 
 TEST_SUITE("unit") {
+  TEST_CASE("remote: Engine::open waits for shards another worker holds up to its deadline, then names them") {
+    Server server;
+    server.start();
+    Warnings first_warnings, second_warnings;
+    auto first = open_worker(server, first_warnings);
+    try {
+      (void)open_worker(server.address(), second_warnings, std::chrono::milliseconds(300));
+      FAIL("the second worker opened while the first held every shard");
+    } catch (const Error& error) {
+      CHECK(error.error() == errc::unavailable);
+      CHECK_MESSAGE(std::string(error.what()).find("another worker holds shards 0, 1") != std::string::npos,
+                    error.what());
+      CHECK_MESSAGE(std::string(error.what()).find("server_open_timeout") != std::string::npos, error.what());
+    }
+    // The first goes on as before; once it is gone, a worker that waits as
+    // a standby (no deadline) gets every shard.
+    first->start(kDouble, "d-1", 5);
+    auto standby = std::async(std::launch::async, [&] {
+      return open_worker(server.address(), second_warnings, std::chrono::milliseconds::zero());
+    });
+    first->shutdown();
+    auto second = standby.get();
+    second->signal("d-1", kGo, 1, "go-1");
+    CHECK(second->result(kDouble, "d-1") == 11);
+  }
+
   TEST_CASE("remote: a stopping server has its workers checkpoint first, and the next worker starts from there") {
     Server server;
     server.start();

@@ -21,11 +21,13 @@ struct LogServer {
   io::PosixFileSystem fs;
   std::unique_ptr<server::LogService> service;
 
-  std::string address() const { return "unix:" + dir.sub("sock"); }
-  void start() {
+  // `socket`: another name than the usual one keeps workers that know the
+  // usual address from reconnecting until it is used again.
+  std::string address(const std::string& socket = "sock") const { return "unix:" + dir.sub(socket); }
+  void start(const std::string& socket = "sock") {
     server::LogServiceOptions options;
     options.dir = dir.sub("data");
-    options.listen = address();
+    options.listen = address(socket);
     options.shards = shards;
     options.direct_io = false;
     options.log = [](const std::string&) {};

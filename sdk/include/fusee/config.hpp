@@ -107,6 +107,11 @@ struct Config {
   // free up while under N; calls for the runs of the other shards go to
   // their holders through the server (docs/server-protocol.md).
   std::uint32_t server_shards_max = 0;
+  // Remote mode with server_shards_max 0: how long Engine::open waits for
+  // the leases of shards another worker holds; past it, open fails with
+  // errc::unavailable naming them. 0: as long as it takes (a standby that
+  // waits to take over from the holder sets it so).
+  std::chrono::milliseconds server_open_timeout{std::chrono::seconds(30)};
   // The HTTP/JSON API (docs/http-api.md), served by this engine on
   // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
   // off. With a token, every route but /healthz wants
