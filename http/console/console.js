@@ -72,6 +72,7 @@ async function render() {
 
 async function renderOnce() {
   clearTimeout(refreshTimer);
+  const hash = location.hash;
   const where = route();
   const show = pages[where.page] ?? pages.runs;
   // Each page says which page it shows (view.dataset.page) and replaces
@@ -83,6 +84,9 @@ async function renderOnce() {
   }
   try {
     const refreshMs = await show(where);
+    // What the view shows now: a reader (or a test) that follows the hash
+    // knows the page is drawn for it when this equals location.hash.
+    view.dataset.shown = hash;
     lastUpdated = new Date();
     statusLine.textContent = `updated ${lastUpdated.toLocaleTimeString()}`;
     statusLine.className = "";

@@ -44,6 +44,14 @@ async function waitForRuns(page, ids) {
   }
 }
 
+// Waits until the view is drawn for the URL's hash: after Back, Forward or
+// a link, the table may still show the page before for a moment, and a
+// check of it would read the wrong page.
+async function waitForShown(page) {
+  await page.waitForFunction(() => document.getElementById("view").dataset.shown === location.hash,
+    { timeout: 10000 });
+}
+
 // Waits until `selector`'s text matches `pattern`.
 async function waitForText(page, selector, pattern, timeout = 15000) {
   try {
@@ -319,6 +327,7 @@ async function runsAndFilters(page) {
   await waitForRuns(page, first);
   await page.goBack();
   await page.goBack();
+  await waitForShown(page);
   await waitForRuns(page, first);
   if (await page.$("#first-page")) fail("the first page offers a First page button");
   if (await page.$("#previous-page")) fail("the first page offers a Previous page button");

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "tests/support/crash_points.hpp"
+#include "tests/support/crash_sample.hpp"
 #include "tests/support/fault_file_system.hpp"
 
 using namespace fusee;
@@ -268,19 +269,16 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   CHECK(third.ran.empty());
 }
 
-// stride > 1 takes every stride-th point only (the first, then ..., and the
-// end): the default suites check every kDefaultStride-th, the slow suite
-// (make test-long) every one.
-void enumerate_crashes(Workload workload, const char* name, std::uint64_t stride) {
+// The workload once whole (its end, crashed too, and how many operations
+// it makes), then frozen at the points the sample picks
+// (tests/support/crash_sample.hpp: in make test a seeded sample within
+// `budget`, in make test-long every point), each crashed with every outcome.
+void enumerate_crashes(Workload workload, const char* name, std::chrono::seconds budget) {
   auto clock = std::make_shared<ManualClock>();
+  CrashSample sample(name, budget);
   std::uint64_t crash_points = 0;
   std::uint64_t crash_states = 0;
-  for (std::uint64_t crash_at = 0;; crash_at += stride) {
-    FaultFileSystem fs;
-    fs.set_crash_after_ops(crash_at);
-    Life life;
-    crashing_life(fs, clock, life, workload);
-    bool crashed = fs.crashed();
+  auto check_point = [&](FaultFileSystem& fs, Life& life, std::uint64_t crash_at) {
     ++crash_points;
     auto pending = fs.pending_data_op_count();
     std::vector<CrashOutcome> outcomes;
@@ -297,23 +295,38 @@ void enumerate_crashes(Workload workload, const char* name, std::uint64_t stride
                         "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe(), true, workload);
       ++crash_states;
     }
-    if (!crashed) {
-      // The workload ran to its end: every point is covered. The second
-      // open retired the first one's segments and its blob file.
-      if (workload == Workload::checkpoints) {
-        CHECK(life.segments_retired > 0);
-        CHECK(life.blob_files_left == 1);
-      }
-      if (workload == Workload::parking) CHECK(life.parked > 0);
-      break;
+  };
+  std::uint64_t last = 0;
+  {
+    FaultFileSystem fs;
+    Life life;
+    crashing_life(fs, clock, life, workload);
+    REQUIRE(!fs.crashed());
+    last = fs.operation_count();
+    // The end of the workload. The second open retired the first one's
+    // segments and its blob file.
+    if (workload == Workload::checkpoints) {
+      CHECK(life.segments_retired > 0);
+      CHECK(life.blob_files_left == 1);
     }
+    if (workload == Workload::parking) CHECK(life.parked > 0);
+    check_point(fs, life, last);
   }
-  std::cout << name << " (every " << stride << "): " << crash_points << " crash points, " << crash_states
-            << " crash states checked\n";
-  CHECK(crash_points * stride > 10);
+  while (auto crash_at = sample.next(last)) {
+    if (*crash_at >= last) continue;  // the end: checked above
+    FaultFileSystem fs;
+    fs.set_crash_after_ops(*crash_at);
+    Life life;
+    crashing_life(fs, clock, life, workload);
+    check_point(fs, life, *crash_at);
+  }
+  sample.report(crash_states);
+  CHECK(crash_points > 10);
 }
 
-void error_loops(Workload workload, const char* name, std::uint64_t stride) {
+// Each kind of I/O error at the operations the sample picks (every one in
+// make test-long), the budget shared among the kinds.
+void error_loops(Workload workload, const char* name, std::chrono::seconds budget) {
   auto clock = std::make_shared<ManualClock>();
   struct Variant {
     FaultEffect effect;
@@ -327,16 +340,26 @@ void error_loops(Workload workload, const char* name, std::uint64_t stride) {
       {FaultEffect::short_write, false, "short write once"},
       {FaultEffect::sync_loses_data, false, "sync loses data"},
   };
+  std::uint64_t last = 0;
+  {
+    FaultFileSystem fs;
+    Life life;
+    crashing_life(fs, clock, life, workload);
+    last = fs.operation_count();
+  }
   std::uint64_t runs = 0;
   std::uint64_t fired = 0;
   for (const auto& variant : variants) {
-    for (std::uint64_t nth = 1;; nth += stride) {
+    CrashSample sample(std::string(name) + ", " + variant.name, budget / std::size(variants));
+    std::uint64_t states = 0;
+    while (auto point = sample.next(last)) {
+      const auto nth = *point + 1;  // operations count from 1 here
       FaultFileSystem fs;
       fs.inject(Fault{OpKind::any, nth, variant.effect, variant.persistent});
       Life life;
       crashing_life(fs, clock, life, workload);
       ++runs;
-      if (fs.faults_fired() == 0) break;  // past the workload's last operation
+      if (fs.faults_fired() == 0) continue;  // past the workload's last operation this time
       ++fired;
       auto where = std::string(variant.name) + " at operation " + std::to_string(nth);
       // A power loss after the fault: only what was durable survives.
@@ -345,86 +368,40 @@ void error_loops(Workload workload, const char* name, std::uint64_t stride) {
       // A plain restart: the process dies, the kernel keeps what it had.
       auto restarted = fs.crash_image(CrashOutcome::keep_all(CrashOutcome::Names::keep));
       check_after_crash(*restarted, clock, life, where + ", then restart", false, workload);
+      states += 2;
     }
+    sample.report(states);
   }
-  std::cout << name << " (every " << stride << "): " << runs << " runs, " << fired << " with a fault fired\n";
-  CHECK(fired * stride > 100);
+  std::cout << name << ": " << runs << " runs, " << fired << " with a fault fired\n";
+  CHECK(fired > 50);
 }
 
 }  // namespace
 
-// Every point of these takes 20 to 90 s each on 2 cores: the default suites
-// check every kDefaultStride-th, the slow suite (make test-long) all.
-constexpr std::uint64_t kDefaultStride = 3;
-
+// Every point of these takes 20 to 90 s each on 2 cores: make test checks
+// a seeded sample within each case's budget, make test-long every point.
 TEST_SUITE("crash") {
   TEST_CASE("engine: after a crash at any operation, runs finish with the same results and nothing acknowledged is lost") {
-    enumerate_crashes(Workload::plain, "engine crash enumeration", kDefaultStride);
+    enumerate_crashes(Workload::plain, "engine", std::chrono::seconds(6));
   }
 
   TEST_CASE("engine: crashes during checkpoints, retirement and blob deletion lose nothing acknowledged") {
-    enumerate_crashes(Workload::checkpoints, "engine crash enumeration with checkpoints and retirement", kDefaultStride);
+    enumerate_crashes(Workload::checkpoints, "engine with checkpoints and retirement", std::chrono::seconds(6));
   }
 
   TEST_CASE("engine: crashes while a run has several commands in flight lose nothing acknowledged") {
-    enumerate_crashes(Workload::concurrent, "engine crash enumeration, commands in flight together", kDefaultStride);
+    enumerate_crashes(Workload::concurrent, "engine, commands in flight together", std::chrono::seconds(6));
   }
   TEST_CASE("engine: crashes while runs are parked and woken lose nothing acknowledged") {
-    enumerate_crashes(Workload::parking, "engine crash enumeration with parking", kDefaultStride);
+    enumerate_crashes(Workload::parking, "engine with parking", std::chrono::seconds(6));
   }
 
   TEST_CASE("engine: after an I/O error at any operation, nothing acknowledged is lost and every run finishes") {
-    error_loops(Workload::plain, "engine I/O error loops", kDefaultStride);
+    error_loops(Workload::plain, "engine I/O error loops", std::chrono::seconds(10));
   }
 
   TEST_CASE("engine: an I/O error during checkpoints and retirement loses nothing acknowledged") {
-    error_loops(Workload::checkpoints, "engine I/O error loops with checkpoints and retirement", kDefaultStride);
-  }
-}
-
-TEST_SUITE("slow") {
-  TEST_CASE("engine, every point: after a crash at any operation, runs finish with the same results") {
-    enumerate_crashes(Workload::plain, "engine crash enumeration", 1);
-  }
-  TEST_CASE("engine, every point: crashes during checkpoints, retirement and blob deletion") {
-    enumerate_crashes(Workload::checkpoints, "engine crash enumeration with checkpoints and retirement", 1);
-  }
-  TEST_CASE("engine, every point: crashes while a run has several commands in flight") {
-    enumerate_crashes(Workload::concurrent, "engine crash enumeration, commands in flight together", 1);
-  }
-  TEST_CASE("engine, every point: crashes while runs are parked and woken") {
-    enumerate_crashes(Workload::parking, "engine crash enumeration with parking", 1);
-  }
-  TEST_CASE("engine, every point: after an I/O error at any operation") {
-    error_loops(Workload::plain, "engine I/O error loops", 1);
-  }
-  TEST_CASE("engine, every point: an I/O error during checkpoints and retirement") {
-    error_loops(Workload::checkpoints, "engine I/O error loops with checkpoints and retirement", 1);
-  }
-}
-
-TEST_SUITE("unit") {
-  TEST_CASE("engine: a failed log write is told to the operator once, and shown in stats()") {
-    auto clock = std::make_shared<ManualClock>();
-    FaultFileSystem fs;
-    std::mutex mu;
-    std::vector<std::string> warnings;
-    auto config = config_for(fs, clock);
-    config.warn = [&](const std::string& text) {
-      std::lock_guard lock(mu);
-      warnings.push_back(text);
-    };
-    auto engine = Engine::open(config);
-    Life life;
-    register_order(*engine, life);
-    CHECK(engine->stats().log_error.empty());
-    fs.inject(Fault{OpKind::write, 1, FaultEffect::io_error, true});
-    CHECK_THROWS_AS(engine->start(kOrder, "doomed", 1), Error);
-    CHECK_THROWS_AS(engine->start(kOrder, "doomed-too", 2), Error);
-    CHECK_FALSE(engine->stats().log_error.empty());
-    std::lock_guard lock(mu);
-    auto told = std::count_if(warnings.begin(), warnings.end(),
-                              [](const std::string& text) { return text.find("the log failed") != std::string::npos; });
-    CHECK(told == 1);
+    error_loops(Workload::checkpoints, "engine I/O error loops with checkpoints and retirement",
+                std::chrono::seconds(10));
   }
 }

@@ -219,22 +219,26 @@ void check_after_crash(FaultFileSystem& image, Life& before, const std::string& 
   CHECK(third.fraud == 0);
 }
 
-void enumerate_points(std::uint64_t stride) {
+void enumerate_points() {
   Coverage coverage;
   auto crash_points = enumerate_life_crash_points<Life>(
-      "patch in flight", stride, [&](FaultFileSystem& fs, Life& life) { crashing_life(fs, life); },
+      "patch in flight", std::chrono::seconds(6), [&](FaultFileSystem& fs, Life& life) { crashing_life(fs, life); },
       [&](FaultFileSystem& image, Life& life, const std::string& where) {
         check_after_crash(image, life, where, coverage);
       });
-  CHECK(crash_points * stride > 10);
+  CHECK(crash_points > 10);
   // Not vacuous: states with the charge under way and without, and the old
   // journal ending before the first patch and after the last start (only
   // the last patch new). The four starts go to the log in one batch, so no
   // crash falls between them.
-  CHECK(coverage.charge_begun > 0);
-  CHECK(coverage.charge_not_begun > 0);
-  CHECK(coverage.first_new.count('c') == 1);
-  CHECK(coverage.first_new.count('a') == 1);
+  // (Every point in make test-long; a sample may miss the few states of
+  // one kind, so make test only prints what it saw.)
+  if (crash_whole()) {
+    CHECK(coverage.charge_begun > 0);
+    CHECK(coverage.charge_not_begun > 0);
+    CHECK(coverage.first_new.count('c') == 1);
+    CHECK(coverage.first_new.count('a') == 1);
+  }
   std::cout << "patch in flight: " << coverage.charge_begun << " states with the charge under way, "
             << coverage.charge_not_begun << " without; first new patch seen: "
             << std::string(coverage.first_new.begin(), coverage.first_new.end()) << "\n";
@@ -244,13 +248,6 @@ void enumerate_points(std::uint64_t stride) {
 
 TEST_SUITE("crash") {
   TEST_CASE("engine: a patch deployed while a step, a child, a timer and a wait are in flight moves none of them") {
-    enumerate_points(3);
-  }
-}
-
-TEST_SUITE("slow") {
-  TEST_CASE("engine: a patch deployed while a step, a child, a timer and a wait are in flight moves none of them, "
-            "every point") {
-    enumerate_points(1);
+    enumerate_points();
   }
 }

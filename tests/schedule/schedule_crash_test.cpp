@@ -163,32 +163,28 @@ void check_queue(FaultFileSystem& image, Life& before, const std::string& where)
 
 }  // namespace
 
-// Every point takes about 40 s for each workload on 2 cores: the default
-// suites check every 8th, the slow suite (make test-long) all.
-void schedule_points(std::uint64_t stride) {
+// Every point takes about 40 s for each workload on 2 cores: make test
+// checks a seeded sample within the budget, make test-long every point
+// (crash_sample.hpp).
+void schedule_points() {
   auto crash_points = enumerate_life_crash_points<Life>(
-      "schedule", stride, [&](FaultFileSystem& fs, Life& life) { schedule_life(fs, life); },
+      "schedule", std::chrono::seconds(5), [&](FaultFileSystem& fs, Life& life) { schedule_life(fs, life); },
       [&](FaultFileSystem& image, Life& life, const std::string& where) { check_schedule(image, life, where); });
-  CHECK(crash_points * stride > 100);
+  CHECK(crash_points > 10);
 }
 
-void queue_points(std::uint64_t stride) {
+void queue_points() {
   auto crash_points = enumerate_life_crash_points<Life>(
-      "queue", stride, [&](FaultFileSystem& fs, Life& life) { queue_life(fs, life); },
+      "queue", std::chrono::seconds(5), [&](FaultFileSystem& fs, Life& life) { queue_life(fs, life); },
       [&](FaultFileSystem& image, Life& life, const std::string& where) { check_queue(image, life, where); });
-  CHECK(crash_points * stride > 100);
+  CHECK(crash_points > 10);
 }
 
 TEST_SUITE("crash") {
   TEST_CASE("schedule: crashes around a due time's fire start its run once, by its id, and lose no schedule") {
-    schedule_points(8);
+    schedule_points();
   }
   TEST_CASE("queue: crashes around enqueues and admission lose no acknowledged run and start none twice") {
-    queue_points(8);
+    queue_points();
   }
-}
-
-TEST_SUITE("slow") {
-  TEST_CASE("schedule: every crash point around a due time's fire") { schedule_points(1); }
-  TEST_CASE("queue: every crash point around enqueues and admission") { queue_points(1); }
 }

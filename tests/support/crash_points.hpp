@@ -5,6 +5,7 @@
 // and handed to `check`. Returns the number of crash points.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fusee/fusee.hpp"
+#include "tests/support/crash_sample.hpp"
 #include "tests/support/fault_file_system.hpp"
 
 namespace fusee::testing {
@@ -32,43 +34,57 @@ inline Config crash_config(FaultFileSystem& fs, const std::shared_ptr<ManualCloc
 
 // life(fs) runs the workload and returns what it acknowledged;
 // check(image, acknowledged, where) reopens the crash image and checks it.
-// stride > 1 takes every stride-th point only (the first, then ...), and the
-// end: for a long workload in the default suites, whose every point a slow
-// suite checks.
+// The workload runs once whole first (its end, crashed too, and how many
+// operations it makes), then frozen at the points `sample` picks
+// (tests/support/crash_sample.hpp: in make test a seeded sample within the
+// case's budget, in make test-long every one). Returns the number of crash
+// points checked.
 template <typename Life, typename Check>
-std::uint64_t enumerate_crash_points(Life life, Check check, std::uint64_t stride = 1) {
+std::uint64_t enumerate_crash_points(Life life, Check check, CrashSample& sample, std::uint64_t* states = nullptr) {
   std::uint64_t crash_points = 0;
-  for (std::uint64_t crash_at = 0;; crash_at += stride) {
-    FaultFileSystem fs;
-    fs.set_crash_after_ops(crash_at);
-    auto acknowledged = life(fs);
+  auto crash_at_point = [&](FaultFileSystem& fs, std::uint64_t crash_at, auto& acknowledged) {
     ++crash_points;
     std::vector<CrashOutcome> outcomes{CrashOutcome::drop_all(), CrashOutcome::keep_all(CrashOutcome::Names::keep),
                                        CrashOutcome::random_subset(crash_at), CrashOutcome::tear(crash_at)};
     for (const auto& outcome : outcomes) {
       auto image = fs.crash_image(outcome);
-      check(*image, *acknowledged, "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe());
+      check(*image, acknowledged, "crash after " + std::to_string(crash_at) + " ops, " + outcome.describe());
+      if (states) ++*states;
     }
-    if (!fs.crashed()) break;  // the workload ran to its end: every point is covered
+  };
+  std::uint64_t last = 0;
+  {
+    FaultFileSystem fs;
+    auto acknowledged = life(fs);
+    last = fs.operation_count();
+    crash_at_point(fs, last, *acknowledged);
+  }
+  while (auto crash_at = sample.next(last)) {
+    if (*crash_at >= last) continue;  // the end: checked above
+    FaultFileSystem fs;
+    fs.set_crash_after_ops(*crash_at);
+    auto acknowledged = life(fs);
+    crash_at_point(fs, *crash_at, *acknowledged);
   }
   return crash_points;
 }
 
 // The same for a workload whose life is a `Life` filled in by
-// run_life(fs, life); prints "<name> crash enumeration (every N): ..." and
-// returns the number of crash points.
+// run_life(fs, life); prints "<name> crash enumeration: ..." and returns the
+// number of crash points checked. `budget`: the case's time in make test.
 template <typename Life, typename RunLife, typename Check>
-std::uint64_t enumerate_life_crash_points(const std::string& name, std::uint64_t stride, RunLife run_life,
+std::uint64_t enumerate_life_crash_points(const std::string& name, std::chrono::seconds budget, RunLife run_life,
                                           Check check) {
+  CrashSample sample(name, budget);
+  std::uint64_t states = 0;
   auto crash_points = enumerate_crash_points(
       [&](FaultFileSystem& fs) {
         auto life = std::make_unique<Life>();
         run_life(fs, *life);
         return life;
       },
-      check, stride);
-  std::cout << name << " crash enumeration (every " << stride << "): " << crash_points << " crash points, "
-            << crash_points * 4 << " crash states checked\n";
+      check, sample, &states);
+  sample.report(states);
   return crash_points;
 }
 
