@@ -48,7 +48,15 @@ class DirectoryTarget final : public BackupTarget {
     using Out = std::optional<std::vector<std::byte>>;
     if (!good_name(name)) return Result<Out>(boost::system::in_place_error, std::make_error_code(std::errc::invalid_argument));
     auto path = io::join_path(dir_, name);
-    if (!FUSEE_TRY(fs_.exists(path))) return Out();
+    if (!FUSEE_TRY(fs_.exists(path))) {
+      // The target's own directory gone (an unmounted disk, a share away)
+      // is a target out of reach, not one without the object: the uploader
+      // tries again, where "no identity" would stop the backup for good.
+      if (!FUSEE_TRY(fs_.exists(dir_))) {
+        return Result<Out>(boost::system::in_place_error, std::make_error_code(std::errc::no_such_device));
+      }
+      return Out();
+    }
     auto file = FUSEE_TRY(fs_.open(path, {}));
     auto size = FUSEE_TRY(file->size());
     std::vector<std::byte> bytes(size);

@@ -837,8 +837,14 @@ TEST_CASE("backup: while the target is away the engine goes on; past the backlog
   (void)error_message(errc::busy, [&] { engine->cancel("held", "no"); });
   CHECK_FALSE(engine->get_run("refused").has_value());  // nothing was recorded
   // The run in flight goes on: its timer fires, its step runs.
+  const auto failures = engine->stats().backup.failures;
   harness.clock().advance(std::chrono::seconds(11));
   CHECK(engine->result(kHeld, "held") == 42);
+  // Past the target check's 10 s, an upload tries while the target is
+  // still away: a target out of reach, not an emptied one (which would stop
+  // the backup for good). Once failed under load, now every time.
+  CHECK(eventually([&] { return engine->stats().backup.failures >= failures + 2; }));
+  CHECK_FALSE(engine->stats().backup.stopped);
   // Back: the backlog goes up, new requests are taken again.
   std::filesystem::rename(target + "-away", target);
   CHECK(eventually([&] { return !engine->stats().backup.backlog_full; }));
