@@ -280,28 +280,18 @@ int main(int argc, char** argv) {
              opens.min, opens.max);
   fmt::print("aim: restore >= 0.5x the raw sequential read: {}x ({})\n", bench::format_ratio(versus_raw),
              versus_raw >= 0.5 ? "met" : "not met");
-  bench::JsonLine("restore_bench")
-      .field("case", "raw_read")
-      .field("mib", options.mib)
-      .field("mb_per_s", bench::round_to_digits(raw_mb_s, 1))
-      .field("mb_per_s_min", bench::round_to_digits(raw.read_mb_s.min, 1))
-      .field("mb_per_s_max", bench::round_to_digits(raw.read_mb_s.max, 1))
-      .field("how", raw.read_how)
-      .print();
-  bench::JsonLine("restore_bench")
-      .field("case", "raw_write")
-      .field("mib", options.mib)
-      .field("mb_per_s", bench::round_to_digits(raw.write_mb_s.median, 1))
-      .field("mb_per_s_min", bench::round_to_digits(raw.write_mb_s.min, 1))
-      .field("mb_per_s_max", bench::round_to_digits(raw.write_mb_s.max, 1))
-      .print();
-  bench::JsonLine("restore_bench")
-      .field("case", "raw_copy")
-      .field("mib", options.mib)
-      .field("mb_per_s", bench::round_to_digits(raw.copy_mb_s.median, 1))
-      .field("mb_per_s_min", bench::round_to_digits(raw.copy_mb_s.min, 1))
-      .field("mb_per_s_max", bench::round_to_digits(raw.copy_mb_s.max, 1))
-      .print();
+  auto raw_line = [&](const char* what, const bench::Spread& spread) {
+    bench::JsonLine line("restore_bench");
+    line.field("case", what)
+        .field("mib", options.mib)
+        .field("mb_per_s", bench::round_to_digits(spread.median, 1))
+        .field("mb_per_s_min", bench::round_to_digits(spread.min, 1))
+        .field("mb_per_s_max", bench::round_to_digits(spread.max, 1));
+    return line;
+  };
+  raw_line("raw_read", raw.read_mb_s).field("how", raw.read_how).print();
+  raw_line("raw_write", raw.write_mb_s).print();
+  raw_line("raw_copy", raw.copy_mb_s).print();
   bench::JsonLine("restore_bench")
       .field("case", "restore")
       .field("rounds", static_cast<std::uint64_t>(restore_mb_s.size()))

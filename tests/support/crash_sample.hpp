@@ -24,6 +24,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fusee::testing {
@@ -45,6 +46,28 @@ inline bool crash_whole() {
   const char* text = std::getenv("FUSEE_CRASH_WHOLE");
   return text != nullptr && std::string(text) == "1";
 }
+
+// Several workloads' points numbered as one range, so that one sample
+// spreads over them all: add each workload's count, then find which
+// workload a point of the range is, and its point within it.
+class PointRanges {
+ public:
+  void add(std::uint64_t points) {
+    first_.push_back(total_);
+    total_ += points;
+  }
+  std::uint64_t total() const { return total_; }
+  // (workload index, point within it)
+  std::pair<std::size_t, std::uint64_t> locate(std::uint64_t point) const {
+    const auto index =
+        static_cast<std::size_t>(std::upper_bound(first_.begin(), first_.end(), point) - first_.begin() - 1);
+    return {index, point - first_[index]};
+  }
+
+ private:
+  std::vector<std::uint64_t> first_;
+  std::uint64_t total_ = 0;
+};
 
 class CrashSample {
  public:

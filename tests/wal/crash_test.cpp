@@ -52,9 +52,8 @@ TEST_CASE("every crash point of every workload recovers all that was acknowledge
   // end (nothing crashed), checked too.
   auto workloads = log_workloads();
   REQUIRE(workloads.size() >= 20);
-  std::vector<std::uint64_t> first_point;
+  PointRanges ranges;
   std::vector<std::uint64_t> seeds;
-  std::uint64_t points = 0;
   for (std::size_t w = 0; w < workloads.size(); ++w) {
     const auto seed = 0x5eed0000 + w;
     FaultFileSystem fs(workloads[w].fs_options);
@@ -62,17 +61,15 @@ TEST_CASE("every crash point of every workload recovers all that was acknowledge
     Ledger ledger(workloads[w].shards);
     WorkloadContext context{fs, options, ledger};
     workloads[w].run(context);
-    first_point.push_back(points);
     seeds.push_back(seed);
-    points += fs.operation_count() + 1;  // crash after 0 .. count operations (count: the end)
+    ranges.add(fs.operation_count() + 1);  // crash after 0 .. count operations (count: the end)
   }
   // At least 100,000 crash states (docs/testing.md), budget or not.
   CrashSample sample("log crash enumeration", std::chrono::seconds(25), 200);
   Totals totals;
-  while (auto point = sample.next(points - 1, totals.crash_states + totals.recovery_crash_states < 100'000)) {
-    const auto w = static_cast<std::size_t>(
-        std::upper_bound(first_point.begin(), first_point.end(), *point) - first_point.begin() - 1);
-    check_point(workloads[w], seeds[w], *point - first_point[w], totals);
+  while (auto point = sample.next(ranges.total() - 1, totals.crash_states + totals.recovery_crash_states < 100'000)) {
+    const auto [w, crash_at] = ranges.locate(*point);
+    check_point(workloads[w], seeds[w], crash_at, totals);
   }
   sample.report(totals.crash_states + totals.recovery_crash_states);
   MESSAGE("crash enumeration: " << workloads.size() << " workloads, " << totals.crash_points << " crash points, "

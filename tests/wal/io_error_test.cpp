@@ -45,8 +45,7 @@ TEST_CASE("an I/O error at any operation never acknowledges unflushed data and l
   const auto workloads = log_workloads();
   // Each workload's operation count, run once without a fault: its points
   // are operations 1..count+1 (the last fires nothing) for each variant.
-  std::vector<std::uint64_t> first_point;  // per workload
-  std::uint64_t points = 0;
+  PointRanges ranges;
   std::vector<std::uint64_t> operations;
   for (const auto& workload : workloads) {
     FaultFileSystem fs(workload.fs_options);
@@ -55,17 +54,14 @@ TEST_CASE("an I/O error at any operation never acknowledges unflushed data and l
     WorkloadContext context{fs, options, ledger};
     workload.run(context);
     operations.push_back(fs.operation_count() + 1);
-    first_point.push_back(points);
-    points += operations.back() * variants.size();
+    ranges.add(operations.back() * variants.size());
   }
   CrashSample sample("I/O error loops", std::chrono::seconds(8), 600);
   std::uint64_t runs = 0;
   std::uint64_t fired_runs = 0;
-  while (auto point = sample.next(points - 1)) {
-    const auto w = static_cast<std::size_t>(
-        std::upper_bound(first_point.begin(), first_point.end(), *point) - first_point.begin() - 1);
+  while (auto point = sample.next(ranges.total() - 1)) {
+    const auto [w, within] = ranges.locate(*point);
     const auto& workload = workloads[w];
-    const auto within = *point - first_point[w];
     const auto& variant = variants[within / operations[w]];
     const auto nth = within % operations[w] + 1;
     auto where = "workload '" + workload.name + "', " + effect_name(variant.effect) +
