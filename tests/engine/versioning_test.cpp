@@ -273,6 +273,14 @@ TEST_CASE_TEMPLATE("a patch: runs from before it keep the old path, new runs tak
     auto engine = harness.open();
     register_stage(*engine, 0);
     (void)engine->start(kPatched, "old", 1);  // waits for "go" past the patch point
+    // The start is acknowledged once durable, before its code runs: until
+    // the run waits for "go" it has not passed the patch point, and the next
+    // code would decide it (under load the shutdown came first, and "old"
+    // took the new path).
+    REQUIRE(eventually([&] {
+      auto info = engine->get_run("old");
+      return info && !info->waiting_on.empty();
+    }));
     engine->shutdown();
   }
   {
