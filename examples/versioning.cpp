@@ -8,9 +8,11 @@
 //        approves both and prints their totals.
 #include <fusee/fusee.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <thread>
 
 using namespace fusee;
 
@@ -49,6 +51,14 @@ int main(int argc, char** argv) {
   if (phase == "old") {
     engine->register_workflow(kOrder, order_v1, kApproval);
     (void)engine->start(kOrder, "order-1", 2);
+    // start() returns once the start is durable, before the code runs. A
+    // run that has not yet passed the patch point with this code would take
+    // the new path after the deploy, so stay until order-1 waits.
+    for (;;) {
+      auto info = engine->get_run("order-1");
+      if (info && !info->waiting_on.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     std::printf("order-1 started with the old code; it waits for its approval\n");
     return 0;
   }
