@@ -283,6 +283,7 @@ TEST_CASE_TEMPLATE("a stuck run takes signals, and the fixed code finds them", M
     auto engine = harness.open();
     register_waits(*engine, "a");
     (void)engine->start(kWaits, "s-1", 1);
+    require_waiting(*engine, "s-1");  // the journal has step "a"
     engine->shutdown();
   }
   {

@@ -240,6 +240,18 @@ std::string error_message(errc expected, F&& fn) {
 template <typename F>
 bool eventually(F fn);
 
+// Waits until run `id` waits on something: start() is acknowledged once
+// durable, before the run's code runs, so a test that stops the engine to
+// change the code must first let the old code write the journal it wants.
+template <typename E>
+void require_waiting(E& engine, const std::string& id) {
+  REQUIRE_MESSAGE(eventually([&] {
+                    auto info = engine.get_run(id);
+                    return info && !info->waiting_on.empty();
+                  }),
+                  "run " << id << " never waited");
+}
+
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }

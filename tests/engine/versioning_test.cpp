@@ -69,6 +69,7 @@ std::shared_ptr<Engine> reopen_stuck(EngineHarness& harness, Warnings& warnings)
     auto engine = harness.open();
     register_original(*engine);
     (void)engine->start(kFlow, "r-1", 1);
+    require_waiting(*engine, "r-1");  // the journal has step "a"
     engine->shutdown();
   }
   auto config = harness.config();
@@ -277,10 +278,7 @@ TEST_CASE_TEMPLATE("a patch: runs from before it keep the old path, new runs tak
     // the run waits for "go" it has not passed the patch point, and the next
     // code would decide it (under load the shutdown came first, and "old"
     // took the new path).
-    REQUIRE(eventually([&] {
-      auto info = engine->get_run("old");
-      return info && !info->waiting_on.empty();
-    }));
+    require_waiting(*engine, "old");
     engine->shutdown();
   }
   {
@@ -298,6 +296,7 @@ TEST_CASE_TEMPLATE("a patch: runs from before it keep the old path, new runs tak
     CHECK(result_of(engine, kPatched, "old") == 20);
     CHECK(result_of(engine, kPatched, "new") == 10020);
     (void)engine->start(kPatched, "waits", 1);  // has the marker, and waits
+    require_waiting(*engine, "waits");
     engine->shutdown();
   }
   // Stage 2: only the new path; a run with the marker still finds it.
