@@ -126,6 +126,7 @@ TEST_CASE("local mode: a finished child's result is journaled, so its parent doe
     auto engine = harness.open();
     register_all(*engine);
     (void)engine->start(ref, "p-1", 10);
+    require_waiting(*engine, "p-1");  // on its child: started (the start returns before the parent's code runs)
     CHECK(result_of(engine, kDouble, "patient-child") == 20);
     engine->shutdown();
   }

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -240,14 +241,17 @@ std::string error_message(errc expected, F&& fn) {
 template <typename F>
 bool eventually(F fn);
 
-// Waits until run `id` waits on something: start() is acknowledged once
-// durable, before the run's code runs, so a test that stops the engine to
-// change the code must first let the old code write the journal it wants.
+// Waits until run `id` waits on something other than a step under way (a
+// signal, a timer, an awakeable...): start() is acknowledged once durable,
+// before the run's code runs, so a test that stops the engine to change
+// the code must first let the old code write the journal it wants.
 template <typename E>
 void require_waiting(E& engine, const std::string& id) {
   REQUIRE_MESSAGE(eventually([&] {
                     auto info = engine.get_run(id);
-                    return info && !info->waiting_on.empty();
+                    if (!info) return false;
+                    return std::any_of(info->waiting_on.begin(), info->waiting_on.end(),
+                                       [](const auto& pending) { return pending.command != "step"; });
                   }),
                   "run " << id << " never waited");
 }

@@ -69,14 +69,29 @@ class PointRanges {
   std::uint64_t total_ = 0;
 };
 
+// FUSEE_CRASH_POINTS=A-B: only the points A to B, every one, in order (the
+// hunt for a failure at a point whose operation moves with thread timing:
+// run the range again and again under load).
+inline std::optional<std::pair<std::uint64_t, std::uint64_t>> crash_point_range() {
+  const char* text = std::getenv("FUSEE_CRASH_POINTS");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  const auto first = std::strtoull(text, &end, 10);
+  if (end == text || *end != '-') return std::nullopt;
+  const char* rest = end + 1;
+  const auto last = std::strtoull(rest, &end, 10);
+  if (end == rest || *end != '\0' || last < first) return std::nullopt;
+  return std::pair{static_cast<std::uint64_t>(first), static_cast<std::uint64_t>(last)};
+}
+
 class CrashSample {
  public:
   static constexpr std::uint64_t kMinPoints = 16;
   // `budget`: the case's time in make test (its checks, not its set-up).
   // `min_points`: checked however long they take.
   CrashSample(std::string name, std::chrono::steady_clock::duration budget, std::uint64_t min_points = kMinPoints)
-      : name_(std::move(name)), budget_(budget), min_points_(min_points), whole_(crash_whole()),
-        seed_(case_seed(name_)) {}
+      : name_(std::move(name)), budget_(budget), min_points_(min_points), range_(crash_point_range()),
+        whole_(crash_whole() || range_.has_value()), seed_(case_seed(name_)) {}
 
   bool whole() const { return whole_; }
   std::uint64_t seed() const { return crash_seed(); }
@@ -109,6 +124,7 @@ class CrashSample {
       }
       auto point = order_[at_++];
       if (point > last) continue;
+      if (range_ && (point < range_->first || point > range_->second)) continue;
       ++checked_;
       return point;
     }
@@ -140,6 +156,7 @@ class CrashSample {
   std::string name_;
   std::chrono::steady_clock::duration budget_;
   std::uint64_t min_points_;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> range_;
   bool whole_;
   std::uint64_t seed_;
   bool started_ = false;
