@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -29,6 +30,9 @@ inline Config crash_config(FaultFileSystem& fs, const std::shared_ptr<ManualCloc
   config.shards = 2;
   config.clock = clock;
   config.random = [n = std::uint64_t{0}]() mutable { return ++n; };
+  if (const char* text = std::getenv("FUSEE_CRASH_CHECKPOINT_MS"); text != nullptr && *text != '\0') {
+    config.checkpoint_interval = std::chrono::milliseconds(std::strtoll(text, nullptr, 10));
+  }
   return config;
 }
 
