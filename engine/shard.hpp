@@ -24,6 +24,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "engine/checkpoint_work.hpp"
@@ -336,7 +337,7 @@ class Shard {
   // Child starts waiting for their workflow to be registered, by workflow.
   std::unordered_map<std::string, std::vector<std::function<void()>>> children_awaiting_code_;
   std::uint64_t checkpoints_taken_ = 0;
-  std::unordered_map<std::string, bool> held_by_store_;  // recovery's store_holds answers
+  std::map<std::pair<std::string, std::uint32_t>, bool> held_by_store_;  // recovery's store_holds answers, by id and generation
   // Parking.
   static constexpr std::size_t kWakeBatchRuns = 1000;  // parked runs woken per loop turn
   std::chrono::milliseconds park_after_ = std::chrono::milliseconds::max();

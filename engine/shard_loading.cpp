@@ -20,10 +20,16 @@ namespace fusee::engine {
 using namespace shard_text;
 
 Result<bool> Shard::store_holds(const JournalRecord& record) {
-  if (auto found = runs_.find(record.run_id); found != runs_.end()) {
+  if (auto found = runs_.find(record.run_id);
+      found != runs_.end() && found->second->generation() >= record.generation) {
     return found->second->journal_place.has_value();
   }
-  if (auto known = held_by_store_.find(record.run_id); known != held_by_store_.end()) return known->second;
+  // A newer generation than the one loaded (a reset of a run the store
+  // held live, whose first records a checkpoint left in the log): the
+  // older one's place says nothing of it. What the store holds is per
+  // generation too.
+  const auto key = std::pair{record.run_id, record.generation};
+  if (auto known = held_by_store_.find(key); known != held_by_store_.end()) return known->second;
   // (Result<bool> cannot take an error_code implicitly: bool would too.)
   auto parked = store_->parked(id_, record.run_id);
   if (!parked) return Result<bool>(boost::system::in_place_error, parked.error());
@@ -35,7 +41,7 @@ Result<bool> Shard::store_holds(const JournalRecord& record) {
     if (!finished) return Result<bool>(boost::system::in_place_error, finished.error());
     held = *finished && (*finished)->generation >= record.generation;
   }
-  held_by_store_[record.run_id] = held;
+  held_by_store_[key] = held;
   return held;
 }
 
