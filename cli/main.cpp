@@ -6,8 +6,8 @@
 
 #include "cli/disk_check.hpp"
 #include "cli/inspect.hpp"
-#include "cli/log_demo.hpp"
-#include "cli/order_demo.hpp"
+#include "demo/log_demo.hpp"
+#include "demo/order_demo.hpp"
 #include "cli/reshard.hpp"
 #include "cli/restore.hpp"
 #include "cli/backup_status.hpp"

@@ -15,7 +15,7 @@
 // exits 0.
 #pragma once
 
-#include "cli/order_demo.hpp"
+#include "demo/order_demo.hpp"
 
 namespace fusee::cli {
 

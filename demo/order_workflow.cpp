@@ -1,4 +1,4 @@
-#include "cli/order_workflow.hpp"
+#include "demo/order_workflow.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cli/order_ledger.hpp"
+#include "demo/order_ledger.hpp"
 
 #include <fmt/format.h>
 

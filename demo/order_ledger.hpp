@@ -51,9 +51,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/backoffice_ledger.hpp"
-#include "cli/order_events.hpp"
-#include "cli/order_workflow.hpp"
+#include "demo/backoffice_ledger.hpp"
+#include "demo/order_events.hpp"
+#include "demo/order_workflow.hpp"
 
 namespace fusee::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/log_demo.hpp"
+#include "demo/log_demo.hpp"
 
 #include <csignal>
 #include <cstdio>

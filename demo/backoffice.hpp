@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/order_workflow.hpp"
+#include "demo/order_workflow.hpp"
 #include "fusee/ctx.hpp"
 #include "fusee/refs.hpp"
 #include "fusee/task.hpp"

@@ -1,4 +1,4 @@
-#include "cli/order_demo_child.hpp"
+#include "demo/order_demo_child.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -26,9 +26,9 @@
 
 #include <fmt/format.h>
 
-#include "cli/backoffice.hpp"
-#include "cli/order_events.hpp"
-#include "cli/order_workflow.hpp"
+#include "demo/backoffice.hpp"
+#include "demo/order_events.hpp"
+#include "demo/order_workflow.hpp"
 #include "fusee/engine.hpp"
 #include "fusee/error.hpp"
 

@@ -1,11 +1,11 @@
-#include "cli/backoffice_ledger.hpp"
+#include "demo/backoffice_ledger.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "cli/backoffice.hpp"
+#include "demo/backoffice.hpp"
 
 namespace fusee::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "cli/order_events.hpp"
+#include "demo/order_events.hpp"
 
 #include <fmt/format.h>
 

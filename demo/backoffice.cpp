@@ -1,4 +1,4 @@
-#include "cli/backoffice.hpp"
+#include "demo/backoffice.hpp"
 
 #include <charconv>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "cli/order_demo.hpp"
+#include "demo/order_demo.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -29,10 +29,10 @@
 #include "backup/open_target.hpp"
 #include "backup/s3_target.hpp"
 #include "backup/restore.hpp"
-#include "cli/backoffice.hpp"
-#include "cli/order_demo_child.hpp"
-#include "cli/order_ledger.hpp"
-#include "cli/order_workflow.hpp"
+#include "demo/backoffice.hpp"
+#include "demo/order_demo_child.hpp"
+#include "demo/order_ledger.hpp"
+#include "demo/order_workflow.hpp"
 #include "engine/offline_dir.hpp"
 #include "server/log_service.hpp"
 #include "wal/io/posix_file_system.hpp"

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/order_events.hpp"
+#include "demo/order_events.hpp"
 
 namespace fusee::cli {
 
