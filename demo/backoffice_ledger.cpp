@@ -212,6 +212,20 @@ void BackofficeLedger::check(bool with_final_state, std::vector<std::string>& ou
   }
 }
 
+std::vector<std::string> BackofficeLedger::unfinished(std::size_t max) const {
+  std::vector<std::string> out;
+  std::size_t waiting = 0;
+  for (const auto& [id, pack] : packs_) {
+    const bool packed = std::any_of(pack.spans.begin(), pack.spans.end(), [](const Span& span) { return span.end_us.has_value(); });
+    if (!pack.enqueued || packed) continue;
+    if (++waiting <= max) {
+      out.push_back(fmt::format("{}: enqueued, {} pack steps begun, none ended", id, pack.spans.size()));
+    }
+  }
+  if (waiting > max) out.push_back(fmt::format("... {} pack runs in all never packed", waiting));
+  return out;
+}
+
 BackofficeLedger::Totals BackofficeLedger::totals() const {
   Totals totals;
   for (const auto& [id, pack] : packs_) {

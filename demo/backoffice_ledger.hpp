@@ -45,6 +45,8 @@ class BackofficeLedger {
   // What the next child must know: "enqueued ID" lines.
   std::string child_state() const;
   void check(bool with_final_state, std::vector<std::string>& out) const;
+  // Pack runs enqueued that never finished a pack step, at most `max` lines.
+  std::vector<std::string> unfinished(std::size_t max) const;
   // Forgets the final check's results and statuses: a second one follows.
   void begin_restored_check();
 

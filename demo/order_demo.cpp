@@ -592,6 +592,7 @@ int run_order_demo(const OrderDemoOptions& options) {
     if (!ended_by_itself) {
       failures.push_back(fmt::format("the final worker had not finished after {} s (a run that never ends?)",
                                      kFinalLifeLimit.count() / 1000));
+      for (const auto& line : ledger.unfinished(10)) failures.push_back("  unfinished: " + line);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       failures.push_back(fmt::format("the final worker failed ({})", describe_status(status)));
     } else if (!ledger.complete()) {

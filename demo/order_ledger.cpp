@@ -1,6 +1,7 @@
 #include "demo/order_ledger.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -519,6 +520,29 @@ void OrderLedger::check_final(const RunRecord& run, std::vector<std::string>& ou
                                 shorten(run.final_chunks[offset])));
     }
   }
+}
+
+std::vector<std::string> OrderLedger::unfinished(std::size_t max) const {
+  std::vector<std::string> out;
+  std::size_t waiting = 0;
+  for (const auto& run : runs_) {
+    if (!run.started_life || run.result) continue;
+    if (++waiting > max) continue;
+    std::string line = fmt::format("{}: started in life {}", run.order.id, *run.started_life);
+    if (run.signal_life) line += fmt::format(", approval acknowledged in life {}", *run.signal_life);
+    if (!run.payment_token.empty()) {
+      line += run.paid_life ? fmt::format(", payment confirmed in life {}", *run.paid_life)
+                            : std::string(", payment requested and never confirmed");
+    }
+    std::vector<std::string> steps;
+    for (const auto& [step, executions] : run.steps) steps.push_back(fmt::format("{} x{}", step, executions.size()));
+    line += fmt::format(", steps run: {}, chunks: {}", steps.empty() ? "none" : fmt::format("{}", fmt::join(steps, ", ")),
+                        run.chunks.size());
+    out.push_back(std::move(line));
+  }
+  if (waiting > max) out.push_back(fmt::format("... {} orders in all reported no result", waiting));
+  for (auto& line : backoffice_.unfinished(max)) out.push_back(std::move(line));
+  return out;
 }
 
 std::vector<std::string> OrderLedger::check(bool with_final_state) const {

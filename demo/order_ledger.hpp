@@ -91,6 +91,11 @@ class OrderLedger {
   };
   BackupPrefix check_backup_prefix(const std::map<std::string, bool>& restored, std::int64_t covered_at_ms) const;
 
+  // When a final life runs out of time: what is known of each order that
+  // reported no result, and of the back office's runs, at most `max` lines
+  // (the first place to look for the run that never ended).
+  std::vector<std::string> unfinished(std::size_t max) const;
+
   // Every check above; one sentence per violation, empty when all held.
   // Without the final child's report (it never got that far) only what the
   // lives reported is checked, not the end state.
