@@ -1,15 +1,15 @@
 #include "protocol/store_call.hpp"
 
-#include "engine/pending_json.hpp"
+#include "rows/pending_json.hpp"
 #include "protocol/wire.hpp"
 #include "wal/errc.hpp"
 
 namespace fusee::protocol {
 
-using engine::Checkpoint;
-using engine::FinishedRun;
-using engine::JournalPlace;
-using engine::ParkedRun;
+using rows::Checkpoint;
+using rows::FinishedRun;
+using rows::JournalPlace;
+using rows::ParkedRun;
 
 const char* store_op_name(StoreOp op) {
   switch (op) {
@@ -124,7 +124,7 @@ std::vector<std::byte> encode_parked(const ParkedRun& run) {
       .u8(run.wake_ms ? 1 : 0)
       .i64(run.wake_ms.value_or(0))
       .u32(run.version)
-      .text(boost::json::serialize(engine::pending_json(run.waiting)))
+      .text(boost::json::serialize(rows::pending_json(run.waiting)))
       .take();
 }
 std::optional<ParkedRun> decode_parked(std::span<const std::byte> row) {
@@ -139,18 +139,18 @@ std::optional<ParkedRun> decode_parked(std::span<const std::byte> row) {
     if (has_wake) m.wake_ms = wake_ms;
     boost::system::error_code error;
     auto parsed = boost::json::parse(waiting, error);
-    auto commands = error ? std::nullopt : engine::pending_of(parsed);
+    auto commands = error ? std::nullopt : rows::pending_of(parsed);
     if (!commands) return false;
     m.waiting = std::move(*commands);
     return true;
   });
 }
 
-std::vector<std::byte> encode_finished(const FinishedRun& run) { return Writer().text(engine::encode_finished_run(run)).take(); }
+std::vector<std::byte> encode_finished(const FinishedRun& run) { return Writer().text(rows::encode_finished_run(run)).take(); }
 std::optional<FinishedRun> decode_finished(std::span<const std::byte> row) {
   auto text = decode_with<std::string>(row, [](Reader& r, std::string& m) { return r.text(m); });
   if (!text) return std::nullopt;
-  return engine::decode_finished_run(*text);
+  return rows::decode_finished_run(*text);
 }
 
 std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {

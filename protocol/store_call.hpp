@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/run_store.hpp"
+#include "rows/run_rows.hpp"
 
 namespace fusee::protocol {
 
@@ -41,10 +41,10 @@ struct StoreCall {
   StoreOp op = StoreOp::finished;
   std::uint32_t shard = 0;
   std::string id;                           // finished, streams, journal_of_finished, read_journal, parked
-  engine::JournalPlace place = engine::JournalPlace::live;  // read_journal
+  rows::JournalPlace place = rows::JournalPlace::live;  // read_journal
   std::int64_t ms = 0;                      // parked_by_wake: from; expire_finished: before
   std::uint32_t limit = 0;                  // parked_by_wake: rows at most
-  engine::RunQuery query;                           // list
+  rows::RunQuery query;                           // list
   // write: the lease epoch of each shard the batch names (the server fences
   // the write on them), and the batch (RunStore::Batch::encode).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> epochs;
@@ -75,12 +75,12 @@ struct JournalRow {
   std::vector<std::byte> record;
 };
 std::optional<JournalRow> decode_journal_row(std::span<const std::byte> row);
-std::vector<std::byte> encode_parked(const engine::ParkedRun& run);
-std::optional<engine::ParkedRun> decode_parked(std::span<const std::byte> row);
-std::vector<std::byte> encode_finished(const engine::FinishedRun& run);
-std::optional<engine::FinishedRun> decode_finished(std::span<const std::byte> row);
-std::vector<std::byte> encode_checkpoint(const engine::Checkpoint& checkpoint);
-std::optional<engine::Checkpoint> decode_checkpoint(std::span<const std::byte> value);
+std::vector<std::byte> encode_parked(const rows::ParkedRun& run);
+std::optional<rows::ParkedRun> decode_parked(std::span<const std::byte> row);
+std::vector<std::byte> encode_finished(const rows::FinishedRun& run);
+std::optional<rows::FinishedRun> decode_finished(std::span<const std::byte> row);
+std::vector<std::byte> encode_checkpoint(const rows::Checkpoint& checkpoint);
+std::optional<rows::Checkpoint> decode_checkpoint(std::span<const std::byte> value);
 
 // A value that may be absent: a u8 (0 or 1), then the value's bytes.
 std::vector<std::byte> encode_optional(const std::optional<std::vector<std::byte>>& value);

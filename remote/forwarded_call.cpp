@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/pending_json.hpp"
+#include "rows/pending_json.hpp"
 #include "protocol/wire.hpp"
 
 namespace fusee::remote::forwarded {
@@ -121,7 +121,7 @@ json::object run_info_json(const RunInfo& info) {
                       {"error", info.error}};
   if (info.finished_at) object["finished_ms"] = engine::to_ms(*info.finished_at);
   if (info.stuck_position) object["stuck_position"] = *info.stuck_position;
-  if (!info.waiting_on.empty()) object["waiting_on"] = engine::pending_json(info.waiting_on);
+  if (!info.waiting_on.empty()) object["waiting_on"] = rows::pending_json(info.waiting_on);
   return object;
 }
 
@@ -138,7 +138,7 @@ RunInfo run_info_of(const json::value& value) {
   info.error = text(object, "error");
   if (object.contains("stuck_position")) info.stuck_position = static_cast<std::uint32_t>(number(object, "stuck_position"));
   if (const auto* waiting = object.if_contains("waiting_on")) {
-    auto commands = engine::pending_of(*waiting);
+    auto commands = rows::pending_of(*waiting);
     if (!commands) throw Error(errc::invalid_argument, "a forwarded call without a proper 'waiting_on'");
     info.waiting_on = std::move(*commands);
   }

@@ -39,7 +39,7 @@ TEST_SUITE("unit") {
     CHECK(std::string(message_type_name(MessageType::permit_release)) == "permit_release");
   }
   TEST_CASE("protocol: a parked run's row carries its version and what it waits on; a damaged one does not decode") {
-    fusee::engine::ParkedRun run{"w", "order", 2, 10, 5'000};
+    fusee::rows::ParkedRun run{"w", "order", 2, 10, 5'000};
     run.version = 3;
     run.waiting.push_back(fusee::PendingCommand{4, "sleep", "nap", fusee::TimePoint(std::chrono::milliseconds(5'000))});
     run.waiting.push_back(fusee::PendingCommand{5, "awakeable", "paid", std::nullopt});
@@ -50,7 +50,7 @@ TEST_SUITE("unit") {
     bytes.pop_back();
     CHECK(!decode_parked(bytes).has_value());
     // Waiting that is not the array it should be.
-    fusee::engine::ParkedRun plain{"p", "order", 1, 10, std::nullopt};
+    fusee::rows::ParkedRun plain{"p", "order", 1, 10, std::nullopt};
     auto good = encode_parked(plain);
     auto text_at = std::string(reinterpret_cast<const char*>(good.data()), good.size()).rfind("[]");
     REQUIRE(text_at != std::string::npos);

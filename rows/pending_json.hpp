@@ -13,10 +13,10 @@
 
 #include "fusee/engine.hpp"
 
-namespace fusee::engine {
+namespace fusee::rows {
 
 boost::json::array pending_json(const std::vector<PendingCommand>& waiting);
 // Nothing when `value` is not such an array (a damaged row, a bad peer).
 std::optional<std::vector<PendingCommand>> pending_of(const boost::json::value& value);
 
-}  // namespace fusee::engine
+}  // namespace fusee::rows

@@ -1,8 +1,20 @@
-#include "engine/pending_json.hpp"
+#include "rows/pending_json.hpp"
 
-#include "engine/engine_core.hpp"
+#include <chrono>
+#include <cstdint>
 
-namespace fusee::engine {
+namespace fusee::rows {
+namespace {
+
+// Milliseconds since the epoch, as every row keeps its times.
+std::int64_t to_ms(TimePoint time) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+}
+TimePoint from_ms(std::int64_t ms) {
+  return TimePoint{std::chrono::duration_cast<TimePoint::duration>(std::chrono::milliseconds(ms))};
+}
+
+}  // namespace
 
 boost::json::array pending_json(const std::vector<PendingCommand>& waiting) {
   boost::json::array out;
@@ -33,4 +45,4 @@ std::optional<std::vector<PendingCommand>> pending_of(const boost::json::value& 
   return waiting;
 }
 
-}  // namespace fusee::engine
+}  // namespace fusee::rows
