@@ -14,14 +14,22 @@ An include names a project file when its path exists from the source root
 sdk/include/), or exists beside the including file. Anything else is a
 system or library header and is not checked.
 
+It also holds every source file to LINES_MAX lines, unless the list
+between <!-- size-exceptions --> and <!-- /size-exceptions --> in the same
+document names it ("- `path`: why"); a listed file back within the limit is
+refused too, so the list only shrinks by being kept.
+
 Usage: layering.py SOURCE_ROOT. Exits 1 naming every include that crosses a
-forbidden edge, 2 when the table cannot be read.
+forbidden edge and every file over the limit, 2 when the table cannot be
+read.
 """
 import pathlib
 import re
 import sys
 
 DOC = "docs/architecture.md"
+# A file a newcomer can read as one idea (docs/architecture.md, "Where to find").
+LINES_MAX = 800
 SOURCE_SUFFIXES = {".cpp", ".hpp", ".cc", ".h"}
 # Not the project's code: build trees, downloaded subprojects, tools.
 SKIPPED_TOP = {"subprojects", "node_modules", ".git"}
@@ -69,6 +77,22 @@ def read_table(root):
     return owner, rules
 
 
+def read_size_exceptions(root):
+    text = (root / DOC).read_text(encoding="utf-8")
+    start = text.find("<!-- size-exceptions -->")
+    end = text.find("<!-- /size-exceptions -->")
+    if start < 0 or end < start:
+        raise TableError(f"{DOC} has no <!-- size-exceptions --> ... <!-- /size-exceptions --> list")
+    listed = set()
+    for line in text[start:end].splitlines():
+        line = line.strip()
+        if line.startswith("- "):
+            ticked = TICKED.findall(line)
+            if ticked:
+                listed.add(ticked[0])
+    return listed
+
+
 def part_of(path, owner):
     """The part whose folder is the longest prefix of `path`, or None."""
     best = None
@@ -106,6 +130,7 @@ def main():
     root = pathlib.Path(sys.argv[1])
     try:
         owner, rules = read_table(root)
+        size_exceptions = read_size_exceptions(root)
     except (OSError, TableError) as error:
         print(f"layering: {error}", file=sys.stderr)
         return 2
@@ -118,6 +143,12 @@ def main():
             problems.append(f"{source}: in no part of the table in {DOC}; add its folder there")
             continue
         lines = (root / source).read_text(encoding="utf-8", errors="replace").splitlines()
+        if len(lines) > LINES_MAX and source not in size_exceptions:
+            problems.append(f"{source}: {len(lines)} lines, over {LINES_MAX}: split it by concern, or name it "
+                            f"among the size exceptions in {DOC}")
+        elif len(lines) <= LINES_MAX and source in size_exceptions:
+            problems.append(f"{source}: {len(lines)} lines, within {LINES_MAX}: take it off the size exceptions "
+                            f"in {DOC}")
         for number, line in enumerate(lines, 1):
             match = INCLUDE.match(line)
             if not match:
