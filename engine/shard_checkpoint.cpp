@@ -11,6 +11,7 @@
 #include "base/assert.hpp"
 #include "engine/awakeable_token.hpp"
 #include "engine/journal_json.hpp"
+#include "engine/parking_policy.hpp"
 #include "engine/shard_internal.hpp"
 #include "wal/errc.hpp"
 #include "wal/limits.hpp"
@@ -66,30 +67,15 @@ void Shard::note_loaded_bytes(Run& run, std::size_t bytes) {
 
 std::vector<std::shared_ptr<Run>> Shard::runs_to_park(Lsn lsn) {
   std::vector<std::shared_ptr<Run>> candidates;
+  std::vector<ParkingPolicy::Candidate> seen;
   for (auto& [id, run] : runs_) {
-    if (run->parkable() && run->last_lsn <= lsn) candidates.push_back(run);
+    if (!run->parkable() || run->last_lsn > lsn) continue;  // only what waits, all of it durable
+    candidates.push_back(run);
+    seen.push_back({run->waiting_since(), run->memory_bytes});
   }
-  auto now = core_.now();
   std::vector<std::shared_ptr<Run>> parking;
-  std::vector<std::shared_ptr<Run>> rest;
-  std::size_t freed = 0;
-  for (auto& run : candidates) {
-    if (std::chrono::duration_cast<std::chrono::milliseconds>(now - run->waiting_since()) >= park_after_) {
-      freed += run->memory_bytes;
-      parking.push_back(std::move(run));
-    } else {
-      rest.push_back(std::move(run));
-    }
-  }
-  if (memory_budget_bytes_ > 0 && loaded_bytes_ - freed > memory_budget_bytes_) {
-    // Over the budget: the longest-waiting runs go early, down to 3/4 of it.
-    std::sort(rest.begin(), rest.end(),
-              [](const auto& a, const auto& b) { return a->waiting_since() < b->waiting_since(); });
-    for (auto& run : rest) {
-      if (loaded_bytes_ - freed <= memory_budget_bytes_ / 4 * 3) break;
-      freed += run->memory_bytes;
-      parking.push_back(std::move(run));
-    }
+  for (auto index : ParkingPolicy(park_after_, memory_budget_bytes_).choose(seen, core_.now(), loaded_bytes_)) {
+    parking.push_back(candidates[index]);
   }
   return parking;
 }
