@@ -2,7 +2,6 @@
 
 #include "rows/pending_json.hpp"
 #include "protocol/wire.hpp"
-#include "wal/errc.hpp"
 
 namespace fusee::protocol {
 
@@ -183,23 +182,6 @@ std::optional<std::optional<std::vector<std::byte>>> decode_optional(std::span<c
 std::vector<std::byte> encode_u64(std::uint64_t value) { return Writer().u64(value).take(); }
 std::optional<std::uint64_t> decode_u64(std::span<const std::byte> value) {
   return decode_with<std::uint64_t>(value, [](Reader& r, std::uint64_t& m) { return r.u64(m); });
-}
-
-std::error_code store_reply_error(const StoreReply& reply) {
-  if (reply.error.empty()) return {};
-  if (reply.error == "corrupt") return make_error_code(wal::errc::corrupt);
-  if (reply.error == "read_only") return std::make_error_code(std::errc::read_only_file_system);
-  if (reply.error == "no_space") return std::make_error_code(std::errc::no_space_on_device);
-  if (reply.error == "fenced") return make_error_code(wal::errc::closed);
-  if (reply.error == "bad_request") return std::make_error_code(std::errc::invalid_argument);
-  return std::make_error_code(std::errc::io_error);
-}
-
-std::string store_error_name(std::error_code error) {
-  if (error == make_error_code(wal::errc::corrupt)) return "corrupt";
-  if (error == std::errc::read_only_file_system) return "read_only";
-  if (error == std::errc::no_space_on_device) return "no_space";
-  return "io";
 }
 
 }  // namespace fusee::protocol

@@ -56,7 +56,10 @@ std::optional<StoreCall> decode_store_call(std::span<const std::byte> payload);
 
 // The end of a call: its value, or why it failed.
 struct StoreReply {
-  std::string error;    // empty: done; else "corrupt", "io", "fenced", "bad_request", "read_only"
+  // empty: done; else "corrupt", "io", "fenced", "bad_request", "read_only",
+  // "no_space" (what each stands for is each end's: server/store_service.cpp
+  // names the server's errors so, remote/remote_run_store.cpp reads them)
+  std::string error;
   std::string message;  // what went wrong, for people
   std::vector<std::byte> value;
 };
@@ -88,10 +91,5 @@ std::optional<std::optional<std::vector<std::byte>>> decode_optional(std::span<c
 
 std::vector<std::byte> encode_u64(std::uint64_t value);
 std::optional<std::uint64_t> decode_u64(std::span<const std::byte> value);
-
-// The error_code a failed reply stands for (the caller's side).
-std::error_code store_reply_error(const StoreReply& reply);
-// And the reply's error name for an error_code (the server's side).
-std::string store_error_name(std::error_code error);
 
 }  // namespace fusee::protocol

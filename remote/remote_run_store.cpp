@@ -29,6 +29,18 @@ constexpr std::uint32_t kWakeRowsPerCall = 256;
 
 std::error_code malformed() { return make_error_code(wal::errc::corrupt); }
 
+// The error a failed reply stands for here: the log's own codes for damage
+// and for a store write fenced off (a lease another worker holds now).
+std::error_code store_reply_error(const protocol::StoreReply& reply) {
+  if (reply.error.empty()) return {};
+  if (reply.error == "corrupt") return make_error_code(wal::errc::corrupt);
+  if (reply.error == "read_only") return std::make_error_code(std::errc::read_only_file_system);
+  if (reply.error == "no_space") return std::make_error_code(std::errc::no_space_on_device);
+  if (reply.error == "fenced") return make_error_code(wal::errc::closed);
+  if (reply.error == "bad_request") return std::make_error_code(std::errc::invalid_argument);
+  return std::make_error_code(std::errc::io_error);
+}
+
 }  // namespace
 
 Result<std::vector<std::byte>> RemoteRunStore::call(StoreCall call, std::vector<std::vector<std::byte>>* rows) {

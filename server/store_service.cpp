@@ -6,6 +6,7 @@
 
 #include "engine/id_filter.hpp"
 #include "engine/run_hash.hpp"
+#include "wal/errc.hpp"
 
 namespace fusee::server {
 
@@ -18,7 +19,6 @@ using protocol::encode_journal_row;
 using protocol::encode_optional;
 using protocol::encode_parked;
 using protocol::encode_u64;
-using protocol::store_error_name;
 
 namespace {
 
@@ -29,8 +29,16 @@ constexpr std::size_t kRowsChunkBytes = 1u << 20;
 // grow and cost round trips, never answers.
 constexpr std::size_t kFilterIdsMax = 5'000'000;
 
+// A store error's name on the wire (remote/remote_run_store.cpp reads it).
+std::string store_error_name(std::error_code error) {
+  if (error == make_error_code(wal::errc::corrupt)) return "corrupt";
+  if (error == std::errc::read_only_file_system) return "read_only";
+  if (error == std::errc::no_space_on_device) return "no_space";
+  return "io";
+}
+
 StoreReply failed(std::error_code error, const std::string& what) {
-  return StoreReply{protocol::store_error_name(error), fmt::format("{}: {}", what, error.message()), {}};
+  return StoreReply{store_error_name(error), fmt::format("{}: {}", what, error.message()), {}};
 }
 
 std::vector<std::byte> to_bytes(const std::string& text) {
