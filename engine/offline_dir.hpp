@@ -5,7 +5,7 @@
 // holds the directory's lock). Reads only; never changes a byte.
 //
 // collect_runs assembles each run's journal by the rule Engine::open
-// follows (engine/shard.cpp, Shard::load): the store's live journals, then
+// follows (engine/shard_loading.cpp, Shard::load): the store's live journals, then
 // the log from the checkpoint's replay_from, skipping below the checkpoint
 // the records of runs the store already holds, and loading a parked run's
 // journal when the log has records for it past the checkpoint. The reshard

@@ -5,7 +5,7 @@
 // polling it slowed every start).
 //
 // The shards put a run's summary whenever it starts, ends, sticks or is
-// reset (engine/shard.cpp), and remove it when its retention expires; the
+// reset (engine/shard_lifecycle.cpp, shard_reset.cpp), and remove it when its retention expires; the
 // facade fills it at open from the run store and the shards' recovery.
 //
 // Each run is in exactly one status's time-ordered set (started time, then
