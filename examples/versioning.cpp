@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
     // the new path after the deploy, so stay until order-1 waits.
     for (;;) {
       auto info = engine->get_run("order-1");
-      if (info && !info->waiting_on.empty()) break;
+      // (A step under way is among what it waits on too: the quote.)
+      if (info && !info->waiting_on.empty() && info->waiting_on.front().command == "wait_for") break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     std::printf("order-1 started with the old code; it waits for its approval\n");
