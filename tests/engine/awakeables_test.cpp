@@ -10,6 +10,8 @@
 #include "engine/awakeable_token.hpp"
 #include "engine/reshard.hpp"
 #include "tests/engine/engine_harness.hpp"
+#include "tests/support/crash_points.hpp"
+#include "tests/support/fault_file_system.hpp"
 
 using namespace fusee;
 using namespace fusee::testing;
@@ -217,5 +219,59 @@ TEST_CASE_TEMPLATE("a cancelled awakeable no longer waits, and says so", M, InMe
   CHECK(contains(message, "awakeable 'paid' of run 'pay-4' no longer waits"));
   engine->complete_awakeable(engine->query<std::string>("pay-4", "refund"), 7);
   CHECK(result_of(engine, kCleanup, "pay-4") == 7);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("after the log failed, an awakeable's completion and an update answer storage instead of waiting for good") {
+  // The completion's record cannot be journaled any more: the caller must
+  // hear so (a payment provider retries, or alerts), not wait on a record
+  // that will never be durable.
+  testing::FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = testing::crash_config(fs, clock);
+  config.shards = 1;  // one shard: the run's shard is the one that fails
+  auto engine = std::shared_ptr<Engine>(Engine::open(config));
+  register_payment(*engine);
+  const WorkflowRef<int, int> kCounter{"counter"};
+  const Update<int, int> kAdd{"add"};
+  engine->register_workflow(kCounter, [kAdd](Ctx& ctx, int start) -> Task<int> {
+    int total = start;
+    ctx.on_update(kAdd);
+    for (;;) {
+      auto request = co_await ctx.next_update(kAdd);
+      total += request.arg;
+      co_await ctx.reply(request, total);
+    }
+  });
+  (void)engine->start(kPayment, "pay-f", 0);
+  (void)engine->start(kCounter, "count-f", 0);
+  auto token = token_of(*engine, "pay-f");
+  require_waiting(*engine, "count-f");
+  fs.inject(testing::Fault{testing::OpKind::any, 1, testing::FaultEffect::io_error, /*persistent=*/true});
+  // The next record fails the log (a start, refused with the log's error).
+  try {
+    (void)engine->start(kPayment, "pay-g", 0);
+  } catch (const Error&) {
+  }
+  Background<std::string> completed([&] {
+    try {
+      engine->complete_awakeable(token, 5);
+      return std::string("acknowledged");
+    } catch (const Error& error) {
+      return std::string(errc_name(error.error()));
+    }
+  });
+  CHECK(completed.get() == "storage");
+  Background<std::string> updated([&] {
+    try {
+      (void)engine->update("count-f", kAdd, 1, "u-1");
+      return std::string("answered");
+    } catch (const Error& error) {
+      return std::string(errc_name(error.error())) + ": " + error.what();
+    }
+  });
+  auto answer = updated.get();
+  CHECK_MESSAGE(answer.rfind("storage", 0) == 0, answer);
 }
 }
