@@ -97,7 +97,8 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
   explicit OutsideWorld(const Reporter& reporter) : reporter_(reporter), thread_([this] { serve(); }) {}
 
   // The engine the payment provider completes awakeables on; nullptr waits
-  // for a completion under way to return, then stops them.
+  // for a completion under way to return, then holds the others back until
+  // an engine is set again.
   void set_engine(Engine* engine) {
     std::unique_lock lock(engine_mutex_);
     engine_ = engine;
@@ -163,7 +164,14 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
   void confirm_later(const std::string& order_id, const std::string& token, const std::string& key, int attempt) {
     at(latency_of(order_id + "/payment"), [this, order_id, token, key, attempt] {
       std::shared_lock lock(engine_mutex_);
-      if (engine_ == nullptr) return;  // the engine is closing: the next life sends it again
+      if (engine_ == nullptr) {
+        // Between engines (the final life closes its engine and opens it
+        // again for its check): later, not dropped -- no next life would
+        // send it again. A process going away takes it along.
+        lock.unlock();
+        confirm_later(order_id, token, key, attempt);
+        return;
+      }
       try {
         engine_->complete_awakeable(token, key);
         reporter_.send(paid_line(order_id, key));
@@ -286,6 +294,11 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
     config.backup_snapshot_log_bytes = kSegmentBytes / 4;
   }
   auto engine = Engine::open(config);
+  // The provider has its engine before any code runs: registering the
+  // order workflow replays the runs recovered, and a charge run again there
+  // asks for its confirmation at once (issue 38: it came before the engine
+  // was set, was dropped as "closing", and the final life waited for it).
+  world.set_engine(engine.get());
   const bool patched = options.patched;
   engine->register_workflow(kOrderWorkflow, [&world, patched](Ctx& ctx, Order order) {
     return order_workflow(ctx, std::move(order), world, patched);
@@ -295,7 +308,6 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   });
   engine->register_workflow(kAuditWorkflow, [&world](Ctx& ctx, int) { return audit_workflow(ctx, world); });
   engine->queue(std::string(kPackingQueue), QueueOptions{.concurrency = kPackingConcurrency});
-  world.set_engine(engine.get());
   return engine;
 }
 
