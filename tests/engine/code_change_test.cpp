@@ -11,6 +11,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/data_dir.hpp"
@@ -558,6 +559,43 @@ TEST_CASE_TEMPLATE("an attempt timeout on a plain step is refused where it is wr
 }
 }
 
+namespace {
+
+// What a crash can leave of a reset of `id` to generation 2 (code
+// register_waits, input 1): its start and the kept step "a", appended to
+// the shard's log by hand and made durable. Returns the first and the last
+// record's LSN.
+std::pair<wal::Lsn, wal::Lsn> append_reset_start(engine::DataDir& dir, std::uint32_t shard, const std::string& id) {
+  auto record = [&id](engine::RecordKind kind, std::uint32_t position, const std::string& name) {
+    engine::JournalRecord out;
+    out.kind = kind;
+    out.run_id = id;
+    out.generation = 2;
+    out.position = position;
+    out.name = name;
+    out.at_ms = 1;
+    return out;
+  };
+  auto started = record(engine::RecordKind::run_started, engine::kResetStartMarker, "waits");
+  started.detail = "1";
+  started.value = 1;
+  auto step_started = record(engine::RecordKind::step_started, 0, "a");
+  auto step_completed = record(engine::RecordKind::step_completed, 0, "a");
+  step_completed.value = 1;
+  wal::Lsn first = 0;
+  wal::Lsn last = 0;
+  for (const auto& written : {started, step_started, step_completed}) {
+    auto lsn = dir.log->append(shard, engine::encode_record(written));
+    REQUIRE(lsn.has_value());
+    if (first == 0) first = *lsn;
+    last = *lsn;
+  }
+  REQUIRE(dir.log->wait_durable(shard, last).has_value());
+  return {first, last};
+}
+
+}  // namespace
+
 TEST_SUITE("unit") {
 TEST_CASE("a reset a crash cut short before its run_reset is dropped at recovery: the older generation goes on") {
   EngineHarness harness(Mode::local);
@@ -576,29 +614,7 @@ TEST_CASE("a reset a crash cut short before its run_reset is dropped at recovery
     options.direct_io = false;
     auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
     const auto shard = engine::shard_of("w-1", dir.shards);
-    auto record = [](engine::RecordKind kind, std::uint32_t position, const std::string& name) {
-      engine::JournalRecord out;
-      out.kind = kind;
-      out.run_id = "w-1";
-      out.generation = 2;
-      out.position = position;
-      out.name = name;
-      out.at_ms = 1;
-      return out;
-    };
-    auto started = record(engine::RecordKind::run_started, engine::kResetStartMarker, "waits");
-    started.detail = "1";
-    started.value = 1;
-    auto step_started = record(engine::RecordKind::step_started, 0, "a");
-    auto step_completed = record(engine::RecordKind::step_completed, 0, "a");
-    step_completed.value = 1;
-    wal::Lsn last = 0;
-    for (const auto& written : {started, step_started, step_completed}) {
-      auto lsn = dir.log->append(shard, engine::encode_record(written));
-      REQUIRE(lsn.has_value());
-      last = *lsn;
-    }
-    REQUIRE(dir.log->wait_durable(shard, last).has_value());
+    (void)append_reset_start(dir, shard, "w-1");
     REQUIRE(dir.log->close().has_value());
   }
   std::vector<std::string> warnings;
@@ -662,31 +678,7 @@ TEST_CASE("a reset of a running run whose records a checkpoint left in the log r
     options.direct_io = false;
     auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
     const auto shard = engine::shard_of("w-2", dir.shards);
-    auto record = [](engine::RecordKind kind, std::uint32_t position, const std::string& name) {
-      engine::JournalRecord out;
-      out.kind = kind;
-      out.run_id = "w-2";
-      out.generation = 2;
-      out.position = position;
-      out.name = name;
-      out.at_ms = 1;
-      return out;
-    };
-    auto started = record(engine::RecordKind::run_started, engine::kResetStartMarker, "waits");
-    started.detail = "1";
-    started.value = 1;
-    auto step_started = record(engine::RecordKind::step_started, 0, "a");
-    auto step_completed = record(engine::RecordKind::step_completed, 0, "a");
-    step_completed.value = 1;
-    wal::Lsn first = 0;
-    wal::Lsn last = 0;
-    for (const auto& written : {started, step_started, step_completed}) {
-      auto lsn = dir.log->append(shard, engine::encode_record(written));
-      REQUIRE(lsn.has_value());
-      if (first == 0) first = *lsn;
-      last = *lsn;
-    }
-    REQUIRE(dir.log->wait_durable(shard, last).has_value());
+    const auto [first, last] = append_reset_start(dir, shard, "w-2");
     // The checkpoint taken then: its LSN covers the reset's first records,
     // which it left in the log (replay_from), and the store still holds
     // generation 1's journal.
@@ -699,7 +691,11 @@ TEST_CASE("a reset of a running run whose records a checkpoint left in the log r
     engine::RunStore::Batch batch;
     batch.put_checkpoint(checkpoint);
     REQUIRE(dir.store->write(std::move(batch)).has_value());
-    auto reset = record(engine::RecordKind::run_reset, 0, "");
+    engine::JournalRecord reset;
+    reset.kind = engine::RecordKind::run_reset;
+    reset.run_id = "w-2";
+    reset.generation = 2;
+    reset.at_ms = 1;
     reset.detail = "again";
     reset.number = 1;
     reset.value = boost::json::object{{"position", 1}, {"started_ms", 1}, {"dropped", boost::json::array{}}};
