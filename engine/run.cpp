@@ -70,11 +70,10 @@ void Run::resume(std::coroutine_handle<> handle) {
 }
 
 void Run::on_code_returned() {
-  for (std::uint32_t position = position_; position < journal_.size(); ++position) {
-    if (journal_[position].records.empty()) continue;
-    const auto& first = journal_[position].records.front();
-    diverge(position, fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' at {}", id_,
-                        position_, command_of(first), first.name, position));
+  if (auto position = cursor_.recorded_from_next()) {
+    const auto& first = cursor_.recorded(*position)->records.front();
+    diverge(*position, fmt::format("run '{}': the workflow returned at position {}, but the journal has {} '{}' at {}",
+                                   id_, cursor_.next(), command_of(first), first.name, *position));
     return;
   }
   // A step the code started and never awaited (its Future dropped) is
@@ -140,14 +139,13 @@ void Run::finish(Outcome outcome, TimePoint finished_at) {
   finished_at_ = finished_at;
   shard_.note_finished(shared_from_this());
   stop();
-  journal_.clear();
-  journal_.shrink_to_fit();
+  cursor_.forget();
   mailbox_.clear();
   for (auto& [name, stream] : streams) {
     for (auto& reader : stream.readers) reader.feed->end();
     stream.readers.clear();
   }
-  update_mailbox_.clear();
+  updates.clear_waiting();
   fail_callers({});
   auto internal = std::move(result_waiters);
   auto external = std::move(external_waiters);
@@ -228,19 +226,10 @@ std::uint32_t Run::begin_command(detail::Completion& completion, const char* cal
                                                     id_));
   }
   refuse_outside_code(call);
-  FUSEE_ASSERT(!in_command_, "a command's own call does not start another");
-  in_command_ = true;
-  completed_at_once_ = false;
-  current_ = &completion;
-  completion.position = position_;
-  return position_++;
+  return cursor_.begin(completion);
 }
 
-bool Run::end_command() {
-  in_command_ = false;
-  current_ = nullptr;
-  return std::exchange(completed_at_once_, false);
-}
+bool Run::end_command() { return cursor_.end(); }
 
 void Run::complete(detail::Completion& completion) {
   // A started command's Future state lives at least until this returns.
@@ -258,13 +247,10 @@ void Run::complete(detail::Completion& completion) {
     on_code_returned();
     return;
   }
-  if (in_command_ && &completion == current_) {
-    completed_at_once_ = true;
-    return;
-  }
+  if (cursor_.completes_in_call(completion)) return;
   // While the code runs (another command's call) nothing of it can be
   // waiting here: a started command has no awaiter yet.
-  if (in_command_) return;
+  if (cursor_.in_command()) return;
   if (holding_resumes_) {
     held_.emplace_back(&completion, std::move(keep));
     return;
@@ -354,8 +340,9 @@ void Run::close_child(const OpenChild& child, const std::string& why) {
 
 Run::Replay Run::replay(std::uint32_t position, const char* kind, std::string_view name,
                         detail::Completion& completion, const RecordedCommand*& out) {
-  if (position >= journal_.size() || journal_[position].records.empty()) return Replay::none;
-  const auto& recorded = journal_[position];
+  const auto* found = cursor_.recorded(position);
+  if (found == nullptr) return Replay::none;
+  const auto& recorded = *found;
   const auto& first = recorded.records.front();
   std::string_view recorded_kind = command_of(first);
   if (recorded_kind != kind || first.name != name) {

@@ -20,11 +20,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/command_cursor.hpp"
 #include "engine/journal_record.hpp"
 #include "engine/outcome.hpp"
 #include "engine/remembered.hpp"
 #include "engine/run_store.hpp"
 #include "engine/stream_feed.hpp"
+#include "engine/update_table.hpp"
 #include "fusee/ctx.hpp"
 #include "fusee/engine.hpp"
 #include "wal/log_format.hpp"
@@ -48,10 +50,6 @@ struct StreamState {
 };
 
 // The records of one command position, from the journal.
-struct RecordedCommand {
-  std::vector<JournalRecord> records;
-};
-
 struct StepCall;
 
 class Run final : public detail::RunPort, public std::enable_shared_from_this<Run> {
@@ -127,26 +125,12 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // An accepted update (its update_accepted appended): the code's earliest
   // waiting next_update of that name takes it, or it waits in the mailbox.
   void deliver_update(const std::string& name, const std::string& update_id, boost::json::value arg);
-  struct UpdateState {
-    std::string name;
-    bool answered = false;  // update_answered appended
-    bool durable = false;   // ... and durable: callers may see it
-    // Answered in an earlier generation (Remembered): a repeat gets that
-    // answer; this generation's code may still answer it (a reset's replay).
-    bool earlier = false;
-    std::int64_t answered_ms = 0;
-    Outcome answer;
-    std::vector<std::function<void(const Outcome&)>> waiters;  // callers, until durable
-  };
-  std::unordered_map<std::string, UpdateState> updates;  // by update id
+  UpdateTable updates;  // by update id: accepted, answered, remembered; and those not taken yet
   // Continue-as-new: what the code asked to start the next generation with
   // (Ctx::continue_as_new), once it did; then the signals and updates it
   // had not taken, which the next generation's run_started carries.
   const std::optional<boost::json::value>& continued_input() const { return continued_input_; }
   StartedValue carried_messages() const;
-  // The caller waits of the carried updates (accepted, not taken), by id,
-  // for the next generation to answer.
-  std::unordered_map<std::string, UpdateState> take_carried_updates();
   // The ids this generation and the earlier ones were sent, and their
   // answers, as the window the next generation carries (continue-as-new).
   Remembered remembered(std::int64_t now_ms) const;
@@ -328,20 +312,13 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   TimePoint started_at_;
   std::optional<TimePoint> deadline_;
 
-  std::vector<RecordedCommand> journal_;  // by position, for replay (empty: nothing recorded there yet)
-  // How far past the journal's last position a record may be: commands
-  // started together leave gaps until they complete; farther is damage.
-  static constexpr std::uint32_t kPositionsAheadMax = 1u << 20;
+  CommandCursor cursor_;  // the journal's commands by position, for replay, and the code's next position
   // Signals no wait_for took yet, by name: (signal id, value).
   std::unordered_map<std::string, std::deque<std::pair<std::string, boost::json::value>>> mailbox_;
 
   std::unique_ptr<Ctx> ctx_;
   Task<boost::json::value> task_;
   bool code_started_ = false;
-  std::uint32_t position_ = 0;  // next command
-  bool in_command_ = false;
-  bool completed_at_once_ = false;
-  detail::Completion* current_ = nullptr;  // the command whose call is under way
   // The commands started and not completed, by position (several at once
   // when the code started them with .start()).
   struct Pending {
@@ -379,8 +356,6 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   std::map<std::uint32_t, OpenChild> open_children_;
   std::map<std::string, detail::QueryHandler> queries_;
   std::map<std::string, detail::UpdateValidator> update_validators_;
-  // Accepted updates no next_update took yet, by name: (id, argument).
-  std::unordered_map<std::string, std::deque<std::pair<std::string, boost::json::value>>> update_mailbox_;
   struct AwakeableState {
     std::string name;
     std::string secret;

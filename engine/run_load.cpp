@@ -23,12 +23,7 @@ using namespace run_text;
 Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
   last_lsn = std::max(last_lsn, lsn);
   if (is_positional(record.kind)) {
-    // Commands started together complete in any order, so a position may
-    // have records before an earlier one does (a command still in flight
-    // has none yet). A position far past every recorded one is damage.
-    if (record.position >= journal_.size() + kPositionsAheadMax) return make_error_code(wal::errc::corrupt);
-    if (record.position >= journal_.size()) journal_.resize(record.position + 1);
-    journal_[record.position].records.push_back(record);
+    if (auto filed = cursor_.file(record.position, record); !filed) return filed;
   }
   switch (record.kind) {
     case RecordKind::run_started: {
@@ -40,10 +35,7 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
         if (!signal.id.empty()) signal_ids[signal.id] = SignalSeen{lsn, record.at_ms};
         mailbox_[signal.name].emplace_back(signal.id, std::move(signal.value));
       }
-      for (auto& update : started->updates) {
-        updates[update.id].name = update.name;
-        update_mailbox_[update.name].emplace_back(update.id, std::move(update.arg));
-      }
+      for (auto& update : started->updates) updates.accept(update.name, update.id, std::move(update.arg));
       parent = record.parent;
       if (!started->remembered.is_null()) {
         auto earlier = Remembered::from_json(started->remembered);
@@ -71,25 +63,15 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
       }
       break;
     case RecordKind::update_accepted:
-      update_mailbox_[record.name].emplace_back(record.detail, record.value);
-      updates[record.detail].name = record.name;
+      updates.accept(record.name, record.detail, record.value);
       break;
-    case RecordKind::update_taken: {
-      auto& queue = update_mailbox_[record.name];
-      auto taken = std::find_if(queue.begin(), queue.end(), [&](const auto& entry) { return entry.first == record.detail; });
-      if (taken != queue.end()) queue.erase(taken);
+    case RecordKind::update_taken:
+      updates.taken(record.name, record.detail);
       break;
-    }
-    case RecordKind::update_answered: {
-      auto& update = updates[record.detail];
-      update.name = record.name;
-      update.answered = true;
-      update.durable = true;
-      update.earlier = false;
-      update.answered_ms = record.at_ms;
-      update.answer = answer_of(record.flag, record.value, "update", record.name);
+    case RecordKind::update_answered:
+      updates.answer(record.detail, record.name, answer_of(record.flag, record.value, "update", record.name),
+                     record.at_ms, true);
       break;
-    }
     case RecordKind::awakeable_created:
       awakeables_[record.position] = AwakeableState{record.name, record.detail};
       break;
@@ -135,14 +117,12 @@ Result<void> Run::load(const JournalRecord& record, wal::Lsn lsn) {
         auto listed = boost::json::try_value_to<std::tuple<std::uint32_t, std::string, std::string>>(entry);
         if (!listed) return make_error_code(wal::errc::corrupt);
         auto& [position, command, name] = *listed;
-        if (position >= journal_.size() + kPositionsAheadMax) return make_error_code(wal::errc::corrupt);
-        if (position >= journal_.size()) journal_.resize(position + 1);
         auto marker = record;
         marker.position = position;
         marker.name = name;
         marker.detail = command;
         marker.value = record.detail;
-        journal_[position].records.push_back(std::move(marker));
+        if (auto filed = cursor_.file(position, std::move(marker)); !filed) return filed;
       }
       break;
     }

@@ -112,7 +112,7 @@ void Run::deliver_update(const std::string& name, const std::string& update_id, 
       return;
     }
   }
-  update_mailbox_[name].emplace_back(update_id, std::move(arg));
+  updates.accept(name, update_id, std::move(arg));
 }
 
 bool Run::next_update(std::string_view name, detail::Completion& completion) {
@@ -130,10 +130,8 @@ bool Run::next_update(std::string_view name, detail::Completion& completion) {
     case Replay::none:
       break;
   }
-  auto queued = update_mailbox_.find(std::string(name));
-  if (queued != update_mailbox_.end() && !queued->second.empty()) {
-    auto [update_id, arg] = std::move(queued->second.front());
-    queued->second.pop_front();
+  if (auto taken = updates.take(std::string(name))) {
+    auto [update_id, arg] = std::move(*taken);
     auto record = make_record(RecordKind::update_taken, position, name);
     record.detail = update_id;
     record.value = arg;
@@ -168,8 +166,8 @@ bool Run::reply_update(std::string_view name, std::string_view update_id, bool s
     case Replay::none:
       break;
   }
-  auto found = updates.find(std::string(update_id));
-  if (found != updates.end() && found->second.earlier) {
+  auto* found = updates.find(std::string(update_id));
+  if (found != nullptr && found->earlier) {
     // Answered in the generation a reset replaced: the code that took it
     // again answers again (journaled, so a replay agrees), and callers keep
     // the answer they were given then.
@@ -181,33 +179,25 @@ bool Run::reply_update(std::string_view name, std::string_view update_id, bool s
     complete(completion);
     return end_command();
   }
-  if (found == updates.end() || found->second.answered) {
+  if (found == nullptr || found->answered) {
     // Nothing recorded: a replay reaches the same refusal.
     completion.error = std::make_exception_ptr(
         Error(errc::invalid_argument,
-              found == updates.end()
+              found == nullptr
                   ? fmt::format("run '{}': no update '{}' with id '{}' was accepted", id_, name, update_id)
                   : fmt::format("run '{}': update '{}' id '{}' was answered already", id_, name, update_id)));
     complete(completion);
     return end_command();
   }
-  auto& update = found->second;
-  update.answered = true;
-  update.answered_ms = to_ms(shard_.now());
-  update.answer = answer_of(succeeded, value, "update", update.name);
+  const auto update_name = found->name;
+  updates.answer(std::string(update_id), update_name, answer_of(succeeded, value, "update", update_name),
+                 to_ms(shard_.now()), false);
   auto record = make_record(RecordKind::update_answered, position, name);
   record.detail = std::string(update_id);
   record.flag = succeeded;
   record.value = std::move(value);
   // The caller hears the answer once it is durable, never before.
-  append(std::move(record), [self = shared_from_this(), id = std::string(update_id)] {
-    auto answered = self->updates.find(id);
-    if (answered == self->updates.end()) return;
-    answered->second.durable = true;
-    auto waiters = std::move(answered->second.waiters);
-    answered->second.waiters.clear();
-    for (auto& waiter : waiters) waiter(answered->second.answer);
-  });
+  append(std::move(record), [self = shared_from_this(), id = std::string(update_id)] { self->updates.answer_durable(id); });
   complete(completion);
   return end_command();
 }
@@ -218,13 +208,9 @@ Outcome Run::unanswered_update(const std::string& update_id, const std::string& 
 }
 
 void Run::fail_callers(const Outcome& why) {
-  for (auto& [update_id, update] : updates) {
-    if (update.waiters.empty() || (update.answered && update.durable)) continue;
-    auto outcome = why.status != RunStatus::running ? why : unanswered_update(update_id, update.name);
-    auto waiters = std::move(update.waiters);
-    update.waiters.clear();
-    for (auto& waiter : waiters) waiter(outcome);
-  }
+  updates.fail_callers([&](const std::string& update_id, const UpdateTable::Update& update) {
+    return why.status != RunStatus::running ? why : unanswered_update(update_id, update.name);
+  });
   if (why.status == RunStatus::running) return;
   for (auto& [position, awakeable] : awakeables_) {
     auto waiters = std::move(awakeable.waiters);

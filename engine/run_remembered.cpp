@@ -32,11 +32,7 @@ StartedValue Run::carried_messages() const {
   for (const auto& [name, queue] : signals) {
     for (const auto& [id, value] : *queue) carried.signals.push_back(CarriedSignal{name, id, value});
   }
-  std::map<std::string, const Queue*> updates_by_name;
-  for (const auto& [name, queue] : update_mailbox_) updates_by_name[name] = &queue;
-  for (const auto& [name, queue] : updates_by_name) {
-    for (const auto& [id, arg] : *queue) carried.updates.push_back(CarriedUpdate{name, id, arg});
-  }
+  carried.updates = updates.waiting();
   return carried;
 }
 
@@ -44,10 +40,8 @@ Remembered Run::remembered(std::int64_t now_ms) const {
   Remembered window;
   for (const auto& [signal_id, seen] : signal_ids) window.signals.push_back(Remembered::Signal{signal_id, seen.at_ms});
   std::unordered_set<std::string> waiting;  // accepted, not taken: carried as updates, not remembered
-  for (const auto& [name, queue] : update_mailbox_) {
-    for (const auto& [update_id, arg] : queue) waiting.insert(update_id);
-  }
-  for (const auto& [update_id, update] : updates) {
+  for (const auto& update : updates.waiting()) waiting.insert(update.id);
+  for (const auto& [update_id, update] : updates.all()) {
     if (waiting.contains(update_id)) continue;
     // Taken and not answered: it fails for its caller as the generation
     // ends, and a repeat gets that failure.
@@ -72,29 +66,7 @@ Remembered Run::remembered(std::int64_t now_ms) const {
 
 void Run::remember(const Remembered& earlier, wal::Lsn lsn) {
   for (const auto& signal : earlier.signals) signal_ids.try_emplace(signal.id, SignalSeen{lsn, signal.at_ms});
-  for (const auto& answer : earlier.updates) {
-    auto& update = updates[answer.key];
-    if (update.answered && !update.earlier) continue;  // this generation's own answer stands
-    update.name = answer.name;
-    update.answered = true;
-    update.durable = true;
-    update.earlier = true;
-    update.answered_ms = answer.at_ms;
-    const auto& fields = answer.answer;
-    if (fields.at("ok").as_bool()) {
-      update.answer = Outcome{RunStatus::completed, fields.contains("value") ? fields.at("value") : nullptr,
-                              errc::failed, {}};
-    } else {
-      auto text = [&](const char* key) {
-        const auto* found = fields.if_contains(key);
-        return found != nullptr && found->is_string() ? std::string(found->get_string()) : std::string();
-      };
-      update.answer = Outcome{RunStatus::failed, {}, errc_from_name(text("code")), text("message")};
-    }
-    // Answered already: the new code does not take it again.
-    auto& queue = update_mailbox_[answer.name];
-    std::erase_if(queue, [&](const auto& entry) { return entry.first == answer.key; });
-  }
+  for (const auto& answer : earlier.updates) updates.remember(answer);
   for (const auto& answer : earlier.awakeables) earlier_awakeables_.insert_or_assign(answer.key, answer);
 }
 
@@ -109,19 +81,6 @@ std::optional<Remembered::Answer> Run::earlier_awakeable(const std::string& secr
   auto found = earlier_awakeables_.find(secret);
   if (found == earlier_awakeables_.end()) return std::nullopt;
   return found->second;
-}
-
-std::unordered_map<std::string, Run::UpdateState> Run::take_carried_updates() {
-  std::unordered_map<std::string, UpdateState> carried;
-  for (const auto& [name, queue] : update_mailbox_) {
-    for (const auto& [id, arg] : queue) {
-      if (auto found = updates.find(id); found != updates.end()) {
-        carried.emplace(id, std::move(found->second));
-        updates.erase(found);
-      }
-    }
-  }
-  return carried;
 }
 
 }  // namespace fusee::engine

@@ -56,21 +56,21 @@ bool Run::patched(std::string_view id, bool deprecated) {
                 fmt::format("run '{}': a query handler cannot ask ctx.patched (it would journal)", id_));
   }
   refuse_outside_code("patched");
-  const bool marker_here = position_ < journal_.size() && !journal_[position_].records.empty() &&
-                           journal_[position_].records.front().kind == RecordKind::patch_marked &&
-                           journal_[position_].records.front().name == id;
+  const auto* here = cursor_.recorded(cursor_.next());
+  const bool marker_here = here != nullptr && here->records.front().kind == RecordKind::patch_marked &&
+                           here->records.front().name == id;
   // One answer per patch id per run (Temporal Go's GetVersion): the first
   // call decides, every later one -- in a loop, say -- repeats it, so a run
   // never mixes the old path and the new one. (A journal an older engine
   // wrote has a marker at every call that took the new path: read past it.)
   if (auto known = patches_.find(std::string(id)); known != patches_.end()) {
-    if (known->second && marker_here) ++position_;
+    if (known->second && marker_here) cursor_.skip();
     return known->second;
   }
   bool answer = true;
   if (marker_here) {
-    ++position_;  // the run took the new path here before
-  } else if (position_ < journal_.size()) {
+    cursor_.skip();  // the run took the new path here before
+  } else if (cursor_.journal_goes_on()) {
     // The journal goes on past here without the marker: the old code went
     // past this point (every command journals its start, so one in flight
     // counts), and the run keeps to the old path (nothing is recorded).
@@ -78,8 +78,8 @@ bool Run::patched(std::string_view id, bool deprecated) {
   } else if (!deprecated) {
     // Live: the run reaches the change with the new code. A deprecated
     // patch records nothing (its marker is only read, for runs that have it).
-    append(make_record(RecordKind::patch_marked, position_, id));
-    ++position_;
+    append(make_record(RecordKind::patch_marked, cursor_.next(), id));
+    cursor_.skip();
   }
   patches_.emplace(std::string(id), answer);
   return answer;

@@ -49,7 +49,7 @@ FinishedRun Run::summary() const {
     answer["name"] = earlier.name;
     run.awakeable_answers[secret] = std::move(answer);
   }
-  for (const auto& [update_id, update] : updates) {
+  for (const auto& [update_id, update] : updates.all()) {
     run.update_answers[update_id] = answer_json_of(update.answered ? update.answer : unanswered_update(update_id, update.name));
   }
   return run;
@@ -72,9 +72,7 @@ bool Run::parkable() const {
   if (!stuck_error_.empty()) return false;
   // A caller waiting for an update's answer, or a completion for its
   // record's durability, is held by this Run.
-  for (const auto& [update_id, update] : updates) {
-    if (!update.waiters.empty()) return false;
-  }
+  if (updates.has_callers()) return false;
   for (const auto& [position, awakeable] : awakeables_) {
     if (!awakeable.waiters.empty()) return false;
   }

@@ -227,7 +227,9 @@ void Shard::start_continued(const std::shared_ptr<Run>& old) {
   append(*run, record, {});
   run->started_lsn = run->last_lsn;
   (void)run->load(record, run->last_lsn);  // takes the carried signals and updates
-  for (auto& [update_id, state] : old->take_carried_updates()) run->updates[update_id].waiters = std::move(state.waiters);
+  for (auto& [update_id, callers] : old->updates.take_waiting_callers()) {
+    run->updates.adopt_callers(update_id, std::move(callers));
+  }
   // The old generation stops here: an update it took and did not answer
   // fails for its caller; its streams end; whoever waited for the id's
   // result waits for the new generation's.

@@ -119,19 +119,19 @@ void Shard::handle_update(std::optional<StartRequest> start, const std::string& 
     }
     return;
   }
-  if (auto known = run->updates.find(update_id); known != run->updates.end()) {
+  if (auto* known = run->updates.find(update_id)) {
     // The same id again: the same answer, once it is durable.
-    auto& update = known->second;
+    auto& update = *known;
     if (update.answered && update.durable) {
       reply(update.answer);
     } else if (!run->ending() && run->stuck_error().empty()) {
-      update.waiters.push_back(std::move(reply));
+      update.callers.push_back(std::move(reply));
     } else if (!run->stuck_error().empty()) {
       fail(errc::nondeterminism, run->stuck_error());
     } else if (run->finished()) {
       reply(run->unanswered_update(update_id, update.name));
     } else {
-      update.waiters.push_back(std::move(reply));  // the run's end answers it
+      update.callers.push_back(std::move(reply));  // the run's end answers it
     }
     return;
   }
@@ -170,9 +170,7 @@ void Shard::handle_update(std::optional<StartRequest> start, const std::string& 
     return;
   }
   // Registered before the delivery: the code may take and answer it at once.
-  auto& update = run->updates[update_id];
-  update.name = name;
-  update.waiters.push_back(std::move(reply));
+  run->updates.add_caller(update_id, name, std::move(reply));
   run->deliver_update(name, update_id, arg);
 }
 
