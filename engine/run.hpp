@@ -228,6 +228,10 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // ... at this LSN (the new generation's record): until it is durable, a
   // crash keeps this generation, so checkpoints still store its records.
   wal::Lsn superseded_by_lsn = 0;
+  // A reset's generation: its run_reset's LSN. Until that is durable the
+  // reset is not whole (a crash drops it), so no checkpoint stores this
+  // generation's records: they stay in the log (Shard::take_checkpoint).
+  wal::Lsn reset_lsn = 0;
   bool continuing = false;    // between continue_as_new and the next generation's start (Shard::continue_run)
   // Where the run store keeps the run's records from earlier checkpoints
   // (none yet), and its parked entry there, if it has one.

@@ -107,6 +107,13 @@ class Shard {
   // Whether the calling thread is a shard's (a workflow's code, a plain
   // step): a blocking Engine call there would wait on a shard, maybe its own.
   static bool on_shard_thread() noexcept;
+  // For tests only, unset otherwise: called on the shard's thread inside a
+  // reset, once the new generation's first records are appended (up to
+  // `appended`) and before its run_reset is. A test waits there for them to
+  // be durable and holds the next sync, so that checkpoints land in the
+  // window where the reset is durable in part (code_change_test.cpp).
+  static inline std::function<void(Shard& shard, wal::Lsn appended)> reset_window_hook_for_tests;
+  wal::Lsn durable_lsn() const;
   // Whether the calling thread is this shard's.
   bool on_own_thread() const noexcept;
 

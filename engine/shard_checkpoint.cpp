@@ -143,8 +143,14 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
     const bool replaced = run.superseded && run.superseded_by_lsn <= work.lsn;
     if (!run.finished() && !replaced) {
       bool parks = parking.contains(&run);
-      bool leave_out = defer && !parks && !run.journal_place &&
-                       (run.deferred_at == 0 || run.deferred_at == checkpoints_taken_);
+      // A reset whose run_reset is not durable yet is not whole: its first
+      // records stay in the log. Stored now, they would sit beside the
+      // generation it replaces, which leaves the store by its id once the
+      // run_reset is durable -- taking them along (and a crash before then
+      // drops the reset whole, so the store must not hold it in part).
+      const bool reset_in_part = run.reset_lsn > work.lsn;
+      bool leave_out = reset_in_part || (defer && !parks && !run.journal_place &&
+                                         (run.deferred_at == 0 || run.deferred_at == checkpoints_taken_));
       if (leave_out) {
         run.deferred_at = checkpoints_taken_;
         deferred.push_back(std::move(entry));

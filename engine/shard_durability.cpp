@@ -214,4 +214,6 @@ void Shard::fail_waiters(std::error_code error) {
   }
 }
 
+wal::Lsn Shard::durable_lsn() const { return sink_.durable_lsn(id_); }
+
 }  // namespace fusee::engine

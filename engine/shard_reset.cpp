@@ -180,6 +180,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
       return;
     }
   }
+  if (reset_window_hook_for_tests) reset_window_hook_for_tests(*this, run->last_lsn);
   JournalRecord reset_record;
   reset_record.kind = RecordKind::run_reset;
   reset_record.run_id = id;
@@ -204,6 +205,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
     if (!remembered.empty()) reset_record.value.as_object()["remembered"] = remembered.to_json();
   }
   append(*run, reset_record, {});
+  run->reset_lsn = run->last_lsn;
   (void)run->load(reset_record, run->last_lsn);  // takes what it remembers, as a replay will
   if (existing) {
     if (!existing->finished()) {

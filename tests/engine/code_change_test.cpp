@@ -6,6 +6,8 @@
 // before the run does.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -19,6 +21,9 @@
 #include "engine/run_hash.hpp"
 #include "tests/engine/engine_harness.hpp"
 #include "tests/engine/gate.hpp"
+#include "tests/engine/slow_log.hpp"
+#include "tests/support/crash_points.hpp"
+#include "tests/support/fault_file_system.hpp"
 
 using namespace fusee;
 using namespace fusee::testing;
@@ -711,5 +716,62 @@ TEST_CASE("a reset of a running run whose records a checkpoint left in the log r
   engine->signal("w-2", kGo, 41);
   CHECK(result_of(engine, kWaits, "w-2") == 42);
   CHECK(contains(engine->journal_json("w-2"), "\"run_reset\""));
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("checkpoints while a reset of a running run is durable only in part store none of it, and the reset recovers") {
+  // The older generation's journal is in the run store (live). The reset's
+  // first records are durable, its run_reset is not (its sync is held),
+  // and two checkpoints run in that window: the second would store the
+  // first records beside the older generation, and once the run_reset is
+  // durable the next checkpoint erases the older generation by the run's
+  // id -- the newer one's first records with it -- and stores the
+  // run_reset alone: the next open failed as corrupt. The test hook makes
+  // the window every time: it waits in the reset, on the shard's thread,
+  // for the first records to be durable, and arms the hold of the next sync.
+  SlowLog slow;
+  FaultFileSystemOptions options;
+  options.before_operation = [&slow](OpKind kind, const std::string& path, std::size_t) { slow.before(kind, path); };
+  FaultFileSystem fs(options);
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.shards = 1;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();  // only the test's
+  {
+    auto engine = Engine::open(config);
+    register_waits(*engine, "a");
+    (void)engine->start(kWaits, "w-3", 1);
+    require_waiting(*engine, "w-3");
+    engine->checkpoint();
+    engine->checkpoint();  // a running run's journal goes to the store at its second
+    std::atomic<bool> window{false};
+    engine::Shard::reset_window_hook_for_tests = [&](engine::Shard& shard, wal::Lsn appended) {
+      window = eventually([&] { return shard.durable_lsn() >= appended; });
+      slow.arm(0);  // the run_reset's sync is held
+    };
+    auto reset = std::async(std::launch::async, [&] { engine->reset("w-3", ResetPoint::before_position(1), "again"); });
+    REQUIRE(slow.wait_holding());
+    engine::Shard::reset_window_hook_for_tests = nullptr;
+    REQUIRE(window);
+    engine->checkpoint();
+    engine->checkpoint();
+    slow.release();
+    reset.get();
+    CHECK(engine->get_run("w-3")->generation == 2);
+    engine->checkpoint();  // the older generation leaves the store
+    engine->checkpoint();
+    engine->shutdown();
+  }
+  CHECK_FALSE(slow.held_a_shard);
+  auto again = crash_config(fs, clock);
+  again.shards = 1;
+  auto engine = Engine::open(again);
+  register_waits(*engine, "a");
+  REQUIRE(engine->get_run("w-3").has_value());
+  CHECK(engine->get_run("w-3")->generation == 2);
+  INFO(engine->journal_json("w-3"));
+  engine->signal("w-3", kGo, 41);
+  CHECK(engine->result(kWaits, "w-3") == 42);
 }
 }
