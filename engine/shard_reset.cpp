@@ -152,9 +152,6 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   // reset is no way around a deadline.
   std::optional<TimePoint> deadline;
   if (started.number != 0) deadline = from_ms(static_cast<std::int64_t>(started.number));
-  auto run = std::make_shared<Run>(*this, id, generation, started.name, *version, std::move(started_parts->input), now,
-                                   deadline);
-  run->parent = started.parent;
   JournalRecord record = started;  // keeps the deadline (number) and what a continued start carries
   record.run_id = id;
   record.generation = generation;
@@ -162,6 +159,28 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   record.time_ms = to_ms(now);
   record.at_ms = to_ms(now);  // the new generation's start, not the old one's
   record.position = kResetStartMarker;  // whole once its run_reset is read too (Shard::load)
+  for (auto& copy : kept) {
+    copy.run_id = id;
+    copy.generation = generation;
+  }
+  {
+    // The new generation must take every kept record before any is
+    // journaled: one refused halfway would leave the reset's first records
+    // in the log with no run_reset (dropped at the next open, with a
+    // warning) and a generation in the making that no shard holds.
+    Run trial(*this, id, generation, started.name, *version, started_parts->input, now, deadline);
+    wal::Lsn trial_lsn = 0;
+    auto taken = trial.load(record, ++trial_lsn);
+    for (std::size_t i = 0; taken && i < kept.size(); ++i) taken = trial.load(kept[i], ++trial_lsn);
+    if (!taken) {
+      reply(make_error_code(errc::storage),
+            fmt::format("reset: run '{}''s journal does not replay ({}); nothing was reset", id, taken.error().message()));
+      return;
+    }
+  }
+  auto run = std::make_shared<Run>(*this, id, generation, started.name, *version, std::move(started_parts->input), now,
+                                   deadline);
+  run->parent = started.parent;
   auto lsn = append_external(*run, record);
   if (!lsn) {
     reply(lsn.error(), lsn.error() == make_error_code(errc::busy)
@@ -171,14 +190,9 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
   }
   run->started_lsn = *lsn;
   (void)run->load(record, *lsn);
-  for (auto copy : kept) {
-    copy.run_id = id;
-    copy.generation = generation;
+  for (const auto& copy : kept) {
     append(*run, copy, {});
-    if (auto loaded = run->load(copy, run->last_lsn); !loaded) {
-      reply(loaded.error(), fmt::format("reset: run '{}''s journal does not replay", id));
-      return;
-    }
+    (void)run->load(copy, run->last_lsn);  // the trial above took each
   }
   if (reset_window_hook_for_tests) reset_window_hook_for_tests(*this, run->last_lsn);
   JournalRecord reset_record;

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "engine/data_dir.hpp"
+#include "engine/command_cursor.hpp"
+#include "engine/journal_json.hpp"
 #include "engine/journal_record.hpp"
 #include "engine/run_hash.hpp"
 #include "tests/engine/engine_harness.hpp"
@@ -773,5 +775,66 @@ TEST_CASE("checkpoints while a reset of a running run is durable only in part st
   INFO(engine->journal_json("w-3"));
   engine->signal("w-3", kGo, 41);
   CHECK(engine->result(kWaits, "w-3") == 42);
+}
+}
+
+TEST_SUITE("unit") {
+TEST_CASE("a reset whose kept journal does not replay is refused before any of it is journaled") {
+  // A finished run's kept journal that decodes but does not replay (a step
+  // far past every position). The reset used to journal its start and the
+  // kept records up to the one refused, then answer the error: the log held
+  // a reset with no run_reset, which the next open dropped with a warning.
+  EngineHarness harness(Mode::local);
+  {
+    auto engine = harness.open();
+    register_waits(*engine, "a");
+    (void)engine->start(kWaits, "w-4", 1);
+    require_waiting(*engine, "w-4");
+    engine->signal("w-4", kGo, 41);
+    CHECK(result_of(engine, kWaits, "w-4") == 42);
+    engine->shutdown();  // its last checkpoint stores the finished run's journal
+  }
+  const std::uint32_t far = engine::CommandCursor::kPositionsAheadMax + 5;
+  {
+    io::PosixFileSystem fs;
+    wal::LogOptions options;
+    options.direct_io = false;
+    auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
+    auto text = dir.store->journal_of_finished("w-4");
+    REQUIRE(text.has_value());
+    REQUIRE(text->has_value());
+    auto records = engine::records_of_journal_json(**text);
+    REQUIRE(records.has_value());
+    REQUIRE(records->size() >= 3);
+    auto stray = (*records)[1];  // step "a" at 0
+    stray.position = far;
+    records->insert(records->end() - 1, stray);  // before the run's end
+    engine::RunStore::Batch batch;
+    batch.put_journal_of_finished("w-4", engine::journal_json(*records));
+    REQUIRE(dir.store->write(std::move(batch)).has_value());
+    REQUIRE(dir.log->close().has_value());
+  }
+  std::vector<std::string> warnings;
+  std::mutex warned;
+  auto config = harness.config();
+  config.warn = [&](const std::string& line) {
+    std::lock_guard lock(warned);
+    warnings.push_back(line);
+  };
+  {
+    auto engine = harness.open(config);
+    register_waits(*engine, "a");
+    auto message = error_message(errc::storage, [&] { engine->reset("w-4", ResetPoint::before_position(far + 1), "x"); });
+    CHECK(contains(message, "does not replay"));
+    CHECK(contains(message, "nothing was reset"));
+    CHECK(engine->get_run("w-4")->generation == 1);
+    engine->shutdown();
+  }
+  auto engine = harness.open(config);
+  register_waits(*engine, "a");
+  CHECK(engine->get_run("w-4")->generation == 1);
+  CHECK(engine->get_run("w-4")->status == RunStatus::completed);
+  std::lock_guard lock(warned);
+  for (const auto& line : warnings) CHECK_MESSAGE(!contains(line, "cut short"), line);
 }
 }
