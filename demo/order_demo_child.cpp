@@ -57,7 +57,8 @@ constexpr auto kStartGap = 10ms;
 // How often the payment provider tries a confirmation the engine refused
 // for now (busy) before it reports a failure.
 constexpr int kConfirmAttemptsMax = 50;
-// Making the audit schedule again after an answer that left it unknown.
+// Making the audit schedule, or declaring the packing queue, again after an
+// answer that left it unknown whether the first took effect.
 constexpr int kScheduleAttemptsMax = 100;
 constexpr auto kScheduleRetryPause = 100ms;
 
@@ -278,6 +279,25 @@ KnownState read_known_state(int fd) {
   return known;
 }
 
+// The packing queue, declared by every life. Declaring it again is safe
+// (the queue's run is attached to, its options set again), so an answer
+// that leaves it unknown whether the declaration took effect
+// (errc::unavailable: in split mode the queue's shard may be the partner's,
+// and the server can go mid-call) is met by declaring again -- as
+// make_audit_schedule does. A stress run saw a life's worker end at its
+// open this way while the server restarted (issue 38).
+void declare_packing_queue(Engine& engine) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      engine.queue(std::string(kPackingQueue), QueueOptions{.concurrency = kPackingConcurrency});
+      return;
+    } catch (const Error& error) {
+      if (error.error() != errc::unavailable || attempt == kScheduleAttemptsMax) throw;
+    }
+    std::this_thread::sleep_for(kScheduleRetryPause);
+  }
+}
+
 std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorld& world) {
   auto config = options.server.empty() ? Config::local(options.dir) : Config::remote(options.server);
   config.segment_bytes = kSegmentBytes;
@@ -307,7 +327,7 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
     return pack_workflow(ctx, index, world, world);
   });
   engine->register_workflow(kAuditWorkflow, [&world](Ctx& ctx, int) { return audit_workflow(ctx, world); });
-  engine->queue(std::string(kPackingQueue), QueueOptions{.concurrency = kPackingConcurrency});
+  declare_packing_queue(*engine);
   return engine;
 }
 

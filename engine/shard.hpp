@@ -111,7 +111,7 @@ class Shard {
   // reset, once the new generation's first records are appended (up to
   // `appended`) and before its run_reset is. A test waits there for them to
   // be durable and holds the next sync, so that checkpoints land in the
-  // window where the reset is durable in part (code_change_test.cpp).
+  // window where the reset is durable in part (reset_recovery_test.cpp).
   static inline std::function<void(Shard& shard, wal::Lsn appended)> reset_window_hook_for_tests;
   wal::Lsn durable_lsn() const;
   // Whether the calling thread is this shard's.
