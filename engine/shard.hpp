@@ -227,7 +227,8 @@ class Shard {
   void index_run(const Run& run);
   void note_finished(std::shared_ptr<Run> run) {
     index_run(*run);
-    if (keep_for_checkpoints_) finished_since_checkpoint_.push_back(std::move(run));
+    // Memory mode has no store and takes no checkpoint: nothing to keep.
+    if (keep_for_checkpoints_ && store_ != nullptr) finished_since_checkpoint_.push_back(std::move(run));
   }
 
  private:
