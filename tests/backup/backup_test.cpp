@@ -68,8 +68,10 @@ void flip_bits(const std::string& path, std::streamoff at, char mask) {
 
 // Waits until what the engine published is on the target and a snapshot
 // was taken after it (the engine uploads, and snapshots, on its own thread).
-void wait_uploaded_with_snapshot(Engine& engine) {
-  const auto snapshots = engine.stats().backup.snapshots;
+// `snapshots` is the count read before the work: read after it, the upload
+// and snapshot of that work may already be counted (a 5 ms upload interval
+// under load), and the wait would be for one that never comes.
+void wait_uploaded_with_snapshot(Engine& engine, std::uint64_t snapshots) {
   REQUIRE(eventually([&] {
     auto stats = engine.stats().backup;
     return stats.pending_batches == 0 && stats.snapshots > snapshots;
@@ -227,10 +229,11 @@ TEST_CASE("backup: with the clock stepped back the times on the target follow th
     auto engine = harness.open(config);
     register_double(*engine);
     for (int k = 0; k < 10; ++k) {
+      const auto snapshots = engine->stats().backup.snapshots;
       harness.clock().advance(std::chrono::seconds(1));
       CHECK(engine->execute(kDouble, "a-" + std::to_string(k), k) == 2 * k);
       // Uploaded, and a snapshot taken, at this second.
-      wait_uploaded_with_snapshot(*engine);
+      wait_uploaded_with_snapshot(*engine, snapshots);
     }
     stepped_at_ms = ms_of(harness.clock().now());
     harness.clock().advance(std::chrono::seconds(-30));  // NTP steps the clock back
@@ -427,10 +430,11 @@ TEST_CASE("backup: a snapshot file with one byte changed is refused by its CRC, 
     auto engine = harness.open(config);
     register_double(*engine);
     for (int k = 0; k < 4; ++k) {
+      const auto snapshots = engine->stats().backup.snapshots;
       harness.clock().advance(std::chrono::seconds(1));
       CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
       engine->checkpoint();
-      wait_uploaded_with_snapshot(*engine);
+      wait_uploaded_with_snapshot(*engine, snapshots);
     }
     engine->shutdown();
   }
@@ -481,13 +485,14 @@ TEST_CASE("backup: one byte changed in, or the loss of, any object of each kind 
     register_double(*engine);
     register_length(*engine);
     for (int k = 0; k < 4; ++k) {
+      const auto snapshots = engine->stats().backup.snapshots;
       harness.clock().advance(std::chrono::seconds(1));
       CHECK(engine->execute(kDouble, "r-" + std::to_string(k), k) == 2 * k);
       CHECK(engine->execute(kLength, "big-" + std::to_string(k), std::string(4'000, 'x')) == 4'000);
       all.insert("r-" + std::to_string(k));
       all.insert("big-" + std::to_string(k));
       engine->checkpoint();
-      wait_uploaded_with_snapshot(*engine);
+      wait_uploaded_with_snapshot(*engine, snapshots);
     }
     engine->shutdown();
   }
