@@ -232,9 +232,7 @@ TEST_CASE("a checkpoint taken before the next generation's start is durable keep
   // there would leave, after a crash that loses generation 2's start, a run
   // with neither generation in the store.
   SlowLog slow;
-  FaultFileSystemOptions options;
-  options.before_operation = [&slow](OpKind kind, const std::string& path, std::size_t) { slow.before(kind, path); };
-  FaultFileSystem fs(options);
+  FaultFileSystem fs(slowed_by(slow));
   auto clock = std::make_shared<ManualClock>();
   auto config = crash_config(fs, clock);
   config.checkpoint_interval = std::chrono::milliseconds::zero();

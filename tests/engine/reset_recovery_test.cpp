@@ -6,6 +6,7 @@
 // forced with a test hook, so that each case happens every time.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -29,6 +30,37 @@ using namespace fusee;
 using namespace fusee::testing;
 
 namespace {
+
+// A data directory opened by hand, with no engine, to write what a crash or
+// a checkpoint can leave (the file system outlives the log and the store).
+struct ByHand {
+  io::PosixFileSystem fs;
+  engine::DataDir dir;
+  explicit ByHand(const std::string& path) : dir(open(fs, path)) {}
+
+ private:
+  static engine::DataDir open(io::PosixFileSystem& fs, const std::string& path) {
+    wal::LogOptions options;
+    options.direct_io = false;
+    return engine::open_data_dir(fs, path, 0, std::move(options), false);
+  }
+};
+
+// What the engine tells the operator (Config::warn), kept for the test.
+struct Warnings {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  void attach(Config& config) {
+    config.warn = [this](const std::string& line) {
+      std::lock_guard lock(mu);
+      lines.push_back(line);
+    };
+  }
+  bool any(const std::string& text) {
+    std::lock_guard lock(mu);
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) { return contains(line, text); });
+  }
+};
 
 // What a crash can leave of a reset of `id` to generation 2 (code
 // register_waits, input 1): its start and the kept step "a", appended to
@@ -78,31 +110,22 @@ TEST_CASE("a reset a crash cut short before its run_reset is dropped at recovery
   {
     // What a crash can leave of a reset: its start and kept records made
     // it to the disk, its run_reset did not (a batch ended between them).
-    io::PosixFileSystem fs;
-    wal::LogOptions options;
-    options.direct_io = false;
-    auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
+    ByHand by_hand(harness.data_dir());
+    auto& dir = by_hand.dir;
     const auto shard = engine::shard_of("w-1", dir.shards);
     (void)append_reset_start(dir, shard, "w-1");
     REQUIRE(dir.log->close().has_value());
   }
-  std::vector<std::string> warnings;
-  std::mutex warned;
+  Warnings warnings;
   auto config = harness.config();
-  config.warn = [&](const std::string& line) {
-    std::lock_guard lock(warned);
-    warnings.push_back(line);
-  };
+  warnings.attach(config);
   auto engine = harness.open(config);
   register_waits(*engine, "a");
   CHECK(engine->get_run("w-1")->generation == 1);  // not the half-written reset's
   engine->signal("w-1", kWaitsGo, 41);
   CHECK(result_of(engine, kWaits, "w-1") == 42);
   engine->shutdown();
-  std::lock_guard lock(warned);
-  bool told = false;
-  for (const auto& line : warnings) told = told || contains(line, "run 'w-1': a reset to generation 2 was cut short");
-  CHECK(told);
+  CHECK(warnings.any("run 'w-1': a reset to generation 2 was cut short"));
 }
 }
 
@@ -124,10 +147,8 @@ TEST_CASE("a reset of a running run whose records a checkpoint left in the log r
     engine->shutdown();  // its last checkpoint stores w-2's journal: it goes on
   }
   {
-    io::PosixFileSystem fs;
-    wal::LogOptions options;
-    options.direct_io = false;
-    auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
+    ByHand by_hand(harness.data_dir());
+    auto& dir = by_hand.dir;
     const auto shard = engine::shard_of("w-2", dir.shards);
     const auto [first, last] = append_reset_start(dir, shard, "w-2");
     // The checkpoint taken then: its LSN covers the reset's first records,
@@ -177,9 +198,7 @@ TEST_CASE("checkpoints while a reset of a running run is durable only in part st
   // the window every time: it waits in the reset, on the shard's thread,
   // for the first records to be durable, and arms the hold of the next sync.
   SlowLog slow;
-  FaultFileSystemOptions options;
-  options.before_operation = [&slow](OpKind kind, const std::string& path, std::size_t) { slow.before(kind, path); };
-  FaultFileSystem fs(options);
+  FaultFileSystem fs(slowed_by(slow));
   auto clock = std::make_shared<ManualClock>();
   auto config = crash_config(fs, clock);
   config.shards = 1;
@@ -240,10 +259,8 @@ TEST_CASE("a reset whose kept journal does not replay is refused before any of i
   }
   const std::uint32_t far = engine::CommandCursor::kPositionsAheadMax + 5;
   {
-    io::PosixFileSystem fs;
-    wal::LogOptions options;
-    options.direct_io = false;
-    auto dir = engine::open_data_dir(fs, harness.data_dir(), 0, std::move(options), false);
+    ByHand by_hand(harness.data_dir());
+    auto& dir = by_hand.dir;
     auto text = dir.store->journal_of_finished("w-4");
     REQUIRE(text.has_value());
     REQUIRE(text->has_value());
@@ -258,13 +275,9 @@ TEST_CASE("a reset whose kept journal does not replay is refused before any of i
     REQUIRE(dir.store->write(std::move(batch)).has_value());
     REQUIRE(dir.log->close().has_value());
   }
-  std::vector<std::string> warnings;
-  std::mutex warned;
+  Warnings warnings;
   auto config = harness.config();
-  config.warn = [&](const std::string& line) {
-    std::lock_guard lock(warned);
-    warnings.push_back(line);
-  };
+  warnings.attach(config);
   {
     auto engine = harness.open(config);
     register_waits(*engine, "a");
@@ -278,7 +291,6 @@ TEST_CASE("a reset whose kept journal does not replay is refused before any of i
   register_waits(*engine, "a");
   CHECK(engine->get_run("w-4")->generation == 1);
   CHECK(engine->get_run("w-4")->status == RunStatus::completed);
-  std::lock_guard lock(warned);
-  for (const auto& line : warnings) CHECK_MESSAGE(!contains(line, "cut short"), line);
+  CHECK_FALSE(warnings.any("cut short"));
 }
 }

@@ -62,4 +62,11 @@ struct SlowLog {
   }
 };
 
+// A fault file system whose log syncs go through `slow`.
+inline FaultFileSystemOptions slowed_by(SlowLog& slow) {
+  FaultFileSystemOptions options;
+  options.before_operation = [&slow](OpKind kind, const std::string& path, std::size_t) { slow.before(kind, path); };
+  return options;
+}
+
 }  // namespace fusee::testing
