@@ -4,6 +4,8 @@
 #include <array>
 #include <optional>
 #include <set>
+#include <span>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -37,8 +39,45 @@ Result<void> read_padded(io::File& file, std::uint64_t offset, std::span<std::by
 struct Probe {
   enum Kind { valid, end, refuse } kind = end;
   BatchHeader header;
-  std::vector<std::byte> bytes;  // the whole batch when valid
-  std::string why;               // for end and refuse
+  std::span<const std::byte> bytes;  // the whole batch when valid, until the next probe
+  std::string why;                   // for end and refuse
+};
+
+// The chain walk reads a segment front to back. It reads a window at a
+// time and serves each batch from it: two reads and two allocations per
+// batch cost as much as the disk's read of the whole log (a restore reads
+// its result back through this walk, and so does every open).
+class SegmentWindow {
+ public:
+  static constexpr std::uint64_t kWindowBytes = 1024 * 1024;
+
+  // `file` stays open while the window is used; `limit_bytes` bounds reads
+  // (the segment's preallocated size).
+  void reset(io::File& file, std::uint64_t limit_bytes) {
+    file_ = &file;
+    limit_ = limit_bytes;
+    begin_ = end_ = 0;
+  }
+  // [offset, offset + length), offset + length <= the limit; zeros past the
+  // file's end. Valid until the next call.
+  Result<std::span<const std::byte>> view(std::uint64_t offset, std::uint64_t length) {
+    if (offset < begin_ || offset + length > end_) {
+      const auto want = std::max(length, std::min(kWindowBytes, limit_ - offset));
+      if (buffer_.size() < want) buffer_.resize(static_cast<std::size_t>(want));
+      FUSEE_TRY_VOID(read_padded(*file_, offset, std::span(buffer_).first(static_cast<std::size_t>(want))));
+      begin_ = offset;
+      end_ = offset + want;
+    }
+    return std::span<const std::byte>(buffer_).subspan(static_cast<std::size_t>(offset - begin_),
+                                                       static_cast<std::size_t>(length));
+  }
+
+ private:
+  io::File* file_ = nullptr;
+  std::uint64_t limit_ = 0;
+  std::vector<std::byte> buffer_;
+  std::uint64_t begin_ = 0;  // [begin_, end_) of the file is in buffer_
+  std::uint64_t end_ = 0;
 };
 
 class Planner {
@@ -208,49 +247,47 @@ class Planner {
     return true;
   }
 
-  Result<Probe> probe(io::File& file, const SegmentSummary& segment, std::uint64_t offset,
+  Result<Probe> probe(SegmentWindow& window, const SegmentSummary& segment, std::uint64_t offset,
                       std::uint64_t expected_sequence, std::uint32_t expected_prev) {
     Probe result;
     if (offset + kBlockBytes > segment.header.segment_bytes) {
       result.why = "end of segment";
       return result;
     }
-    std::vector<std::byte> block(kBlockBytes);
-    FUSEE_TRY_VOID(read_padded(file, offset, block));
-    auto at = fmt::format("{} offset {}", segment.path, offset);
+    auto block = FUSEE_TRY(window.view(offset, kBlockBytes));
+    auto at = [&] { return fmt::format("{} offset {}", segment.path, offset); };
     if (all_zero(block)) {
       result.why = "";  // preallocated zeros: a clean end
       return result;
     }
     auto header = decode_batch_header(block);
     if (!header) {
-      result.why = fmt::format("no batch header at {} (torn or never written)", at);
+      result.why = fmt::format("no batch header at {} (torn or never written)", at());
       return result;
     }
     if (header->sequence != expected_sequence) {
-      result.why = fmt::format("batch at {} has sequence {}, not the next one ({}): stale", at,
+      result.why = fmt::format("batch at {} has sequence {}, not the next one ({}): stale", at(),
                                header->sequence, expected_sequence);
       return result;
     }
     if (header->prev_crc != expected_prev) {
       result.why = fmt::format("batch sequence {} at {} does not chain to the previous batch "
                                "(written by an earlier life of the log)",
-                               header->sequence, at);
+                               header->sequence, at());
       return result;
     }
     if (offset + header->total_length > segment.header.segment_bytes) {
-      result.why = fmt::format("batch sequence {} at {} runs past the segment's end", header->sequence, at);
+      result.why = fmt::format("batch sequence {} at {} runs past the segment's end", header->sequence, at());
       return result;
     }
-    std::vector<std::byte> bytes(header->total_length);
-    FUSEE_TRY_VOID(read_padded(file, offset, bytes));
+    auto bytes = FUSEE_TRY(window.view(offset, header->total_length));
     if (batch_crc(segment.header.salt, bytes, header->body_length) != header->crc) {
-      result.why = fmt::format("batch sequence {} at {} fails its checksum (torn write)", header->sequence, at);
+      result.why = fmt::format("batch sequence {} at {} fails its checksum (torn write)", header->sequence, at());
       return result;
     }
     result.kind = Probe::valid;
     result.header = *header;
-    result.bytes = std::move(bytes);
+    result.bytes = bytes;
     return result;
   }
 
@@ -258,16 +295,17 @@ class Planner {
   // batch that passed its checksum is inconsistent: that is not a torn write.
   bool accept(const SegmentSummary& segment, std::uint64_t offset, const Probe& probe) {
     const auto& header = probe.header;
-    auto at = fmt::format("{} offset {}", segment.path, offset);
-    std::vector<SectionView> sections;
-    auto body = std::span<const std::byte>(probe.bytes).subspan(kBatchHeaderBytes, header.body_length);
+    // (Formatted only for a refusal: it is not free, and every batch comes here.)
+    auto at = [&] { return fmt::format("{} offset {}", segment.path, offset); };
+    auto& sections = sections_;  // reused from batch to batch
+    auto body = probe.bytes.subspan(kBatchHeaderBytes, header.body_length);
     if (auto error = decode_body(body, header.section_count, sections)) {
       refuse(fmt::format("batch sequence {} at {} passes its checksum but does not decode: {}",
-                         header.sequence, at, error->message));
+                         header.sequence, at(), error->message));
       return false;
     }
     if ((header.flags & (kBatchFlagRoll | kBatchFlagClose)) && !sections.empty()) {
-      refuse(fmt::format("marker batch sequence {} at {} carries records", header.sequence, at));
+      refuse(fmt::format("marker batch sequence {} at {} carries records", header.sequence, at()));
       return false;
     }
     for (const auto& section : sections) {
@@ -275,7 +313,7 @@ class Planner {
       if (!check_blob_refs(section, header, at, segment.number)) return false;
       if (shard >= shard_count_) {
         refuse(fmt::format("batch sequence {} at {} has a section for shard {}, but the log has {} shards",
-                           header.sequence, at, shard, shard_count_));
+                           header.sequence, at(), shard, shard_count_));
         return false;
       }
       auto& range = plan_.shards[shard];
@@ -283,7 +321,7 @@ class Planner {
                                          : range.last_lsn + 1;
       if (section.header.first_lsn != expected) {
         refuse(fmt::format("batch sequence {} at {}: shard {} continues at LSN {}, expected {}",
-                           header.sequence, at, shard, section.header.first_lsn, expected));
+                           header.sequence, at(), shard, section.header.first_lsn, expected));
         return false;
       }
       if (range.first_lsn == 0) range.first_lsn = section.header.first_lsn;
@@ -308,7 +346,8 @@ class Planner {
   // Resolves every blob reference of a section: the blob must be there,
   // whole, with the CRC and kind the reference names. A batch is sealed only
   // once its blobs are durable, so a mismatch is damage, never a torn write.
-  bool check_blob_refs(const SectionView& section, const BatchHeader& header, const std::string& at,
+  template <typename At>
+  bool check_blob_refs(const SectionView& section, const BatchHeader& header, const At& at,
                        std::uint64_t segment_number) {
     for (std::size_t r = 0; r < section.records.size(); ++r) {
       if (!section.blob_refs[r]) continue;
@@ -317,7 +356,7 @@ class Planner {
       auto blob = read_blob(fs_, blob_dir_of(plan_.wal_dir), ref, &problem);
       if (!blob) {
         refuse(fmt::format("shard {} LSN {} (batch sequence {} at {}) is a large record whose blob is bad: {}",
-                           section.header.shard, section.header.first_lsn + r, header.sequence, at,
+                           section.header.shard, section.header.first_lsn + r, header.sequence, at(),
                            problem.empty() ? blob.error().message() : problem));
         return false;
       }
@@ -354,8 +393,10 @@ class Planner {
     auto expected_prev = segment->header.prev_crc;
     std::uint64_t offset = kSegmentHeaderBytes;
     auto file = FUSEE_TRY(fs_.open(segment->path, {}));
+    SegmentWindow window;
+    window.reset(*file, segment->header.segment_bytes);
     for (;;) {
-      auto found = FUSEE_TRY(probe(*file, *segment, offset, expected_sequence, expected_prev));
+      auto found = FUSEE_TRY(probe(window, *segment, offset, expected_sequence, expected_prev));
       if (found.kind != Probe::valid) {
         plan_.tail = found.why;
         break;
@@ -390,6 +431,7 @@ class Planner {
         segment = &next;
         offset = kSegmentHeaderBytes;
         file = FUSEE_TRY(fs_.open(segment->path, {}));
+        window.reset(*file, segment->header.segment_bytes);
       }
     }
     end_index_ = index;
@@ -510,6 +552,7 @@ class Planner {
   std::vector<std::string> retired_;
   std::set<std::uint64_t> referenced_blob_files_;
   bool list_batches_ = false;
+  std::vector<SectionView> sections_;  // accept's, kept for its capacity
 };
 
 }  // namespace

@@ -791,6 +791,82 @@ TEST_CASE("backup: a restore to a moment before the first batch is refused, and 
   problem.clear();
   CHECK_MESSAGE(backup::restore_directory(fs, **target, "/latest", std::nullopt, &problem).has_value(), problem);
 }
+
+TEST_CASE("backup: a restore whose write fails at any point fails and leaves nothing; on direct writes refused it "
+          "restores buffered") {
+  // A restore writes on several threads at once (each chunk's segment write
+  // beside the next chunk's read, the run store's files beside the log):
+  // the nth write failing, for every n until the restore needs fewer, must
+  // fail the restore and take away what it wrote, never be lost on its
+  // thread.
+  FaultFileSystem fs;
+  auto clock = std::make_shared<ManualClock>();
+  auto config = crash_config(fs, clock);
+  config.backup_target = "/backup";
+  config.backup_upload_interval = std::chrono::milliseconds(5);
+  config.segment_bytes = 64 * 1024;           // several segments, each in several chunks
+  config.backup_snapshot_log_bytes = 48 * 1024;  // and the run store's files from a snapshot
+  constexpr std::size_t kRuns = 120;
+  {
+    auto engine = Engine::open(config);
+    register_length(*engine);
+    for (std::size_t k = 0; k < kRuns; ++k) {
+      clock->advance(std::chrono::milliseconds(10));
+      CHECK(engine->execute(kLength, "r-" + std::to_string(k), std::string(700, static_cast<char>('a' + k % 26))) == 700);
+    }
+    engine->shutdown();
+  }
+  REQUIRE(*fs.exists("/backup"));
+  auto target = backup::open_directory_target(fs, "/backup");
+  REQUIRE(target.has_value());
+  auto opens_with_every_run = [&](const std::string& dir) {
+    auto opened = crash_config(fs, clock);
+    opened.dir = dir;
+    auto engine = Engine::open(opened);
+    register_length(*engine);
+    const auto runs = engine->list_runs();
+    engine->shutdown();
+    return runs.size() == kRuns;
+  };
+  int failed = 0;
+  for (std::uint64_t nth = 1;; ++nth) {
+    REQUIRE(nth < 10'000);
+    const auto dir = "/restored-" + std::to_string(nth);
+    fs.clear_faults();
+    const auto fired_before = fs.faults_fired();
+    fs.inject(Fault{OpKind::write, nth, FaultEffect::io_error});
+    std::string problem;
+    auto restored = backup::restore_directory(fs, **target, dir, std::nullopt, &problem);
+    const bool fired = fs.faults_fired() > fired_before;
+    fs.clear_faults();
+    if (!restored) {
+      CAPTURE(nth);
+      CHECK(fired);
+      CHECK(restored.error() == std::errc::io_error);
+      CHECK_FALSE(*fs.exists(dir));  // nothing left behind
+      ++failed;
+      continue;
+    }
+    CAPTURE(nth);
+    CHECK_FALSE(fired);  // a write that failed was not passed over
+    CHECK(restored->snapshot_sequence > 0);
+    CHECK(restored->segments > 2);
+    CHECK(opens_with_every_run(dir));
+    break;
+  }
+  CHECK(failed > 10);
+  // A file system that takes direct opens and refuses direct writes: the
+  // segments go buffered, and the result opens.
+  auto options = fs.options();
+  options.refuse_direct_write = true;
+  fs.set_options(options);
+  std::string problem;
+  auto buffered = backup::restore_directory(fs, **target, "/restored-buffered", std::nullopt, &problem);
+  REQUIRE_MESSAGE(buffered.has_value(), problem);
+  options.refuse_direct_write = false;
+  fs.set_options(options);
+  CHECK(opens_with_every_run("/restored-buffered"));
+}
 }
 
 TEST_SUITE("unit") {
