@@ -534,6 +534,8 @@ std::vector<double> time_sequential_rounds(std::uint32_t calls, const RoundRule&
 // result costs without an HTTP client in front, beside the raw flush. Each
 // round is spec.runs calls one after another, each timed alone; rounds repeat
 // as in run_case.
+// durable_writes_per_call: the log's durable writes per execute (its
+// flushes per run).
 CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_iterations,
                           const RoundRule& rule) {
   CaseResult result;
@@ -567,6 +569,11 @@ CaseResult run_start_case(const CaseSpec& spec, std::uint32_t shards, std::size_
   auto stats_after = engine->stats();
   if (auto batches = stats_after.batches_written - stats_before.batches_written; batches > 0)
     result.records_per_flush = double(stats_after.records_written - stats_before.records_written) / double(batches);
+  // Flushes per run (issue 40: one per short run is the aim), over the
+  // timed rounds' executes.
+  if (const auto calls = std::uint64_t(spec.runs) * result.rounds; calls > 0)
+    result.durable_writes_per_call =
+        double(stats_after.batches_written - stats_before.batches_written) / double(calls);
   engine->shutdown();
   engine.reset();
   remove_case_dir(spec.data_dir);

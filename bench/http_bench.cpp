@@ -292,6 +292,11 @@ struct ExecuteResult {
   RawFloor raw;
   std::vector<WrkRound> rounds;
   RunCounts runs;
+  // The log's durable writes over the timed rounds (their calls share them:
+  // group commit). Calls cut at a round's end count no answer but may have
+  // written, so this is an upper bound per answered call.
+  std::uint64_t durable_writes = 0;
+  double durable_writes_per_call() const { return fusee::bench::ratio(double(durable_writes), double(calls())); }
   std::uint64_t calls() const {
     std::uint64_t total = 0;
     for (const auto& round : rounds) total += round.requests;
@@ -366,11 +371,13 @@ ExecuteResult run_execute_case(const Options& options, const std::string& name, 
   // Untimed: the log's first segment, the threads' first wake-ups, wrk's connections.
   (void)run_wrk(options, script, endpoint, connections, 1, name + "-warmup");
   double timed = 0;
+  const auto writes_before = engine->stats().batches_written;
   for (std::uint32_t round = 0; options.rounds.more(round, timed); ++round) {
     result.rounds.push_back(run_wrk(options, script, endpoint, connections, options.round_seconds,
                                     fmt::format("{}-{}", name, round)));
     timed += result.rounds.back().seconds;
   }
+  result.durable_writes = engine->stats().batches_written - writes_before;
   // Calls cut at a round's end may still finish; none may fail.
   result.runs = count_runs(*engine, std::string(kOneStep.name));
   engine->shutdown();
@@ -640,6 +647,10 @@ void print_execute_table(const std::vector<ExecuteResult>& results) {
                p99.min, p99.median, p99.max);
   }
   for (const auto& result : results) {
+    fmt::print("{}: {:.3f} durable writes of the log per answered call (shared by the calls in flight)\n", result.name,
+               result.durable_writes_per_call());
+  }
+  for (const auto& result : results) {
     double share = result.wrk_cpu_share();
     if (std::isfinite(share) && share > kWrkCpuShareNote) {
       fmt::print("{}: wrk took {:.0f}% of the CPU time of its rounds on {} cores: the server had the rest, so "
@@ -723,6 +734,7 @@ void print_execute_json(const ExecuteResult& result, const std::string& dir) {
       .field("wrk_cpu_share", round_to_digits(result.wrk_cpu_share(), 3))
       .field("server_cpu_us_per_call", round_to_digits(result.server_cpu_us_per_call(), 2))
       .field("wrk_cpu_us_per_call", round_to_digits(result.wrk_cpu_us_per_call(), 2))
+      .field("durable_writes_per_call", round_to_digits(result.durable_writes_per_call(), 3))
       .field("raw_p50_us", round_to_ns(raw_p50(result.raw)))
       .field("raw_p99_us", round_to_ns(raw_p99(result.raw)))
       .field("p50_over_raw", round_to_digits(fusee::bench::ratio(result.p50_us(), raw_p50(result.raw)), 3));
