@@ -343,8 +343,9 @@ struct Candidate {
   LogPlan plan;
 };
 
-// Chunks read at once: two keep a disk's queue (and an object store's
-// connections) busy while one is copied out.
+// Chunks read at once: two keep a disk's queue busy while one is copied
+// out. (The S3 target sends its requests one at a time on its connection:
+// there the second waits for the first.)
 constexpr int kFetchesAhead = 2;
 
 // Writes `candidate` into `dir` (absent or empty). Damage on the target
