@@ -40,8 +40,9 @@ constexpr std::uint64_t block_ceil(std::uint64_t at) { return block_floor(at + i
 // is): a restore fills it, and zeroing a 64 MiB segment costs as much as
 // reading it back. In huge pages where the kernel gives them (transparent
 // huge pages on request, Debian's default): the first touch of 64 MiB in
-// 4 KiB pages is 16,384 page faults, measured at a quarter of a restore's
-// time.
+// 4 KiB pages is 16,384 page faults. Copying 100 MB into fresh 4 KiB pages
+// took 80-95 ms here, into huge pages 38-48 ms, into pages already touched
+// 28-33 ms; a restore of 135 MiB takes about 400 ms.
 class SegmentBuffer {
  public:
   static constexpr std::uint64_t kHugePageBytes = 2 * 1024 * 1024;
