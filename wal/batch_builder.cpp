@@ -71,15 +71,62 @@ ShardStage::Taken ShardStage::take(std::size_t count) {
 void ShardStage::pop(std::size_t count) {
   FUSEE_ASSERT(count <= record_count(), "popping more records than staged");
   if (count == 0) return;
+  FUSEE_ASSERT(cut_before_group(count) == count, "a batch would split a group");
   head_ = ends_[count - 1];
   ends_.erase(ends_.begin(), ends_.begin() + static_cast<std::ptrdiff_t>(count));
   first_lsn_ += count;
+  while (!groups_.empty() && groups_.front().end <= first_lsn_) groups_.pop_front();
   // Chunks wholly taken go (a Taken still copying from one keeps it alive),
   // so an idle shard holds no staging memory.
   while (!chunks_.empty() && chunks_.front()->start + chunks_.front()->size <= head_) chunks_.pop_front();
 }
 
-void ShardStage::clear() { pop(record_count()); }
+void ShardStage::clear() {
+  // Nothing staged will be written (a poisoned log): the groups go too.
+  groups_.clear();
+  group_open_ = false;
+  pop(record_count());
+}
+
+std::size_t ShardStage::sealable_count() const {
+  auto limit = next_lsn_;
+  if (!blocked_.empty()) limit = std::min(limit, *blocked_.begin());
+  if (group_open_) limit = std::min(limit, std::max(open_group_first_, first_lsn_));
+  // A closed group with a blocked reference inside waits whole.
+  return cut_before_group(static_cast<std::size_t>(limit - first_lsn_));
+}
+
+void ShardStage::begin_group() {
+  FUSEE_ASSERT(!group_open_, "a group is already open on this stage");
+  group_open_ = true;
+  open_group_first_ = next_lsn_;
+  open_group_position_ = tail_;
+}
+
+void ShardStage::end_group() {
+  if (!group_open_) return;
+  group_open_ = false;
+  // A group of one record is a record; an empty one is nothing.
+  if (next_lsn_ - open_group_first_ > 1) groups_.push_back({open_group_first_, next_lsn_});
+}
+
+std::size_t ShardStage::cut_before_group(std::size_t count) const {
+  auto at = first_lsn_ + count;
+  for (const auto& group : groups_) {
+    if (group.first >= at) break;
+    if (at < group.end && at > group.first) return static_cast<std::size_t>(group.first - first_lsn_);
+  }
+  return count;
+}
+
+std::size_t ShardStage::next_unit_end(std::size_t count) const {
+  auto at = first_lsn_ + count;
+  for (const auto& group : groups_) {
+    if (group.first > at) break;
+    if (group.first == at) return static_cast<std::size_t>(group.end - first_lsn_);
+  }
+  return count + 1;
+}
 
 void ShardStage::Taken::copy_to(std::byte* out) const {
   for (const auto& extent : extents_) {
@@ -108,12 +155,14 @@ BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
     if (budget <= kSectionHeaderBytes) break;
     auto room = budget - kSectionHeaderBytes;
     auto handoff = std::min(handoff_bytes_max, room);
-    auto take = std::min(stage.records_fitting(handoff), sealable);
+    // Never a cut inside a group: a crash keeps a group whole or loses it.
+    auto take = stage.cut_before_group(std::min(stage.records_fitting(handoff), sealable));
     if (take == 0) {
-      // A shard hands over at least one record however large, but only where
-      // it fits the batch; otherwise it leads the next batch.
-      if (stage.prefix_bytes(1) <= room) {
-        take = 1;
+      // A shard hands over at least one record (or group) however large, but
+      // only where it fits the batch; otherwise it leads the next batch.
+      auto unit = stage.next_unit_end(0);
+      if (stage.prefix_bytes(unit) <= room) {
+        take = unit;
       } else {
         break;
       }
@@ -124,8 +173,10 @@ BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
     plan.body_bytes += static_cast<std::uint32_t>(kSectionHeaderBytes + bytes);
     // A section cut short by the batch limit (not by the hand-off) ends the
     // batch: the rest of that shard leads the next one.
-    if (take < sealable && stage.prefix_bytes(take + 1) <= handoff_bytes_max && stage.prefix_bytes(take + 1) > room)
-      break;
+    if (take < sealable) {
+      auto next = stage.next_unit_end(take);
+      if (next <= sealable && stage.prefix_bytes(next) <= handoff_bytes_max && stage.prefix_bytes(next) > room) break;
+    }
   }
   return plan;
 }

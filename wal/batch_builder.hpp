@@ -82,11 +82,34 @@ class ShardStage {
   // until unblock(lsn).
   void block(Lsn lsn) { blocked_.insert(lsn); }
   void unblock(Lsn lsn) { blocked_.erase(lsn); }
-  // How many leading records may go into a batch now.
-  std::size_t sealable_count() const {
-    if (blocked_.empty()) return record_count();
-    return static_cast<std::size_t>(*blocked_.begin() - first_lsn_);
+  // How many leading records may go into a batch now: none of a blob
+  // reference still blocked, nor of the open group, nor anything after them,
+  // and no part of a closed group without the rest.
+  std::size_t sealable_count() const;
+
+  // Atomic groups: the records pushed between begin_group() and end_group()
+  // go into one batch together, so a crash keeps all of them or none (the
+  // engine's run started ahead of the disk, engine/shard_ahead.cpp). An open
+  // group is not sealable; a closed one is never cut (plan_batch takes it
+  // whole or leaves it to lead the next batch). At most one group is open;
+  // end_group() without one open does nothing (a poisoned stage dropped it).
+  void begin_group();
+  void end_group();
+  bool group_open() const { return group_open_; }
+  // Encoded bytes pushed since the open group began (0 with none open).
+  std::size_t open_group_bytes() const {
+    return group_open_ ? static_cast<std::size_t>(tail_ - open_group_position_) : 0;
   }
+  // Staged records in the open group.
+  std::size_t open_group_records() const {
+    return group_open_ ? static_cast<std::size_t>(next_lsn_ - std::max(open_group_first_, first_lsn_)) : 0;
+  }
+  // The largest count <= `count` of leading records that ends outside every
+  // closed group (a batch may take that many without splitting one).
+  std::size_t cut_before_group(std::size_t count) const;
+  // How many leading records the unit after the first `count` spans: the
+  // closed group that starts there, else one record.
+  std::size_t next_unit_end(std::size_t count) const;
 
  private:
   std::deque<std::shared_ptr<Chunk>> chunks_;  // oldest first; the last one is written
@@ -97,6 +120,14 @@ class ShardStage {
   Lsn next_lsn_;
   Lsn first_lsn_;
   std::set<Lsn> blocked_;  // blob references whose blob is not yet durable
+  struct Group {
+    Lsn first = 0;  // LSN of its first record
+    Lsn end = 0;    // LSN past its last record
+  };
+  std::deque<Group> groups_;  // closed groups with records still staged, in order
+  bool group_open_ = false;
+  Lsn open_group_first_ = 0;
+  std::uint64_t open_group_position_ = 0;  // stage position where the open group began
 };
 
 struct SectionPlan {
@@ -113,9 +144,10 @@ struct BatchPlan {
 
 // Chooses the sections of the next batch: shards in turn from first_shard
 // (wrapping), each handing over at most handoff_bytes_max of its sealable
-// records (at least one), whole sections while they fit in batch_bytes_max,
-// then the leading records of the next section that fit, cut at a record
-// boundary. Records that do not fit, or wait for their blob, stay staged.
+// records (at least one record or group), whole sections while they fit in
+// batch_bytes_max, then the leading records of the next section that fit,
+// cut at a record boundary outside every group. Records that do not fit,
+// wait for their blob, or belong to an open group stay staged.
 BatchPlan plan_batch(std::span<const ShardStage> stages, ShardId first_shard,
                      std::size_t batch_bytes_max, std::size_t handoff_bytes_max);
 

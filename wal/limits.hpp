@@ -27,6 +27,12 @@ inline constexpr std::size_t kHandoffBytesMax = 8 * kMiB;
 // bounds the memory a single append can pin.
 inline constexpr std::size_t kRecordBytesMax = 16 * kMiB;
 
+// Most bytes of one atomic group (Log::begin_group): a group goes into one
+// batch whole, so it must stay far below a batch. A run that starts ahead of
+// the disk (engine) writes a few hundred bytes; one that would write more
+// stops running ahead there.
+inline constexpr std::size_t kGroupBytesMax = 64 * kKiB;
+
 // Records longer than this go to the blob area by default: above it, one
 // record's write would hold up every shard's small records behind it.
 inline constexpr std::size_t kPayloadOffloadBytesDefault = 64 * kKiB;

@@ -81,6 +81,8 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
 Log::Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan)
     : fs_(fs), options_(std::move(options)), plan_(std::move(plan)) {
   wal_dir_ = plan_.wal_dir;
+  // A group must fit one batch, so it never has to be cut.
+  group_bytes_max_ = std::min(kGroupBytesMax, options_.batch_bytes_max - kBatchHeaderBytes - kSectionHeaderBytes);
   auto shards = options_.shard_count;
   durable_lsns_.assign(shards, 0);
   shard_durable_cvs_ = std::make_unique<std::condition_variable[]>(shards);
@@ -215,7 +217,19 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
     if (poison_) return make_error_code(errc::poisoned);
     if (closing_) return make_error_code(errc::closed);
     if (staged_bytes_ + encoded_bytes > options_.staged_bytes_max) return make_error_code(errc::queue_full);
-    lsn = stages_[shard].push(record);
+    auto& stage = stages_[shard];
+    if (stage.group_open()) {
+      if (stage.open_group_bytes() + encoded_bytes <= group_bytes_max_) {
+        // Not sealable until the group ends: end_group() wakes a log thread.
+        lsn = stage.push(record);
+        staged_bytes_ += encoded_bytes;
+        ++staged_records_;
+        return lsn;
+      }
+      ++stats_.groups_cut_at_cap;
+      end_group_locked(shard);
+    }
+    lsn = stage.push(record);
     staged_bytes_ += encoded_bytes;
     ++staged_records_;
     ring_wake = owner_ && !in_flight_.empty() && in_flight_.size() < kWritesInFlightMax;
@@ -343,6 +357,7 @@ void Log::poison_locked(std::error_code error) {
   for (auto& stage : stages_) stage.clear();
   staged_bytes_ = 0;
   staged_records_ = 0;
+  open_groups_ = 0;
   // Their blobs will never be written: give the places back (the blob
   // thread's job in flight, if any, is written and released by write()).
   for (const auto& job : blob_jobs_) blobs_->release(job.ref);
@@ -357,11 +372,12 @@ void Log::poison_locked(std::error_code error) {
 bool Log::has_work_locked() const {
   if (in_flight_.size() >= kWritesInFlightMax) return false;
   if (staged_records_ > 0) {
-    if (blobs_pending_ == 0) return true;
-    // Some staged records wait for their blob; is anything else sealable?
+    if (blobs_pending_ == 0 && open_groups_ == 0) return true;
+    // Some staged records wait for their blob or their group's end; is
+    // anything else sealable?
     for (const auto& stage : stages_)
       if (stage.sealable_count() > 0) return true;
-    return false;
+    if (!only_open_groups_staged_locked()) return false;
   }
   return close_marker_wanted_ && !close_marker_written_ && in_flight_.empty();
 }
@@ -441,7 +457,9 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
     std::unique_lock lock(mu_);
     // Another writer may have taken the work between the wake-up and seal_mu_.
     if (stopping_ || poison_ || !has_work_locked()) return false;
-    if (staged_records_ == 0) {
+    if (only_open_groups_staged_locked()) {
+      // Closing: a group still open was never committed, so its records
+      // are left unwritten (their appender is told errc::closed).
       flags = kBatchFlagClose;
       close_marker_written_ = true;
     } else {
@@ -623,42 +641,6 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   }
   if (hook) hook(oldest_segment_retires_at());
   return ok();
-}
-
-bool Log::prepare_due(std::uint64_t written_bytes) const {
-  // A quarter written: late enough that a log that will not roll soon
-  // (opened to be read, or lightly used) spends no disk time on a segment
-  // it may never use.
-  if (written_bytes * kPrepareAtFillDivisor >= segment_.size_bytes) return true;
-  auto elapsed_us = options_.now_us() - segment_started_us_;
-  if (elapsed_us < kPrepareRateWindowUs || written_bytes <= kSegmentHeaderBytes) return false;
-  std::uint64_t prepare_rate = kPrepareBytesPerSecondAssumed;
-  {
-    std::lock_guard lock(prepare_mu_);
-    if (prepare_bytes_per_s_ > 0) prepare_rate = prepare_bytes_per_s_;
-  }
-  // Microseconds until this segment is full, at the rate it has filled, and
-  // what the next preparation should take; no floating point, no overflow
-  // for segments below 2^32 bytes and rates below 2^32 bytes/s.
-  auto filled = written_bytes - kSegmentHeaderBytes;
-  auto left = segment_.size_bytes - std::min(segment_.size_bytes, written_bytes);
-  auto until_full_us = left * elapsed_us / filled;
-  auto prepare_us = prepare_next_bytes_ * 1'000'000 / std::max<std::uint64_t>(prepare_rate, 1);
-  return until_full_us <= kPrepareLeadFactor * prepare_us;
-}
-
-std::uint64_t Log::next_segment_bytes(std::uint64_t base_bytes) {
-  auto elapsed_us = std::max<std::uint64_t>(1, options_.now_us() - segment_started_us_);
-  auto filled_bytes = write_offset_;
-  // bytes/us * 1e6 > rate, without overflow or floating point.
-  bool fast = filled_bytes * 1'000'000 / elapsed_us > kSegmentGrowthRateBytesPerSecond;
-  if (!fast) return options_.segment_bytes;
-  // Growth goes on when the preparer is late: the part of a segment it
-  // zeroes in time depends on its speed against the fill rate, not on the
-  // size, and a larger segment rolls less often (measured: with growth held
-  // at 64 MiB, 1.5% of 1 MiB appends waited behind a roll, p99 1.7x).
-  auto grown = std::max(options_.segment_bytes, std::min(base_bytes * 2, kSegmentGrowthBytesMax));
-  return std::max(grown, options_.segment_bytes);
 }
 
 Result<void> Log::write_batch(std::shared_ptr<io::File>& file, std::uint64_t segment, std::uint64_t offset,

@@ -169,6 +169,8 @@ struct LogStats {
   bool direct_io = false;             // false once the log fell back to buffered
   bool owner_thread = false;          // the io_uring owner writes (else log threads)
   std::uint64_t inline_writes = 0;    // batches written by a waiting thread itself
+  std::uint64_t groups = 0;           // atomic groups closed (begin_group/end_group)
+  std::uint64_t groups_cut_at_cap = 0;  // groups ended early by group_bytes_max
   std::uint64_t last_flush_us = 0;    // duration of the latest durable write
   std::uint64_t segments_retired = 0;
   std::uint64_t blob_files_retired = 0;
@@ -201,6 +203,20 @@ class Log {
   // errc::queue_full when the stage is at its bound (nothing staged),
   // errc::record_too_large, errc::poisoned, errc::closed.
   [[nodiscard]] Result<Lsn> append(ShardId shard, std::span<const std::byte> record);
+
+  // Atomic groups: shard's records appended between begin_group(shard) and
+  // end_group(shard) reach the disk in one batch, so a crash keeps all of
+  // them or none. One group per shard at a time, opened and closed by the
+  // shard's one appender. Appends inside a group wake no log thread (the
+  // records cannot be sealed yet); end_group() does. A group stops at
+  // group_bytes_max(): the append that would pass it ends the group first
+  // and stages its record after it, so in_group() tells the appender whether
+  // its next records still join the group. A group left open is never
+  // written (close() and a poisoned log drop its records, unacknowledged).
+  void begin_group(ShardId shard);
+  void end_group(ShardId shard);
+  bool in_group(ShardId shard) const;
+  std::size_t group_bytes_max() const { return group_bytes_max_; }
 
   // Blocks until shard's records up to lsn are durable. Fails with the poison
   // error (the flush's own error code) or errc::closed.
@@ -310,6 +326,10 @@ class Log {
   // Whether a batch (or the close marker) is ready to be sealed and a write
   // slot is free. Caller holds mu_.
   bool has_work_locked() const;
+  // Whether every staged record belongs to an open group (close() then
+  // writes its marker without them).
+  bool only_open_groups_staged_locked() const;
+  void end_group_locked(ShardId shard);
   // Seals the next batch and writes it on the calling thread. Caller holds
   // seal_mu_ (through seal_lock, released once the batch is sealed). Returns
   // false when there was nothing to seal or the log stopped.
@@ -379,6 +399,8 @@ class Log {
   std::vector<ShardStage> stages_;
   std::size_t staged_bytes_ = 0;
   std::size_t staged_records_ = 0;
+  std::size_t open_groups_ = 0;  // stages with a group open (their records are not sealable)
+  std::size_t group_bytes_max_ = 0;
   std::vector<Lsn> durable_lsns_;
   std::deque<std::unique_ptr<Write>> in_flight_;
   std::uint64_t published_sequence_ = 0;

@@ -161,4 +161,41 @@ Result<void> Log::remove_prepared_segment() {
   return fs_.sync_dir(wal_dir_);
 }
 
+// When to prepare, and how large: from how fast the segment being written fills.
+bool Log::prepare_due(std::uint64_t written_bytes) const {
+  // A quarter written: late enough that a log that will not roll soon
+  // (opened to be read, or lightly used) spends no disk time on a segment
+  // it may never use.
+  if (written_bytes * kPrepareAtFillDivisor >= segment_.size_bytes) return true;
+  auto elapsed_us = options_.now_us() - segment_started_us_;
+  if (elapsed_us < kPrepareRateWindowUs || written_bytes <= kSegmentHeaderBytes) return false;
+  std::uint64_t prepare_rate = kPrepareBytesPerSecondAssumed;
+  {
+    std::lock_guard lock(prepare_mu_);
+    if (prepare_bytes_per_s_ > 0) prepare_rate = prepare_bytes_per_s_;
+  }
+  // Microseconds until this segment is full, at the rate it has filled, and
+  // what the next preparation should take; no floating point, no overflow
+  // for segments below 2^32 bytes and rates below 2^32 bytes/s.
+  auto filled = written_bytes - kSegmentHeaderBytes;
+  auto left = segment_.size_bytes - std::min(segment_.size_bytes, written_bytes);
+  auto until_full_us = left * elapsed_us / filled;
+  auto prepare_us = prepare_next_bytes_ * 1'000'000 / std::max<std::uint64_t>(prepare_rate, 1);
+  return until_full_us <= kPrepareLeadFactor * prepare_us;
+}
+
+std::uint64_t Log::next_segment_bytes(std::uint64_t base_bytes) {
+  auto elapsed_us = std::max<std::uint64_t>(1, options_.now_us() - segment_started_us_);
+  auto filled_bytes = write_offset_;
+  // bytes/us * 1e6 > rate, without overflow or floating point.
+  bool fast = filled_bytes * 1'000'000 / elapsed_us > kSegmentGrowthRateBytesPerSecond;
+  if (!fast) return options_.segment_bytes;
+  // Growth goes on when the preparer is late: the part of a segment it
+  // zeroes in time depends on its speed against the fill rate, not on the
+  // size, and a larger segment rolls less often (measured: with growth held
+  // at 64 MiB, 1.5% of 1 MiB appends waited behind a roll, p99 1.7x).
+  auto grown = std::max(options_.segment_bytes, std::min(base_bytes * 2, kSegmentGrowthBytesMax));
+  return std::max(grown, options_.segment_bytes);
+}
+
 }  // namespace fusee::wal

@@ -26,12 +26,38 @@ void Ledger::acked(ShardId shard, Lsn lsn) {
   acked_[shard] = std::max(acked_[shard], lsn);
 }
 
+void Ledger::group(ShardId shard, Lsn first, Lsn end) {
+  std::lock_guard lock(mu_);
+  groups_.push_back({shard, first, end});
+}
+
+std::vector<Ledger::Group> Ledger::groups() const {
+  std::lock_guard lock(mu_);
+  return groups_;
+}
+
+namespace {
+// Whether a shard that kept `kept` records cut the group.
+bool cuts(const Ledger::Group& group, std::size_t kept) { return kept >= group.first && kept + 1 < group.end; }
+}  // namespace
+
 void Ledger::rebase(const Recovered& recovered) {
   std::lock_guard lock(mu_);
   for (ShardId shard = 0; shard < submitted_.size(); ++shard) {
     submitted_[shard] = recovered[shard];
     acked_[shard] = recovered[shard].size();
   }
+  // A reopen inside a workload is a recovery too: no group may be cut.
+  // Groups lost whole are forgotten (their LSNs are handed out again).
+  std::vector<Group> kept;
+  for (const auto& group : groups_) {
+    auto count = recovered[group.shard].size();
+    CHECK_MESSAGE(!cuts(group, count), "a reopen kept " << count << " records of shard " << group.shard
+                                                        << ", cutting the group [" << group.first << ", "
+                                                        << group.end << ")");
+    if (count + 1 >= group.end) kept.push_back(group);
+  }
+  groups_ = std::move(kept);
 }
 
 std::vector<std::vector<std::byte>> Ledger::submitted_records(ShardId shard) const {
@@ -99,6 +125,18 @@ bool WorkloadContext::append(wal::Log& log, ShardId shard, std::span<const std::
 bool WorkloadContext::wait(wal::Log& log, ShardId shard, Lsn lsn) {
   if (!log.wait_durable(shard, lsn)) return false;
   ledger.acked(shard, lsn);
+  return true;
+}
+
+bool WorkloadContext::append_group(wal::Log& log, ShardId shard, std::span<const std::size_t> sizes, bool end) {
+  log.begin_group(shard);
+  auto first = log.last_lsn(shard) + 1;
+  for (auto size : sizes) {
+    auto lsn = log.last_lsn(shard) + 1;
+    if (!append(log, shard, test_record(shard, lsn, size))) return false;
+  }
+  ledger.group(shard, first, log.last_lsn(shard) + 1);
+  if (end) log.end_group(shard);
   return true;
 }
 
@@ -268,6 +306,57 @@ std::vector<Workload> base_workloads() {
                  }};
   mixed.payload_offload_bytes = 1024;
   list.push_back(mixed);
+  // Atomic groups (a run started ahead of the disk): batches of two blocks,
+  // so groups meet the batch limit and must lead the next batch whole, among
+  // other shards' plain records and across segment rolls.
+  list.push_back({"atomic groups among other shards' records", 3, wal::kSegmentBytesMin, true, 2 * wal::kBlockBytes,
+                  {},
+                  [](WorkloadContext& c) {
+                    auto log = c.open();
+                    if (!log) return;
+                    std::thread plain([&] { sequential(c, *log, 2, 6, 1500); });
+                    const std::size_t sizes[] = {900, 1700, 400, 2100};
+                    for (int round = 0; round < 3; ++round) {
+                      for (ShardId shard = 0; shard < 2; ++shard)
+                        if (!c.append_group(*log, shard, std::span(sizes).first(2 + (round + shard) % 3))) break;
+                      for (ShardId shard = 0; shard < 2; ++shard)
+                        if (!c.wait(*log, shard, log->last_lsn(shard))) break;
+                    }
+                    plain.join();
+                  }});
+  Workload group_blob{"a group holding a blob reference", 2, wal::kSegmentBytesMin, true, wal::kBatchBytesMax, {},
+                      [](WorkloadContext& c) {
+                        auto log = c.open();
+                        if (!log) return;
+                        const std::size_t sizes[] = {100, 5000, 100};
+                        if (!c.append_group(*log, 0, sizes)) return;
+                        sequential(c, *log, 1, 2, 100);
+                        if (!c.wait(*log, 0, log->last_lsn(0))) return;
+                        if (!c.append_group(*log, 0, sizes)) return;
+                        c.wait(*log, 0, log->last_lsn(0));
+                      }};
+  group_blob.payload_offload_bytes = 1024;
+  list.push_back(group_blob);
+  list.push_back({"a group left open at a clean close is not written", 2, wal::kSegmentBytesMin, true,
+                  wal::kBatchBytesMax, {},
+                  [](WorkloadContext& c) {
+                    {
+                      auto log = c.open();
+                      if (!log) return;
+                      sequential(c, *log, 0, 1, 200);
+                      const std::size_t sizes[] = {300, 300};
+                      if (!c.append_group(*log, 0, sizes, /*end=*/false)) return;
+                      sequential(c, *log, 1, 2, 200);
+                      if (!log->close()) return;
+                    }
+                    auto log = c.open();
+                    if (!log) return;
+                    // The open group's records never reached the disk.
+                    CHECK(log->last_lsn(0) == 1);
+                    const std::size_t sizes[] = {300, 300};
+                    if (!c.append_group(*log, 0, sizes)) return;
+                    c.wait(*log, 0, log->last_lsn(0));
+                  }});
   return list;
 }
 
@@ -353,6 +442,11 @@ Recovered check_recovery(FaultFileSystem& image, const Ledger& ledger, const wal
           }
         }
       }
+      for (const auto& group : ledger.groups())
+        if (cuts(group, recovered[group.shard].size()))
+          FAIL_CHECK("atomic group: shard " << group.shard << " kept " << recovered[group.shard].size()
+                                            << " records, inside the group [" << group.first << ", " << group.end
+                                            << ")");
       first = std::move(recovered);
     } else if (recovered != first) {
       FAIL_CHECK("P3: reopening (round " << round << ") returned different records");

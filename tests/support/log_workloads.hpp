@@ -27,6 +27,15 @@ class Ledger {
 
   void submitted(wal::ShardId shard, wal::Lsn lsn, std::span<const std::byte> bytes);
   void acked(wal::ShardId shard, wal::Lsn lsn);
+  // An atomic group (wal::Log::begin_group): LSNs [first, end) are kept
+  // whole or not at all.
+  void group(wal::ShardId shard, wal::Lsn first, wal::Lsn end);
+  struct Group {
+    wal::ShardId shard = 0;
+    wal::Lsn first = 0;
+    wal::Lsn end = 0;
+  };
+  std::vector<Group> groups() const;
   // After a reopen inside a workload: what the log recovered is the new base
   // (everything recovered is durable, the unrecovered tail was never acked).
   void rebase(const std::vector<std::vector<std::vector<std::byte>>>& recovered);
@@ -40,6 +49,7 @@ class Ledger {
   mutable std::mutex mu_;
   std::vector<std::vector<std::vector<std::byte>>> submitted_;
   std::vector<wal::Lsn> acked_;
+  std::vector<Group> groups_;
 };
 
 struct WorkloadContext {
@@ -56,6 +66,10 @@ struct WorkloadContext {
               wal::Lsn* lsn_out = nullptr);
   // Waits for shard's records up to lsn and acknowledges every one of them.
   bool wait(wal::Log& log, wal::ShardId shard, wal::Lsn lsn);
+  // Appends `sizes.size()` records to shard as one atomic group, without
+  // waiting, and notes the group in the ledger; false once the log fails.
+  // With end false, the group is left open.
+  bool append_group(wal::Log& log, wal::ShardId shard, std::span<const std::size_t> sizes, bool end = true);
 };
 
 struct Workload {
@@ -89,7 +103,7 @@ std::vector<std::vector<std::vector<std::byte>>> read_everything(wal::Log& log);
 
 // Opens the image and checks the promise against the ledger: it opens (P6),
 // every acknowledged record is there byte for byte (P1), each shard holds a
-// prefix of what was submitted (P2, P4), and two more reopens return exactly
+// prefix of what was submitted (P2, P4) that cuts no atomic group, and two more reopens return exactly
 // the same records (P3). Returns what was recovered. Reports failures
 // through doctest with `context` (seed, crash point, outcome) attached.
 std::vector<std::vector<std::vector<std::byte>>> check_recovery(FaultFileSystem& image, const Ledger& ledger,

@@ -154,6 +154,42 @@ TEST_CASE("a closed log refuses appends and reopens with its close marker last")
   CHECK(plan.tail.empty());
 }
 
+TEST_CASE("an open group is written with nothing else's flush; a group past its cap ends there") {
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto log = Log::open(fs, options_for(dir.path(), 2));
+  REQUIRE(log);
+  auto& wal = **log;
+  wal.begin_group(0);
+  CHECK(wal.in_group(0));
+  REQUIRE(wal.append(0, payload(0, 1)));
+  REQUIRE(wal.append(0, payload(0, 2)));
+  // Another shard's flush leaves the open group staged.
+  auto other = wal.append(1, payload(1, 1));
+  REQUIRE(other);
+  REQUIRE(wal.wait_durable(1, *other));
+  CHECK(wal.durable_lsn(0) == 0);
+  wal.end_group(0);
+  CHECK_FALSE(wal.in_group(0));
+  REQUIRE(wal.wait_durable(0, 2));
+  CHECK(wal.stats().groups == 1);
+
+  // The append that would take a group past group_bytes_max() ends the group
+  // first, and goes after it.
+  wal.begin_group(0);
+  const auto record_bytes = wal.group_bytes_max() / 3;
+  REQUIRE(wal.append(0, payload(0, 3, record_bytes)));
+  REQUIRE(wal.append(0, payload(0, 4, record_bytes)));
+  CHECK(wal.in_group(0));
+  REQUIRE(wal.append(0, payload(0, 5, record_bytes)));
+  CHECK_FALSE(wal.in_group(0));
+  CHECK(wal.stats().groups_cut_at_cap == 1);
+  wal.end_group(0);  // nothing open: nothing to do
+  REQUIRE(wal.wait_durable(0, 5));
+  CHECK(read_all(wal, 0).size() == 5);
+  REQUIRE(wal.close());
+}
+
 TEST_CASE("the durable hook reports every shard's positions in publication order") {
   testing::TempDir dir;
   io::PosixFileSystem fs;
