@@ -29,6 +29,13 @@ class JournalSink {
   virtual Lsn durable_lsn(ShardId shard) const = 0;
   // Whether an append is durable as soon as it returns (memory mode).
   virtual bool durable_at_once() const = 0;
+  // Atomic groups (wal::Log::begin_group): a shard's records appended between
+  // begin_group and end_group reach the disk together or not at all. A sink
+  // that cannot promise that keeps in_group() false, and the engine then
+  // never acts on a group's atomicity (a run's first step waits for its start).
+  virtual void begin_group(ShardId) {}
+  virtual void end_group(ShardId) {}
+  virtual bool in_group(ShardId) const { return false; }
   virtual void set_listener(Listener listener) = 0;
   virtual std::error_code poison() const = 0;
   // Waits for what was appended, then stops (a clean shutdown).

@@ -12,6 +12,9 @@ class LogSink final : public JournalSink {
   }
   Lsn durable_lsn(ShardId shard) const override { return log_->durable_lsn(shard); }
   bool durable_at_once() const override { return false; }
+  void begin_group(ShardId shard) override { log_->begin_group(shard); }
+  void end_group(ShardId shard) override { log_->end_group(shard); }
+  bool in_group(ShardId shard) const override { return log_->in_group(shard); }
   void set_listener(Listener listener) override {
     log_->set_durable_hook([listener](ShardId shard, Lsn) { listener(shard); });
     log_->set_poison_hook([listener, shards = log_->shard_count()](std::error_code) {

@@ -186,6 +186,9 @@ JournalRecord Run::make_record(RecordKind kind, std::uint32_t position, std::str
 }
 
 void Run::append(JournalRecord record, std::function<void()> after_durable) {
+  // A time, a random value, a patch decision, a step's result: what follows
+  // may depend on it, and a life that lost it could choose otherwise.
+  if (record.kind != RecordKind::step_started) ahead = false;
   shard_.append(*this, std::move(record), std::move(after_durable));
 }
 

@@ -223,6 +223,11 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   // Step functions waiting for appends_waiting to reach 0.
   std::vector<std::function<void(std::error_code)>> gated;
   wal::Lsn started_lsn = 0;                              // run_started
+  // Its first step may run before its start is durable (Shard::handle_start
+  // sets it for the turn that starts the run, inside one atomic group of the
+  // log): true until the run journals anything but a step's start, since only
+  // then is every step input a function of the run's id, input and code.
+  bool ahead = false;
   bool end_recorded = false;  // Shard::end_run began: its terminal record is (or will be) appended
   bool superseded = false;    // Engine::reset or continue-as-new replaced it with a new generation
   // ... at this LSN (the new generation's record): until it is durable, a

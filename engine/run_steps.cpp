@@ -113,8 +113,13 @@ bool Run::step(std::string_view name, const RetryPolicy& policy, detail::StepBod
 
 void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
   if (stopped_ || !waiting_at(call->position)) return;
-  // The step's outside effects wait for every earlier record of the run.
-  shard_.after_run_durable(*this, [self = shared_from_this(), call](std::error_code error) {
+  // The step's outside effects wait for every earlier record of the run,
+  // or, for the first step in the turn that starts the run, for nothing:
+  // the start and the step's start are in one atomic group of the log, so
+  // a crash keeps both or loses the run whole, never acknowledged, and a
+  // resent start runs the step again with the same key and input
+  // (docs/durability.md, "Running ahead").
+  auto attempt_now = [self = shared_from_this(), call](std::error_code error) {
     if (error || self->stopped_ || !self->waiting_at(call->position)) return;
     const auto attempt = call->attempt;
     if (!call->body.limit.empty() && !call->permit) {
@@ -183,7 +188,13 @@ void Run::run_step_attempt(const std::shared_ptr<StepCall>& call) {
                                               });
                          });
     self->step_running_.clear();
-  });
+  };
+  if (shard_.may_run_ahead(*this)) {
+    shard_.count_step_run_ahead();
+    attempt_now({});
+  } else {
+    shard_.after_run_durable(*this, std::move(attempt_now));
+  }
 }
 
 void Run::on_attempt_timeout(const std::shared_ptr<StepCall>& call, std::uint32_t attempt) {

@@ -66,6 +66,8 @@ class Shard {
   void set_store(RunStore* store) { store_ = store; }
   // Config::keep_finished_journals. Set before load().
   void set_keep_history(bool keep) { keep_history_ = keep; }
+  // Config::first_step_ahead. Set before load().
+  void set_first_step_ahead(bool ahead) { first_step_ahead_ = ahead; }
   // Parking (local mode): a run waiting at a sleep or wait_for longer than
   // park_after leaves memory at the next checkpoint; past the memory budget
   // (bytes, 0: none) the longest-waiting go early, and the shard asks for
@@ -85,6 +87,7 @@ class Shard {
     std::atomic<std::uint64_t> runs_finished{0};  // completed, failed or cancelled
     std::atomic<std::uint64_t> runs_failed{0};
     std::atomic<std::uint64_t> steps_completed{0};
+    std::atomic<std::uint64_t> steps_run_ahead{0};  // began before their run's start was durable
   };
   const Stats& stats() const { return stats_; }
 
@@ -141,6 +144,12 @@ class Shard {
   void after_durable(Lsn lsn, DurableCallback callback);
   // callback runs once every record `run` appended so far is durable.
   void after_run_durable(Run& run, DurableCallback callback);
+  // Whether run's step may start now, before its records are durable: it is
+  // the run's first (Run::ahead), in the turn that started the run, and
+  // that turn's records, the start among them, are still one atomic group
+  // of the log (so a crash keeps them all, or loses the run whole).
+  bool may_run_ahead(const Run& run) const;
+  void count_step_run_ahead() { stats_.steps_run_ahead.fetch_add(1, std::memory_order_relaxed); }
   // owner: the run the timer belongs to (its timers go when it is parked).
   void add_timer(TimePoint due, const void* owner, std::function<void()> fire) {
     timers_.add(due, owner, std::move(fire));
@@ -316,6 +325,8 @@ class Shard {
 
   RunStore* store_ = nullptr;
   bool keep_history_ = true;
+  bool first_step_ahead_ = true;
+  bool group_open_ = false;  // this turn's records go to the log as one atomic group
   bool keep_for_checkpoints_ = true;  // false once checkpoints stopped
   // Records appended (or replayed from the log) since the last checkpoint,
   // in LSN order, with their bytes: the next checkpoint stores those of

@@ -181,6 +181,10 @@ void Shard::after_run_durable(Run& run, DurableCallback callback) {
   after_durable(run.last_lsn, std::move(callback));
 }
 
+bool Shard::may_run_ahead(const Run& run) const {
+  return run.ahead && group_open_ && run.appends_waiting == 0 && !storage_error_ && sink_.in_group(id_);
+}
+
 void Shard::fail_storage(std::error_code error) {
   if (!storage_error_) {
     storage_error_ = error;

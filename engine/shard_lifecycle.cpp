@@ -357,6 +357,23 @@ void Shard::handle_start(StartRequest request, bool internal,
   record.value = std::move(request.input);
   record.time_ms = to_ms(now);
   record.number = deadline ? static_cast<std::uint64_t>(to_ms(*deadline)) : 0;
+  // Everything this turn journals, from the start on, goes to the log as
+  // one atomic group: then the run's first step may run before the start is
+  // durable (may_run_ahead), and the start and its first records share one
+  // flush. Ended on every way out of here.
+  struct TurnGroup {
+    Shard& shard;
+    bool opened = false;
+    ~TurnGroup() {
+      if (!opened) return;
+      shard.sink_.end_group(shard.id_);
+      shard.group_open_ = false;
+    }
+  } turn_group{*this};
+  if (!internal && !group_open_) {
+    sink_.begin_group(id_);
+    group_open_ = turn_group.opened = true;
+  }
   if (internal) {
     append(*run, record, {});
   } else {
@@ -381,7 +398,9 @@ void Shard::handle_start(StartRequest request, bool internal,
     reply(error, error ? "the run's start is not durable: " + error.message() : "", StartOutcome::started);
   });
   arm_deadline(run);
+  run->ahead = turn_group.opened && first_step_ahead_;
   start_code(*run);
+  run->ahead = false;
   core_.run_index().put(run->info());
 }
 

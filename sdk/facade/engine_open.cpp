@@ -147,6 +147,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
         std::make_unique<engine::Shard>(*impl, shard, *impl->sink, std::max<std::size_t>(1, config.shard_queue_max)));
     impl->shards.back()->set_store(impl->store.get());
     impl->shards.back()->set_keep_history(config.keep_finished_journals);
+    impl->shards.back()->set_first_step_ahead(config.first_step_ahead);
   }
   impl->root = root;
   // Recovery: each shard's runs from its checkpoint (the run store's
@@ -358,6 +359,7 @@ EngineStats Engine::stats() const {
     stats.runs_finished += shard->stats().runs_finished.load(std::memory_order_relaxed);
     stats.runs_failed += shard->stats().runs_failed.load(std::memory_order_relaxed);
     stats.steps_completed += shard->stats().steps_completed.load(std::memory_order_relaxed);
+    stats.steps_run_ahead += shard->stats().steps_run_ahead.load(std::memory_order_relaxed);
   }
   return stats;
 }

@@ -68,6 +68,17 @@ struct Config {
   // inspect DIR run ID`). Off: finished runs keep their summary only, and
   // loaded runs hold no second copy of their records.
   bool keep_finished_journals = true;
+  // Local mode: a run's first step may begin before the run's start is on
+  // disk, when nothing else of the run came before it: the start, the
+  // step's start, and (when the run ends in that turn) its result and end
+  // go to the disk in one write that a crash keeps whole or loses whole,
+  // and only the caller's answer waits for it. A 1-step run then costs one
+  // flush instead of two. A crash before that write loses the run, never
+  // acknowledged, after the step's outside call may have been made; the
+  // caller's resend makes it again with the same key and input, as any
+  // step may run twice. Off: every step waits for its run's start
+  // (docs/durability.md, "Running ahead").
+  bool first_step_ahead = true;
   // Local mode, continuous backup (docs/backup.md): where the log is
   // copied to as it becomes durable, every backup_upload_interval; `fusee
   // restore` rebuilds a data directory from it as of any moment. A

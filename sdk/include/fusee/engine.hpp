@@ -258,6 +258,9 @@ struct EngineStats {
   std::uint64_t runs_finished = 0;  // completed, failed or cancelled
   std::uint64_t runs_failed = 0;    // of those, failed
   std::uint64_t steps_completed = 0;
+  // Of the steps begun, those that ran before their run's start was durable
+  // (a run's first step, in the turn that started it: Config::first_step_ahead).
+  std::uint64_t steps_run_ahead = 0;
   // Why the journal failed (a write or flush error poisoned the log, in
   // every mode but memory); empty while it works. Also sent to Config::warn.
   std::string log_error;
