@@ -218,6 +218,20 @@ void check_after_crash(FaultFileSystem& image, const std::shared_ptr<ManualClock
   std::set<std::string> known;
   for (const auto& info : listed) known.insert(info.id);
   for (const auto& id : before.started) CHECK_MESSAGE(known.contains(id), "acknowledged start of " << id << " lost");
+  // A step function that ran in the crashed life ran once its run's start
+  // and its own start were durable, or, the run's first step running ahead
+  // of the disk, with them in one atomic group of the log: a run recovery
+  // kept has that step's start, so its replay keeps the step's place and
+  // key (docs/durability.md, "Running ahead").
+  for (const auto& id : known) {
+    for (const char* step : {"quote", "stock"}) {
+      if (before.ran_count(id, step) == 0) continue;
+      auto journal = engine->journal_json(id);
+      CHECK_MESSAGE(journal.find(std::string("\"") + step + "\"") != std::string::npos,
+                    "step " << std::string(step) << " of " << id << " ran, and recovery kept its run without the step's start: "
+                            << journal);
+    }
+  }
   register_order(*engine, after, workload);
   std::map<std::string, int> engine_results;
   for (int run = 0; run < kRuns; ++run) {
