@@ -388,9 +388,12 @@ TEST_CASE_TEMPLATE("a run's journal says when each command began and ended and h
   });
   const std::int64_t started_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(harness.clock().now().time_since_epoch()).count();
-  (void)engine->start(kTimed, "t-1", 1);
+  // In local mode the step runs ahead of the start's flush, and the start
+  // is answered once it returns: started from a thread.
+  Background<StartOutcome> start([&engine, &kTimed] { return engine->start(kTimed, "t-1", 1); });
   REQUIRE(entered.get_future().wait_for(kPatience) == std::future_status::ready);
   release.set_value();
+  CHECK(start.get() == StartOutcome::started);
   auto give_up = std::chrono::steady_clock::now() + kPatience;
   while (commands_of(journal_of(*engine, "t-1")).size() < 2 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::yield();
