@@ -222,7 +222,7 @@ TEST_CASE("while the start's flush is held the first step has run and the start 
   CHECK(engine->result(kOneStep, "warm-up") == 1);  // durable before the crash
   auto keys = calls.all();
   REQUIRE(keys.size() == 3);
-  CHECK(keys[1] == "r/1/1/charge=41");
+  CHECK(keys[1] == "r/1/0/charge=41");
   CHECK(keys[2] == keys[1]);  // one key, one input
 }
 }
