@@ -167,8 +167,12 @@ class Shard {
 
   // Requests (run on the shard thread through post()).
   using Reply = std::function<void(std::error_code, std::string message)>;
+  // first_step_ahead false: the run's first step waits for its start even
+  // where it could run ahead (an update-with-start, whose update is
+  // appended after the start and must reach the run before its first step).
   void handle_start(StartRequest request, bool internal,
-                    std::function<void(std::error_code, std::string message, StartOutcome)> reply);
+                    std::function<void(std::error_code, std::string message, StartOutcome)> reply,
+                    bool first_step_ahead = true);
   void handle_signal(const std::string& id, const std::string& signal, boost::json::value value,
                      const std::string& signal_id, Reply reply);
   // request_id (may be empty): a repeat of a recorded request is

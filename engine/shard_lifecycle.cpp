@@ -262,7 +262,8 @@ void Shard::append_terminal(Run& run, Outcome outcome, DurableCallback on_durabl
 }
 
 void Shard::handle_start(StartRequest request, bool internal,
-                         std::function<void(std::error_code, std::string, StartOutcome)> reply) {
+                         std::function<void(std::error_code, std::string, StartOutcome)> reply,
+                         bool first_step_ahead) {
   std::uint32_t generation = 1;
   // Attaching to the id's run: the outcome, or nothing when the start gave
   // another workflow or input and the caller asked to refuse that (then it
@@ -398,7 +399,7 @@ void Shard::handle_start(StartRequest request, bool internal,
     reply(error, error ? "the run's start is not durable: " + error.message() : "", StartOutcome::started);
   });
   arm_deadline(run);
-  run->ahead = turn_group.opened && first_step_ahead_;
+  run->ahead = turn_group.opened && first_step_ahead_ && first_step_ahead;
   start_code(*run);
   run->ahead = false;
   core_.run_index().put(run->info());

@@ -82,12 +82,17 @@ void Shard::handle_update(std::optional<StartRequest> start, const std::string& 
     // fails the update's record too, which follows it.
     // (The start's reply may come later, once its record is durable.)
     auto refused = std::make_shared<std::optional<Outcome>>();
-    handle_start(std::move(*start), false, [refused](std::error_code error, std::string message, StartOutcome) {
-      if (error) {
-        auto code = error.category() == error_category() ? static_cast<errc>(error.value()) : errc::storage;
-        *refused = Outcome{RunStatus::failed, {}, code, std::move(message)};
-      }
-    });
+    // Its first step does not run ahead: the update, appended below, must
+    // reach the run before that step's result can end it.
+    handle_start(
+        std::move(*start), false,
+        [refused](std::error_code error, std::string message, StartOutcome) {
+          if (error) {
+            auto code = error.category() == error_category() ? static_cast<errc>(error.value()) : errc::storage;
+            *refused = Outcome{RunStatus::failed, {}, code, std::move(message)};
+          }
+        },
+        /*first_step_ahead=*/false);
     if (*refused) {
       reply(**refused);
       return;

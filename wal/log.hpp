@@ -219,7 +219,8 @@ class Log {
   std::size_t group_bytes_max() const { return group_bytes_max_; }
 
   // Blocks until shard's records up to lsn are durable. Fails with the poison
-  // error (the flush's own error code) or errc::closed.
+  // error (the flush's own error code) or errc::closed. Not for an LSN in a
+  // group still open: that waits for its end_group().
   [[nodiscard]] Result<void> wait_durable(ShardId shard, Lsn lsn);
 
   // For a caller that would otherwise sleep until its records are durable

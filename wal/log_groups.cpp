@@ -29,7 +29,9 @@ void Log::end_group(ShardId shard) {
   bool ring_wake = false;
   {
     std::lock_guard lock(mu_);
-    if (!stages_[shard].group_open()) return;
+    // Closing: a group not ended before close() began stays uncommitted and
+    // unwritten, even if its close marker is not written yet.
+    if (!stages_[shard].group_open() || closing_) return;
     end_group_locked(shard);
     ring_wake = owner_ && !in_flight_.empty() && in_flight_.size() < kWritesInFlightMax;
   }

@@ -190,6 +190,38 @@ TEST_CASE("an open group is written with nothing else's flush; a group past its 
   REQUIRE(wal.close());
 }
 
+TEST_CASE("a blob reference counts against its group's bound, and the group still goes in one batch") {
+  // Batches of two blocks: a group filled to its bound with a reference
+  // past it would not fit one batch, and no plan could take it.
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto options = options_for(dir.path(), 1);
+  options.batch_bytes_max = 2 * kBlockBytes;
+  options.payload_offload_bytes = 1024;
+  auto log = Log::open(fs, options);
+  REQUIRE(log);
+  auto& wal = **log;
+  auto encoded = [](std::size_t size) { return size + varint_length(record_prefix(size, false)); };
+  wal.begin_group(0);
+  std::size_t in_group = 0;
+  Lsn lsn = 0;
+  for (std::size_t size : {std::size_t{1000}, std::size_t{10}}) {
+    while (in_group + encoded(size) <= wal.group_bytes_max()) {
+      REQUIRE(wal.append(0, payload(0, ++lsn, size)));
+      in_group += encoded(size);
+    }
+  }
+  CHECK(wal.in_group(0));
+  auto reference = wal.append(0, payload(0, ++lsn, 2000));  // offloaded: its reference is staged
+  REQUIRE(reference);
+  CHECK_FALSE(wal.in_group(0));
+  CHECK(wal.stats().groups_cut_at_cap == 1);
+  wal.end_group(0);
+  REQUIRE(wal.wait_durable(0, *reference));
+  CHECK(read_all(wal, 0).size() == *reference);
+  REQUIRE(wal.close());
+}
+
 TEST_CASE("the durable hook reports every shard's positions in publication order") {
   testing::TempDir dir;
   io::PosixFileSystem fs;
