@@ -175,6 +175,36 @@ TEST_CASE("a first step after a journaled choice, or after a signal, or with run
   }
 }
 
+TEST_CASE("an update-with-start's first step waits for the start, so the update reaches the run first") {
+  EngineHarness harness(Mode::local, 1);
+  auto engine = harness.open(quiet(harness));
+  Calls calls;
+  register_all(*engine, calls);
+  const Update<int, int> kBump{"bump"};
+  const WorkflowRef<int, int> kBumped{"bumped"};
+  engine->register_workflow(kBumped, [&calls, kBump](Ctx& ctx, int n) -> Task<int> {
+    ctx.on_update(kBump);
+    auto bump = ctx.next_update(kBump).start();
+    auto charged = ctx.step("charge", [&calls, n](StepContext& step) {
+                        calls.add(step, n);
+                        return n;
+                      }).start();
+    // Whichever is first: with the step run ahead, always the step, and
+    // the update would find the run ended.
+    if (co_await ctx.any(bump, charged) == 0) {
+      auto request = co_await bump;
+      co_await ctx.reply(request, request.arg);
+      const int charge = co_await charged;
+      co_return charge + request.arg;
+    }
+    const int charge = co_await charged;
+    co_return charge;
+  });
+  CHECK(engine->update_with_start(kBumped, "u", 1, kBump, 5) == 5);
+  CHECK(engine->result(kBumped, "u") == 6);
+  CHECK(engine->stats().steps_run_ahead == 0);
+}
+
 TEST_CASE_TEMPLATE("nothing runs ahead where the journal cannot keep a group whole", M, InMemory, Remote) {
   // Memory mode has no disk to run ahead of; remote mode's server appends a
   // worker's records one by one, so a group there would not be atomic.
