@@ -132,7 +132,11 @@ TEST_CASE("only the first step runs ahead; a later one waits for the records bef
   register_all(*engine, calls);
   auto cost = cost_of_execute(*engine, kTwoSteps, "r", 1, 3);
   CHECK(cost.ahead == 1);
-  CHECK(cost.batches == 2);  // the start with step a, then b's records with the end
+  // The start with step a in one batch; b's records and the end after it, in
+  // one batch or two (outside the start's turn nothing groups them, and a log
+  // thread may seal b's result before the end is appended).
+  CHECK(cost.batches >= 2);
+  CHECK(cost.batches <= 3);
   CHECK(cost.records == 6);
 }
 
@@ -144,7 +148,7 @@ TEST_CASE("a first step after a journaled choice, or after a signal, or with run
     register_all(*engine, calls);
     auto cost = cost_of_execute(*engine, kNowFirst, "r", 1, 2);
     CHECK(cost.ahead == 0);
-    CHECK(cost.batches == 2);
+    CHECK(cost.batches >= 2);  // the start alone, then the rest (in one batch or more)
   }
   SUBCASE("after ctx.patched()") {
     EngineHarness harness(Mode::local, 1);
@@ -152,7 +156,7 @@ TEST_CASE("a first step after a journaled choice, or after a signal, or with run
     register_all(*engine, calls);
     auto cost = cost_of_execute(*engine, kPatchedFirst, "r", 1, 11);
     CHECK(cost.ahead == 0);
-    CHECK(cost.batches == 2);
+    CHECK(cost.batches >= 2);  // the start alone, then the rest (in one batch or more)
   }
   SUBCASE("after a signal, in a later turn") {
     EngineHarness harness(Mode::local, 1);
@@ -171,7 +175,7 @@ TEST_CASE("a first step after a journaled choice, or after a signal, or with run
     register_all(*engine, calls);
     auto cost = cost_of_execute(*engine, kOneStep, "r", 1, 2);
     CHECK(cost.ahead == 0);
-    CHECK(cost.batches == 2);
+    CHECK(cost.batches >= 2);  // the start alone, then the rest (in one batch or more)
   }
 }
 
