@@ -218,16 +218,12 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
     if (closing_) return make_error_code(errc::closed);
     if (staged_bytes_ + encoded_bytes > options_.staged_bytes_max) return make_error_code(errc::queue_full);
     auto& stage = stages_[shard];
-    if (stage.group_open()) {
-      if (stage.open_group_bytes() + encoded_bytes <= group_bytes_max_) {
-        // Not sealable until the group ends: end_group() wakes a log thread.
-        lsn = stage.push(record);
-        staged_bytes_ += encoded_bytes;
-        ++staged_records_;
-        return lsn;
-      }
-      ++stats_.groups_cut_at_cap;
-      end_group_locked(shard);
+    if (fits_open_group_locked(shard, encoded_bytes)) {
+      // Not sealable until the group ends: end_group() wakes a log thread.
+      lsn = stage.push(record);
+      staged_bytes_ += encoded_bytes;
+      ++staged_records_;
+      return lsn;
     }
     lsn = stage.push(record);
     staged_bytes_ += encoded_bytes;

@@ -331,6 +331,9 @@ class Log {
   // writes its marker without them).
   bool only_open_groups_staged_locked() const;
   void end_group_locked(ShardId shard);
+  // Whether a record of encoded_bytes joins shard's open group; one that
+  // would take the group past group_bytes_max_ ends it first (false).
+  bool fits_open_group_locked(ShardId shard, std::size_t encoded_bytes);
   // Seals the next batch and writes it on the calling thread. Caller holds
   // seal_mu_ (through seal_lock, released once the batch is sealed). Returns
   // false when there was nothing to seal or the log stopped.

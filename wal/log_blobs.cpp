@@ -37,10 +37,7 @@ Result<Lsn> Log::append_blob(ShardId shard, std::span<const std::byte> record) {
     }
     auto& stage = stages_[shard];
     // A reference counts against its group's bound like any record.
-    if (stage.group_open() && stage.open_group_bytes() + encoded_bytes > group_bytes_max_) {
-      ++stats_.groups_cut_at_cap;
-      end_group_locked(shard);
-    }
+    (void)fits_open_group_locked(shard, encoded_bytes);
     lsn = stage.push(ref_bytes, /*blob_ref=*/true);
     stage.block(lsn);
     unpublished_blob_refs_[shard][lsn] = ref.file_number;

@@ -39,6 +39,15 @@ void Log::end_group(ShardId shard) {
   if (ring_wake) queue_->wake();
 }
 
+bool Log::fits_open_group_locked(ShardId shard, std::size_t encoded_bytes) {
+  auto& stage = stages_[shard];
+  if (!stage.group_open()) return false;
+  if (stage.open_group_bytes() + encoded_bytes <= group_bytes_max_) return true;
+  ++stats_.groups_cut_at_cap;
+  end_group_locked(shard);
+  return false;
+}
+
 bool Log::in_group(ShardId shard) const {
   FUSEE_ASSERT(shard < stages_.size(), "shard out of range");
   std::lock_guard lock(mu_);

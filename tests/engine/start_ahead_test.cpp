@@ -141,41 +141,31 @@ TEST_CASE("only the first step runs ahead; a later one waits for the records bef
 }
 
 TEST_CASE("a first step after a journaled choice, or after a signal, or with running ahead off, waits for the start") {
+  EngineHarness harness(Mode::local, 1);
+  auto config = quiet(harness);
   Calls calls;
-  SUBCASE("after ctx.now()") {
-    EngineHarness harness(Mode::local, 1);
-    auto engine = harness.open(quiet(harness));
+  auto open = [&] {
+    auto engine = harness.open(config);
     register_all(*engine, calls);
-    auto cost = cost_of_execute(*engine, kNowFirst, "r", 1, 2);
+    return engine;
+  };
+  // Nothing ran ahead: the start alone, then the rest (in one batch or more).
+  auto check_waited = [](const Cost& cost) {
     CHECK(cost.ahead == 0);
-    CHECK(cost.batches >= 2);  // the start alone, then the rest (in one batch or more)
-  }
-  SUBCASE("after ctx.patched()") {
-    EngineHarness harness(Mode::local, 1);
-    auto engine = harness.open(quiet(harness));
-    register_all(*engine, calls);
-    auto cost = cost_of_execute(*engine, kPatchedFirst, "r", 1, 11);
-    CHECK(cost.ahead == 0);
-    CHECK(cost.batches >= 2);  // the start alone, then the rest (in one batch or more)
-  }
+    CHECK(cost.batches >= 2);
+  };
+  SUBCASE("after ctx.now()") { check_waited(cost_of_execute(*open(), kNowFirst, "r", 1, 2)); }
+  SUBCASE("after ctx.patched()") { check_waited(cost_of_execute(*open(), kPatchedFirst, "r", 1, 11)); }
   SUBCASE("after a signal, in a later turn") {
-    EngineHarness harness(Mode::local, 1);
-    auto engine = harness.open(quiet(harness));
-    register_all(*engine, calls);
+    auto engine = open();
     CHECK(engine->start(kSignalFirst, "r", 1) == StartOutcome::started);
     engine->signal("r", kGo, 5, "go-1");
     CHECK(engine->result(kSignalFirst, "r") == 6);
     CHECK(engine->stats().steps_run_ahead == 0);
   }
   SUBCASE("Config::first_step_ahead off") {
-    EngineHarness harness(Mode::local, 1);
-    auto config = quiet(harness);
     config.first_step_ahead = false;
-    auto engine = harness.open(config);
-    register_all(*engine, calls);
-    auto cost = cost_of_execute(*engine, kOneStep, "r", 1, 2);
-    CHECK(cost.ahead == 0);
-    CHECK(cost.batches >= 2);  // the start alone, then the rest (in one batch or more)
+    check_waited(cost_of_execute(*open(), kOneStep, "r", 1, 2));
   }
 }
 
