@@ -11,6 +11,7 @@
 #include "cli/backup_status.hpp"
 #include "cli/table.hpp"
 #include "engine/journal_json.hpp"
+#include "engine/kept_journal.hpp"
 #include "engine/journal_record.hpp"
 #include "engine/offline_dir.hpp"
 #include "engine/run_hash.hpp"
@@ -592,9 +593,15 @@ int show_run(Inspection& inspection, const InspectOptions& options) {
       return 1;
     }
     if (*stored) {
-      boost::system::error_code error;
-      auto parsed = json::parse(engine::without_secrets(**stored), error);
-      if (!error && parsed.is_object()) kept = parsed.as_object();
+      auto records = engine::records_of_kept_journal(**stored);
+      if (records) {
+        auto parsed = json::parse(engine::without_secrets(engine::journal_json(*records)));
+        if (parsed.is_object()) kept = parsed.as_object();
+      } else {
+        // The rest of the run is still worth showing.
+        fmt::print(stderr, "fusee inspect: run '{}': its kept journal does not decode; shown without it\n",
+                   options.run_id);
+      }
     }
   }
   if (!loaded && !finished) {

@@ -22,6 +22,7 @@
 
 #include "engine/command_cursor.hpp"
 #include "engine/journal_record.hpp"
+#include "engine/kept_journal.hpp"
 #include "engine/outcome.hpp"
 #include "engine/remembered.hpp"
 #include "engine/run_store.hpp"
@@ -250,7 +251,7 @@ class Run final : public detail::RunPort, public std::enable_shared_from_this<Ru
   static constexpr std::size_t kRunBaseBytes = 4096;  // Run, Ctx, coroutine frames, maps (measured: ~3.5 KiB)
   // Every record of the run so far, in journal order, when the shard keeps
   // journals of finished runs (Config::keep_finished_journals).
-  std::vector<JournalRecord> history;
+  KeptJournal journal;
   struct SignalSeen {
     wal::Lsn lsn = 0;  // of its record (or of the record that carried the id into this generation)
     std::int64_t at_ms = 0;

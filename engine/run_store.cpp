@@ -17,6 +17,8 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -317,6 +319,23 @@ class RocksRunStore final : public RunStore {
   Result<std::unique_ptr<StoreCopy>> live_copy() override;
 };
 
+namespace {
+
+// Every start of a new id asks the store whether the id is parked or
+// finished, and the answer is nearly always no: whole-key bloom filters in
+// the memtable and in each table file answer that without a search of
+// either (without them, the two lookups were ~8% of a 1-step execute's
+// server CPU at 16k executes/s).
+void filter_absent_keys(rocksdb::Options& options) {
+  rocksdb::BlockBasedTableOptions table;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  options.memtable_prefix_bloom_size_ratio = 0.05;
+  options.memtable_whole_key_filtering = true;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::string* error_text,
                                                  io::FileSystem* fs) {
   auto impl = std::make_unique<RocksRunStore>();
@@ -338,6 +357,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::st
   // Every write is synced into RocksDB's own log, so closing need not flush
   // the memtable to a table file: the next open replays that log instead.
   options.avoid_flush_during_shutdown = true;
+  filter_absent_keys(options);
   rocksdb::DB* db = nullptr;
   auto status = rocksdb::DB::Open(options, dir + "/runs", &db);
   if (!status.ok()) return to_error(status, error_text);
@@ -356,6 +376,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& di
   options.create_if_missing = false;
   options.paranoid_checks = true;
   options.max_background_jobs = 1;
+  filter_absent_keys(options);
   rocksdb::DB* db = nullptr;
   auto status = rocksdb::DB::OpenForReadOnly(options, dir + "/runs", &db);
   if (!status.ok()) return to_error(status, error_text);

@@ -109,7 +109,7 @@ class RunStore {
     void erase_parked(std::uint32_t shard, const ParkedRun& run);
     // A finished run's streams (opaque here), read back by streams().
     void put_streams(const std::string& id, const std::string& streams);
-    // A finished run's journal (JSON, engine/journal_json.hpp), read back by
+    // A finished run's journal (engine/kept_journal.hpp's stored form), read back by
     // journal_of_finished(); it goes with the run.
     void put_journal_of_finished(const std::string& id, const std::string& journal);
 

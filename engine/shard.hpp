@@ -241,8 +241,15 @@ class Shard {
   void note_finished(std::shared_ptr<Run> run) {
     index_run(*run);
     // Memory mode has no store and takes no checkpoint: nothing to keep.
-    if (keep_for_checkpoints_ && store_ != nullptr) finished_since_checkpoint_.push_back(std::move(run));
+    if (!keep_for_checkpoints_ || store_ == nullptr) return;
+    finished_since_checkpoint_.push_back(std::move(run));
+    // Checkpoint work grows with the runs finished since the last one, and
+    // taking it and unloading after it are turns of this thread: bounded
+    // here, a busy shard checkpoints more often in small steps instead of
+    // stalling its runs for a long turn every Config::checkpoint_interval.
+    if (finished_since_checkpoint_.size() >= kCheckpointFinishedRunsMax) want_checkpoint();
   }
+  static constexpr std::size_t kCheckpointFinishedRunsMax = 1024;
 
  private:
   void loop();

@@ -10,7 +10,6 @@
 
 #include "base/assert.hpp"
 #include "engine/awakeable_token.hpp"
-#include "engine/journal_json.hpp"
 #include "engine/parking_policy.hpp"
 #include "engine/shard_internal.hpp"
 #include "wal/errc.hpp"
@@ -95,7 +94,7 @@ CheckpointWork Shard::take_checkpoint(bool defer) {
     }
     work.finished.push_back(run->summary());
     if (!run->streams.empty()) work.streams.emplace_back(run->id(), run->streams_json());
-    if (keep_history_ && !run->history.empty()) work.journals.emplace_back(run->id(), journal_json(run->history));
+    if (keep_history_ && !run->journal.empty()) work.journals.emplace_back(run->id(), run->journal.stored());
     work.unload_finished.push_back(std::move(run));
   }
   finished_since_checkpoint_.clear();

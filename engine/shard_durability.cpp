@@ -96,7 +96,7 @@ void Shard::append(Run& run, JournalRecord record, std::function<void()> after_d
     return;
   }
   if (fresh) count(record.kind);
-  if (keep_history_) run.history.push_back(std::move(record));
+  if (keep_history_) run.journal.add(scratch_);
   if (waiting_appends_.empty()) {
     auto lsn = sink_.append(id_, scratch_);
     if (lsn) {
@@ -134,7 +134,7 @@ Result<Lsn> Shard::append_external(Run& run, JournalRecord record) {
     return lsn.error();
   }
   if (fresh) count(record.kind);
-  if (keep_history_) run.history.push_back(std::move(record));
+  if (keep_history_) run.journal.add(scratch_);
   assigned(run, *lsn, scratch_, {});
   return *lsn;
 }

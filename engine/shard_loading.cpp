@@ -138,7 +138,7 @@ Result<void> Shard::load_record(const JournalRecord& record, Lsn lsn, std::span<
     // Replayed from the log past the checkpoint: the next checkpoint keeps it.
     since_checkpoint_.push_back(SinceCheckpoint{run, lsn, {bytes.begin(), bytes.end()}});
   }
-  if (keep_history_) run->history.push_back(record);
+  if (keep_history_) run->journal.add(bytes);
   return run->load(record, lsn);
 }
 

@@ -10,6 +10,7 @@
 #include "base/assert.hpp"
 #include "engine/awakeable_token.hpp"
 #include "engine/journal_json.hpp"
+#include "engine/kept_journal.hpp"
 #include "engine/shard_internal.hpp"
 #include "wal/errc.hpp"
 #include "wal/limits.hpp"
@@ -32,7 +33,12 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
       reply(make_error_code(errc::busy), fmt::format("run '{}' is ending: reset it once it has ended", id));
       return;
     }
-    old = existing->history;
+    auto records = existing->journal.records();
+    if (!records) {
+      reply(make_error_code(errc::storage), fmt::format("run '{}': its journal does not decode", id));
+      return;
+    }
+    old = std::move(*records);
   } else if (store_ != nullptr) {
     auto stored = store_->journal_of_finished(id);
     if (!stored) {
@@ -40,7 +46,7 @@ void Shard::handle_reset(const std::string& id, const ResetPoint& point, const s
       return;
     }
     if (*stored) {
-      auto records = records_of_journal_json(**stored);
+      auto records = records_of_kept_journal(**stored);
       if (!records) {
         reply(make_error_code(errc::storage), fmt::format("run '{}': its kept journal does not decode", id));
         return;

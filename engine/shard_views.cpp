@@ -10,6 +10,7 @@
 #include "base/assert.hpp"
 #include "engine/awakeable_token.hpp"
 #include "engine/journal_json.hpp"
+#include "engine/kept_journal.hpp"
 #include "engine/shard_internal.hpp"
 #include "wal/errc.hpp"
 #include "wal/limits.hpp"
@@ -161,11 +162,16 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
     return;
   }
   if (auto found = runs_.find(id); found != runs_.end()) {
-    if (found->second->history.empty()) {
+    if (found->second->journal.empty()) {
       reply(make_error_code(errc::not_found), fmt::format("run '{}': its journal is not kept", id));
       return;
     }
-    reply({}, without_secrets(journal_json(found->second->history)));
+    auto records = found->second->journal.records();
+    if (!records) {
+      reply(make_error_code(errc::storage), fmt::format("run '{}': its journal does not decode", id));
+      return;
+    }
+    reply({}, without_secrets(journal_json(*records)));
     return;
   }
   if (store_ != nullptr) {
@@ -175,7 +181,12 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
       return;
     }
     if (*stored) {
-      reply({}, without_secrets(**stored));
+      auto records = records_of_kept_journal(**stored);
+      if (!records) {
+        reply(make_error_code(errc::storage), fmt::format("run '{}': its kept journal does not decode", id));
+        return;
+      }
+      reply({}, without_secrets(journal_json(*records)));
       return;
     }
     auto finished = stored_run(id);

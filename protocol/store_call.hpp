@@ -32,7 +32,7 @@ enum class StoreOp : std::uint8_t {
   all_parked = 10,
   expire_finished = 11,
   id_filters = 12,  // limit: the shard count; a row per shard (IdFilter::encode)
-  journal_of_finished = 13,  // id; the journal kept (JSON) or none
+  journal_of_finished = 13,  // id; the journal kept (engine/kept_journal.hpp) or none
 };
 
 const char* store_op_name(StoreOp op);

@@ -14,6 +14,7 @@
 #include "engine/journal_record.hpp"
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
+#include "engine/shard.hpp"
 #include "tests/engine/engine_harness.hpp"
 
 using namespace fusee;
@@ -322,6 +323,30 @@ TEST_CASE_TEMPLATE("shards checkpoint on their interval without being asked", M,
   }
   CHECK(engine->stats().checkpoints >= 4);
   CHECK(indexed() == 1);
+}
+
+TEST_CASE_TEMPLATE("a busy shard checkpoints every so many finished runs, with no interval and no segment roll", M,
+                   OnDisk, Remote) {
+  // Without the bound, a shard finishing 8,000 runs a second held them all
+  // for its 5 s interval and then spent a 300 ms turn taking the checkpoint
+  // and 100 ms more unloading after it: every run of the shard waited.
+  EngineHarness harness(M::mode, 1, 64u << 20);
+  CallCounter steps;
+  auto config = harness.config();
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  auto engine = harness.open(config);
+  register_count(*engine, steps);
+  const auto runs = 2 * engine::Shard::kCheckpointFinishedRunsMax + 10;
+  for (std::size_t run = 0; run < runs; ++run) engine->start(kCount, "run-" + std::to_string(run), 2);
+  for (std::size_t run = 0; run < runs; ++run) CHECK(engine->result(kCount, "run-" + std::to_string(run)) == 1);
+  auto give_up = std::chrono::steady_clock::now() + kPatience;
+  while (engine->stats().checkpoints < 2 && std::chrono::steady_clock::now() < give_up) {
+    (void)engine->list_runs();
+  }
+  CHECK(engine->stats().checkpoints >= 2);
+  // The runs that left memory are answered from the store.
+  CHECK(engine->result(kCount, "run-0") == 1);
+  CHECK(engine->get_run("run-5")->status == RunStatus::completed);
 }
 
 TEST_CASE_TEMPLATE("finished runs past their retention are expired from the run store", M, OnDisk, Remote) {
