@@ -43,8 +43,10 @@
 //    table shows the count) and on one with --p99-checkpoint-ms (20 ms), so
 //    checkpoints run all through the window. Step latency as engine_bench
 //    reads it, beside the disk's raw durable 4 KiB write measured in the
-//    case's directory just before (bench/raw_flush.hpp). Aim: p99 with
-//    checkpoints within 1.25x of p99 without, for both.
+//    case's directory just before (bench/raw_flush.hpp). Each repeats its
+//    rounds past those counts until it has timed --p99-min-seconds (1 s;
+//    at most 8x the rounds asked for). Aim: p99 with checkpoints within
+//    1.25x of p99 without, for both.
 //
 // Every case runs in local mode with --shards shards (default 2) and
 // FlushMethod::direct (--buffered: buffered writes + fdatasync), in a fresh
@@ -158,6 +160,8 @@ struct Options {
   std::uint32_t p99_checkpoint_ms = 20;
   std::uint32_t chain_steps = 1000;
   std::uint32_t chain_rounds = 5;
+  double p99_min_seconds = 1.0;
+  static constexpr std::uint32_t kP99RoundsGrowthMax = 8;  // rounds past the asked ones, as a multiple of them
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
 
   bool wants(std::string_view name) const { return std::find(cases.begin(), cases.end(), name) != cases.end(); }
@@ -845,9 +849,13 @@ std::vector<P99Row> run_p99_engine(const Options& options, const std::string& sc
   auto floor = measure_floor(dir, options.raw_iterations, options.buffered);
   if (!floor) throw std::system_error(floor.error(), "raw flush");
 
-  const std::uint32_t fanout_runs = options.p99_runs * options.p99_rounds;
-  StepTimes fanout_times(fanout_runs, options.p99_steps);
-  StepTimes chain_times(options.chain_rounds, options.chain_steps);
+  const std::uint32_t fanout_rounds_max = options.p99_rounds * Options::kP99RoundsGrowthMax;
+  const std::uint32_t chain_rounds_max = options.chain_rounds * Options::kP99RoundsGrowthMax;
+  StepTimes fanout_times(options.p99_runs * fanout_rounds_max, options.p99_steps);
+  StepTimes chain_times(chain_rounds_max, options.chain_steps);
+  auto more = [&](std::uint32_t round, std::uint32_t asked, std::uint32_t most, double seconds) {
+    return round < asked || (round < most && seconds < options.p99_min_seconds);
+  };
   const NoopRef fanout_ref{"bench.timed_fanout"};
   const NoopRef chain_ref{"bench.timed_chain"};
 
@@ -866,10 +874,10 @@ std::vector<P99Row> run_p99_engine(const Options& options, const std::string& sc
   fanout.shards = engine->shard_count();
   fanout.runs = options.p99_runs;
   fanout.steps_per_run = options.p99_steps;
-  fanout.rounds = options.p99_rounds;
   fanout.raw = *floor;
   const auto before_fanout = engine->stats();
-  for (std::uint32_t round = 0; round < options.p99_rounds; ++round) {
+  for (std::uint32_t round = 0; more(round, options.p99_rounds, fanout_rounds_max, fanout.seconds); ++round) {
+    fanout.rounds = round + 1;
     const auto ids = make_ids(fmt::format("fanout-r{}", round), options.p99_runs);
     const std::uint32_t offset = round * options.p99_runs;
     DriveSpec spec;
@@ -886,6 +894,8 @@ std::vector<P99Row> run_p99_engine(const Options& options, const std::string& sc
   fanout.checkpoints = after_fanout.checkpoints - before_fanout.checkpoints;
   fanout.checkpoints_total = after_fanout.checkpoints;
   fanout.steps_per_s = fanout.seconds > 0 ? double(fanout.steps()) / fanout.seconds : 0;
+  // Only the slots of the rounds that ran.
+  fanout_times.step_us.resize(std::size_t(fanout.rounds) * options.p99_runs * options.p99_steps);
   fanout.latency = fusee::bench::summarize_latencies(std::move(fanout_times.step_us));
 
   P99Row chain;
@@ -894,9 +904,9 @@ std::vector<P99Row> run_p99_engine(const Options& options, const std::string& sc
   chain.shards = fanout.shards;
   chain.runs = 1;
   chain.steps_per_run = options.chain_steps;
-  chain.rounds = options.chain_rounds;
   chain.raw = *floor;
-  for (std::uint32_t round = 0; round < options.chain_rounds; ++round) {
+  for (std::uint32_t round = 0; more(round, options.chain_rounds, chain_rounds_max, chain.seconds); ++round) {
+    chain.rounds = round + 1;
     const auto chain_started = Clock::now();
     if (engine->execute(chain_ref, fmt::format("chain-{}", round), round) != options.chain_steps)
       throw std::runtime_error("a chain run did not take its steps");
@@ -907,6 +917,7 @@ std::vector<P99Row> run_p99_engine(const Options& options, const std::string& sc
   chain.checkpoints = after_chain.checkpoints - after_fanout.checkpoints;
   chain.checkpoints_total = after_chain.checkpoints;
   chain.steps_per_s = chain.seconds > 0 ? double(chain.steps()) / chain.seconds : 0;
+  chain_times.step_us.resize(std::size_t(chain.rounds) * options.chain_steps);
   chain.latency = fusee::bench::summarize_latencies(std::move(chain_times.step_us));
 
   engine->shutdown();
@@ -1302,6 +1313,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--chain-rounds", options.chain_rounds, "p99: chain runs, one after another, on one engine")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--p99-min-seconds", options.p99_min_seconds,
+                 "p99: each case repeats its rounds until it has timed this long (at most 8x the rounds)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--raw-iterations", options.raw_iterations, "p99: timed raw flush writes")

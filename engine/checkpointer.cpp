@@ -161,7 +161,12 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     batch.put_journal_record(record.place, work.shard, record.id, record.lsn, record.bytes);
   }
   batch.put_checkpoint(Checkpoint{work.shard, work.lsn, work.keep_from_sequence, {}, work.replay_from});
-  if (auto written = store_.write(std::move(batch)); !written) {
+  // Unsynced, a checkpoint costs the disk nothing on the log's flush path
+  // (a synced one queued each shard's next flush behind RocksDB's). A crash
+  // may take it back, and with it what it unloaded: the log still holds
+  // all of that, since no segment goes before the store is synced below.
+  auto written = unload ? store_.write_unsynced(std::move(batch)) : store_.write(std::move(batch));
+  if (!written) {
     fail(fmt::format("cannot write shard {}'s checkpoint to the run store: {}", work.shard,
                      written.error().message()));
     return false;
@@ -183,7 +188,7 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     ++stats_.checkpoints;
   }
   if (options_.retire_bound) keep_from = std::min(keep_from, options_.retire_bound());
-  auto retired = sink_.retire(keep_from);
+  auto retired = sink_.retire(keep_from, [this] { return store_.sync(); });
   if (!retired) {
     fail(fmt::format("cannot retire log segments: {}", retired.error().message()));
     return false;

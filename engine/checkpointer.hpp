@@ -93,6 +93,10 @@ class Checkpointer {
   // Posts take_checkpoint to the shard; the work comes back through done_.
   void ask(std::uint32_t shard);
   // Writes one shard's work and retires; false once checkpoints stopped.
+  // unload: the shard then unloads what the work lets go, and the store
+  // write is not synced (the log backs it: the store is synced only
+  // before a segment retires). Without: the last checkpoints at shutdown,
+  // synced.
   bool write(CheckpointWork work, bool unload);
   void expire_finished();
   // Adds to batch the moves of run id's stored records from one place to

@@ -47,7 +47,10 @@ class JournalSink {
   // log, so nothing there retires.
   virtual std::uint64_t keep_from_sequence(ShardId, Lsn) const { return 0; }
   virtual std::uint64_t oldest_segment_retires_at() const { return 0; }
-  [[nodiscard]] virtual Result<wal::RetireStats> retire(std::uint64_t) { return wal::RetireStats{}; }
+  // before_retiring: as wal::Log::retire's.
+  [[nodiscard]] virtual Result<wal::RetireStats> retire(std::uint64_t, const std::function<Result<void>()>&) {
+    return wal::RetireStats{};
+  }
   virtual void set_roll_hook(std::function<void(std::uint64_t retires_at)>) {}
   virtual wal::LogStats stats() const { return {}; }
   // A shard about to sleep while its records are on their way writes them

@@ -33,8 +33,9 @@ class LogSink final : public JournalSink {
     return log_->keep_from_sequence(shard, lsn);
   }
   std::uint64_t oldest_segment_retires_at() const override { return log_->oldest_segment_retires_at(); }
-  Result<wal::RetireStats> retire(std::uint64_t keep_from_sequence) override {
-    return log_->retire(keep_from_sequence);
+  Result<wal::RetireStats> retire(std::uint64_t keep_from_sequence,
+                                  const std::function<Result<void>()>& before_retiring) override {
+    return log_->retire(keep_from_sequence, before_retiring);
   }
   void set_roll_hook(std::function<void(std::uint64_t)> hook) override { log_->set_roll_hook(std::move(hook)); }
   wal::LogStats stats() const override { return log_->stats(); }

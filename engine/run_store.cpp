@@ -300,7 +300,10 @@ class RocksRunStore final : public RunStore {
   bool read_only = false;
   RocksRunStore() { durable.sync = true; }
 
-  Result<void> write(Batch batch) override;
+  Result<void> write(Batch batch) override { return write_with(std::move(batch), durable); }
+  Result<void> write_unsynced(Batch batch) override { return write_with(std::move(batch), rocksdb::WriteOptions()); }
+  Result<void> sync() override;
+  Result<void> write_with(Batch batch, const rocksdb::WriteOptions& options);
   Result<std::optional<FinishedRun>> finished(const std::string& id) override;
   Result<RunPage> list(const RunQuery& query) override;
   Result<std::optional<Checkpoint>> checkpoint(std::uint32_t shard) override;
@@ -354,9 +357,15 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& dir, std::st
   // the open path (the next memtable flush writes it).
   options.write_buffer_size = 8u << 20;
   options.avoid_flush_during_recovery = true;
-  // Every write is synced into RocksDB's own log, so closing need not flush
-  // the memtable to a table file: the next open replays that log instead.
+  // Closing need not flush the memtable to a table file: the next open
+  // replays RocksDB's own log instead (the last checkpoints at shutdown
+  // are synced writes, which sync every unsynced one before them).
   options.avoid_flush_during_shutdown = true;
+  // Checkpoints are written unsynced (engine/checkpointer.cpp), so a crash
+  // may leave the log's tail torn: it is dropped from the first damaged
+  // record, and the store is as it was after the last whole write (the
+  // default, named here because the checkpoints rely on it).
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   filter_absent_keys(options);
   rocksdb::DB* db = nullptr;
   auto status = rocksdb::DB::Open(options, dir + "/runs", &db);
@@ -385,7 +394,14 @@ Result<std::unique_ptr<RunStore>> RunStore::open_read_only(const std::string& di
   return std::unique_ptr<RunStore>(std::move(impl));
 }
 
-Result<void> RocksRunStore::write(Batch batch) {
+Result<void> RocksRunStore::sync() {
+  if (read_only) return make_error_code(std::errc::read_only_file_system);
+  auto status = db->SyncWAL();
+  if (!status.ok()) return to_error(status, nullptr);
+  return ok();
+}
+
+Result<void> RocksRunStore::write_with(Batch batch, const rocksdb::WriteOptions& options) {
   if (read_only) return make_error_code(std::errc::read_only_file_system);
   auto& changes = batch.impl_->batch;
   // Checkpoints last: a batch's checkpoint covers its other changes.
@@ -397,7 +413,7 @@ Result<void> RocksRunStore::write(Batch batch) {
     value += checkpoint.state;
     (void)changes.Put(checkpoint_key(checkpoint.shard), value);
   }
-  auto status = db->Write(durable, &changes);
+  auto status = db->Write(options, &changes);
   if (!status.ok()) return to_error(status, nullptr);
   return ok();
 }

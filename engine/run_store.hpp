@@ -132,6 +132,12 @@ class RunStore {
     std::unique_ptr<Impl> impl_;
   };
   [[nodiscard]] virtual Result<void> write(Batch batch) = 0;
+  // The same, durable only at the next sync() or synced write: a crash may
+  // lose it and the writes after it, never a part of one. For checkpoints,
+  // which the log backs until the store is synced and a segment retires.
+  [[nodiscard]] virtual Result<void> write_unsynced(Batch batch) { return write(std::move(batch)); }
+  // Makes every write so far durable.
+  [[nodiscard]] virtual Result<void> sync() { return ok(); }
 
   [[nodiscard]] virtual Result<std::optional<FinishedRun>> finished(const std::string& id) = 0;
   [[nodiscard]] virtual Result<RunPage> list(const RunQuery& query) = 0;

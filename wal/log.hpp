@@ -257,7 +257,12 @@ class Log {
   // blob files that only retired batches reference are removed, the blob
   // directory synced after each. Serialised with itself; appends go on.
   // An error leaves what was done done: recovery finishes a half retirement.
-  [[nodiscard]] Result<RetireStats> retire(std::uint64_t keep_from_sequence);
+  // before_retiring, if set, runs once before the first segment is touched
+  // and only if one is (the checkpointer syncs the run store there, which
+  // it writes unsynced: a segment may go only once a durable checkpoint
+  // covers it); its error stops the call with nothing retired.
+  [[nodiscard]] Result<RetireStats> retire(std::uint64_t keep_from_sequence,
+                                           const std::function<Result<void>()>& before_retiring = {});
   // Called on the sealing thread after each roll to a new segment, with
   // oldest_segment_retires_at(); it must only wake others. Set it before
   // the first append.

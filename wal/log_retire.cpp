@@ -53,10 +53,12 @@ void Log::set_roll_hook(std::function<void(std::uint64_t)> hook) {
   roll_hook_ = std::move(hook);
 }
 
-Result<RetireStats> Log::retire(std::uint64_t keep_from_sequence) {
+Result<RetireStats> Log::retire(std::uint64_t keep_from_sequence,
+                                const std::function<Result<void>()>& before_retiring) {
   std::lock_guard retire_lock(retire_mu_);
   RetireStats stats;
   std::uint64_t retired_through = 0;
+  bool prepared = !before_retiring;
   for (;;) {
     Segment oldest;
     {
@@ -66,7 +68,14 @@ Result<RetireStats> Log::retire(std::uint64_t keep_from_sequence) {
       // must not find its header zeroed (a caller's keep_from comes from
       // keep_from_sequence, which never exceeds this; a wrong one would).
       keep_from_sequence = std::min(keep_from_sequence, published_sequence_ + 1);
-      if (retiring_) {
+      const bool due =
+          retiring_ || (read_segments_.size() >= 2 && read_segments_[1].first_sequence <= keep_from_sequence);
+      if (!due) break;
+      if (!prepared) {
+        // Outside mu_ (it may sync a disk), then decide again. What it
+        // makes durable was written before this call, so it covers
+        // whatever keep_from_sequence lets go however the log rolled since.
+      } else if (retiring_) {
         // An earlier call failed part-way through this segment: it goes
         // first, or a later segment would go before it and leave a gap (or
         // a live segment behind a zeroed one) that recovery must refuse.
@@ -84,6 +93,11 @@ Result<RetireStats> Log::retire(std::uint64_t keep_from_sequence) {
           index.erase(index.begin(), end);
         }
       }
+    }
+    if (!prepared) {
+      FUSEE_TRY_VOID(before_retiring());
+      prepared = true;
+      continue;
     }
     stats.bytes += FUSEE_TRY(retire_segment_file(oldest.number));
     ++stats.segments;

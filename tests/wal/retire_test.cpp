@@ -146,6 +146,44 @@ TEST_CASE("retired segments and their blob files go; the rest reopens with the s
   }
 }
 
+TEST_CASE("retire's before_retiring runs once, only when a segment goes, and its error retires nothing") {
+  // The checkpointer syncs the run store there (its checkpoints are written
+  // unsynced): a segment must never go before that sync, nor the sync be
+  // paid when nothing goes.
+  testing::TempDir dir;
+  io::PosixFileSystem fs;
+  auto options = small_segments(dir.path(), 1);
+  options.payload_offload_bytes = 0;
+  auto log = Log::open(fs, options);
+  REQUIRE(log);
+  Lsn next = 1;
+  while ((*log)->stats().segments_created < 3) append_many(**log, next, 1);
+  int calls = 0;
+  auto counted = [&] {
+    ++calls;
+    return Result<void>(ok());
+  };
+  // Nothing below the first segment's end: not called.
+  auto none = (*log)->retire(1, counted);
+  REQUIRE(none.has_value());
+  CHECK(none->segments == 0);
+  CHECK(calls == 0);
+  auto keep_from = (*log)->keep_from_sequence(0, next - 1);
+  auto refused = (*log)->retire(keep_from, [&] {
+    ++calls;
+    return Result<void>(make_error_code(std::errc::io_error));
+  });
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error() == make_error_code(std::errc::io_error));
+  CHECK(calls == 1);
+  CHECK((*log)->stats().segments_retired == 0);
+  CHECK(count_files(dir.path() + "/wal", ".seg") >= 3);
+  auto retired = (*log)->retire(keep_from, counted);
+  REQUIRE(retired.has_value());
+  CHECK(retired->segments >= 2);  // several segments, one call
+  CHECK(calls == 2);
+}
+
 TEST_CASE("recovery refuses when a shard's records past its checkpoint are missing") {
   testing::TempDir dir;
   io::PosixFileSystem fs;
