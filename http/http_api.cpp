@@ -484,21 +484,23 @@ std::optional<HttpResponse> HttpApi::execute_later(const HttpRequest& request,
   if (auto* problem = std::get_if<HttpResponse>(&read)) return std::move(*problem);
   auto& call = std::get<StartCall>(read);
   auto wait = std::make_shared<RunWait>(later.executor, later.gate);
-  auto on_started = [this, id = call.id, timeout = call.timeout](RunWait& wait,
-                                                                 std::variant<StartOutcome, Error> started) {
+  // Both answers come to this connection's strand in order: the start's
+  // first (`ended` follows only a started run), so the start's outcome is
+  // there for the result's answer.
+  auto outcome = std::make_shared<StartOutcome>(StartOutcome::started);
+  auto on_started = [id = call.id, timeout = call.timeout, outcome](RunWait& wait,
+                                                                    std::variant<StartOutcome, Error> started) {
     if (const auto* failure = std::get_if<Error>(&started)) return wait.answer(from_error(*failure));
+    *outcome = std::get<StartOutcome>(started);
     wait.rearm(timeout, timed_out(id, timeout));
-    auto on_ended = [out = started_json(id, std::get<StartOutcome>(started))](
-                        RunWait& wait, std::variant<json::value, Error> ended) { wait.answer(executed(out, ended)); };
-    try {
-      engine_.result_json_then(id, wait.then<json::value>(std::move(on_ended)));
-    } catch (const Error& failure) {
-      wait.answer(from_error(failure));
-    }
+  };
+  auto on_ended = [id = call.id, outcome](RunWait& wait, std::variant<json::value, Error> ended) {
+    wait.answer(executed(started_json(id, *outcome), ended));
   };
   try {
-    engine_.start_json_then(call.workflow, call.id, std::move(call.input), call.options,
-                            wait->then<StartOutcome>(std::move(on_started)));
+    engine_.execute_json_then(call.workflow, call.id, std::move(call.input), call.options,
+                              wait->then<StartOutcome>(std::move(on_started)),
+                              wait->then<json::value>(std::move(on_ended)));
   } catch (const Error& failure) {
     return from_error(failure);
   }

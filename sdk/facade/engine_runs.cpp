@@ -4,12 +4,37 @@
 
 namespace fusee {
 
-void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
-                      const std::string& id, boost::json::value input, const StartOptions& options) {
+namespace {
+
+// A shard's start reply as the facade's answer to it.
+void settle_start(detail::Settle<StartOutcome>& settle, std::error_code error, const std::string& message,
+                  StartOutcome outcome) {
+  if (!error) {
+    settle.set_value(outcome);
+    return;
+  }
+  try {
+    facade::throw_error(error, message);
+  } catch (...) {
+    settle.set_exception(std::current_exception());
+  }
+}
+
+void settle_result(detail::Settle<boost::json::value>& settle, const engine::Outcome& outcome) {
+  if (outcome.status == RunStatus::completed) {
+    settle.set_value(outcome.value);
+  } else {
+    settle.set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
+  }
+}
+
+// What a start refuses before anything is sent (Error invalid_argument).
+void check_start(Engine::Impl& impl, const std::string& workflow, const std::string& id,
+                 const boost::json::value& input, const StartOptions& options) {
   if (auto why = run_id_problem(id)) throw Error(errc::invalid_argument, *why);
   {
-    std::shared_lock lock(impl_->registry_mu);
-    if (auto check = impl_->registry.find(workflow); check != impl_->registry.end() && check->second.input) {
+    std::shared_lock lock(impl.registry_mu);
+    if (auto check = impl.registry.find(workflow); check != impl.registry.end() && check->second.input) {
       if (auto why = check->second.input(input); !why.empty()) {
         throw Error(errc::invalid_argument, fmt::format("the input does not fit workflow '{}': {}", workflow, why));
       }
@@ -23,6 +48,13 @@ void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, cons
                 fmt::format("run '{}': the deadline is at most {} ms (100 years), not {} ms", id, kDurationMax.count(),
                             options.deadline->count()));
   }
+}
+
+}  // namespace
+
+void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
+                      const std::string& id, boost::json::value input, const StartOptions& options) {
+  check_start(*impl_, workflow, id, input, options);
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // Starting again is harmless only when it attaches.
     auto repeat = options.if_running == IfRunning::attach && options.if_finished == IfFinished::attach
@@ -43,15 +75,7 @@ void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, cons
               engine::Shard& shard, const std::shared_ptr<detail::Settle<StartOutcome>>& settle) mutable {
         shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
                            [settle](std::error_code error, std::string message, StartOutcome outcome) {
-                             if (!error) {
-                               settle->set_value(outcome);
-                               return;
-                             }
-                             try {
-                               facade::throw_error(error, message);
-                             } catch (...) {
-                               settle->set_exception(std::current_exception());
-                             }
+                             settle_start(*settle, error, message, outcome);
                            });
       });
 }
@@ -88,13 +112,7 @@ void Engine::result_to(std::shared_ptr<detail::Settle<boost::json::value>> settl
   }
   impl_->request_to<boost::json::value>(
       std::move(settle), id, [id](engine::Shard& shard, const std::shared_ptr<detail::Settle<boost::json::value>>& settle) {
-        shard.handle_result(id, [settle](const engine::Outcome& outcome) {
-          if (outcome.status == RunStatus::completed) {
-            settle->set_value(outcome.value);
-          } else {
-            settle->set_exception(std::make_exception_ptr(Error(outcome.code, outcome.message)));
-          }
-        });
+        shard.handle_result(id, [settle](const engine::Outcome& outcome) { settle_result(*settle, outcome); });
       });
 }
 
@@ -107,6 +125,77 @@ std::future<boost::json::value> Engine::result_json_async(const std::string& id)
 
 void Engine::result_json_then(const std::string& id, Then<boost::json::value> then) {
   result_to(std::make_shared<detail::Settle<boost::json::value>>(std::move(then)), id);
+}
+
+
+void Engine::execute_to(std::shared_ptr<detail::Settle<StartOutcome>> started,
+                        std::shared_ptr<detail::Settle<boost::json::value>> ended, const std::string& workflow,
+                        const std::string& id, boost::json::value input, const StartOptions& options) {
+  if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
+    // Another worker holds the run: its start is forwarded, and once it is
+    // answered, its result (a forwarded call may be made from an answer).
+    auto chained = std::make_shared<detail::Settle<StartOutcome>>(
+        [this, started, ended, id](std::variant<StartOutcome, Error> answer) {
+          if (auto* failure = std::get_if<Error>(&answer)) {
+            started->set_exception(std::make_exception_ptr(*failure));
+            return;
+          }
+          started->set_value(std::get<StartOutcome>(answer));
+          try {
+            result_to(ended, id);
+          } catch (...) {
+            ended->set_exception(std::current_exception());
+          }
+        });
+    start_to(std::move(chained), workflow, id, std::move(input), options);
+    return;
+  }
+  check_start(*impl_, workflow, id, input, options);
+  impl_->request_to<StartOutcome>(
+      std::move(started), id, [workflow, id, input = std::move(input), options, ended](
+              engine::Shard& shard, const std::shared_ptr<detail::Settle<StartOutcome>>& settle) mutable {
+        shard.handle_start(engine::StartRequest{workflow, id, std::move(input), options}, false,
+                           [&shard, settle, ended, id](std::error_code error, std::string message, StartOutcome outcome) {
+                             settle_start(*settle, error, message, outcome);
+                             if (error) return;
+                             // The result is asked for by the shard itself,
+                             // not by another trip from the caller. In a
+                             // turn of its own: this reply may come from
+                             // inside handle_start or while durable waits
+                             // are being answered.
+                             auto ask = [&shard, ended, id] {
+                               shard.handle_result(id, [ended](const engine::Outcome& outcome) {
+                                 settle_result(*ended, outcome);
+                               });
+                             };
+                             if (!shard.post(std::move(ask), false)) {
+                               ended->set_exception(std::make_exception_ptr(
+                                   Error(errc::shut_down, "the engine shut down before the run's result")));
+                             }
+                           });
+      });
+}
+
+void Engine::execute_json_then(const std::string& workflow, const std::string& id, boost::json::value input,
+                               const StartOptions& options, Then<StartOutcome> started,
+                               Then<boost::json::value> ended) {
+  execute_to(std::make_shared<detail::Settle<StartOutcome>>(std::move(started)),
+             std::make_shared<detail::Settle<boost::json::value>>(std::move(ended)), workflow, id, std::move(input),
+             options);
+}
+
+boost::json::value Engine::execute_json(const std::string& workflow, const std::string& id, boost::json::value input,
+                                        const StartOptions& options) {
+  Impl::refuse_on_shard_thread("execute");
+  std::promise<StartOutcome> started;
+  std::promise<boost::json::value> ended;
+  auto started_future = started.get_future();
+  auto ended_future = ended.get_future();
+  execute_to(std::make_shared<detail::Settle<StartOutcome>>(std::move(started)),
+             std::make_shared<detail::Settle<boost::json::value>>(std::move(ended)), workflow, id, std::move(input),
+             options);
+  (void)started_future.get();  // the start's failure, if it failed (the result is then never set)
+  return ended_future.get();
 }
 
 boost::json::value Engine::result_json(const std::string& id) {

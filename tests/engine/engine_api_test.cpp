@@ -106,6 +106,60 @@ TEST_CASE_TEMPLATE("execute runs the workflow once and result returns the same o
   CHECK(calls.count() == 1);
 }
 
+TEST_CASE_TEMPLATE("execute_json_then answers the start, then the result; a refused start answers only the start", M,
+                   InMemory, OnDisk, Remote) {
+  CallCounter calls;
+  EngineHarness harness(M::mode);
+  auto engine = harness.open();
+  register_greet(*engine, calls);
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<std::string> events;
+  auto note = [&](std::string event) {
+    {
+      std::lock_guard lock(mu);
+      events.push_back(std::move(event));
+    }
+    changed.notify_all();
+  };
+  auto wait_for_events = [&](std::size_t count) {
+    std::unique_lock lock(mu);
+    CHECK(changed.wait_for(lock, kPatience, [&] { return events.size() >= count; }));
+    return events;
+  };
+  engine->execute_json_then(
+      "greet", "x-1", "ada", {},
+      [&](std::variant<StartOutcome, Error> started) {
+        auto* outcome = std::get_if<StartOutcome>(&started);
+        note(outcome != nullptr && *outcome == StartOutcome::started ? "started" : "start failed");
+      },
+      [&](std::variant<boost::json::value, Error> ended) {
+        auto* value = std::get_if<boost::json::value>(&ended);
+        note(value != nullptr && *value == "hello ada" ? "ended" : "ended wrong");
+      });
+  CHECK(wait_for_events(2) == std::vector<std::string>{"started", "ended"});
+
+  {
+    std::lock_guard lock(mu);
+    events.clear();
+  }
+  StartOptions reject;
+  reject.if_finished = IfFinished::reject;
+  engine->execute_json_then(
+      "greet", "x-1", "bob", reject,
+      [&](std::variant<StartOutcome, Error> started) {
+        auto* error = std::get_if<Error>(&started);
+        note(error != nullptr && error->code() == errc::already_exists ? "refused" : "not refused");
+      },
+      [&](std::variant<boost::json::value, Error>) { note("ended"); });
+  CHECK(wait_for_events(1) == std::vector<std::string>{"refused"});
+  // A result asked for after the refusal would have been answered before
+  // this call's, made later on the same shard.
+  CHECK(result_of(engine, kGreet, "x-1") == "hello ada");
+  CHECK(wait_for_events(1) == std::vector<std::string>{"refused"});
+  CHECK(calls.count() == 1);
+}
+
 TEST_CASE_TEMPLATE("start returns started and result waits until the run finishes", M, InMemory, OnDisk, Remote) {
   CallCounter calls, after_wait;
   EngineHarness harness(M::mode);

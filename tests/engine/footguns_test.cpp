@@ -40,7 +40,7 @@ TEST_CASE_TEMPLATE("a blocking Engine call from a step or a workflow fails at on
     auto id = "s-" + std::to_string(run);
     (void)engine->start(from_step, id, run);
     auto message = error_message(errc::step_failed, [&] { (void)result_of(engine, from_step, id); });
-    CHECK(contains(message, "Engine::start was called from a workflow or a step"));
+    CHECK(contains(message, "Engine::execute was called from a workflow or a step"));
     CHECK(contains(message, "ctx.child"));
   }
   (void)engine->start(from_code, "c-1", 0);

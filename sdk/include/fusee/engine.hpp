@@ -410,8 +410,7 @@ class Engine {
   template <typename In, typename Out>
   Out execute(const WorkflowRef<In, Out>& ref, const std::string& id, const In& input,
               const StartOptions& options = {}) {
-    (void)start(ref, id, input, options);
-    return result(ref, id);
+    return detail::from_json<Out>(execute_json(ref.name, id, boost::json::value_from(input), options));
   }
 
   // The same without waiting: the future holds the outcome (or the Error).
@@ -644,6 +643,10 @@ class Engine {
   StartOutcome start_json(const std::string& workflow, const std::string& id, boost::json::value input,
                           const StartOptions& options = {});
   boost::json::value result_json(const std::string& id);
+  // start_json, then result_json (throwing the start's failure, or the
+  // run's): what execute() does.
+  boost::json::value execute_json(const std::string& workflow, const std::string& id, boost::json::value input,
+                                  const StartOptions& options = {});
   std::future<StartOutcome> start_json_async(const std::string& workflow, const std::string& id,
                                              boost::json::value input, const StartOptions& options = {});
   std::future<boost::json::value> result_json_async(const std::string& id);
@@ -659,6 +662,13 @@ class Engine {
   void start_json_then(const std::string& workflow, const std::string& id, boost::json::value input,
                        const StartOptions& options, Then<StartOutcome> then);
   void result_json_then(const std::string& id, Then<boost::json::value> then);
+  // start_json_then, and once the start is acknowledged, result_json_then:
+  // `started` gets the start's answer; `ended`, called only after `started`
+  // got a StartOutcome, the run's result. Where this engine holds the run's
+  // shard both go in one message to it, so the result's request does not
+  // travel to the shard and back again after the start's answer.
+  void execute_json_then(const std::string& workflow, const std::string& id, boost::json::value input,
+                         const StartOptions& options, Then<StartOutcome> started, Then<boost::json::value> ended);
   void update_json_then(UpdateCall call, Then<boost::json::value> then);
   void complete_awakeable_then(const std::string& token, bool succeeded, boost::json::value value,
                                Then<std::monostate> then);
@@ -676,6 +686,9 @@ class Engine {
   void start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
                 const std::string& id, boost::json::value input, const StartOptions& options);
   void result_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, const std::string& id);
+  void execute_to(std::shared_ptr<detail::Settle<StartOutcome>> started,
+                  std::shared_ptr<detail::Settle<boost::json::value>> ended, const std::string& workflow,
+                  const std::string& id, boost::json::value input, const StartOptions& options);
   void update_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, UpdateCall call);
   void complete_awakeable_to(std::shared_ptr<detail::Settle<void>> settle, const std::string& token, bool succeeded,
                              boost::json::value value);
