@@ -172,7 +172,34 @@ bool RunIndex::matches(const IndexQuery& query, const std::string& id, const Ent
   return true;
 }
 
+void RunIndex::begin_fill() {
+  std::lock_guard lock(fill_mu_);
+  filling_ = true;
+}
+
+void RunIndex::end_fill() {
+  {
+    std::lock_guard lock(fill_mu_);
+    filling_ = false;
+  }
+  filled_.notify_all();
+}
+
+void RunIndex::wait_filled() const {
+  std::unique_lock lock(fill_mu_);
+  if (!filling_) return;
+  ++fill_waiters_;
+  filled_.wait(lock, [&] { return !filling_; });
+  --fill_waiters_;
+}
+
+std::size_t RunIndex::waiting_for_fill() const {
+  std::lock_guard lock(fill_mu_);
+  return fill_waiters_;
+}
+
 IndexPage RunIndex::query(const IndexQuery& query) const {
+  wait_filled();
   const bool by_time = query.order != IndexQuery::Order::id;
   std::optional<Cursor> cursor;
   if (!query.cursor.empty()) cursor = parse_cursor(query.cursor, by_time);
@@ -373,6 +400,7 @@ void RunIndex::count(const IndexQuery& query, IndexPage& page) const {
 }
 
 std::array<std::uint64_t, kRunStatuses.size()> RunIndex::counts_by_status() const {
+  wait_filled();
   std::shared_lock lock(mu_);
   std::array<std::uint64_t, kRunStatuses.size()> out{};
   for (std::size_t k = 0; k < out.size(); ++k) out[k] = by_time_[k].size();
@@ -380,11 +408,13 @@ std::array<std::uint64_t, kRunStatuses.size()> RunIndex::counts_by_status() cons
 }
 
 std::map<std::string, std::array<std::uint64_t, kRunStatuses.size()>> RunIndex::counts_by_workflow() const {
+  wait_filled();
   std::shared_lock lock(mu_);
   return by_workflow_;
 }
 
 std::size_t RunIndex::size() const {
+  wait_filled();
   std::shared_lock lock(mu_);
   return by_id_.size();
 }

@@ -20,10 +20,12 @@
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <shared_mutex>
@@ -79,6 +81,15 @@ class RunIndex {
   // shards for a page's).
   IndexPage query(const IndexQuery& query) const;
 
+  // Filling from the run store after Engine::open returned (the finished
+  // runs of a long history take seconds to read): until end_fill(), pages
+  // and counts wait for it, so that none is answered without them; get()
+  // and every writer go on.
+  void begin_fill();
+  void end_fill();
+  // Readers waiting for the fill now (tests).
+  std::size_t waiting_for_fill() const;
+
   std::array<std::uint64_t, kRunStatuses.size()> counts_by_status() const;
   std::map<std::string, std::array<std::uint64_t, kRunStatuses.size()>> counts_by_workflow() const;
   std::size_t size() const;
@@ -103,7 +114,12 @@ class RunIndex {
   IndexPage walk_by_id(const IndexQuery& query, bool back, const std::optional<std::string>& from) const;
   void count(const IndexQuery& query, IndexPage& page) const;
   void forget(const std::string& id, const Entry& entry);
+  void wait_filled() const;
 
+  mutable std::mutex fill_mu_;
+  mutable std::condition_variable filled_;
+  bool filling_ = false;
+  mutable std::size_t fill_waiters_ = 0;
   mutable std::shared_mutex mu_;
   std::map<std::string, Entry> by_id_;
   std::array<std::set<TimeKey>, kRunStatuses.size()> by_time_;  // one per status

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <future>
 #include <map>
@@ -154,6 +155,26 @@ struct Engine::Impl final : engine::EngineCore {
   bool adopt_stopping = false;
   std::thread adopter;
 
+  // The run store's finished runs into the index, after open returned
+  // (engine::RunIndex::begin_fill): reading a long history is not on the
+  // open path. Joined by shutdown.
+  std::atomic<bool> index_fill_stop{false};
+  std::thread index_fill;
+  static inline std::function<void(engine::RunIndex&)> index_fill_hook_for_tests;
+  void fill_index() {
+    if (index_fill_hook_for_tests) index_fill_hook_for_tests(index);
+    try {
+      index_stored(std::nullopt, &index_fill_stop);
+    } catch (const Error& error) {
+      if (warn) {
+        warn(fmt::format("cannot read the finished runs from the run store into the run index ({}): lists and "
+                         "counts omit them until the next open",
+                         error.what()));
+      }
+    }
+    index.end_fill();
+  }
+
   // Engine::activity: a reading of stats() each second, by `sampler`.
   detail::ActivityHistory activity;
   std::mutex sampler_mu;
@@ -227,11 +248,12 @@ struct Engine::Impl final : engine::EngineCore {
   // The run store's finished runs of `shard` (every shard: nothing) that
   // no shard holds in memory, into the index: a shard's recovery put its
   // own runs there first, and those are newer.
-  void index_stored(std::optional<std::uint32_t> shard) {
+  void index_stored(std::optional<std::uint32_t> shard, const std::atomic<bool>* stop = nullptr) {
     if (!store) return;
     engine::RunQuery query;
     query.limit = 1000;
     for (;;) {
+      if (stop != nullptr && stop->load()) return;
       auto page = store->list(query);
       if (!page) throw Error(errc::storage, fmt::format("cannot read the run store: {}", page.error().message()));
       for (const auto& finished : page->runs) {

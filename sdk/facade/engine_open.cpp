@@ -160,8 +160,12 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
     if (mine[shard]) impl->recover(shard, bases);
   }
-  if (std::all_of(mine.begin(), mine.end(), [](bool here) { return here; })) {
-    impl->index_stored(std::nullopt);
+  // The finished runs join the index after open returns (fill_index,
+  // below): at a million runs, reading them took seconds. Pages and counts
+  // wait for them meanwhile.
+  const bool fill_index = std::all_of(mine.begin(), mine.end(), [](bool here) { return here; });
+  if (fill_index) {
+    impl->index.begin_fill();
   } else {
     for (std::uint32_t shard = 0; shard < shards; ++shard) {
       if (mine[shard]) impl->index_stored(shard);
@@ -223,6 +227,7 @@ std::unique_ptr<Engine> Engine::open(Config config) {
                                  impl->adopt_cv.notify_all();
                                });
   }
+  if (fill_index) impl->index_fill = std::thread([impl = impl.get()] { impl->fill_index(); });
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
   // The built-in workflows behind schedules and queues (a recovered run of
   // one starts once it is registered).
@@ -370,6 +375,10 @@ void Engine::shutdown() {
   if (impl_->shut.exchange(true)) return;
   // No new requests, and none left waiting on the shards.
   if (impl_->http) impl_->http->stop();
+  if (impl_->index_fill.joinable()) {
+    impl_->index_fill_stop = true;
+    impl_->index_fill.join();
+  }
   if (impl_->sampler.joinable()) {
     {
       std::lock_guard sampler_lock(impl_->sampler_mu);

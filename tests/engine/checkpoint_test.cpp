@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "engine/run_hash.hpp"
 #include "engine/run_store.hpp"
 #include "engine/shard.hpp"
+#include "sdk/facade/engine_impl.hpp"
 #include "tests/engine/engine_harness.hpp"
 
 using namespace fusee;
@@ -347,6 +349,47 @@ TEST_CASE_TEMPLATE("a busy shard checkpoints every so many finished runs, with n
   // The runs that left memory are answered from the store.
   CHECK(engine->result(kCount, "run-0") == 1);
   CHECK(engine->get_run("run-5")->status == RunStatus::completed);
+}
+
+TEST_CASE("open does not wait to index the stored finished runs, and a list asked meanwhile waits for all of them") {
+  // At a million finished runs, reading them into the index took seconds of
+  // every open. The fill now runs after open returns; the hook holds it
+  // until a list is waiting on it, which then must see every run.
+  EngineHarness harness(Mode::local);
+  CallCounter steps;
+  const int runs = 50;
+  {
+    auto engine = harness.open();
+    register_count(*engine, steps);
+    for (int run = 0; run < runs; ++run) CHECK(engine->execute(kCount, "run-" + std::to_string(run), 2) == 1);
+    engine->shutdown();  // the last checkpoints store them all as finished
+  }
+  std::promise<void> opened;
+  auto opened_future = opened.get_future().share();
+  bool list_waited = false;
+  Engine::Impl::index_fill_hook_for_tests = [&](engine::RunIndex& index) {
+    opened_future.wait();
+    auto give_up = std::chrono::steady_clock::now() + kPatience;
+    while (index.waiting_for_fill() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    list_waited = index.waiting_for_fill() > 0;
+  };
+  auto engine = harness.open();
+  register_count(*engine, steps);
+  // Served while the index fills: a finished run's result (from the store).
+  CHECK(engine->result(kCount, "run-7") == 1);
+  // query_runs answers from the index (what the console and GET /v1/runs
+  // list; list_runs and list_finished_runs read the shards and the store).
+  auto listed = std::async(std::launch::async, [&] {
+    RunListQuery query;
+    query.limit = 1000;
+    return engine->query_runs(query);
+  });
+  opened.set_value();
+  auto page = listed.get();
+  CHECK(page.runs.size() == std::size_t(runs));
+  CHECK(page.total == std::uint64_t(runs));
+  Engine::Impl::index_fill_hook_for_tests = nullptr;
+  CHECK(list_waited);
 }
 
 TEST_CASE_TEMPLATE("finished runs past their retention are expired from the run store", M, OnDisk, Remote) {
