@@ -96,5 +96,11 @@ inline constexpr std::size_t kRelayBufferBytes = 16 * 1024;
 // waits this long before accepting again instead of spinning; the
 // connections that end meanwhile give descriptors back.
 inline constexpr auto kAcceptRetry = std::chrono::milliseconds(50);
+// Connections taken from the listen backlog at once, each time one is
+// accepted: one a trip through the io_context's queue left the last of
+// 1,024 clients that connect together behind a thousand rounds of every
+// other connection's work (http_bench execute_1024 in memory mode: p99
+// 1.1 s, p50 24 ms).
+inline constexpr std::size_t kAcceptBurstMax = 256;
 
 }  // namespace fusee::http

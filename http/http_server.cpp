@@ -76,6 +76,7 @@ struct HttpServer::State {
   bool stopped = false;
 
   void accept();
+  void admit(tcp::socket socket);
   void refuse(tcp::socket socket, const std::string& why);
 };
 
@@ -92,17 +93,30 @@ void HttpServer::State::accept() {
       });
       return;
     }
-    error_code unknown;
-    auto peer = socket.remote_endpoint(unknown);
-    if (unknown) return accept();  // gone already
-    auto peer_address = peer.address().to_string();
-    if (auto why = hub.admit(peer_address)) {
-      refuse(std::move(socket), *why);
-    } else {
-      std::make_shared<Connection>(hub, std::move(socket), std::move(peer_address))->start();
+    admit(std::move(socket));
+    // The rest of the backlog now (the acceptor does not block: it says
+    // would_block once the backlog is empty).
+    for (std::size_t taken = 0; taken < kAcceptBurstMax; ++taken) {
+      tcp::socket next(net::make_strand(*io));
+      error_code burst_error;
+      acceptor->accept(next, burst_error);
+      if (burst_error) break;  // none left (or an error the next async_accept meets)
+      admit(std::move(next));
     }
     accept();
   });
+}
+
+void HttpServer::State::admit(tcp::socket socket) {
+  error_code unknown;
+  auto peer = socket.remote_endpoint(unknown);
+  if (unknown) return;  // gone already
+  auto peer_address = peer.address().to_string();
+  if (auto why = hub.admit(peer_address)) {
+    refuse(std::move(socket), *why);
+  } else {
+    std::make_shared<Connection>(hub, std::move(socket), std::move(peer_address))->start();
+  }
 }
 
 // 503 and close, without reading the request: a refusal costs a write.
@@ -148,6 +162,7 @@ void HttpServer::start(const std::string& listen, HttpServerOptions options) {
   if (!error) acceptor.set_option(net::socket_base::reuse_address(true), error);
   if (!error) acceptor.bind(endpoint, error);
   if (!error) acceptor.listen(net::socket_base::max_listen_connections, error);
+  if (!error) acceptor.non_blocking(true, error);  // the accept burst (State::accept)
   if (error) throw Error(errc::storage, fmt::format("cannot listen for HTTP on {}: {}", listen, error.message()));
   auto bound = acceptor.local_endpoint();
   endpoint_ = bound.address().is_v6() ? fmt::format("[{}]:{}", bound.address().to_string(), bound.port())
