@@ -100,7 +100,8 @@ void HttpServer::State::accept() {
       tcp::socket next(net::make_strand(*io));
       error_code burst_error;
       acceptor->accept(next, burst_error);
-      if (burst_error) break;  // none left (or an error the next async_accept meets)
+      if (burst_error == net::error::connection_aborted) continue;  // that client left first
+      if (burst_error) break;  // none left (would_block), or an error the next async_accept meets
       admit(std::move(next));
     }
     accept();
@@ -163,6 +164,11 @@ void HttpServer::start(const std::string& listen, HttpServerOptions options) {
   if (!error) acceptor.bind(endpoint, error);
   if (!error) acceptor.listen(net::socket_base::max_listen_connections, error);
   if (!error) acceptor.non_blocking(true, error);  // the accept burst (State::accept)
+  // A connection aborted in the backlog (ECONNABORTED, EPROTO) is an error
+  // the accept returns, not one it retries: otherwise Asio's synchronous
+  // accept waits in poll() for the next client, non-blocking or not, and
+  // holds its io thread (and a shutdown joining it) until one comes.
+  if (!error) acceptor.set_option(net::socket_base::enable_connection_aborted(true), error);
   if (error) throw Error(errc::storage, fmt::format("cannot listen for HTTP on {}: {}", listen, error.message()));
   auto bound = acceptor.local_endpoint();
   endpoint_ = bound.address().is_v6() ? fmt::format("[{}]:{}", bound.address().to_string(), bound.port())

@@ -165,7 +165,7 @@ struct Engine::Impl final : engine::EngineCore {
     if (index_fill_hook_for_tests) index_fill_hook_for_tests(index);
     try {
       index_stored(std::nullopt, &index_fill_stop);
-    } catch (const Error& error) {
+    } catch (const std::exception& error) {
       if (warn) {
         warn(fmt::format("cannot read the finished runs from the run store into the run index ({}): lists and "
                          "counts omit them until the next open",

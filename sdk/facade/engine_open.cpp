@@ -373,12 +373,14 @@ void Engine::shutdown() {
   Impl::refuse_on_shard_thread("shutdown");
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
-  // No new requests, and none left waiting on the shards.
-  if (impl_->http) impl_->http->stop();
+  // The index fill first: it stops at its next page and releases what
+  // waits on it (a list on an HTTP thread, which stopping HTTP joins).
   if (impl_->index_fill.joinable()) {
     impl_->index_fill_stop = true;
     impl_->index_fill.join();
   }
+  // No new requests, and none left waiting on the shards.
+  if (impl_->http) impl_->http->stop();
   if (impl_->sampler.joinable()) {
     {
       std::lock_guard sampler_lock(impl_->sampler_mu);
