@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "bench/figures.hpp"
+
 namespace fusee::bench {
 
 class JsonLine {
@@ -98,5 +100,16 @@ class JsonLine {
 
   std::string text_;
 };
+
+// One aim as every benchmark prints it, and scripts/bench-aims gathers it
+// into make bench's summary: {"bench":"<name>_aims", "case", "value" (3
+// significant digits), "aim_max" or "aim_min"}.
+inline void print_aim_line(std::string_view aims_bench, std::string_view name, double value, bool at_most,
+                           double bound) {
+  JsonLine line(aims_bench);
+  line.field("case", name).field("value", round_to_digits(value, 3));
+  line.field(at_most ? "aim_max" : "aim_min", bound);
+  line.print();
+}
 
 }  // namespace fusee::bench

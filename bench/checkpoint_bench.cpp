@@ -1135,9 +1135,7 @@ void print_aims(const std::vector<AimFigure>& aims) {
 }
 
 void print_aim_json(const AimFigure& aim) {
-  JsonLine line("checkpoint_aims");
-  line.field("case", aim.name).field("value", round_to_digits(aim.value, 3)).field("aim_max", aim.bound);
-  line.print();
+  fusee::bench::print_aim_line("checkpoint_aims", aim.name, aim.value, /*at_most=*/true, aim.bound);
 }
 
 int run(const Options& options) {

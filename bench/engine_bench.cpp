@@ -1258,10 +1258,7 @@ void print_aims(const std::vector<AimFigure>& aims) {
 }
 
 void print_aim_json(const AimFigure& aim) {
-  JsonLine line("engine_aims");
-  line.field("case", aim.name).field("value", round_to_digits(aim.value, 3));
-  line.field(aim.at_most ? "aim_max" : "aim_min", aim.bound);
-  line.print();
+  fusee::bench::print_aim_line("engine_aims", aim.name, aim.value, aim.at_most, aim.bound);
 }
 
 // server_step_cost: each remote case beside its in-process twin, same run.

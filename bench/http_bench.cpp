@@ -759,14 +759,8 @@ void print_execute_json(const ExecuteResult& result, const Options& options) {
   line.print();
 }
 
-// One aim as every benchmark prints it ({"bench":"<name>_aims", "case",
-// "value", "aim_max" or "aim_min"}): scripts/bench-aims gathers them into
-// make bench's summary.
 void print_aim_json(std::string_view name, double value, bool at_most, double bound) {
-  JsonLine line("http_aims");
-  line.field("case", name).field("value", fusee::bench::round_to_digits(value, 3));
-  line.field(at_most ? "aim_max" : "aim_min", bound);
-  line.print();
+  fusee::bench::print_aim_line("http_aims", name, value, at_most, bound);
 }
 
 void print_aims_json(const Options& options, const std::vector<ExecuteResult>& executes,

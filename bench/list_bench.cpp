@@ -328,12 +328,9 @@ int main(int argc, char** argv) {
   fmt::print("aim: list and stats p99 <= 20 ms: {:.1f} ms ({}); start p50 polled <= 1.1x alone: {:.2f}x ({})\n",
              worst_p99 / 1000, worst_p99 <= 20'000 ? "met" : "missed", polled.all.p50_us / alone.all.p50_us,
              polled.all.p50_us <= 1.1 * alone.all.p50_us ? "met" : "missed");
-  JsonLine("list_aims").field("case", "list_and_stats_p99_ms").field("value", worst_p99 / 1000).field("aim_max", 20).print();
-  JsonLine("list_aims")
-      .field("case", "start_p50_polled_over_alone")
-      .field("value", polled.all.p50_us / alone.all.p50_us)
-      .field("aim_max", 1.1)
-      .print();
+  fusee::bench::print_aim_line("list_aims", "list_and_stats_p99_ms", worst_p99 / 1000, /*at_most=*/true, 20);
+  fusee::bench::print_aim_line("list_aims", "start_p50_polled_over_alone", polled.all.p50_us / alone.all.p50_us,
+                               /*at_most=*/true, 1.1);
   engine->shutdown();
   std::filesystem::remove_all(dir);
   return 0;

@@ -303,11 +303,7 @@ int main(int argc, char** argv) {
              opens.min, opens.max);
   fmt::print("aim: restore >= 0.5x the raw sequential read: {}x ({})\n", bench::format_ratio(versus_raw),
              versus_raw >= 0.5 ? "met" : "not met");
-  bench::JsonLine("restore_aims")
-      .field("case", "restore_over_raw_read")
-      .field("value", bench::round_to_digits(versus_raw, 3))
-      .field("aim_min", 0.5)
-      .print();
+  bench::print_aim_line("restore_aims", "restore_over_raw_read", versus_raw, /*at_most=*/false, 0.5);
   auto raw_line = [&](const char* what, const bench::Spread& spread) {
     bench::JsonLine line("restore_bench");
     line.field("case", what)

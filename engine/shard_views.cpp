@@ -161,17 +161,21 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
     reply(make_error_code(errc::storage), storage_message(id, store_error));
     return;
   }
+  // The kept journal (in memory or in the store) as JSON, without secrets.
+  auto answer = [&](std::string_view kept) {
+    auto records = records_of_kept_journal(kept);
+    if (!records) {
+      reply(make_error_code(errc::storage), fmt::format("run '{}': its kept journal does not decode", id));
+      return;
+    }
+    reply({}, without_secrets(journal_json(*records)));
+  };
   if (auto found = runs_.find(id); found != runs_.end()) {
     if (found->second->journal.empty()) {
       reply(make_error_code(errc::not_found), fmt::format("run '{}': its journal is not kept", id));
       return;
     }
-    auto records = found->second->journal.records();
-    if (!records) {
-      reply(make_error_code(errc::storage), fmt::format("run '{}': its journal does not decode", id));
-      return;
-    }
-    reply({}, without_secrets(journal_json(*records)));
+    answer(found->second->journal.stored());
     return;
   }
   if (store_ != nullptr) {
@@ -181,12 +185,7 @@ void Shard::handle_journal(const std::string& id, std::function<void(std::error_
       return;
     }
     if (*stored) {
-      auto records = records_of_kept_journal(**stored);
-      if (!records) {
-        reply(make_error_code(errc::storage), fmt::format("run '{}': its kept journal does not decode", id));
-        return;
-      }
-      reply({}, without_secrets(journal_json(*records)));
+      answer(**stored);
       return;
     }
     auto finished = stored_run(id);
