@@ -15,6 +15,10 @@
 //    call's latency. Aims (issues 21 and 40): >= 50,000 executes/s and
 //    <= 25 us of server CPU per execute on 2 cores at 64 connections; p99
 //    within 3x p50 in every round of every case.
+//  - ten_steps_100: the same wrk load at 100 connections, each execute a
+//    workflow of 10 steps one after another (each its own durable write,
+//    shared with the other calls in flight): the peers' 10-step workload
+//    (scripts/peer-bench), where tails showed first.
 //  - waiting_1024: 1,024 connections from a client in this process, each
 //    with an execute of a run that waits for a signal. Once every run has
 //    started (so all 1,024 calls are open at once), each run is signalled,
@@ -95,6 +99,7 @@ constexpr std::string_view kCaseExecute1 = "execute_1";
 constexpr std::string_view kCaseExecute8 = "execute_8";
 constexpr std::string_view kCaseExecute64 = "execute_64";
 constexpr std::string_view kCaseExecute1024 = "execute_1024";
+constexpr std::string_view kCaseTenSteps100 = "ten_steps_100";
 constexpr std::string_view kCaseWaiting1024 = "waiting_1024";
 constexpr std::string_view kCaseWaitingUpdates1024 = "waiting_updates_1024";
 constexpr std::uint32_t kWaitingConnections = 1024;
@@ -108,6 +113,9 @@ constexpr double kP99OverP50AimMax = 3.0;           // in every round
 constexpr double kWrkCpuShareNote = 0.33;
 
 const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kOneStep{"bench.one_step"};
+// The peers' 10-step workload (scripts/peer-bench): ten journaled steps, one after another.
+const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kTenSteps{"bench.ten_steps"};
+constexpr int kTenStepsSteps = 10;
 const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kHeld{"bench.held"};
 const fusee::Signal<std::uint32_t> kGo{"go"};
 // Declares "ask", holds until kGo, then answers the update it was started with.
@@ -124,7 +132,8 @@ struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseExecute1),    std::string(kCaseExecute8),
                                     std::string(kCaseExecute64),   std::string(kCaseExecute1024),
-                                    std::string(kCaseWaiting1024), std::string(kCaseWaitingUpdates1024)};
+                                    std::string(kCaseTenSteps100), std::string(kCaseWaiting1024),
+                                    std::string(kCaseWaitingUpdates1024)};
   std::string wrk = "wrk";
   std::uint32_t wrk_threads = 2;
   std::uint32_t round_seconds = 2;
@@ -151,6 +160,11 @@ std::unique_ptr<fusee::Engine> open_engine(const Options& options, const std::st
   engine->register_workflow(kOneStep, [](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
     co_await ctx.step("noop", [] {});
     co_return input;
+  });
+  engine->register_workflow(kTenSteps, [](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
+    auto value = input;
+    for (int step = 0; step < kTenStepsSteps; ++step) value = co_await ctx.step("add", [value] { return value + 1; });
+    co_return value;
   });
   engine->register_workflow(kHeld, [arrived](fusee::Ctx& ctx, std::uint32_t input) -> fusee::Task<std::uint32_t> {
     co_await ctx.step("arrived", [arrived, input] { (*arrived)(input); });
@@ -192,10 +206,10 @@ double cpu_seconds(const rusage& usage) {
 }
 
 // ---------------------------------------------------------------------------
-// wrk: execute_64 and execute_1024.
+// wrk: execute_1 ... execute_1024, ten_steps_100.
 
-// wrk's script: every request an execute of the one-step workflow with a
-// run id of its own (the round, the thread, a counter); done() prints one
+// wrk's script: every request an execute of the case's workflow (wrk's
+// second argument) with a run id of its own (the round, the thread, a counter); done() prints one
 // line this program parses.
 constexpr std::string_view kWrkScript = R"lua(-- http_bench: POST /v1/runs/execute, a run id of its own per request.
 local threads = 0
@@ -205,11 +219,12 @@ function setup(thread)
 end
 function init(args)
   round = args[1]
+  workflow = args[2]
   counter = 0
 end
 function request()
   counter = counter + 1
-  local body = '{"workflow":"bench.one_step","id":"' .. round .. '-' .. thread_number .. '-' .. counter ..
+  local body = '{"workflow":"' .. workflow .. '","id":"' .. round .. '-' .. thread_number .. '-' .. counter ..
                '","input":' .. counter .. '}'
   return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, body)
 end
@@ -240,11 +255,12 @@ struct WrkRound {
 // One wrk run of `seconds` against `endpoint`. Throws when wrk cannot run or
 // says nothing this program understands.
 WrkRound run_wrk(const Options& options, const std::string& script, const std::string& endpoint,
-                 std::uint32_t connections, std::uint32_t seconds, const std::string& tag) {
+                 const std::string& workflow, std::uint32_t connections, std::uint32_t seconds,
+                 const std::string& tag) {
   const auto threads = std::min(options.wrk_threads, connections);
   // --timeout: a call slower than wrk's default 2 s is slow, not lost.
-  auto command = fmt::format("{} -t{} -c{} -d{}s --timeout 60s -s {} http://{}/v1/runs/execute -- {} 2>&1",
-                             options.wrk, threads, connections, seconds, script, endpoint, tag);
+  auto command = fmt::format("{} -t{} -c{} -d{}s --timeout 60s -s {} http://{}/v1/runs/execute -- {} {} 2>&1",
+                             options.wrk, threads, connections, seconds, script, endpoint, tag, workflow);
   rusage children_before{}, self_before{}, children_after{}, self_after{};
   ::getrusage(RUSAGE_CHILDREN, &children_before);
   ::getrusage(RUSAGE_SELF, &self_before);
@@ -294,6 +310,8 @@ WrkRound run_wrk(const Options& options, const std::string& script, const std::s
 
 struct ExecuteResult {
   std::string name;
+  std::string workflow;
+  int steps_per_call = 1;
   std::uint32_t connections = 0;
   std::uint32_t wrk_threads = 0;
   std::uint32_t shards = 0;
@@ -370,9 +388,12 @@ struct ExecuteResult {
 };
 
 ExecuteResult run_execute_case(const Options& options, const std::string& name, const std::string& dir,
-                               const std::string& script, std::uint32_t connections) {
+                               const std::string& script, std::uint32_t connections,
+                               const fusee::WorkflowRef<std::uint32_t, std::uint32_t>& workflow, int steps_per_call) {
   ExecuteResult result;
   result.name = name;
+  result.workflow = std::string(workflow.name);
+  result.steps_per_call = steps_per_call;
   result.connections = connections;
   result.wrk_threads = std::min(options.wrk_threads, connections);
   std::filesystem::create_directory(dir);
@@ -384,17 +405,17 @@ ExecuteResult run_execute_case(const Options& options, const std::string& name, 
   result.shards = engine->shard_count();
   const auto endpoint = engine->http_endpoint();
   // Untimed: the log's first segment, the threads' first wake-ups, wrk's connections.
-  (void)run_wrk(options, script, endpoint, connections, 1, name + "-warmup");
+  (void)run_wrk(options, script, endpoint, result.workflow, connections, 1, name + "-warmup");
   double timed = 0;
   const auto writes_before = engine->stats().batches_written;
   for (std::uint32_t round = 0; options.rounds.more(round, timed); ++round) {
-    result.rounds.push_back(run_wrk(options, script, endpoint, connections, options.round_seconds,
+    result.rounds.push_back(run_wrk(options, script, endpoint, result.workflow, connections, options.round_seconds,
                                     fmt::format("{}-{}", name, round)));
     timed += result.rounds.back().seconds;
   }
   result.durable_writes = engine->stats().batches_written - writes_before;
   // Calls cut at a round's end may still finish; none may fail.
-  result.runs = count_runs(*engine, std::string(kOneStep.name));
+  result.runs = count_runs(*engine, result.workflow);
   engine->shutdown();
   engine.reset();
   std::filesystem::remove_all(dir);
@@ -633,7 +654,7 @@ double raw_p99(const RawFloor& raw) { return raw.measured ? raw.latency.p99_us :
 
 void print_execute_table(const std::vector<ExecuteResult>& results, bool memory) {
   if (results.empty()) return;
-  fmt::print("\nexecutes over keep-alive connections, load from wrk (1-step workflow, {}; "
+  fmt::print("\nexecutes over keep-alive connections, load from wrk (a 1-step workflow; ten_steps_100 a 10-step one; {}; "
              "latency in us; raw = durable {} B write in the case's directory just before it; cpu us/call: this "
              "process's + wrk's)\n",
              memory ? "memory mode: no disk" : "local mode, direct writes", fusee::bench::kRawFlushBlockBytes);
@@ -722,6 +743,8 @@ void print_execute_json(const ExecuteResult& result, const Options& options) {
   line.field("case", result.name)
       .field("mode", options.memory ? "memory" : "local")
       .field("load", "wrk")
+      .field("workflow", result.workflow)
+      .field("steps_per_call", result.steps_per_call)
       .field("connections", result.connections)
       .field("wrk_threads", result.wrk_threads)
       .field("shards", result.shards)
@@ -845,14 +868,22 @@ int run(const Options& options) {
   std::vector<std::string> skipped;
   const bool have_wrk = wrk_runs(options.wrk);
   try {
-    for (auto [name, connections] : {std::pair{kCaseExecute1, 1u}, std::pair{kCaseExecute8, 8u},
-                                     std::pair{kCaseExecute64, 64u}, std::pair{kCaseExecute1024, 1024u}}) {
-      if (!options.wants(name)) continue;
+    struct WrkCase {
+      std::string_view name;
+      std::uint32_t connections;
+      const fusee::WorkflowRef<std::uint32_t, std::uint32_t>& workflow;
+      int steps_per_call;
+    };
+    for (const auto& wrk_case : {WrkCase{kCaseExecute1, 1, kOneStep, 1}, WrkCase{kCaseExecute8, 8, kOneStep, 1},
+                                 WrkCase{kCaseExecute64, 64, kOneStep, 1}, WrkCase{kCaseExecute1024, 1024, kOneStep, 1},
+                                 WrkCase{kCaseTenSteps100, 100, kTenSteps, kTenStepsSteps}}) {
+      if (!options.wants(wrk_case.name)) continue;
       if (!have_wrk) {
-        skipped.emplace_back(name);
+        skipped.emplace_back(wrk_case.name);
         continue;
       }
-      executes.push_back(run_execute_case(options, std::string(name), data_dir(name), script, connections));
+      executes.push_back(run_execute_case(options, std::string(wrk_case.name), data_dir(wrk_case.name), script,
+                                          wrk_case.connections, wrk_case.workflow, wrk_case.steps_per_call));
     }
     if (options.wants(kCaseWaiting1024)) {
       waiting.push_back(
@@ -902,11 +933,11 @@ int main(int argc, char** argv) {
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
   app.add_option("--cases", options.cases,
-                 "cases to run, comma-separated: execute_1, execute_8, execute_64, execute_1024, waiting_1024, "
+                 "cases to run, comma-separated: execute_1, execute_8, execute_64, execute_1024, ten_steps_100, waiting_1024, "
                  "waiting_updates_1024")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseExecute1), std::string(kCaseExecute8), std::string(kCaseExecute64),
-                             std::string(kCaseExecute1024), std::string(kCaseWaiting1024),
+                             std::string(kCaseExecute1024), std::string(kCaseTenSteps100), std::string(kCaseWaiting1024),
                              std::string(kCaseWaitingUpdates1024)}))
       ->capture_default_str();
   app.add_option("--wrk", options.wrk, "the wrk program")->capture_default_str();
