@@ -16,6 +16,12 @@
 //    start to the last result) and step latency across every step of every
 //    run; aims >= 50,000 steps/s on two cores and p99 <= 3 x p50.
 //  - memory: the same fanout on Config::memory(); aim >= 500,000 steps/s.
+//  - fanout_long, memory_long: the fanout and memory cases with
+//    --long-steps steps a run (400), so that a round, all its runs started
+//    together, is a window of about a second or more: the steady state, where
+//    fanout's 10-step rounds of 40-60 ms are mostly the burst of 1,000
+//    starts. Aim (issue 40): fanout_long >= 1,000,000 durable steps/s over
+//    such windows.
 //  - chain_unix, chain_tcp, fanout_unix (server_step_cost): the chain and the
 //    fan-out in remote mode, against a `fusee server` log service run in this
 //    process on a Unix socket or loopback TCP, writing directly into the
@@ -129,6 +135,8 @@ constexpr std::string_view kCaseFanoutBackup = "fanout_backup";
 // fanout_backup's upload interval (Config::backup_upload_interval).
 constexpr std::int64_t kBackupUploadIntervalMs = 100;
 constexpr std::string_view kCaseMemory = "memory";
+constexpr std::string_view kCaseFanoutLong = "fanout_long";
+constexpr std::string_view kCaseMemoryLong = "memory_long";
 constexpr std::string_view kCaseChainUnix = "chain_unix";
 constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
@@ -189,7 +197,8 @@ struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseChain),     std::string(kCaseFanout),
                                     std::string(kCaseFanoutBackup),
-                                    std::string(kCaseMemory),    std::string(kCaseChainUnix),
+                                    std::string(kCaseMemory),    std::string(kCaseFanoutLong),
+                                    std::string(kCaseMemoryLong), std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
                                     std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
                                     std::string(kCaseQuery),          std::string(kCaseSignal),
@@ -204,6 +213,7 @@ struct Options {
   std::uint32_t start_runs = 200;  // start: sequential execute() calls per round
   std::uint32_t runs = 1000;
   std::uint32_t steps = 10;
+  std::uint32_t long_steps = 400;  // fanout_long, memory_long
   std::uint32_t shards = 0;  // 0: the engine's default (the number of CPUs)
   std::uint32_t starters = 2;
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
@@ -1211,6 +1221,9 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
   if (const CaseResult* memory = find_case(results, kCaseMemory)) {
     aims.push_back({"memory/steps_per_s", memory->steps_per_s, false, kMemoryStepsPerSecondAimMin});
   }
+  if (const CaseResult* fanout = find_case(results, kCaseFanoutLong)) {
+    aims.push_back({"fanout_long/steps_per_s", fanout->steps_per_s, false, kFanoutStepsPerSecondAimMin});
+  }
   if (const CaseResult* start = find_case(results, kCaseStart)) {
     aims.push_back(
         {"start/p50_over_raw", ratio(start->latency.p50_us, raw_p50_us(*start)), true, kStartP50OverRawAimMax});
@@ -1332,6 +1345,14 @@ int run(const Options& options) {
   }
   if (options.wants(kCaseMemory))
     specs.push_back({std::string(kCaseMemory), false, "", options.runs, options.steps, options.starters});
+  if (options.wants(kCaseFanoutLong)) {
+    specs.push_back({std::string(kCaseFanoutLong), true, data_dir(kCaseFanoutLong), options.runs, options.long_steps,
+                     options.starters});
+  }
+  if (options.wants(kCaseMemoryLong)) {
+    specs.push_back(
+        {std::string(kCaseMemoryLong), false, "", options.runs, options.long_steps, options.starters});
+  }
   if (options.wants(kCaseChainUnix))
     specs.push_back({std::string(kCaseChainUnix), true, data_dir(kCaseChainUnix), 1, options.chain_steps, 1, "unix"});
   if (options.wants(kCaseChainTcp))
@@ -1438,12 +1459,12 @@ int main(int argc, char** argv) {
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
   app.add_option("--cases", options.cases,
-                 "cases to run, comma-separated: chain, fanout, fanout_backup, memory, chain_unix, chain_tcp, fanout_unix, "
+                 "cases to run, comma-separated: chain, fanout, fanout_backup, memory, fanout_long, memory_long, chain_unix, chain_tcp, fanout_unix, "
                  "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children, queue, limit, "
                  "limit_split_unix")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseFanoutBackup),
-                             std::string(kCaseMemory),
+                             std::string(kCaseMemory), std::string(kCaseFanoutLong), std::string(kCaseMemoryLong),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
                              std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
                              std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
@@ -1457,6 +1478,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--steps", options.steps, "steps per run of the fanout and memory cases")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--long-steps", options.long_steps, "steps per run of the fanout_long and memory_long cases")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--start-runs", options.start_runs, "sequential execute() calls per round of the start case")

@@ -19,6 +19,11 @@
 //    workflow of 10 steps one after another (each its own durable write,
 //    shared with the other calls in flight): the peers' 10-step workload
 //    (scripts/peer-bench), where tails showed first.
+//  - healthz_64: the same wrk load at 64 connections on GET /healthz,
+//    which answers {"status":"ok"} without the engine: the HTTP floor, what
+//    the server and the kernel's loopback TCP cost a call on this machine
+//    with wrk beside them, for the execute cases' calls/s and CPU per call
+//    to be read against (as the raw flush is for their latency).
 //  - waiting_1024: 1,024 connections from a client in this process, each
 //    with an execute of a run that waits for a signal. Once every run has
 //    started (so all 1,024 calls are open at once), each run is signalled,
@@ -100,6 +105,7 @@ constexpr std::string_view kCaseExecute8 = "execute_8";
 constexpr std::string_view kCaseExecute64 = "execute_64";
 constexpr std::string_view kCaseExecute1024 = "execute_1024";
 constexpr std::string_view kCaseTenSteps100 = "ten_steps_100";
+constexpr std::string_view kCaseHealthz64 = "healthz_64";
 constexpr std::string_view kCaseWaiting1024 = "waiting_1024";
 constexpr std::string_view kCaseWaitingUpdates1024 = "waiting_updates_1024";
 constexpr std::uint32_t kWaitingConnections = 1024;
@@ -116,6 +122,8 @@ const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kOneStep{"bench.one_step"
 // The peers' 10-step workload (scripts/peer-bench): ten journaled steps, one after another.
 const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kTenSteps{"bench.ten_steps"};
 constexpr int kTenStepsSteps = 10;
+// healthz_64 runs no workflow (wrk's script then sends GET /healthz).
+const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kNoWorkflow{"-"};
 const fusee::WorkflowRef<std::uint32_t, std::uint32_t> kHeld{"bench.held"};
 const fusee::Signal<std::uint32_t> kGo{"go"};
 // Declares "ask", holds until kGo, then answers the update it was started with.
@@ -132,7 +140,8 @@ struct Options {
   std::string dir = ".";
   std::vector<std::string> cases = {std::string(kCaseExecute1),    std::string(kCaseExecute8),
                                     std::string(kCaseExecute64),   std::string(kCaseExecute1024),
-                                    std::string(kCaseTenSteps100), std::string(kCaseWaiting1024),
+                                    std::string(kCaseTenSteps100), std::string(kCaseHealthz64),
+                                    std::string(kCaseWaiting1024),
                                     std::string(kCaseWaitingUpdates1024)};
   std::string wrk = "wrk";
   std::uint32_t wrk_threads = 2;
@@ -209,7 +218,7 @@ double cpu_seconds(const rusage& usage) {
 // wrk: execute_1 ... execute_1024, ten_steps_100.
 
 // wrk's script: every request an execute of the case's workflow (wrk's
-// second argument) with a run id of its own (the round, the thread, a counter); done() prints one
+// second argument; "-": GET /healthz instead) with a run id of its own (the round, the thread, a counter); done() prints one
 // line this program parses.
 constexpr std::string_view kWrkScript = R"lua(-- http_bench: POST /v1/runs/execute, a run id of its own per request.
 local threads = 0
@@ -223,6 +232,9 @@ function init(args)
   counter = 0
 end
 function request()
+  if workflow == "-" then
+    return wrk.format("GET", "/healthz")
+  end
   counter = counter + 1
   local body = '{"workflow":"' .. workflow .. '","id":"' .. round .. '-' .. thread_number .. '-' .. counter ..
                '","input":' .. counter .. '}'
@@ -415,11 +427,11 @@ ExecuteResult run_execute_case(const Options& options, const std::string& name, 
   }
   result.durable_writes = engine->stats().batches_written - writes_before;
   // Calls cut at a round's end may still finish; none may fail.
-  result.runs = count_runs(*engine, result.workflow);
+  if (result.steps_per_call > 0) result.runs = count_runs(*engine, result.workflow);
   engine->shutdown();
   engine.reset();
   std::filesystem::remove_all(dir);
-  if (result.runs.completed < result.calls()) {
+  if (result.steps_per_call > 0 && result.runs.completed < result.calls()) {
     throw std::runtime_error(fmt::format("{}: wrk counted {} answers but the engine completed {} runs", name,
                                          result.calls(), result.runs.completed));
   }
@@ -654,7 +666,7 @@ double raw_p99(const RawFloor& raw) { return raw.measured ? raw.latency.p99_us :
 
 void print_execute_table(const std::vector<ExecuteResult>& results, bool memory) {
   if (results.empty()) return;
-  fmt::print("\nexecutes over keep-alive connections, load from wrk (a 1-step workflow; ten_steps_100 a 10-step one; {}; "
+  fmt::print("\nexecutes over keep-alive connections, load from wrk (a 1-step workflow; ten_steps_100 a 10-step one; healthz_64 GET /healthz, no engine work; {}; "
              "latency in us; raw = durable {} B write in the case's directory just before it; cpu us/call: this "
              "process's + wrk's)\n",
              memory ? "memory mode: no disk" : "local mode, direct writes", fusee::bench::kRawFlushBlockBytes);
@@ -683,6 +695,7 @@ void print_execute_table(const std::vector<ExecuteResult>& results, bool memory)
                p99.min, p99.median, p99.max);
   }
   for (const auto& result : results) {
+    if (result.steps_per_call == 0) continue;
     fmt::print("{}: {:.3f} durable writes of the log per answered call (shared by the calls in flight)\n", result.name,
                result.durable_writes_per_call());
   }
@@ -791,6 +804,7 @@ void print_aims_json(const Options& options, const std::vector<ExecuteResult>& e
   const std::string mode = options.memory ? "memory/" : "";
   for (const auto& result : executes) {
     const std::string name = mode + result.name;
+    if (result.steps_per_call == 0) continue;  // the HTTP floor: a reference, not Fusee's work
     print_aim_json(name + "/round_p99_over_p50_max", result.round_p99_over_p50_max(), true, kP99OverP50AimMax);
     if (result.name != kCaseExecute64) continue;
     print_aim_json(name + "/calls_per_s", result.calls_per_s(), false, kExecutesPerSecondAimMin);
@@ -876,7 +890,8 @@ int run(const Options& options) {
     };
     for (const auto& wrk_case : {WrkCase{kCaseExecute1, 1, kOneStep, 1}, WrkCase{kCaseExecute8, 8, kOneStep, 1},
                                  WrkCase{kCaseExecute64, 64, kOneStep, 1}, WrkCase{kCaseExecute1024, 1024, kOneStep, 1},
-                                 WrkCase{kCaseTenSteps100, 100, kTenSteps, kTenStepsSteps}}) {
+                                 WrkCase{kCaseTenSteps100, 100, kTenSteps, kTenStepsSteps},
+                                 WrkCase{kCaseHealthz64, 64, kNoWorkflow, 0}}) {
       if (!options.wants(wrk_case.name)) continue;
       if (!have_wrk) {
         skipped.emplace_back(wrk_case.name);
@@ -908,6 +923,12 @@ int run(const Options& options) {
                first.calls_per_s(), kExecutesPerSecondAimMin, std::thread::hardware_concurrency(),
                first.calls_per_s() >= kExecutesPerSecondAimMin ? "met" : "missed");
   }
+  for (const auto& result : executes) {
+    if (result.name != kCaseHealthz64) continue;
+    fmt::print("the HTTP floor (healthz_64, GET /healthz with no engine work, wrk on the same cores): {:.0f} calls/s, "
+               "{:.1f} us of server CPU per call, p50 {:.1f} us, p99 {:.1f} us\n",
+               result.calls_per_s(), result.server_cpu_us_per_call(), result.p50_us(), result.p99_us());
+  }
   for (const auto& result : waiting) {
     fmt::print("aim: {} refused {} and cut {} of {} held calls (aim 0)  {}\n", result.name, result.refused(),
                result.cut(), result.connections * result.rounds.size(),
@@ -933,11 +954,12 @@ int main(int argc, char** argv) {
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
   app.add_option("--cases", options.cases,
-                 "cases to run, comma-separated: execute_1, execute_8, execute_64, execute_1024, ten_steps_100, waiting_1024, "
+                 "cases to run, comma-separated: execute_1, execute_8, execute_64, execute_1024, ten_steps_100, healthz_64, waiting_1024, "
                  "waiting_updates_1024")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseExecute1), std::string(kCaseExecute8), std::string(kCaseExecute64),
-                             std::string(kCaseExecute1024), std::string(kCaseTenSteps100), std::string(kCaseWaiting1024),
+                             std::string(kCaseExecute1024), std::string(kCaseTenSteps100), std::string(kCaseHealthz64),
+                             std::string(kCaseWaiting1024),
                              std::string(kCaseWaitingUpdates1024)}))
       ->capture_default_str();
   app.add_option("--wrk", options.wrk, "the wrk program")->capture_default_str();

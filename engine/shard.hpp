@@ -249,7 +249,7 @@ class Shard {
     // stalling its runs for a long turn every Config::checkpoint_interval.
     if (finished_since_checkpoint_.size() >= kCheckpointFinishedRunsMax) want_checkpoint();
   }
-  static constexpr std::size_t kCheckpointFinishedRunsMax = 1024;
+  static constexpr std::size_t kCheckpointFinishedRunsMax = 256;
 
  private:
   void loop();
