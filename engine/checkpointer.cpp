@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "engine/shard.hpp"
 
@@ -157,9 +159,7 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
     if (park.before.parked) batch.erase_parked(work.shard, *park.before.parked);
     batch.put_parked(work.shard, park.parked);
   }
-  for (const auto& record : work.journal) {
-    batch.put_journal_record(record.place, work.shard, record.id, record.lsn, record.bytes);
-  }
+  put_journal_chunks(batch, work);
   batch.put_checkpoint(Checkpoint{work.shard, work.lsn, work.keep_from_sequence, {}, work.replay_from});
   // Unsynced, a checkpoint costs the disk nothing on the log's flush path
   // (a synced one queued each shard's next flush behind RocksDB's). A crash
@@ -199,18 +199,44 @@ bool Checkpointer::write(CheckpointWork work, bool unload) {
   return true;
 }
 
+void Checkpointer::put_journal_chunks(RunStore::Batch& batch, const CheckpointWork& work) {
+  // work.journal is in the log's order, the runs' records interleaved: one
+  // chunk per run (and place) holds its records, still in LSN order.
+  std::unordered_map<std::string_view, std::size_t> chunk_of[2];  // live, parked
+  std::vector<std::vector<RunStore::Batch::StoredRecord>> chunks;
+  std::vector<const CheckpointWork::JournalCopy*> firsts;
+  for (const auto& record : work.journal) {
+    auto& index = chunk_of[record.place == JournalPlace::parked ? 1 : 0];
+    auto [found, added] = index.try_emplace(record.id, chunks.size());
+    if (added) {
+      chunks.emplace_back();
+      firsts.push_back(&record);
+    }
+    chunks[found->second].push_back({record.lsn, record.bytes});
+  }
+  for (std::size_t chunk = 0; chunk < chunks.size(); ++chunk) {
+    batch.put_journal_records(firsts[chunk]->place, work.shard, firsts[chunk]->id, chunks[chunk]);
+  }
+}
+
 bool Checkpointer::move_journal(RunStore::Batch& batch, std::uint32_t shard, const std::string& id, JournalPlace from,
                                 JournalPlace to) {
+  // The visitor's bytes last only for its call: kept here until the chunk is put.
+  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> records;
   auto read = store_.read_journal(from, shard, id,
                                   [&](const std::string&, std::uint64_t lsn, std::span<const std::byte> bytes) {
-                                    batch.put_journal_record(to, shard, id, lsn, bytes);
+                                    records.emplace_back(lsn, std::vector<std::byte>(bytes.begin(), bytes.end()));
                                     return ok();
                                   });
   if (!read) {
     fail(fmt::format("cannot read run '{}' from the run store: {}", id, read.error().message()));
     return false;
   }
+  std::vector<RunStore::Batch::StoredRecord> chunk;
+  chunk.reserve(records.size());
+  for (const auto& [lsn, bytes] : records) chunk.push_back({lsn, bytes});
   batch.erase_journal(from, shard, id);
+  batch.put_journal_records(to, shard, id, chunk);
   return true;
 }
 

@@ -101,6 +101,8 @@ class Checkpointer {
   void expire_finished();
   // Adds to batch the moves of run id's stored records from one place to
   // the other; false (and checkpoints stop) when the store cannot be read.
+  // Puts work.journal into batch, one chunk per run.
+  static void put_journal_chunks(RunStore::Batch& batch, const CheckpointWork& work);
   bool move_journal(RunStore::Batch& batch, std::uint32_t shard, const std::string& id, JournalPlace from,
                     JournalPlace to);
   void fail(const std::string& why);

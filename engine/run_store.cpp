@@ -5,14 +5,17 @@
 //   'w' u32 length, workflow, time, id       -> "" (index: by workflow)
 //   's' status byte, time, id                -> "" (index: by status)
 //   'c' u32 shard                            -> u64 lsn, u64 keep_from_sequence, u64 replay_from, state
-//   'j' u32 shard, u32 length, id, u64 lsn   -> one journal record of a loaded unfinished run
-//   'k' u32 shard, u32 length, id, u64 lsn   -> one journal record of a parked run
+//   'j' u32 shard, u32 length, id, u64 lsn   -> journal records of a loaded unfinished run, from lsn
+//   'k' u32 shard, u32 length, id, u64 lsn   -> journal records of a parked run, from lsn
 //   'P' u32 shard, id                        -> a parked run (JSON: workflow, generation, times)
 //   'W' u32 shard, time, id                  -> "" (index: parked runs by wake time)
 //   'S' id                                   -> a finished run's streams
 //   'H' id                                   -> a finished run's journal (JSON)
 // time is the finish time in ms with its sign bit flipped, so that negative
-// times sort first.
+// times sort first. A 'j' or 'k' value is either one record (its first byte
+// is the record's format version, never 0) or a chunk of one run's records
+// (put_journal_records): 0x00, then for each record varint(LSN - previous
+// LSN; 0 for the first, whose LSN is the key's), varint(length), bytes.
 #include "engine/run_store.hpp"
 
 #include <rocksdb/db.h>
@@ -23,6 +26,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "rows/pending_json.hpp"
 #include "wal/errc.hpp"
@@ -85,6 +89,27 @@ std::string prefix_end(std::string prefix) {
   while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
   if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
   return prefix;
+}
+// A 'j'/'k' value that is a chunk of records starts with this byte (a
+// single record starts with its format version, 1 or more).
+constexpr char kJournalChunkMarker = 0;
+void put_varint(std::string& out, std::uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+}
+// Reads a varint at `at` (advancing it); nothing when it runs past the end
+// or past 64 bits.
+std::optional<std::uint64_t> get_varint(std::string_view in, std::size_t& at) {
+  std::uint64_t value = 0;
+  for (int shift = 0; shift < 64 && at < in.size(); shift += 7) {
+    auto byte = static_cast<unsigned char>(in[at++]);
+    value |= std::uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80) == 0) return value;
+  }
+  return std::nullopt;
 }
 std::uint32_t get_u32(std::string_view in) {
   std::uint32_t value = 0;
@@ -275,6 +300,23 @@ void RunStore::Batch::put_journal_record(JournalPlace place, std::uint32_t shard
   auto key = journal_run_prefix(place, shard, id);
   put_u64(key, lsn);
   (void)impl_->batch.Put(key, rocksdb::Slice(reinterpret_cast<const char*>(record.data()), record.size()));
+}
+
+void RunStore::Batch::put_journal_records(JournalPlace place, std::uint32_t shard, const std::string& id,
+                                          std::span<const StoredRecord> records) {
+  if (records.empty()) return;
+  impl_->touch(shard);
+  auto key = journal_run_prefix(place, shard, id);
+  put_u64(key, records.front().lsn);
+  std::string value(1, kJournalChunkMarker);
+  std::uint64_t previous = records.front().lsn;
+  for (const auto& record : records) {
+    put_varint(value, record.lsn - previous);
+    put_varint(value, record.bytes.size());
+    value.append(reinterpret_cast<const char*>(record.bytes.data()), record.bytes.size());
+    previous = record.lsn;
+  }
+  (void)impl_->batch.Put(key, value);
 }
 
 void RunStore::Batch::erase_journal(JournalPlace place, std::uint32_t shard, const std::string& id) {
@@ -509,8 +551,29 @@ Result<void> visit_journal(rocksdb::DB& db, const std::string& prefix, std::size
     if (key.size() != 4 + std::size_t{length} + 8) return make_error_code(wal::errc::corrupt);
     std::string id(key.substr(4, length));
     auto lsn = get_u64(key.substr(4 + length));
-    auto value = it->value();
-    FUSEE_TRY_VOID(visit(id, lsn, std::span(reinterpret_cast<const std::byte*>(value.data()), value.size())));
+    auto value = it->value().ToStringView();
+    auto bytes = [](std::string_view part) {
+      return std::span(reinterpret_cast<const std::byte*>(part.data()), part.size());
+    };
+    if (value.empty() || value.front() != kJournalChunkMarker) {
+      FUSEE_TRY_VOID(visit(id, lsn, bytes(value)));
+      continue;
+    }
+    // A chunk: its records in increasing LSN order, the first at the key's.
+    std::size_t at = 1;
+    bool first = true;
+    while (at < value.size()) {
+      auto delta = get_varint(value, at);
+      if (!delta || (first ? *delta != 0 : *delta == 0)) return make_error_code(wal::errc::corrupt);
+      auto size = get_varint(value, at);
+      if (!size || *size == 0 || *size > value.size() - at) return make_error_code(wal::errc::corrupt);
+      if (lsn + *delta < lsn) return make_error_code(wal::errc::corrupt);
+      lsn += *delta;
+      FUSEE_TRY_VOID(visit(id, lsn, bytes(value.substr(at, *size))));
+      at += *size;
+      first = false;
+    }
+    if (first) return make_error_code(wal::errc::corrupt);  // a marker and no record
   }
   if (!it->status().ok()) return to_error(it->status(), nullptr);
   return ok();

@@ -101,6 +101,17 @@ class RunStore {
     // which stay in the store until the run wakes.
     void put_journal_record(JournalPlace place, std::uint32_t shard, const std::string& id, std::uint64_t lsn,
                             std::span<const std::byte> record);
+    // Several records of one run's journal, in increasing LSN order (none:
+    // nothing is put), as one value under the first one's LSN (a "chunk"):
+    // a checkpoint puts a key per run rather than per record, which is what
+    // RocksDB's memtable inserts and, after a crash, its log's replay cost.
+    // Read back record by record like put_journal_record's.
+    struct StoredRecord {
+      std::uint64_t lsn = 0;
+      std::span<const std::byte> bytes;
+    };
+    void put_journal_records(JournalPlace place, std::uint32_t shard, const std::string& id,
+                             std::span<const StoredRecord> records);
     // Every journal record of run `id` on `shard` in `place`.
     void erase_journal(JournalPlace place, std::uint32_t shard, const std::string& id);
     // Marks run `id` parked (out of memory), with what list_runs shows and

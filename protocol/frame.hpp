@@ -34,8 +34,11 @@ namespace fusee::protocol {
 
 // 2: acquire names shards; forwarded calls. 3: a finished run's kept journal
 // (StoreOp::journal_of_finished) is engine/kept_journal.hpp's bytes, no
-// longer JSON text: a worker of version 2 would show it as text.
-inline constexpr std::uint8_t kProtocolVersion = 3;
+// longer JSON text: a worker of version 2 would show it as text. 4: a
+// checkpoint's batch stores a run's journal records as one chunk
+// (engine/run_store.cpp), which a server of version 3 would store but hand
+// back as one record that does not decode.
+inline constexpr std::uint8_t kProtocolVersion = 4;
 inline constexpr std::size_t kFramePrefixBytes = 8;   // length + crc
 inline constexpr std::size_t kFrameHeaderBytes = 20;  // prefix + version, type, flags, request id
 // The largest frame a peer may send: a log batch's worth of records (64 MiB)
