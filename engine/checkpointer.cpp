@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 
@@ -266,6 +268,7 @@ void Checkpointer::fail(const std::string& why) {
 }
 
 Result<void> Checkpointer::checkpoint_all() {
+  std::vector<std::uint32_t> checkpointed;
   {
     std::unique_lock lock(mu_);
     std::vector<std::uint64_t> target(shards_.size());
@@ -285,7 +288,22 @@ Result<void> Checkpointer::checkpoint_all() {
     });
     if (!stats_.error.empty()) return std::make_error_code(std::errc::io_error);
     if (stopping_) return std::make_error_code(std::errc::operation_canceled);
+    for (std::uint32_t shard = 0; shard < shards_.size(); ++shard) {
+      if (held_[shard]) checkpointed.push_back(shard);
+    }
   }
+  // write() hands each shard the runs its checkpoint lets go (finished runs
+  // unloaded, waiting ones parked) as a message, posted before the write
+  // counted as done: a message posted now runs after it. Without waiting
+  // for it, a caller could see the checkpoint written and the runs not yet
+  // parked (run_index_test saw runs_parked 0 on a busy machine).
+  std::vector<std::future<void>> unloaded;
+  for (auto shard : checkpointed) {
+    auto done = std::make_shared<std::promise<void>>();
+    unloaded.push_back(done->get_future());
+    if (!shards_[shard]->post([done] { done->set_value(); }, false)) done->set_value();  // stopped
+  }
+  for (auto& future : unloaded) future.wait();
   expire_finished();
   return ok();
 }

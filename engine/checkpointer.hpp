@@ -75,7 +75,8 @@ class Checkpointer {
   // Stops the thread; a checkpoint being written is finished first.
   void stop();
   // Checkpoints every shard now, retires what that allows and expires
-  // finished runs past their retention; returns once done (or failed).
+  // finished runs past their retention; returns once done (or failed), and
+  // once every shard has let go of the runs those checkpoints unload.
   Result<void> checkpoint_all();
   // After the shards stopped and the log closed: one last checkpoint of
   // every shard on the calling thread, so the next open reads little log.
