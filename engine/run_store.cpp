@@ -30,6 +30,7 @@
 
 #include "rows/pending_json.hpp"
 #include "wal/errc.hpp"
+#include "wal/log_format.hpp"
 #include "wal/io/rocksdb_file_system.hpp"
 
 namespace fusee::engine {
@@ -93,23 +94,19 @@ std::string prefix_end(std::string prefix) {
 // A 'j'/'k' value that is a chunk of records starts with this byte (a
 // single record starts with its format version, 1 or more).
 constexpr char kJournalChunkMarker = 0;
+// The log's LEB128 varints (wal/log_format.hpp), on a string.
 void put_varint(std::string& out, std::uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
+  std::byte bytes[wal::kVarintBytesMax];
+  out.append(reinterpret_cast<const char*>(bytes), wal::encode_varint(value, bytes));
 }
-// Reads a varint at `at` (advancing it); nothing when it runs past the end
-// or past 64 bits.
+// Reads a varint at `at` (advancing it); nothing when it is cut short or
+// over-long.
 std::optional<std::uint64_t> get_varint(std::string_view in, std::size_t& at) {
-  std::uint64_t value = 0;
-  for (int shift = 0; shift < 64 && at < in.size(); shift += 7) {
-    auto byte = static_cast<unsigned char>(in[at++]);
-    value |= std::uint64_t{byte & 0x7fu} << shift;
-    if ((byte & 0x80) == 0) return value;
-  }
-  return std::nullopt;
+  auto rest = in.substr(at);
+  auto decoded = wal::decode_varint(std::span(reinterpret_cast<const std::byte*>(rest.data()), rest.size()));
+  if (!decoded) return std::nullopt;
+  at += decoded->length;
+  return decoded->value;
 }
 std::uint32_t get_u32(std::string_view in) {
   std::uint32_t value = 0;

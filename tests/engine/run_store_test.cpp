@@ -33,6 +33,12 @@ FinishedRun make_run(int n) {
   return run;
 }
 
+// A journal record's stand-in: the text's bytes.
+std::vector<std::byte> bytes(const std::string& text) {
+  return std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                reinterpret_cast<const std::byte*>(text.data()) + text.size());
+}
+
 std::unique_ptr<RunStore> open_store(const std::string& dir) {
   std::string why;
   auto store = RunStore::open(dir, &why);
@@ -157,10 +163,6 @@ TEST_SUITE("unit") {
   TEST_CASE("journals are kept per shard and place, and parked runs are found by id and by wake time") {
     testing::TempDir dir;
     auto store = open_store(dir.path());
-    auto bytes = [](const std::string& text) {
-      return std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                                    reinterpret_cast<const std::byte*>(text.data()) + text.size());
-    };
     RunStore::Batch batch;
     batch.put_journal_record(JournalPlace::live, 0, "a", 1, bytes("a1"));
     batch.put_journal_record(JournalPlace::live, 0, "a", 3, bytes("a3"));
@@ -217,10 +219,6 @@ TEST_SUITE("unit") {
   TEST_CASE("a run's records put as one chunk read back one by one in LSN order, beside single ones, and go with the run") {
     testing::TempDir dir;
     auto store = open_store(dir.path());
-    auto bytes = [](const std::string& text) {
-      return std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                                    reinterpret_cast<const std::byte*>(text.data()) + text.size());
-    };
     auto a5 = bytes("a5"), a6 = bytes("a6"), a9 = bytes(std::string(300, 'x'));  // a length of two varint bytes
     auto ab2 = bytes("ab2"), ab4 = bytes("ab4"), s7 = bytes("s7");
     using Stored = RunStore::Batch::StoredRecord;
