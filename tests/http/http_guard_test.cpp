@@ -67,16 +67,6 @@ unsigned refused(const http::HttpRequest& request, const http::HostPolicy& polic
   return response ? response->status : 0;
 }
 
-// Waits, without a bound on time, for `done` (the test's own timeout bounds it).
-template <typename Done>
-bool eventually(Done done) {
-  for (int k = 0; k < 6000; ++k) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return done();
-}
-
 }  // namespace
 
 TEST_SUITE("unit") {
