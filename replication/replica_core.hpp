@@ -1,0 +1,216 @@
+// ReplicaCore: one replica of the replicated log as a pure state machine, the
+// rule of spec/FuseeReplicated.tla in code (docs/replication.md). It does no
+// I/O and reads no clock: its inputs are messages, ticks, disk completions
+// and coordinator answers, its outputs (replication/replica_messages.hpp)
+// are sends, disk writes and coordinator calls. A real replica runs it on
+// one thread over sockets, the log and etcd; tests/replication/ runs 3-5 of
+// them in a seeded simulator over a fault file system, a lossy network and a
+// simulated etcd, checking the spec's invariants after every event.
+//
+// The protocol, in the spec's steps:
+//  1. Campaign: a backup that has not heard from a primary for its election
+//     timeout asks the coordinator for the next view; the coordinator grants
+//     it only once the last primary's lease has expired.
+//  2. Seal: the candidate asks every replica to promise its view. A replica
+//     that promises cuts its log by the view history, refuses batches of
+//     earlier views from then on, and answers with its end once its log is
+//     durable. A replica whose directory is not the cluster's (wiped) never
+//     answers.
+//  3. Choose the end: over the answers of a quorum of replicas that are not
+//     suspect (its own answer among all it uses), the candidate takes the log
+//     whose last batch has the highest view, then the longest, provided it
+//     reaches every `acked` any of them reports; it copies the batches it
+//     lacks from that replica, cutting its own divergent tail.
+//  4. Publish the start: the coordinator makes the view normal with its start
+//     (the chosen end + 1).
+//  5. Serve: the primary appends, ships batches to the backups (which check
+//     that their log continues at the batch before and acknowledge once
+//     durable) and publishes, in order, each batch a quorum holds durably in
+//     its view, itself included.
+//  6. Repair: a suspect replica (its recovery cut its log at a damaged batch)
+//     or a rebuilt one counts again once it holds a primary's whole log.
+//
+// Safety rests on the coordinator's compare-and-swap and on quorums, never on
+// timing: a deposed primary that still runs cannot publish, because a quorum
+// promised the later view and refuses its batches.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replication/replica_messages.hpp"
+
+namespace fusee::replication {
+
+enum class Role { booting, wiped, backup, candidate, primary };
+const char* role_name(Role role);
+
+// Each one disables one rule of the protocol, so that the simulator's own
+// test can show its checks catch the loss that rule prevents (as
+// spec/FuseeReplicatedWeak.tla does for TLC). Never set outside that test.
+enum class Weakening {
+  none,
+  publish_alone,        // publish a batch the primary alone holds
+  suspect_vouches,      // a suspect answer counts toward the quorum
+  longest_log,          // choose the longest log, whatever its last view, uncut by the history
+  wiped_votes,          // a wiped replica answers seals as an empty log
+};
+
+struct ReplicaOptions {
+  ReplicaId self = 0;
+  std::uint32_t replica_count = 3;
+  // Timings in ticks (a real replica ticks every millisecond or so).
+  std::uint32_t heartbeat_ticks = 5;     // a primary's empty appends, retransmits, keepalives
+  std::uint32_t election_ticks = 50;     // silence from a primary before campaigning
+  std::uint32_t candidacy_ticks = 100;   // a candidacy that has not become normal gives up
+  std::uint32_t lease_ticks = 30;        // a primary whose keepalives fail this long steps down
+  std::uint32_t entries_per_append_max = 32;
+  Weakening weakening = Weakening::none;
+};
+
+// What the replica's disk held at start, as its recovery found it.
+struct RecoveredLog {
+  std::vector<Entry> entries;  // the valid chain, sequences 1..n
+  bool suspect = false;        // the chain ended at a damaged batch
+  bool wiped = false;          // the directory is not this cluster's (lost, or new)
+};
+
+class ReplicaCore {
+ public:
+  // Starts booting: the first output is a coordinator read, and the core
+  // takes nothing from other replicas until it is answered.
+  ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output& out);
+
+  void tick(Output& out);
+  void receive(const Message& message, Output& out);
+  // A disk write completed (they complete in the order issued). Returns false
+  // when it failed: the replica must stop (fail-stop; its disk is suspect).
+  [[nodiscard]] bool disk_done(std::uint64_t write_id, bool succeeded, Output& out);
+  void coordinator_answer(const CoordinatorAnswer& answer, Output& out);
+
+  // The primary appends a batch; its sequence, or nullopt when this replica
+  // is not a serving primary.
+  std::optional<Seq> propose(std::string payload, Output& out);
+
+  // `fusee replica rebuild`: a wiped replica's directory was made the
+  // cluster's again (empty); it may now take a primary's log. It counts in
+  // seals only once it holds a primary's whole log.
+  void rebuilt();
+
+  // --- Inspection (the simulator's invariants, status pages).
+  Role role() const { return role_; }
+  View promised() const { return promised_; }
+  View lead() const { return lead_; }  // the view it is candidate or primary of
+  Seq commit() const { return commit_; }
+  bool suspect() const { return suspect_; }
+  const std::vector<Entry>& log() const { return log_; }
+  Seq durable_end() const { return durable_end_; }
+  const ViewStarts& starts() const { return starts_; }
+  // A primary's view of a backup: the batch it holds through (durably, in
+  // this view) and the next one to send it. Its lag is log().size() - match.
+  Seq match_of(ReplicaId replica) const { return match_[replica]; }
+  Seq next_of(ReplicaId replica) const { return next_[replica]; }
+  // Its log cut by the view history it knows.
+  Seq surviving_end() const;
+
+ private:
+  struct PendingAck {
+    ReplicaId to;
+    View view;
+    Seq match_end;
+  };
+  struct WriteInFlight {
+    std::uint64_t id;
+    Seq keep_through;
+    Seq last_seq;
+    bool repaired;
+  };
+
+  std::uint32_t quorum() const { return options_.replica_count / 2 + 1; }
+  bool weakened(Weakening rule) const { return options_.weakening == rule; }
+
+  // Disk.
+  void write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired = false);
+  bool disk_idle() const { return writes_.empty(); }
+  void cut_to_history(Output& out);
+  void after_durable(Output& out);
+
+  // Roles.
+  void become_backup(View promised);
+  void campaign(Output& out);
+  void start_candidacy(const Register& reg, Output& out);
+  void send_seals(Output& out);
+  void try_choose(Output& out);
+  void fetch_from_best(Output& out);
+  void become_primary(Output& out);
+  void send_append(ReplicaId to, Output& out);
+  void advance_commit(Output& out);
+  void reset_election_timer();
+
+  // Inputs.
+  void on_seal_request(const Message& message, const SealRequest& request, Output& out);
+  void on_seal_reply(const Message& message, const SealReply& reply, Output& out);
+  void on_fetch_request(const Message& message, const FetchRequest& request, Output& out);
+  void on_fetch_reply(const Message& message, const FetchReply& reply, Output& out);
+  void on_append_request(const Message& message, const AppendRequest& request, Output& out);
+  void on_append_reply(const Message& message, const AppendReply& reply, Output& out);
+  void send(ReplicaId to, View view, MessageBody body, Output& out);
+  SealReply seal_answer() const;
+  std::uint64_t call(CoordinatorOp op, View view, Seq start, Output& out);
+
+  ReplicaOptions options_;
+  Role role_ = Role::booting;
+  bool wiped_on_disk_ = false;
+  bool suspect_ = false;
+
+  // The log as this replica has written it (durable or in flight).
+  std::vector<Entry> log_;
+  Seq durable_end_ = 0;
+  std::deque<WriteInFlight> writes_;
+  std::uint64_t next_write_id_ = 1;
+  Seq acked_seen_ = 0;
+
+  ViewStarts starts_;
+  View promised_ = 0;       // refuses batches and seals of earlier views
+  View register_view_ = 0;  // the latest view it knows the coordinator holds
+  View lead_ = 0;
+  std::uint64_t ticks_ = 0;
+  std::uint64_t heard_at_ = 0;  // the last tick a primary (or candidate) was heard
+  std::uint32_t election_ticks_;
+
+  // Coordinator calls awaiting an answer, by id.
+  std::uint64_t next_call_id_ = 1;
+  std::optional<std::uint64_t> read_call_;
+  std::optional<std::uint64_t> campaign_call_;
+  std::optional<std::uint64_t> start_call_;
+  std::optional<std::uint64_t> keepalive_call_;
+  std::uint64_t keepalive_sent_at_ = 0;
+  std::uint64_t lease_confirmed_at_ = 0;  // when the last keepalive that succeeded was sent
+
+  // Backup.
+  std::vector<PendingAck> pending_acks_;
+  std::optional<std::pair<ReplicaId, View>> pending_seal_;  // answer owed once the disk is idle
+  bool repair_in_flight_ = false;  // a write that clears suspect once durable
+
+  // Candidate.
+  std::uint64_t candidacy_at_ = 0;
+  std::map<ReplicaId, SealReply> seal_replies_;
+  bool own_answer_pending_ = false;
+  std::optional<ReplicaId> best_;
+  Seq best_end_ = 0;
+  Seq fetch_after_ = 0;       // its log matches the best one through here
+  bool copy_complete_ = false;  // every batch through best_end_ is written (maybe in flight)
+  bool chosen_ = false;         // ...and durable: the start may be published
+
+  // Primary.
+  Seq commit_ = 0;
+  std::vector<Seq> match_;  // per replica: its durable match in this view
+  std::vector<Seq> next_;   // per replica: the next batch to send it
+  std::vector<std::uint64_t> heard_from_at_;  // per replica: its last answer's tick
+};
+
+}  // namespace fusee::replication

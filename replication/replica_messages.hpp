@@ -1,0 +1,146 @@
+// What a replica core takes in and gives out (replication/replica_core.hpp):
+// the messages replicas send each other, the writes it asks of its disk, the
+// calls it makes to the coordinator (etcd) and their answers. Plain data: the
+// core does no I/O, so a real replica (threads, sockets, the log, etcd's
+// gateway) and the simulator (tests/replication/) drive the same code.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "replication/view_history.hpp"
+
+namespace fusee::replication {
+
+using ReplicaId = std::uint32_t;
+inline constexpr ReplicaId kNoReplica = std::numeric_limits<ReplicaId>::max();
+
+// One batch of the replicated log. `acked` is the primary's published
+// sequence when it appended the batch (the log's own header field of that
+// name): a replica whose tail is damaged still knows from its surviving
+// batches how far the cluster had published. `payload` is the batch's bytes.
+struct Entry {
+  Seq seq = 0;
+  View view = 0;
+  Seq acked = 0;
+  std::string payload;
+  friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+// The coordinator's register: the current view, its primary, whether the
+// view is normal (its start published) or still recovering, and the history.
+struct Register {
+  View view = 0;
+  ReplicaId primary = kNoReplica;
+  bool normal = true;
+  ViewStarts starts;
+};
+
+// --- Messages between replicas. Each travels in a Message with the view it
+// belongs to; any may be lost, delayed, duplicated or reordered.
+
+// A candidate asks a replica to promise its view and say what it holds.
+struct SealRequest {
+  ViewStarts starts;  // the history as the candidate read it when it won
+};
+// The answer, once the replica's log (cut by the history) is durable.
+struct SealReply {
+  Seq end = 0;          // its last batch
+  View last_view = 0;   // that batch's view (0: empty log)
+  Seq acked_seen = 0;   // the highest `acked` of its batches
+  bool suspect = false; // its recovery cut the log at a damaged batch
+};
+// A candidate asks the replica with the best log for the batches after
+// `after_seq` (which must be the replica's batch of view `after_view`) up to
+// `up_to`, the end that replica answered.
+struct FetchRequest {
+  Seq after_seq = 0;
+  View after_view = 0;
+  Seq up_to = 0;
+};
+struct FetchReply {
+  bool match = false;  // false: its batch at after_seq differs; retry below `hint`
+  Seq hint = 0;
+  std::vector<Entry> entries;
+};
+// The primary ships batches (none: a heartbeat) following <<prev_seq,
+// prev_view>>, with its published sequence and where its log ends.
+struct AppendRequest {
+  Seq prev_seq = 0;
+  View prev_view = 0;
+  std::vector<Entry> entries;
+  Seq commit = 0;
+  Seq primary_end = 0;
+  ViewStarts starts;  // the starts of views up to the primary's
+};
+// A backup's answer, sent once what it holds is durable. ok: it holds the
+// primary's log through match_end. Not ok: its log does not continue at
+// prev_seq (retry from hint + 1), or it promised a later view (`promised`).
+struct AppendReply {
+  bool ok = false;
+  Seq match_end = 0;
+  Seq hint = 0;
+  View promised = 0;
+};
+
+using MessageBody = std::variant<SealRequest, SealReply, FetchRequest, FetchReply, AppendRequest, AppendReply>;
+
+struct Message {
+  ReplicaId from = kNoReplica;
+  ReplicaId to = kNoReplica;
+  View view = 0;
+  MessageBody body;
+};
+
+// --- The disk. One write: cut the log after `keep_through`, append
+// `entries`, and make all of it durable. Writes complete in the order issued
+// (the log's publication order); a failed one stops the replica.
+struct DiskWrite {
+  std::uint64_t id = 0;
+  Seq keep_through = 0;
+  std::vector<Entry> entries;
+  // Once durable, the replica is repaired: its disk forgets that recovery
+  // found damage (until then a restart finds it suspect again).
+  bool repaired = false;
+};
+
+// --- The coordinator (etcd). Each call is a linearizable transaction:
+//   read:          the register.
+//   campaign:      if the register's view is `view - 1` and its primary's
+//                  lease has expired (or the caller is that primary): view
+//                  `view`, primary the caller, recovering; the caller holds
+//                  the lease.
+//   publish_start: if the register is `view`, recovering, with the caller
+//                  as primary: normal, starts[view] = `start`.
+//   keepalive:     if the register's view is `view` with the caller as
+//                  primary: the lease is renewed.
+// Each answer carries the register as the transaction found or left it.
+enum class CoordinatorOp { read, campaign, publish_start, keepalive };
+struct CoordinatorCall {
+  std::uint64_t id = 0;
+  CoordinatorOp op = CoordinatorOp::read;
+  View view = 0;
+  Seq start = 0;
+};
+struct CoordinatorAnswer {
+  std::uint64_t id = 0;
+  bool reached = false;    // false: the coordinator did not answer (timeout, outage)
+  bool succeeded = false;  // the compare held
+  Register reg;
+};
+
+// Everything one input made the core want done.
+struct Output {
+  std::vector<Message> sends;
+  std::vector<DiskWrite> writes;
+  std::vector<CoordinatorCall> calls;
+  // Set when the primary's published sequence advanced: every batch of its
+  // log up to here is held by a quorum and may be acknowledged.
+  std::optional<Seq> published_through;
+};
+
+}  // namespace fusee::replication

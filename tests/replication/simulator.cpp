@@ -1,0 +1,713 @@
+#include "tests/replication/simulator.hpp"
+
+#include <fmt/format.h>
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "tests/replication/sim_disk.hpp"
+#include "tests/support/fault_file_system.hpp"
+
+namespace fusee::testing::replication_sim {
+
+using replication::CoordinatorAnswer;
+using replication::CoordinatorCall;
+using replication::CoordinatorOp;
+using replication::DiskWrite;
+using replication::Entry;
+using replication::Message;
+using replication::Output;
+using replication::Register;
+using replication::ReplicaCore;
+using replication::ReplicaId;
+using replication::Role;
+using replication::Seq;
+using replication::View;
+
+std::string SimReport::summary() const {
+  return fmt::format(
+      "{} events, {} proposals, {} acknowledged, {} views, {} crashes ({} torn), {} damaged, "
+      "{} disks lost, {} partitions, {} etcd outages",
+      events, proposals, acknowledged, views, crashes, torn_crashes, damages, disk_losses, partitions,
+      outages);
+}
+
+namespace {
+
+using Us = std::uint64_t;  // simulated microseconds
+
+constexpr Us kTickUs = 1000;
+constexpr Us kCoordinatorTimeoutUs = 5000;
+constexpr Us kLeaseTtlUs = 40'000;
+constexpr Us kQuiesceUs = 500'000;
+
+struct Violation : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Node {
+  ReplicaId id = 0;
+  replication::ReplicaOptions options;
+  std::unique_ptr<FaultFileSystem> fs;
+  std::unique_ptr<SimDisk> disk;
+  std::unique_ptr<ReplicaCore> core;
+  bool up = false;
+  std::uint64_t life = 0;  // events scheduled in an earlier life are dropped
+  Us disk_free_at = 0;
+  std::deque<DiskWrite> in_flight;
+  bool wiped = false;           // directory lost, the operator has not rebuilt it
+  bool damage_pending = false;  // damage injected, recovery has not found it yet
+  View published_view = 0;      // the view of its last publication output
+  Seq published_through = 0;
+};
+
+struct Published {
+  Entry entry;
+  View pview = 0;
+};
+
+struct Proposal {
+  ReplicaId at = 0;
+  View view = 0;
+  Seq seq = 0;
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimOptions& options) : options_(options), rng_(options.seed) {}
+
+  SimReport run() {
+    try {
+      setup();
+      const Us heal_at = options_.fault_ms * 1000;
+      const Us stop_proposals_at = heal_at + options_.settle_ms * 1000;
+      const Us end_at = stop_proposals_at + kQuiesceUs;
+      schedule(heal_at, [this] { heal(); });
+      schedule(stop_proposals_at, [this] { proposing_ = false; });
+      while (!events_.empty() && events_.top().at <= end_at) {
+        Event event = events_.top();
+        events_.pop();
+        now_ = event.at;
+        event.action();
+        ++report_.events;
+        // Most events (ticks, heartbeats) change nothing the invariants
+        // read: check when a write was issued or completed, or a role, view
+        // or commit moved.
+        const std::uint64_t state = fingerprint();
+        if (state != checked_state_) {
+          checked_state_ = state;
+          check_invariants();
+        }
+      }
+      check_final();
+    } catch (const Violation& violation) {
+      report_.ok = false;
+      std::string trace;
+      for (const std::string& line : trace_) trace += "  " + line + "\n";
+      report_.failure = fmt::format(
+          "seed {}: {} at {} us\n(replay: FUSEE_SIM_SEED={} build/tests/fusee_tests "
+          "--test-case='*replication simulator*')\nlast events:\n{}state:\n{}",
+          options_.seed, violation.what(), now_, options_.seed, trace, describe_state());
+    }
+    report_.views = coordinator_.view;
+    return report_;
+  }
+
+ private:
+  struct Event {
+    Us at;
+    std::uint64_t order;
+    std::function<void()> action;
+  };
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const {
+      return a.at != b.at ? a.at > b.at : a.order > b.order;
+    }
+  };
+
+  // Only the generator's raw output, never a std:: distribution (their
+  // results differ between standard libraries): a seed replays everywhere.
+  std::uint64_t below(std::uint64_t bound) { return bound == 0 ? 0 : rng_() % bound; }
+  bool chance(std::uint64_t one_in) { return below(one_in) == 0; }
+  Us between(Us low, Us high) { return low + below(high - low + 1); }
+
+  void schedule(Us at, std::function<void()> action) {
+    events_.push({at, next_order_++, std::move(action)});
+  }
+  void note(std::string line) {
+    if (trace_.size() == 80) trace_.pop_front();
+    trace_.push_back(fmt::format("{:>8} {}", now_, line));
+  }
+  [[noreturn]] void fail(const std::string& what) { throw Violation(what); }
+
+  std::uint32_t n() const { return options_.replicas; }
+  bool faults_on() const { return now_ < options_.fault_ms * 1000; }
+
+  std::string describe_state() const {
+    std::string text = fmt::format("  etcd: view {} primary r{} {} starts", coordinator_.view,
+                                   coordinator_.primary, coordinator_.normal ? "normal" : "recovering");
+    for (const auto& [view, start] : coordinator_.starts) text += fmt::format(" {}:{}", view, start);
+    text += "\n";
+    for (const Node& node : nodes_) {
+      if (!node.up) {
+        text += fmt::format("  r{}: down{}\n", node.id, node.wiped ? ", wiped" : "");
+        continue;
+      }
+      const ReplicaCore& core = *node.core;
+      text += fmt::format("  r{}: {} lead {} promised {} log {} (last view {}) durable {} commit {}{}{}\n", node.id,
+                          role_name(core.role()), core.lead(), core.promised(), core.log().size(),
+                          core.log().empty() ? 0 : core.log().back().view, core.durable_end(), core.commit(),
+                          core.suspect() ? " suspect" : "", node.wiped ? " wiped" : "");
+      if (core.role() == Role::primary) {
+        for (ReplicaId r = 0; r < n(); ++r) {
+          if (r != node.id) text += fmt::format("    r{}: match {} next {}\n", r, core.match_of(r), core.next_of(r));
+        }
+      }
+    }
+    return text;
+  }
+
+  // --- Set-up --------------------------------------------------------------
+
+  void setup() {
+    cut_.assign(n(), std::vector<bool>(n(), false));
+    etcd_cut_.assign(n(), false);
+    nodes_.resize(n());
+    for (ReplicaId id = 0; id < n(); ++id) {
+      Node& node = nodes_[id];
+      node.id = id;
+      node.options.self = id;
+      node.options.replica_count = n();
+      node.options.heartbeat_ticks = 5;
+      node.options.election_ticks = static_cast<std::uint32_t>(between(40, 80));
+      node.options.candidacy_ticks = 100;
+      node.options.lease_ticks = 30;
+      node.options.entries_per_append_max = 16;
+      node.options.weakening = options_.weakening;
+      node.fs = std::make_unique<FaultFileSystem>();
+      if (!SimDisk::initialize(*node.fs, false)) fail("cannot initialise a replica's directory");
+      start(node);
+    }
+    schedule(between(1000, 3000), [this] { propose(); });
+    schedule(between(30'000, 80'000), [this] { inject_fault(); });
+  }
+
+  // --- A replica's life ----------------------------------------------------
+
+  void start(Node& node) {
+    auto recovered = SimDisk::recover(*node.fs);
+    if (!recovered) fail(fmt::format("r{} cannot recover its directory: {}", node.id, recovered.error().message()));
+    if (!node.wiped && recovered->log.wiped) fail(fmt::format("r{}'s directory lost its cluster id", node.id));
+    node.damage_pending = false;
+    node.disk = std::make_unique<SimDisk>(*node.fs, recovered->crcs);
+    node.in_flight.clear();
+    node.disk_free_at = now_;
+    node.up = true;
+    ++node.life;
+    node.published_view = 0;
+    node.published_through = 0;
+    note(fmt::format("r{} starts: {} batches{}{}", node.id, recovered->log.entries.size(),
+                     recovered->log.suspect ? ", suspect" : "", recovered->log.wiped ? ", wiped" : ""));
+    Output out;
+    node.core = std::make_unique<ReplicaCore>(node.options, std::move(recovered->log), out);
+    process(node, out);
+    const std::uint64_t life = node.life;
+    schedule(now_ + kTickUs, [this, &node, life] { tick(node, life); });
+  }
+
+  void tick(Node& node, std::uint64_t life) {
+    if (!node.up || node.life != life) return;
+    Output out;
+    node.core->tick(out);
+    process(node, out);
+    schedule(now_ + kTickUs, [this, &node, life] { tick(node, life); });
+  }
+
+  // Everything the core asked for.
+  void process(Node& node, Output& out) {
+    for (Message& message : out.sends) send(std::move(message));
+    for (DiskWrite& write : out.writes) issue(node, std::move(write));
+    for (const CoordinatorCall& call : out.calls) coordinate(node, call);
+    if (out.published_through) record_publication(node, *out.published_through);
+  }
+
+  void crash(Node& node, bool may_tear) {
+    if (!node.up) return;
+    if (!node.wiped) check_durable(node);
+    ++report_.crashes;
+    const std::size_t pending = node.fs->pending_data_op_count();
+    CrashOutcome outcome;
+    switch (below(may_tear ? 5 : 4)) {
+      case 0: outcome = CrashOutcome::drop_all(); break;
+      case 1: outcome = CrashOutcome::keep_all(); break;
+      case 2: outcome = CrashOutcome::keep_first_k(below(pending + 1)); break;
+      case 3: outcome = CrashOutcome::random_subset(rng_()); break;
+      default:
+        outcome = CrashOutcome::tear(rng_());
+        node.damage_pending = pending > 0;
+        if (pending > 0) ++report_.torn_crashes;
+        break;
+    }
+    outcome.names = chance(2) ? CrashOutcome::Names::revert : CrashOutcome::Names::keep;
+    note(fmt::format("r{} crashes ({} as {}), {} writes in flight", node.id, role_name(node.core->role()),
+                     outcome.describe(), node.in_flight.size()));
+    node.disk.reset();
+    node.core.reset();
+    node.fs = node.fs->crash_image(outcome);
+    node.up = false;
+    ++node.life;
+  }
+
+  // What the core believes durable must be on the disk, whatever a crash
+  // keeps.
+  void check_durable(Node& node) {
+    auto image = node.fs->durable_contents(kLogPath);
+    if (!image) fail(fmt::format("r{}: no durable log file", node.id));
+    const Chain chain = read_chain(*image);
+    const ReplicaCore& core = *node.core;
+    if (chain.entries.size() < core.durable_end()) {
+      fail(fmt::format("r{} believes batches through {} durable, its disk holds {}", node.id,
+                       core.durable_end(), chain.entries.size()));
+    }
+    for (Seq i = 0; i < core.durable_end(); ++i) {
+      if (chain.entries[i] != core.log()[i]) fail(fmt::format("r{}: durable batch {} differs on disk", node.id, i + 1));
+    }
+  }
+
+  // --- Disk ----------------------------------------------------------------
+
+  void issue(Node& node, DiskWrite write) {
+    ++disk_events_;
+    if (!node.disk->apply(write)) fail(fmt::format("r{}: a write failed", node.id));
+    const Us done_at = std::max(node.disk_free_at, now_) + between(100, 1000);
+    node.disk_free_at = done_at;
+    node.in_flight.push_back(write);
+    const std::uint64_t life = node.life;
+    schedule(done_at, [this, &node, life] {
+      if (!node.up || node.life != life) return;
+      const DiskWrite write = std::move(node.in_flight.front());
+      node.in_flight.pop_front();
+      if (!node.disk->complete(write)) fail(fmt::format("r{}: a sync failed", node.id));
+      ++disk_events_;
+      Output out;
+      if (!node.core->disk_done(write.id, true, out)) fail("disk_done refused a completed write");
+      process(node, out);
+    });
+  }
+
+  // --- Network -------------------------------------------------------------
+
+  void send(Message message) {
+    if (cut_[message.from][message.to] || (faults_on() && chance(50))) return;
+    const int copies = faults_on() && chance(50) ? 2 : 1;
+    for (int copy = 0; copy < copies; ++copy) {
+      schedule(now_ + between(100, 1500), [this, message] {
+        Node& to = nodes_[message.to];
+        if (!to.up) return;
+        Output out;
+        to.core->receive(message, out);
+        process(to, out);
+      });
+    }
+  }
+
+  // --- The coordinator (etcd) ----------------------------------------------
+
+  void coordinate(Node& node, const CoordinatorCall& call) {
+    const ReplicaId caller = node.id;
+    const std::uint64_t life = node.life;
+    // The transaction applies when it reaches etcd, whether or not the caller
+    // still lives to hear the answer.
+    schedule(now_ + between(50, 400), [this, caller, life, call] {
+      CoordinatorAnswer answer;
+      answer.id = call.id;
+      Us answer_at = now_ + kCoordinatorTimeoutUs;
+      if (!coordinator_down_ && !etcd_cut_[caller]) {
+        apply(caller, call, answer);
+        if (!(faults_on() && chance(50))) {  // else the answer is lost after the transaction
+          answer.reached = true;
+          answer_at = now_ + between(50, 400);
+        }
+      }
+      if (!answer.reached) answer.succeeded = false;
+      schedule(answer_at, [this, caller, life, answer] {
+        Node& node = nodes_[caller];
+        if (!node.up || node.life != life) return;
+        Output out;
+        node.core->coordinator_answer(answer, out);
+        process(node, out);
+      });
+    });
+  }
+
+  void apply(ReplicaId caller, const CoordinatorCall& call, CoordinatorAnswer& answer) {
+    Register& reg = coordinator_;
+    switch (call.op) {
+      case CoordinatorOp::read:
+        answer.succeeded = true;
+        break;
+      case CoordinatorOp::campaign: {
+        const bool lease_free = reg.primary == replication::kNoReplica || lease_expires_at_ <= now_ ||
+                                reg.primary == caller;
+        if (reg.view + 1 == call.view && lease_free) {
+          reg.view = call.view;
+          reg.primary = caller;
+          reg.normal = false;
+          lease_expires_at_ = now_ + kLeaseTtlUs;
+          answer.succeeded = true;
+          note(fmt::format("etcd: r{} wins view {}", caller, call.view));
+        }
+        break;
+      }
+      case CoordinatorOp::publish_start: {
+        const bool same = reg.view == call.view && reg.primary == caller;
+        if (same && !reg.normal) {
+          reg.normal = true;
+          reg.starts[call.view] = call.start;
+          answer.succeeded = true;
+          note(fmt::format("etcd: view {} normal, starting at {}", call.view, call.start));
+        } else if (same && reg.starts.contains(call.view) && reg.starts.at(call.view) == call.start) {
+          answer.succeeded = true;  // a retry of one that applied
+        }
+        break;
+      }
+      case CoordinatorOp::keepalive:
+        if (reg.view == call.view && reg.primary == caller) {
+          lease_expires_at_ = now_ + kLeaseTtlUs;
+          answer.succeeded = true;
+        }
+        break;
+    }
+    answer.reg = reg;
+  }
+
+  // --- Clients -------------------------------------------------------------
+
+  void propose() {
+    if (proposing_) {
+      std::vector<ReplicaId> primaries;
+      for (const Node& node : nodes_) {
+        if (node.up && node.core->role() == Role::primary) primaries.push_back(node.id);
+      }
+      if (!primaries.empty()) {
+        Node& node = nodes_[primaries[below(primaries.size())]];
+        const std::string payload = fmt::format("s{}-p{}", options_.seed, ++report_.proposals);
+        Output out;
+        const auto seq = node.core->propose(payload, out);
+        if (seq) {
+          proposals_[payload] = {node.id, node.core->lead(), *seq};
+          if (now_ >= options_.fault_ms * 1000) proposed_after_heal_.insert(payload);
+        }
+        process(node, out);
+      }
+    }
+    schedule(now_ + between(200, options_.proposal_gap_us_max), [this] { propose(); });
+  }
+
+  void record_publication(Node& node, Seq through) {
+    const ReplicaCore& core = *node.core;
+    if (node.published_view != core.lead()) {
+      node.published_view = core.lead();
+      node.published_through = 0;
+    }
+    publishers_[core.lead()].insert(node.id);
+    if (publishers_[core.lead()].size() > 1) fail(fmt::format("two replicas published in view {}", core.lead()));
+    for (Seq seq = node.published_through + 1; seq <= through; ++seq) {
+      const Entry& entry = core.log()[seq - 1];
+      auto [at, inserted] = published_.try_emplace(seq, Published{entry, core.lead()});
+      if (!inserted && at->second.entry != entry) {
+        fail(fmt::format("sequence {} published twice with different batches (views {} and {})", seq,
+                         at->second.entry.view, entry.view));
+      }
+      auto proposal = proposals_.find(entry.payload);
+      if (proposal != proposals_.end() && proposal->second.at == node.id &&
+          proposal->second.view == core.lead() && acknowledged_.insert(entry.payload).second) {
+        ++report_.acknowledged;
+      }
+    }
+    node.published_through = std::max(node.published_through, through);
+  }
+
+  // --- Faults --------------------------------------------------------------
+
+  std::uint32_t faulty() {
+    std::uint32_t count = 0;
+    for (const Node& node : nodes_) {
+      // Suspect in its core, or on its disk (marked, or damage a start has
+      // not found yet), or lost.
+      const auto marked = node.fs->exists(kSuspectPath);
+      const bool suspect = (node.core && node.core->suspect()) || !marked || *marked;
+      if (node.wiped || node.damage_pending || suspect) ++count;
+    }
+    return count;
+  }
+  bool may_damage() { return faulty() + 1 <= (n() - 1) / 2; }
+
+  Node* pick_up(bool prefer_primary) {
+    std::vector<Node*> up;
+    for (Node& node : nodes_) {
+      if (!node.up) continue;
+      if (prefer_primary && node.core->role() == Role::primary) return &node;
+      up.push_back(&node);
+    }
+    return up.empty() ? nullptr : up[below(up.size())];
+  }
+
+  void restart_later(Node& node, Us low, Us high) {
+    const std::uint64_t life = node.life;
+    schedule(now_ + between(low, high), [this, &node, life] {
+      if (node.up || node.life != life) return;
+      start(node);
+    });
+  }
+
+  void inject_fault() {
+    if (!faults_on()) return;
+    switch (below(8)) {
+      case 0:
+      case 1:
+      case 2: {  // a crash, the primary first half the time
+        Node* node = pick_up(chance(2));
+        if (node) {
+          crash(*node, may_damage());
+          restart_later(*node, 2'000, 60'000);
+        }
+        break;
+      }
+      case 3: {  // an acknowledged batch rots: found at the next start
+        Node* node = pick_up(false);
+        if (node && may_damage() && node->core->durable_end() > 0) {
+          const Seq durable = node->core->durable_end();
+          crash(*node, false);
+          const Seq victim = durable - below(std::min<Seq>(durable, 3));  // near the tail
+          const std::uint64_t bit = ((victim - 1) * kSlotBytes + 8 + below(24)) * 8 + below(8);
+          if (node->fs->corrupt_bit(kLogPath, bit)) {
+            node->damage_pending = true;
+            ++report_.damages;
+            note(fmt::format("r{}: batch {} damaged on disk", node->id, victim));
+          }
+          restart_later(*node, 2'000, 30'000);
+        }
+        break;
+      }
+      case 4: {  // a disk lost: back empty, rebuilt by the operator later
+        Node* node = pick_up(chance(2));
+        if (node && may_damage()) {
+          crash(*node, false);
+          node->fs = std::make_unique<FaultFileSystem>();
+          node->wiped = true;
+          ++report_.disk_losses;
+          note(fmt::format("r{} loses its disk", node->id));
+          restart_later(*node, 2'000, 30'000);
+          schedule(now_ + between(40'000, 120'000), [this, node] { rebuild(*node); });
+        }
+        break;
+      }
+      case 5:
+      case 6: {  // links cut one way or both, for a while
+        ++report_.partitions;
+        const ReplicaId a = static_cast<ReplicaId>(below(n()));
+        switch (below(4)) {
+          case 0:  // a replica cut from etcd only
+            etcd_cut_[a] = true;
+            note(fmt::format("r{} cut from etcd", a));
+            break;
+          case 1:  // a replica cut from every other replica, both ways
+            for (ReplicaId b = 0; b < n(); ++b) cut_[a][b] = cut_[b][a] = (a != b);
+            note(fmt::format("r{} cut from the replicas", a));
+            break;
+          default: {  // one link, one way or both
+            const ReplicaId b = static_cast<ReplicaId>((a + 1 + below(n() - 1)) % n());
+            cut_[a][b] = true;
+            if (chance(2)) cut_[b][a] = true;
+            note(fmt::format("link r{} -> r{} cut{}", a, b, cut_[b][a] ? " both ways" : ""));
+            break;
+          }
+        }
+        schedule(now_ + between(10'000, 200'000), [this] { heal_links(); });
+        break;
+      }
+      default:  // etcd down for a while
+        ++report_.outages;
+        coordinator_down_ = true;
+        note("etcd down");
+        schedule(now_ + between(10'000, 150'000), [this] {
+          coordinator_down_ = false;
+          note("etcd up");
+        });
+        break;
+    }
+    schedule(now_ + between(10'000, 60'000), [this] { inject_fault(); });
+  }
+
+  void heal_links() {
+    for (auto& row : cut_) std::fill(row.begin(), row.end(), false);
+    std::fill(etcd_cut_.begin(), etcd_cut_.end(), false);
+    note("links healed");
+  }
+
+  void rebuild(Node& node) {
+    if (!node.wiped) return;
+    if (!SimDisk::initialize(*node.fs, true)) fail("cannot rebuild a directory");
+    node.wiped = false;
+    if (node.up) node.core->rebuilt();
+    note(fmt::format("r{} rebuilt by the operator", node.id));
+  }
+
+  void heal() {
+    heal_links();
+    coordinator_down_ = false;
+    for (Node& node : nodes_) {
+      if (!node.up) start(node);
+    }
+    note("healed: no more faults");
+  }
+
+  // --- Invariants ----------------------------------------------------------
+
+  std::uint64_t fingerprint() const {
+    std::uint64_t hash = disk_events_;
+    for (const Node& node : nodes_) {
+      const auto mix = [&hash](std::uint64_t value) { hash = (hash ^ value) * 0x100000001b3ULL; };
+      mix(node.up ? 1 : 0);
+      mix(node.life);
+      if (!node.up) continue;
+      mix(static_cast<std::uint64_t>(node.core->role()));
+      mix(node.core->lead());
+      mix(node.core->promised());
+      mix(node.core->commit());
+      mix(node.core->log().size());
+    }
+    return hash;
+  }
+
+  void check_invariants() {
+    // AckedNeverLost.
+    for (const Node& node : nodes_) {
+      if (!node.up || node.core->role() != Role::primary) continue;
+      const auto& log = node.core->log();
+      for (const auto& [seq, published] : published_) {
+        if (published.pview > node.core->lead()) continue;
+        if (seq > log.size() || log[seq - 1] != published.entry) {
+          fail(fmt::format("AckedNeverLost: batch {} (view {}) published in view {} is not in r{}'s log as primary "
+                           "of view {}",
+                           seq, published.entry.view, published.pview, node.id, node.core->lead()));
+        }
+      }
+    }
+    // LogMatching.
+    for (ReplicaId a = 0; a < n(); ++a) {
+      for (ReplicaId b = a + 1; b < n(); ++b) {
+        if (!nodes_[a].up || !nodes_[b].up) continue;
+        const auto& la = nodes_[a].core->log();
+        const auto& lb = nodes_[b].core->log();
+        Seq top = std::min(la.size(), lb.size());
+        while (top > 0 && la[top - 1].view != lb[top - 1].view) --top;
+        for (Seq i = 0; i < top; ++i) {
+          if (la[i] != lb[i]) {
+            fail(fmt::format("LogMatching: r{} and r{} both hold batch {} of view {} but differ at {}", a, b, top,
+                             la[top - 1].view, i + 1));
+          }
+        }
+      }
+    }
+    // AgreeBelowCommit, on logs cut by etcd's history.
+    for (const Node& primary : nodes_) {
+      if (!primary.up || primary.core->role() != Role::primary) continue;
+      const auto& lp = primary.core->log();
+      for (const Node& node : nodes_) {
+        if (!node.up || node.id == primary.id || node.core->role() == Role::wiped ||
+            node.core->role() == Role::booting || node.core->promised() != primary.core->lead()) {
+          continue;
+        }
+        const auto& log = node.core->log();
+        std::vector<View> views;
+        for (const Entry& entry : log) views.push_back(entry.view);
+        const Seq cut = replication::surviving_length(views, coordinator_.starts);
+        for (Seq i = 0; i < std::min<Seq>(cut, primary.core->commit()); ++i) {
+          if (log[i] != lp[i]) {
+            fail(fmt::format("AgreeBelowCommit: r{} differs from primary r{} at {} below its commit {}", node.id,
+                             primary.id, i + 1, primary.core->commit()));
+          }
+        }
+      }
+    }
+  }
+
+  void check_final() {
+    std::vector<const Node*> primaries;
+    for (const Node& node : nodes_) {
+      if (!node.up) fail(fmt::format("r{} is down after healing", node.id));
+      if (node.core->role() == Role::primary) primaries.push_back(&node);
+    }
+    if (primaries.size() != 1) fail(fmt::format("{} primaries after healing", primaries.size()));
+    const ReplicaCore& primary = *primaries.front()->core;
+    if (primary.lead() != coordinator_.view || !coordinator_.normal) {
+      fail(fmt::format("the primary serves view {}, etcd holds view {}{}", primary.lead(), coordinator_.view,
+                       coordinator_.normal ? "" : " (recovering)"));
+    }
+    const auto& lp = primary.log();
+    if (primary.commit() != lp.size()) {
+      fail(fmt::format("the primary published {} of its {} batches after healing", primary.commit(), lp.size()));
+    }
+    bool progressed = false;
+    for (const std::string& payload : proposed_after_heal_) progressed = progressed || acknowledged_.contains(payload);
+    if (!progressed) fail("nothing proposed after healing was acknowledged");
+    std::set<std::string> held;
+    for (const Entry& entry : lp) held.insert(entry.payload);
+    for (const std::string& payload : acknowledged_) {
+      if (!held.contains(payload)) fail(fmt::format("acknowledged {} is not in the final log", payload));
+    }
+    for (Node& node : nodes_) {
+      const ReplicaCore& core = *node.core;
+      if (core.suspect() || core.role() == Role::wiped) fail(fmt::format("r{} is not repaired", node.id));
+      if (core.log() != lp || core.durable_end() != lp.size()) {
+        fail(fmt::format("r{} holds {} batches ({} durable), the primary {}", node.id, core.log().size(),
+                         core.durable_end(), lp.size()));
+      }
+      check_durable(node);
+      auto recovered = SimDisk::recover(*node.fs->crash_image(CrashOutcome::drop_all()));
+      if (!recovered || recovered->log.suspect || recovered->log.wiped || recovered->log.entries != lp) {
+        fail(fmt::format("r{}'s directory does not recover to the cluster's log", node.id));
+      }
+    }
+  }
+
+  SimOptions options_;
+  std::mt19937_64 rng_;
+  SimReport report_;
+  Us now_ = 0;
+  std::uint64_t next_order_ = 0;
+  std::uint64_t disk_events_ = 0;
+  std::uint64_t checked_state_ = 0;
+  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  std::deque<std::string> trace_;
+
+  std::vector<Node> nodes_;
+  std::vector<std::vector<bool>> cut_;  // cut_[a][b]: a's messages to b are lost
+  std::vector<bool> etcd_cut_;
+  bool coordinator_down_ = false;
+  Register coordinator_;
+  Us lease_expires_at_ = 0;
+
+  bool proposing_ = true;
+  std::map<std::string, Proposal> proposals_;
+  std::set<std::string> proposed_after_heal_;
+  std::set<std::string> acknowledged_;
+  std::map<Seq, Published> published_;
+  std::map<View, std::set<ReplicaId>> publishers_;
+};
+
+}  // namespace
+
+SimReport run_simulation(const SimOptions& options) { return Simulation(options).run(); }
+
+}  // namespace fusee::testing::replication_sim
