@@ -57,6 +57,8 @@ void run_seeds(std::uint32_t replicas, std::uint64_t default_seeds) {
     totals.disk_losses += report.disk_losses;
     totals.partitions += report.partitions;
     totals.outages += report.outages;
+    totals.pauses += report.pauses;
+    totals.stale_primaries += report.stale_primaries;
   }
   MESSAGE(fmt::format("{} replicas, seeds {}..{}: {}", replicas, first, first + count - 1, totals.summary()));
   if (count >= 20) {
@@ -67,6 +69,8 @@ void run_seeds(std::uint32_t replicas, std::uint64_t default_seeds) {
     CHECK(totals.disk_losses > 0);
     CHECK(totals.partitions > 0);
     CHECK(totals.outages > 0);
+    CHECK(totals.pauses > 0);
+    CHECK(totals.stale_primaries > 0);
     CHECK(totals.views > count);
   }
 }

@@ -35,9 +35,9 @@ using replication::View;
 std::string SimReport::summary() const {
   return fmt::format(
       "{} events, {} proposals, {} acknowledged, {} views, {} crashes ({} torn), {} damaged, "
-      "{} disks lost, {} partitions, {} etcd outages",
+      "{} disks lost, {} partitions, {} etcd outages, {} pauses ({} primaries resumed deposed)",
       events, proposals, acknowledged, views, crashes, torn_crashes, damages, disk_losses, partitions,
-      outages);
+      outages, pauses, stale_primaries);
 }
 
 namespace {
@@ -64,6 +64,7 @@ struct Node {
   Us disk_free_at = 0;
   std::deque<DiskWrite> in_flight;
   bool wiped = false;           // directory lost, the operator has not rebuilt it
+  Us paused_until = 0;          // SIGSTOPped: what reaches it waits until then
   bool damage_pending = false;  // damage injected, recovery has not found it yet
   View published_view = 0;      // the view of its last publication output
   Seq published_through = 0;
@@ -210,6 +211,7 @@ class Simulation {
     node.disk = std::make_unique<SimDisk>(*node.fs, recovered->crcs);
     node.in_flight.clear();
     node.disk_free_at = now_;
+    node.paused_until = 0;
     node.up = true;
     ++node.life;
     node.published_view = 0;
@@ -223,8 +225,27 @@ class Simulation {
     schedule(now_ + kTickUs, [this, &node, life] { tick(node, life); });
   }
 
+  // A stopped process takes nothing in: its ticks, messages, completions
+  // and answers wait, in their order, until it runs again. Its clock does not
+  // move meanwhile (the worst case: a process that does not notice it was
+  // stopped).
+  bool paused(Node& node, std::function<void()> again) {
+    if (node.paused_until <= now_) {
+      if (node.paused_until != 0) {
+        // Resumed: count the case the pause is for, a primary that runs on
+        // in a view etcd has moved past.
+        if (node.core->role() == Role::primary && node.core->lead() < coordinator_.view) ++report_.stale_primaries;
+        node.paused_until = 0;
+      }
+      return false;
+    }
+    schedule(node.paused_until, std::move(again));
+    return true;
+  }
+
   void tick(Node& node, std::uint64_t life) {
     if (!node.up || node.life != life) return;
+    if (paused(node, [this, &node, life] { tick(node, life); })) return;
     Output out;
     node.core->tick(out);
     process(node, out);
@@ -291,16 +312,19 @@ class Simulation {
     node.disk_free_at = done_at;
     node.in_flight.push_back(write);
     const std::uint64_t life = node.life;
-    schedule(done_at, [this, &node, life] {
-      if (!node.up || node.life != life) return;
-      const DiskWrite write = std::move(node.in_flight.front());
-      node.in_flight.pop_front();
-      if (!node.disk->complete(write)) fail(fmt::format("r{}: a sync failed", node.id));
-      ++disk_events_;
-      Output out;
-      if (!node.core->disk_done(write.id, true, out)) fail("disk_done refused a completed write");
-      process(node, out);
-    });
+    schedule(done_at, [this, &node, life] { complete_write(node, life); });
+  }
+
+  void complete_write(Node& node, std::uint64_t life) {
+    if (!node.up || node.life != life) return;
+    if (paused(node, [this, &node, life] { complete_write(node, life); })) return;
+    const DiskWrite write = std::move(node.in_flight.front());
+    node.in_flight.pop_front();
+    if (!node.disk->complete(write)) fail(fmt::format("r{}: a sync failed", node.id));
+    ++disk_events_;
+    Output out;
+    if (!node.core->disk_done(write.id, true, out)) fail("disk_done refused a completed write");
+    process(node, out);
   }
 
   // --- Network -------------------------------------------------------------
@@ -309,14 +333,17 @@ class Simulation {
     if (cut_[message.from][message.to] || (faults_on() && chance(50))) return;
     const int copies = faults_on() && chance(50) ? 2 : 1;
     for (int copy = 0; copy < copies; ++copy) {
-      schedule(now_ + between(100, 1500), [this, message] {
-        Node& to = nodes_[message.to];
-        if (!to.up) return;
-        Output out;
-        to.core->receive(message, out);
-        process(to, out);
-      });
+      schedule(now_ + between(100, 1500), [this, message] { deliver(message); });
     }
+  }
+
+  void deliver(const Message& message) {
+    Node& to = nodes_[message.to];
+    if (!to.up) return;
+    if (paused(to, [this, message] { deliver(message); })) return;
+    Output out;
+    to.core->receive(message, out);
+    process(to, out);
   }
 
   // --- The coordinator (etcd) ----------------------------------------------
@@ -338,14 +365,17 @@ class Simulation {
         }
       }
       if (!answer.reached) answer.succeeded = false;
-      schedule(answer_at, [this, caller, life, answer] {
-        Node& node = nodes_[caller];
-        if (!node.up || node.life != life) return;
-        Output out;
-        node.core->coordinator_answer(answer, out);
-        process(node, out);
-      });
+      schedule(answer_at, [this, caller, life, answer] { answer_call(caller, life, answer); });
     });
+  }
+
+  void answer_call(ReplicaId caller, std::uint64_t life, const CoordinatorAnswer& answer) {
+    Node& node = nodes_[caller];
+    if (!node.up || node.life != life) return;
+    if (paused(node, [this, caller, life, answer] { answer_call(caller, life, answer); })) return;
+    Output out;
+    node.core->coordinator_answer(answer, out);
+    process(node, out);
   }
 
   void apply(ReplicaId caller, const CoordinatorCall& call, CoordinatorAnswer& answer) {
@@ -395,7 +425,7 @@ class Simulation {
     if (proposing_) {
       std::vector<ReplicaId> primaries;
       for (const Node& node : nodes_) {
-        if (node.up && node.core->role() == Role::primary) primaries.push_back(node.id);
+        if (node.up && node.paused_until <= now_ && node.core->role() == Role::primary) primaries.push_back(node.id);
       }
       if (!primaries.empty()) {
         Node& node = nodes_[primaries[below(primaries.size())]];
@@ -471,7 +501,7 @@ class Simulation {
 
   void inject_fault() {
     if (!faults_on()) return;
-    switch (below(8)) {
+    switch (below(9)) {
       case 0:
       case 1:
       case 2: {  // a crash, the primary first half the time
@@ -533,6 +563,15 @@ class Simulation {
           }
         }
         schedule(now_ + between(10'000, 200'000), [this] { heal_links(); });
+        break;
+      }
+      case 8: {  // SIGSTOP, the primary most often, past its lease; then SIGCONT
+        Node* node = pick_up(!chance(4));
+        if (node) {
+          ++report_.pauses;
+          node->paused_until = now_ + between(10'000, 150'000);
+          note(fmt::format("r{} stopped until {}", node->id, node->paused_until));
+        }
         break;
       }
       default:  // etcd down for a while

@@ -1,7 +1,8 @@
 // The replication simulator: one seeded, single-threaded run of 3-5 replica
 // cores (replication/replica_core.hpp) over the fault file system, a network
 // that drops, delays, duplicates, reorders and partitions each link one way,
-// and a coordinator that is etcd's linearizable register with leases on the
+// processes stopped and resumed (SIGSTOP past a lease, then SIGCONT), and a
+// coordinator that is etcd's linearizable register with leases on the
 // simulated clock and outages. It crashes replicas with every outcome of
 // their writes in flight, loses a replica's disk, damages an acknowledged
 // batch, and after every event checks the invariants of
@@ -50,6 +51,8 @@ struct SimReport {
   std::uint64_t disk_losses = 0;
   std::uint64_t partitions = 0;
   std::uint64_t outages = 0;
+  std::uint64_t pauses = 0;
+  std::uint64_t stale_primaries = 0;  // resumed as primary of a view etcd has moved past
   std::string summary() const;
 };
 
