@@ -304,9 +304,12 @@ CoordinatorAnswer EtcdCoordinator::run(ReplicaId caller, const CoordinatorCall& 
     case CoordinatorOp::campaign: done = campaign(caller, call.view, stored); break;
     case CoordinatorOp::publish_start: done = publish_start(caller, call.view, call.start, stored); break;
     case CoordinatorOp::keepalive: done = keepalive(caller, call.view, stored); break;
+    case CoordinatorOp::resign:
+      resign();
+      return answer;
   }
   if (!done) {  // not reached: it may have applied
-    static constexpr const char* kNames[] = {"read", "campaign", "publish_start", "keepalive"};
+    static constexpr const char* kNames[] = {"read", "campaign", "publish_start", "keepalive", "resign"};
     last_error_ = std::string("etcd ") + kNames[static_cast<int>(call.op)] + " at " + options_.host + ":" +
                   std::to_string(options_.port) + ": " + done.error().message();
     return answer;

@@ -29,6 +29,7 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
   match_.assign(options_.replica_count, 0);
   next_.assign(options_.replica_count, 1);
   heard_from_at_.assign(options_.replica_count, 0);
+  incarnation_of_.assign(options_.replica_count, 0);
   // Nothing is taken before the coordinator says which view is current: the
   // promise is volatile, and a restarted replica must not take batches of a
   // view it may have refused before it stopped.
@@ -103,7 +104,7 @@ void ReplicaCore::after_durable(Output& out) {
   std::erase_if(pending_acks_, [&](const PendingAck& ack) {
     if (ack.view != promised_ || role_ != Role::backup) return true;
     if (ack.match_end > durable_end_) return false;
-    send(ack.to, ack.view, AppendReply{true, ack.match_end, 0, promised_}, out);
+    send(ack.to, ack.view, AppendReply{true, ack.match_end, 0, promised_, options_.incarnation}, out);
     return true;
   });
   if (pending_seal_ && disk_idle()) {
@@ -139,7 +140,11 @@ SealReply ReplicaCore::seal_answer() const {
 
 // --- Roles -----------------------------------------------------------------
 
-void ReplicaCore::become_backup(View promised) {
+void ReplicaCore::become_backup(View promised, Output& out) {
+  if (role_ == Role::primary || role_ == Role::candidate) {
+    // Let the lease go: a majority need not wait for it to expire.
+    call(CoordinatorOp::resign, lead_, 0, out);
+  }
   role_ = Role::backup;
   promised_ = std::max(promised_, promised);
   register_view_ = std::max(register_view_, promised_);
@@ -172,6 +177,10 @@ void ReplicaCore::start_candidacy(const Register& reg, Output& out) {
   pending_acks_.clear();
   pending_seal_.reset();
   own_answer_pending_ = true;
+  probe_view_.reset();
+  // Answers to calls of an earlier candidacy or view are not this one's.
+  start_call_.reset();
+  keepalive_call_.reset();
   cut_to_history(out);
   send_seals(out);
   after_durable(out);  // records its own answer at once when the disk is idle
@@ -252,6 +261,7 @@ void ReplicaCore::send_append(ReplicaId to, Output& out) {
   request.commit = commit_;
   request.primary_end = log_.size();
   request.starts = starts_through(starts_, lead_);
+  request.to_incarnation = incarnation_of_[to];
   next_[to] = last + 1;
   send(to, lead_, std::move(request), out);
 }
@@ -289,7 +299,10 @@ void ReplicaCore::rebuilt() {
   log_.clear();
   durable_end_ = 0;
   acked_seen_ = 0;
-  if (role_ == Role::wiped) become_backup(promised_);
+  if (role_ == Role::wiped) {
+    role_ = Role::backup;
+    reset_election_timer();
+  }
 }
 
 // --- Inputs ----------------------------------------------------------------
@@ -304,13 +317,13 @@ void ReplicaCore::tick(Output& out) {
     case Role::backup:
       if (!campaign_call_ && ticks_ - heard_at_ >= election_ticks_) {
         reset_election_timer();
-        campaign(out);
+        probe(out);
       }
       return;
     case Role::candidate:
       if (ticks_ - candidacy_at_ >= options_.candidacy_ticks ||
           ticks_ - lease_confirmed_at_ >= options_.lease_ticks) {
-        become_backup(promised_);
+        become_backup(promised_, out);
         return;
       }
       if (beat) {
@@ -332,7 +345,7 @@ void ReplicaCore::tick(Output& out) {
         if (r != options_.self && ticks_ - heard_from_at_[r] < options_.lease_ticks) ++heard;
       }
       if (ticks_ - lease_confirmed_at_ >= options_.lease_ticks || heard < quorum()) {
-        become_backup(promised_);
+        become_backup(promised_, out);
         return;
       }
       if (beat) {
@@ -354,12 +367,6 @@ void ReplicaCore::tick(Output& out) {
 }
 
 void ReplicaCore::receive(const Message& message, Output& out) {
-  if (role_ == Role::wiped && weakened(Weakening::wiped_votes) && std::holds_alternative<SealRequest>(message.body) &&
-      message.view > promised_) {
-    promised_ = message.view;
-    send(message.from, message.view, SealReply{0, 0, 0, false}, out);
-    return;
-  }
   if (role_ == Role::booting || role_ == Role::wiped) return;
   std::visit(
       [&](const auto& body) {
@@ -369,7 +376,9 @@ void ReplicaCore::receive(const Message& message, Output& out) {
         else if constexpr (std::is_same_v<Body, FetchRequest>) on_fetch_request(message, body, out);
         else if constexpr (std::is_same_v<Body, FetchReply>) on_fetch_reply(message, body, out);
         else if constexpr (std::is_same_v<Body, AppendRequest>) on_append_request(message, body, out);
-        else on_append_reply(message, body, out);
+        else if constexpr (std::is_same_v<Body, AppendReply>) on_append_reply(message, body, out);
+        else if constexpr (std::is_same_v<Body, ProbeRequest>) on_probe_request(message, out);
+        else on_probe_reply(message, body, out);
       },
       message.body);
 }
@@ -378,9 +387,10 @@ void ReplicaCore::on_seal_request(const Message& message, const SealRequest& req
   if (message.view < promised_) return;
   if (message.view == promised_ && role_ != Role::backup) return;  // its own view
   merge_starts(starts_, starts_through(request.starts, message.view));
-  if (message.view > promised_ || role_ != Role::backup) become_backup(message.view);
+  if (message.view > promised_ || role_ != Role::backup) become_backup(message.view, out);
   register_view_ = std::max(register_view_, message.view);
   reset_election_timer();  // a candidate is at work: do not campaign against it
+  primary_heard_at_ = ticks_;
   cut_to_history(out);
   pending_seal_ = {message.from, message.view};
   after_durable(out);  // answers at once when the disk is idle
@@ -436,22 +446,23 @@ void ReplicaCore::on_fetch_reply(const Message& message, const FetchReply& reply
 
 void ReplicaCore::on_append_request(const Message& message, const AppendRequest& request, Output& out) {
   if (message.view < promised_) {
-    send(message.from, message.view, AppendReply{false, 0, 0, promised_}, out);
+    send(message.from, message.view, AppendReply{false, 0, 0, promised_, options_.incarnation}, out);
     return;
   }
   if (message.view == promised_ && role_ != Role::backup) return;  // its own view: never from another
   // A primary sends only after its view's start is published, so its view
   // is one this replica may join without asking the coordinator; the
   // starts it carries are all that exist up to its view.
-  if (message.view > promised_) become_backup(message.view);
+  if (message.view > promised_) become_backup(message.view, out);
   register_view_ = std::max(register_view_, message.view);
   reset_election_timer();
+  primary_heard_at_ = ticks_;
   merge_starts(starts_, starts_through(request.starts, message.view));
   const Seq end = surviving_end();
   if (request.prev_seq > end ||
       (request.prev_seq > 0 && log_[request.prev_seq - 1].view != request.prev_view)) {
     const Seq hint = request.prev_seq == 0 ? 0 : std::min(request.prev_seq - 1, end);
-    send(message.from, message.view, AppendReply{false, 0, hint, promised_}, out);
+    send(message.from, message.view, AppendReply{false, 0, hint, promised_, options_.incarnation}, out);
     return;
   }
   // The chain: a batch of the same sequence and view is the same batch, with
@@ -478,7 +489,10 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
     if (keep < log_.size()) write(keep, {}, out);
   }
   pending_acks_.push_back({message.from, message.view, through});
-  if (suspect_ && !repair_in_flight_ && through == request.primary_end) {
+  // Only an append sent to this life repairs: one sent before this replica
+  // restarted may predate batches it acknowledged and then lost.
+  if (suspect_ && !repair_in_flight_ && through == request.primary_end &&
+      request.to_incarnation == options_.incarnation) {
     repair_in_flight_ = true;
     write(log_.size(), {}, out, true);
   }
@@ -489,12 +503,13 @@ void ReplicaCore::on_append_reply(const Message& message, const AppendReply& rep
   if (reply.promised > promised_) {
     // A quorum may have moved on: this primary (or candidate) of an earlier
     // view stops, refusing what it refused.
-    if (role_ == Role::primary || role_ == Role::candidate) become_backup(reply.promised);
+    if (role_ == Role::primary || role_ == Role::candidate) become_backup(reply.promised, out);
     return;
   }
   if (role_ != Role::primary || message.view != lead_) return;
   const ReplicaId from = message.from;
   heard_from_at_[from] = ticks_;
+  incarnation_of_[from] = reply.incarnation;
   if (reply.ok) {
     match_[from] = std::max(match_[from], reply.match_end);
     next_[from] = std::max(next_[from], match_[from] + 1);
@@ -510,6 +525,39 @@ void ReplicaCore::on_append_reply(const Message& message, const AppendReply& rep
   send_append(from, out);
 }
 
+void ReplicaCore::probe(Output& out) {
+  probe_view_ = register_view_ + 1;
+  probe_at_ = ticks_;
+  probe_grants_.clear();
+  probe_grants_[options_.self] = true;
+  for (ReplicaId r = 0; r < options_.replica_count; ++r) {
+    if (r != options_.self) send(r, *probe_view_, ProbeRequest{}, out);
+  }
+}
+
+void ReplicaCore::on_probe_request(const Message& message, Output& out) {
+  // Granted by a backup that has not heard from a primary or candidate for a
+  // lease (a primary steps down after as long without a quorum), for a view
+  // past the one it promised. A primary or candidate is one: it refuses.
+  const bool granted = role_ == Role::backup && message.view > promised_ &&
+                       ticks_ - primary_heard_at_ >= options_.lease_ticks;
+  send(message.from, message.view, ProbeReply{granted}, out);
+}
+
+void ReplicaCore::on_probe_reply(const Message& message, const ProbeReply& reply, Output& out) {
+  if (role_ != Role::backup || !probe_view_ || message.view != *probe_view_ || campaign_call_) return;
+  if (ticks_ - probe_at_ >= election_ticks_) {  // a round left open too long
+    probe_view_.reset();
+    return;
+  }
+  probe_grants_[message.from] = reply.granted;
+  std::uint32_t granted = 0;
+  for (const auto& [from, yes] : probe_grants_) granted += yes ? 1 : 0;
+  if (granted < quorum()) return;
+  probe_view_.reset();
+  campaign(out);
+}
+
 void ReplicaCore::coordinator_answer(const CoordinatorAnswer& answer, Output& out) {
   if (answer.reached) {
     register_view_ = std::max(register_view_, answer.reg.view);
@@ -523,7 +571,7 @@ void ReplicaCore::coordinator_answer(const CoordinatorAnswer& answer, Output& ou
     }
     promised_ = std::max(promised_, answer.reg.view);
     if (role_ == Role::booting) {
-      role_ = wiped_on_disk_ ? Role::wiped : Role::backup;
+      role_ = wiped_on_disk_ && !weakened(Weakening::wiped_votes) ? Role::wiped : Role::backup;
       reset_election_timer();
     }
     return;
@@ -545,7 +593,7 @@ void ReplicaCore::coordinator_answer(const CoordinatorAnswer& answer, Output& ou
     if (answer.succeeded) {
       become_primary(out);
     } else {
-      become_backup(answer.reg.view);
+      become_backup(answer.reg.view, out);
     }
     return;
   }
@@ -556,7 +604,7 @@ void ReplicaCore::coordinator_answer(const CoordinatorAnswer& answer, Output& ou
     if (answer.succeeded && answer.reg.view == lead_) {
       lease_confirmed_at_ = keepalive_sent_at_;
     } else {
-      become_backup(answer.reg.view);
+      become_backup(answer.reg.view, out);
     }
   }
 }

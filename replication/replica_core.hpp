@@ -57,7 +57,7 @@ enum class Weakening {
   publish_alone,        // publish a batch the primary alone holds
   suspect_vouches,      // a suspect answer counts toward the quorum
   longest_log,          // choose the longest log, whatever its last view, uncut by the history
-  wiped_votes,          // a wiped replica answers seals as an empty log
+  wiped_votes,          // a wiped replica comes back as an empty log, and votes
 };
 
 struct ReplicaOptions {
@@ -69,10 +69,15 @@ struct ReplicaOptions {
   std::uint32_t candidacy_ticks = 100;   // a candidacy that has not become normal gives up
   std::uint32_t lease_ticks = 30;        // a primary whose keepalives fail this long steps down
   std::uint32_t entries_per_append_max = 32;
+  // Drawn at random at each start: tells messages sent to an earlier life of
+  // this replica from those sent to this one (AppendRequest::to_incarnation).
+  std::uint64_t incarnation = 0;
   Weakening weakening = Weakening::none;
 };
 
-// What the replica's disk held at start, as its recovery found it.
+// What the replica's disk held at start, as its recovery found it. Every
+// entry must be durable (recovery syncs what it keeps): the core may
+// acknowledge them at once.
 struct RecoveredLog {
   std::vector<Entry> entries;  // the valid chain, sequences 1..n
   bool suspect = false;        // the chain ended at a damaged batch
@@ -140,7 +145,8 @@ class ReplicaCore {
   void after_durable(Output& out);
 
   // Roles.
-  void become_backup(View promised);
+  void become_backup(View promised, Output& out);
+  void probe(Output& out);
   void campaign(Output& out);
   void start_candidacy(const Register& reg, Output& out);
   void send_seals(Output& out);
@@ -158,6 +164,8 @@ class ReplicaCore {
   void on_fetch_reply(const Message& message, const FetchReply& reply, Output& out);
   void on_append_request(const Message& message, const AppendRequest& request, Output& out);
   void on_append_reply(const Message& message, const AppendReply& reply, Output& out);
+  void on_probe_request(const Message& message, Output& out);
+  void on_probe_reply(const Message& message, const ProbeReply& reply, Output& out);
   void send(ReplicaId to, View view, MessageBody body, Output& out);
   SealReply seal_answer() const;
   std::uint64_t call(CoordinatorOp op, View view, Seq start, Output& out);
@@ -179,7 +187,8 @@ class ReplicaCore {
   View register_view_ = 0;  // the latest view it knows the coordinator holds
   View lead_ = 0;
   std::uint64_t ticks_ = 0;
-  std::uint64_t heard_at_ = 0;  // the last tick a primary (or candidate) was heard
+  std::uint64_t heard_at_ = 0;          // the election timer's start
+  std::uint64_t primary_heard_at_ = 0;  // the last tick a primary (or candidate) was heard
   std::uint32_t election_ticks_;
 
   // Coordinator calls awaiting an answer, by id.
@@ -192,6 +201,9 @@ class ReplicaCore {
   std::uint64_t lease_confirmed_at_ = 0;  // when the last keepalive that succeeded was sent
 
   // Backup.
+  std::optional<View> probe_view_;  // a pre-vote round for this view is open
+  std::uint64_t probe_at_ = 0;
+  std::map<ReplicaId, bool> probe_grants_;
   std::vector<PendingAck> pending_acks_;
   std::optional<std::pair<ReplicaId, View>> pending_seal_;  // answer owed once the disk is idle
   bool repair_in_flight_ = false;  // a write that clears suspect once durable
@@ -211,6 +223,7 @@ class ReplicaCore {
   std::vector<Seq> match_;  // per replica: its durable match in this view
   std::vector<Seq> next_;   // per replica: the next batch to send it
   std::vector<std::uint64_t> heard_from_at_;  // per replica: its last answer's tick
+  std::vector<std::uint64_t> incarnation_of_;  // per replica: as its last answer said
 };
 
 }  // namespace fusee::replication

@@ -76,6 +76,11 @@ struct AppendRequest {
   Seq commit = 0;
   Seq primary_end = 0;
   ViewStarts starts;  // the starts of views up to the primary's
+  // The receiver's incarnation as the primary last heard it: an append that
+  // echoes the current one was sent after the receiver's latest start, so
+  // its primary_end covers everything the receiver acknowledged before
+  // (only such an append may repair a suspect replica).
+  std::uint64_t to_incarnation = 0;
 };
 // A backup's answer, sent once what it holds is durable. ok: it holds the
 // primary's log through match_end. Not ok: its log does not continue at
@@ -85,9 +90,18 @@ struct AppendReply {
   Seq match_end = 0;
   Seq hint = 0;
   View promised = 0;
+  std::uint64_t incarnation = 0;  // the replier's (ReplicaOptions::incarnation)
+};
+// Before campaigning, a replica asks whether the others have lost their
+// primary too (Raft's pre-vote): a replica cut off alone never campaigns, so
+// it cannot hold etcd's lease against a majority that could serve.
+struct ProbeRequest {};
+struct ProbeReply {
+  bool granted = false;  // it has not heard from a primary for a lease
 };
 
-using MessageBody = std::variant<SealRequest, SealReply, FetchRequest, FetchReply, AppendRequest, AppendReply>;
+using MessageBody = std::variant<SealRequest, SealReply, FetchRequest, FetchReply, AppendRequest, AppendReply,
+                                 ProbeRequest, ProbeReply>;
 
 struct Message {
   ReplicaId from = kNoReplica;
@@ -115,11 +129,17 @@ struct DiskWrite {
 //                  `view`, primary the caller, recovering; the caller holds
 //                  the lease.
 //   publish_start: if the register is `view`, recovering, with the caller
-//                  as primary: normal, starts[view] = `start`.
+//                  as primary: normal, starts[view] = `start`. Also
+//                  succeeds when it is already normal with that same start
+//                  (a retry whose first answer was lost after it applied).
 //   keepalive:     if the register's view is `view` with the caller as
 //                  primary: the lease is renewed.
+//   resign:        the caller's lease is revoked (it stepped down), so
+//                  others need not wait for it to expire. Not answered.
 // Each answer carries the register as the transaction found or left it.
-enum class CoordinatorOp { read, campaign, publish_start, keepalive };
+// The driver answers every call but resign, within a bounded time: one that
+// etcd did not answer in time comes back with reached = false.
+enum class CoordinatorOp { read, campaign, publish_start, keepalive, resign };
 struct CoordinatorCall {
   std::uint64_t id = 0;
   CoordinatorOp op = CoordinatorOp::read;

@@ -34,10 +34,11 @@ struct Harness {
   Output boot;
   ReplicaId self_;
 
-  Harness(ReplicaId self, RecoveredLog recovered, Register reg) : self_(self) {
+  Harness(ReplicaId self, RecoveredLog recovered, Register reg, std::uint64_t incarnation = 0) : self_(self) {
     ReplicaOptions options;
     options.self = self;
     options.replica_count = 3;
+    options.incarnation = incarnation;
     core = std::make_unique<ReplicaCore>(options, std::move(recovered), boot);
     const auto read = call_of(boot, CoordinatorOp::read);
     REQUIRE(read);
@@ -54,8 +55,10 @@ struct Harness {
 
 Register normal_view(View view, ReplicaId primary, ViewStarts starts) { return {view, primary, true, std::move(starts)}; }
 
-AppendRequest append(Seq prev_seq, View prev_view, std::vector<Entry> entries, Seq primary_end, ViewStarts starts) {
+AppendRequest append(Seq prev_seq, View prev_view, std::vector<Entry> entries, Seq primary_end, ViewStarts starts,
+                     std::uint64_t to_incarnation = 0) {
   AppendRequest request;
+  request.to_incarnation = to_incarnation;
   request.prev_seq = prev_seq;
   request.prev_view = prev_view;
   request.entries = std::move(entries);
@@ -76,7 +79,12 @@ std::unique_ptr<ReplicaCore> candidate(Output& out) {
   for (int i = 0; i < 1000 && !campaign; ++i) {
     Output tick;
     core->tick(tick);
-    campaign = call_of(tick, CoordinatorOp::campaign);
+    for (const auto& [message, probe] : sent<ProbeRequest>(tick)) {
+      // The others have not heard from a primary either: they grant.
+      Output granted;
+      core->receive({message.to, 0, message.view, ProbeReply{true}}, granted);
+      if (!campaign) campaign = call_of(granted, CoordinatorOp::campaign);
+    }
   }
   REQUIRE(campaign);
   CHECK(campaign->view == 1);
@@ -86,6 +94,90 @@ std::unique_ptr<ReplicaCore> candidate(Output& out) {
 }
 
 TEST_SUITE("unit") {
+  TEST_CASE("replica core: an append sent before a restart does not repair a suspect replica") {
+    // Before its restart the replica acknowledged batches 5 and 6; batch 5
+    // rotted, so it restarts suspect with 1..4. An append the primary sent
+    // before batch 6 existed (primary_end 5) arrives late: holding "the
+    // primary's whole log" as of then would not bring batch 6 back.
+    std::vector<Entry> held{entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 1)};
+    Harness replica(1, {held, true, false}, normal_view(1, 0, {{1, 1}}), 77);
+    Output stale = replica.receive(0, 1, append(4, 1, {entry(5, 1)}, 5, {{1, 1}}, 12));
+    REQUIRE(stale.writes.size() == 1);
+    CHECK_FALSE(stale.writes[0].repaired);
+    // Its answer tells the primary its new incarnation; an append that
+    // echoes it (and so was sent after the restart) repairs.
+    const auto replies = sent<AppendReply>(stale);
+    Output done;
+    REQUIRE(replica.core->disk_done(stale.writes[0].id, true, done));
+    const auto acks = sent<AppendReply>(done);
+    REQUIRE(acks.size() == 1);
+    CHECK(acks[0].second.incarnation == 77);
+    CHECK(replica.core->suspect());
+    Output fresh = replica.receive(0, 1, append(5, 1, {entry(6, 1)}, 6, {{1, 1}}, 77));
+    REQUIRE(fresh.writes.size() == 2);
+    CHECK(fresh.writes[1].repaired);
+    Output repaired;
+    REQUIRE(replica.core->disk_done(fresh.writes[0].id, true, repaired));
+    REQUIRE(replica.core->disk_done(fresh.writes[1].id, true, repaired));
+    CHECK_FALSE(replica.core->suspect());
+  }
+
+  TEST_CASE("replica core: a replica cut off alone never campaigns (pre-vote)") {
+    Harness lonely(1, {}, normal_view(1, 0, {{1, 1}}));
+    for (int i = 0; i < 2000; ++i) {
+      Output out;
+      lonely.core->tick(out);
+      CHECK_FALSE(call_of(out, CoordinatorOp::campaign));
+      // The others still hear their primary: they refuse.
+      for (const auto& [message, probe] : sent<ProbeRequest>(out)) {
+        Output refused;
+        lonely.core->receive({message.to, 1, message.view, ProbeReply{false}}, refused);
+        CHECK_FALSE(call_of(refused, CoordinatorOp::campaign));
+      }
+    }
+    // And it refuses a probe itself while its primary is heard.
+    Output heard = lonely.receive(0, 1, append(0, 0, {}, 0, {{1, 1}}));
+    Output asked = lonely.receive(2, 2, ProbeRequest{});
+    const auto answers = sent<ProbeReply>(asked);
+    REQUIRE(answers.size() == 1);
+    CHECK_FALSE(answers[0].second.granted);
+  }
+
+  TEST_CASE("replica core: a keepalive answered after its candidacy ended does not end the next one") {
+    Output out;
+    auto core = candidate(out);  // view 1
+    std::optional<CoordinatorCall> keepalive;
+    for (int i = 0; i < 20 && !keepalive; ++i) {
+      Output tick;
+      core->tick(tick);
+      keepalive = call_of(tick, CoordinatorOp::keepalive);
+    }
+    REQUIRE(keepalive);
+    // The candidacy gives up (no seal answers), and the replica resigns its
+    // lease and campaigns again, winning view 2.
+    std::optional<CoordinatorCall> campaign;
+    for (int i = 0; i < 2000 && !campaign; ++i) {
+      Output tick;
+      core->tick(tick);
+      for (const auto& [message, probe] : sent<ProbeRequest>(tick)) {
+        Output granted;
+        core->receive({message.to, 0, message.view, ProbeReply{true}}, granted);
+        if (!campaign) campaign = call_of(granted, CoordinatorOp::campaign);
+      }
+    }
+    REQUIRE(campaign);
+    CHECK(campaign->view == 2);
+    Output won;
+    core->coordinator_answer({campaign->id, true, true, Register{2, 0, false, {}}}, won);
+    REQUIRE(core->role() == Role::candidate);
+    // The first candidacy's keepalive answer comes now: the register moved
+    // on, but not past this candidacy.
+    Output late;
+    core->coordinator_answer({keepalive->id, true, false, Register{2, 0, false, {}}}, late);
+    CHECK(core->role() == Role::candidate);
+    CHECK(core->lead() == 2);
+  }
+
   TEST_CASE("replica core: a seal is answered once the log is durable, and ends an earlier view's acknowledgements") {
     // The batch is in flight when the seal arrives. The answer names the
     // batch (it is in the log), so it waits until the batch is durable: an

@@ -104,6 +104,21 @@ TEST_SUITE("unit") {
     CHECK(first.events == second.events);
   }
 
+  TEST_CASE("replication simulator: a primary cut from its backups, not from etcd, is replaced meanwhile") {
+    // It keeps renewing its lease until it steps down for want of a quorum;
+    // then it must neither keep the lease nor win the next view alone: the
+    // two that can talk elect one of them and publish during the cut.
+    for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+      SimOptions options;
+      options.seed = seed;
+      options.isolate_primary_ms = 1000;
+      options.fault_ms = 1500;
+      const SimReport report = run_simulation(options);
+      CHECK_MESSAGE(report.ok, report.failure);
+      CHECK_MESSAGE(report.acknowledged_while_isolated > 0, "seed ", seed, ": ", report.summary());
+    }
+  }
+
   TEST_CASE("replication simulator: each rule disabled, the checks find the loss") {
     using replication::Weakening;
     struct Case {

@@ -46,7 +46,10 @@ using Us = std::uint64_t;  // simulated microseconds
 
 constexpr Us kTickUs = 1000;
 constexpr Us kCoordinatorTimeoutUs = 5000;
-constexpr Us kLeaseTtlUs = 40'000;
+// Longer than a replica's election timeout plus its candidacy, as etcd's
+// (1.5-2 s at its floor) is against a real replica's: a lease a stepped-down
+// primary leaves behind outlives its candidacy.
+constexpr Us kLeaseTtlUs = 200'000;
 constexpr Us kQuiesceUs = 500'000;
 
 struct Violation : std::runtime_error {
@@ -198,7 +201,11 @@ class Simulation {
       start(node);
     }
     schedule(between(1000, 3000), [this] { propose(); });
-    schedule(between(30'000, 80'000), [this] { inject_fault(); });
+    if (options_.isolate_primary_ms > 0) {
+      schedule(300'000, [this] { isolate_primary(); });
+    } else {
+      schedule(between(30'000, 80'000), [this] { inject_fault(); });
+    }
   }
 
   // --- A replica's life ----------------------------------------------------
@@ -219,6 +226,7 @@ class Simulation {
     note(fmt::format("r{} starts: {} batches{}{}", node.id, recovered->log.entries.size(),
                      recovered->log.suspect ? ", suspect" : "", recovered->log.wiped ? ", wiped" : ""));
     Output out;
+    node.options.incarnation = rng_();
     node.core = std::make_unique<ReplicaCore>(node.options, std::move(recovered->log), out);
     process(node, out);
     const std::uint64_t life = node.life;
@@ -333,7 +341,10 @@ class Simulation {
     if (cut_[message.from][message.to] || (faults_on() && chance(50))) return;
     const int copies = faults_on() && chance(50) ? 2 : 1;
     for (int copy = 0; copy < copies; ++copy) {
-      schedule(now_ + between(100, 1500), [this, message] { deliver(message); });
+      // One in a hundred is held long (a retransmit after a stall): it may
+      // reach a replica that restarted, or a later view, since it was sent.
+      const Us delay = faults_on() && chance(100) ? between(5'000, 200'000) : between(100, 1500);
+      schedule(now_ + delay, [this, message] { deliver(message); });
     }
   }
 
@@ -365,6 +376,7 @@ class Simulation {
         }
       }
       if (!answer.reached) answer.succeeded = false;
+      if (call.op == CoordinatorOp::resign) return;  // not answered
       schedule(answer_at, [this, caller, life, answer] { answer_call(caller, life, answer); });
     });
   }
@@ -415,6 +427,9 @@ class Simulation {
           answer.succeeded = true;
         }
         break;
+      case CoordinatorOp::resign:
+        if (reg.primary == caller) lease_expires_at_ = std::min(lease_expires_at_, now_);
+        break;
     }
     answer.reg = reg;
   }
@@ -461,6 +476,7 @@ class Simulation {
       if (proposal != proposals_.end() && proposal->second.at == node.id &&
           proposal->second.view == core.lead() && acknowledged_.insert(entry.payload).second) {
         ++report_.acknowledged;
+        if (isolated_ && node.id != *isolated_) ++report_.acknowledged_while_isolated;
       }
     }
     node.published_through = std::max(node.published_through, through);
@@ -569,7 +585,7 @@ class Simulation {
         Node* node = pick_up(!chance(4));
         if (node) {
           ++report_.pauses;
-          node->paused_until = now_ + between(10'000, 150'000);
+          node->paused_until = now_ + between(10'000, 400'000);
           note(fmt::format("r{} stopped until {}", node->id, node->paused_until));
         }
         break;
@@ -587,6 +603,19 @@ class Simulation {
     schedule(now_ + between(10'000, 60'000), [this] { inject_fault(); });
   }
 
+  void isolate_primary() {
+    Node* primary = pick_up(true);
+    if (primary == nullptr || primary->core->role() != Role::primary) fail("no primary to isolate at 300 ms");
+    isolated_ = primary->id;
+    isolated_until_ = now_ + options_.isolate_primary_ms * 1000;
+    for (ReplicaId b = 0; b < n(); ++b) cut_[*isolated_][b] = cut_[b][*isolated_] = (b != *isolated_);
+    note(fmt::format("r{} (the primary) cut from the replicas, not from etcd", *isolated_));
+    schedule(isolated_until_, [this] {
+      heal_links();
+      isolated_.reset();
+    });
+  }
+
   void heal_links() {
     for (auto& row : cut_) std::fill(row.begin(), row.end(), false);
     std::fill(etcd_cut_.begin(), etcd_cut_.end(), false);
@@ -597,7 +626,7 @@ class Simulation {
     if (!node.wiped) return;
     if (!SimDisk::initialize(*node.fs, true)) fail("cannot rebuild a directory");
     node.wiped = false;
-    if (node.up) node.core->rebuilt();
+    if (node.up && node.core->role() == Role::wiped) node.core->rebuilt();
     note(fmt::format("r{} rebuilt by the operator", node.id));
   }
 
@@ -738,6 +767,8 @@ class Simulation {
   Us lease_expires_at_ = 0;
 
   bool proposing_ = true;
+  std::optional<ReplicaId> isolated_;
+  Us isolated_until_ = 0;
   std::map<std::string, Proposal> proposals_;
   std::set<std::string> proposed_after_heal_;
   std::set<std::string> acknowledged_;

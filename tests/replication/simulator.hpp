@@ -34,6 +34,10 @@ struct SimOptions {
   std::uint64_t fault_ms = 1500;   // faults happen during [0, fault_ms)
   std::uint64_t settle_ms = 1500;  // then none: the cluster must make progress
   std::uint64_t proposal_gap_us_max = 4000;
+  // A scenario instead of random faults: at 300 ms the primary is cut from
+  // every other replica (both ways; etcd still reachable) for this long.
+  // The others must elect a primary and publish meanwhile.
+  std::uint64_t isolate_primary_ms = 0;
   // One rule disabled in every replica (the checks' own test).
   replication::Weakening weakening = replication::Weakening::none;
 };
@@ -53,6 +57,9 @@ struct SimReport {
   std::uint64_t outages = 0;
   std::uint64_t pauses = 0;
   std::uint64_t stale_primaries = 0;  // resumed as primary of a view etcd has moved past
+  // isolate_primary_ms: proposals acknowledged by another primary while the
+  // isolated one was cut off.
+  std::uint64_t acknowledged_while_isolated = 0;
   std::string summary() const;
 };
 
