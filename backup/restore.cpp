@@ -151,6 +151,7 @@ Result<void> write_next_segment(io::FileSystem& fs, const std::string& wal_dir, 
   next.first_sequence = roll.sequence + 1;
   next.segment_bytes = header.header.segment_bytes;
   next.prev_crc = wal::load_u32(segment_bytes.data() + roll.offset + wal::batch_header_offset::crc);
+  next.replicated = header.header.replicated;
   io::AlignedBuffer header_bytes(wal::kSegmentHeaderBytes);  // zeroed
   wal::encode_segment_header(next, std::span(header_bytes.data(), wal::kSegmentHeaderBytes));
   auto writer = FUSEE_TRY(

@@ -431,15 +431,21 @@ int show_summary(Inspection& inspection, bool as_json) {
 int show_batches(Inspection& inspection, const InspectOptions& options) {
   if (!inspection.offline.plan_made) return fail_view(inspection, "batches");
   json::array batches;
-  Table table({{"segment", Table::Align::right},
-               {"offset", Table::Align::right},
-               {"sequence", Table::Align::right},
-               {"bytes", Table::Align::right},
-               {"kind"},
-               {"acked", Table::Align::right},
-               {"life"},
-               {"sections", Table::Align::right},
-               {"records", Table::Align::right}});
+  // A replicated log's batches each carry the view that sealed them.
+  const bool replicated = inspection.offline.plan.replicated;
+  std::vector<Table::Column> columns{{"segment", Table::Align::right},
+                                     {"offset", Table::Align::right},
+                                     {"sequence", Table::Align::right},
+                                     {"bytes", Table::Align::right},
+                                     {"kind"}};
+  if (replicated) columns.push_back({"view", Table::Align::right});
+  for (Table::Column column : std::initializer_list<Table::Column>{{"acked", Table::Align::right},
+                                                                   {"life"},
+                                                                   {"sections", Table::Align::right},
+                                                                   {"records", Table::Align::right}}) {
+    columns.push_back(column);
+  }
+  Table table(std::move(columns));
   for (const auto& batch : inspection.offline.plan.batches) {
     if (options.segment && batch.segment != *options.segment) continue;
     const char* kind = (batch.flags & wal::kBatchFlagRoll)    ? "roll"
@@ -454,10 +460,15 @@ int show_batches(Inspection& inspection, const InspectOptions& options) {
                                    {"life", fmt::format("{:016x}", batch.life)},
                                    {"sections", batch.section_count},
                                    {"records", batch.records}});
-    table.add({std::to_string(batch.segment), std::to_string(batch.offset), std::to_string(batch.sequence),
-               std::to_string(batch.total_length), kind, std::to_string(batch.acked),
-               fmt::format("{:016x}", batch.life), std::to_string(batch.section_count),
-               std::to_string(batch.records)});
+    if (replicated) batches.back().as_object()["view"] = batch.view;
+    std::vector<std::string> row{std::to_string(batch.segment), std::to_string(batch.offset),
+                                 std::to_string(batch.sequence), std::to_string(batch.total_length), kind};
+    if (replicated) row.push_back(std::to_string(batch.view));
+    for (std::string cell : {std::to_string(batch.acked), fmt::format("{:016x}", batch.life),
+                             std::to_string(batch.section_count), std::to_string(batch.records)}) {
+      row.push_back(std::move(cell));
+    }
+    table.add(std::move(row));
   }
   if (options.json) {
     print_json(json::object{{"batches", std::move(batches)}, {"refusal", inspection.opens()

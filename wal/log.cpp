@@ -66,11 +66,17 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
 
   auto plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base, options.list_batches));
   if (plan.fresh) {
-    FUSEE_TRY_VOID(create_empty_log(fs, options.dir, 1, 0, options.segment_bytes, options.direct_io, options.random()));
+    FUSEE_TRY_VOID(create_empty_log(fs, options.dir, 1, 0, options.segment_bytes, options.direct_io, options.random(),
+                                    options.view != 0));
     plan = FUSEE_TRY(plan_recovery(fs, wal_dir, options.shard_count, options.base, options.list_batches));
   }
   if (plan_out != nullptr) *plan_out = plan;
   if (plan.refused) return make_error_code(errc::recovery_refused);
+  if (plan.replicated != (options.view != 0)) {
+    options.warn(fmt::format("{} holds a {} log; it cannot be opened as a {} one", wal_dir,
+                             plan.replicated ? "replicated" : "local", plan.replicated ? "local" : "replicated"));
+    return make_error_code(errc::invalid_argument);
+  }
   FUSEE_TRY_VOID(apply_recovery(fs, plan));
 
   std::unique_ptr<Log> log(new Log(fs, std::move(options), std::move(plan)));
@@ -524,6 +530,10 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
   header.flags = flags;
   header.acked = acked;
   header.life = life_;
+  if (options_.view != 0) {
+    header.flags |= kBatchFlagView;
+    header.view = options_.view;
+  }
   header.section_count = static_cast<std::uint32_t>(batch.sections.size());
   encode_batch_header(header, buffer.span());
   last_crc_ = seal_batch(segment_.salt, std::span<std::byte>(buffer.data(), total), header.body_length);
@@ -556,6 +566,10 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   header.prev_crc = last_crc_;
   header.flags = kBatchFlagRoll;
   header.life = life_;
+  if (options_.view != 0) {
+    header.flags |= kBatchFlagView;
+    header.view = options_.view;
+  }
   {
     std::lock_guard lock(mu_);
     header.acked = published_sequence_;
@@ -580,7 +594,8 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   // how fast this one filled: doubled from the next one's while it filled
   // fast. So sizes follow the load one segment late.
   auto following_bytes = next_segment_bytes(next.size_bytes > 0 ? next.size_bytes : segment_.size_bytes);
-  SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc};
+  SegmentHeader next_header{next.number, next.salt, header.sequence + 1, next.size_bytes, marker_crc,
+                            options_.view != 0};
   bool direct = false;
   if (next.size_bytes > 0) {
     // Prepared: full size, durable. Its header, written durably, makes it

@@ -62,6 +62,11 @@ struct LogOptions {
   std::string dir;                 // the data directory; the log lives in <dir>/wal
   std::uint32_t shard_count = 1;
   std::uint64_t segment_bytes = kSegmentBytesDefault;
+  // 0: a local log. From 1: a replicated log's primary in this view
+  // (docs/replication.md): every batch carries the view and new segments are
+  // a replicated log's. A directory holds one kind of log: opening it as the
+  // other is refused (errc::invalid_argument).
+  std::uint64_t view = 0;
   // O_DIRECT writes carrying RWF_DSYNC (Linux default). false, or a file
   // system that refuses O_DIRECT: buffered writes plus fdatasync.
   bool direct_io = true;

@@ -68,7 +68,7 @@ void encode_segment_header(const SegmentHeader& header, std::span<std::byte> blo
   std::memset(block.data(), 0, kSegmentHeaderBytes);
   namespace off = segment_header_offset;
   std::memcpy(block.data() + off::magic, kSegmentMagic.data(), kSegmentMagic.size());
-  store_u32(block.data() + off::format_version, kFormatVersion);
+  store_u32(block.data() + off::format_version, header.replicated ? kFormatVersionReplicated : kFormatVersion);
   store_u64(block.data() + off::segment_number, header.segment_number);
   store_u64(block.data() + off::salt, header.salt);
   store_u64(block.data() + off::first_sequence, header.first_sequence);
@@ -90,7 +90,8 @@ DecodedSegmentHeader decode_segment_header(std::span<const std::byte> block) {
   namespace off = segment_header_offset;
   if (std::memcmp(block.data() + off::magic, kSegmentMagic.data(), kSegmentMagic.size()) != 0)
     return decoded;
-  if (load_u32(block.data() + off::format_version) != kFormatVersion) return decoded;
+  const std::uint32_t version = load_u32(block.data() + off::format_version);
+  if (version != kFormatVersion && version != kFormatVersionReplicated) return decoded;
   std::array<std::byte, kSegmentHeaderUsedBytes> copy;
   std::memcpy(copy.data(), block.data(), copy.size());
   store_u32(copy.data() + off::header_crc, 0);
@@ -104,6 +105,7 @@ DecodedSegmentHeader decode_segment_header(std::span<const std::byte> block) {
   decoded.header.first_sequence = load_u64(block.data() + off::first_sequence);
   decoded.header.segment_bytes = load_u64(block.data() + off::segment_bytes);
   decoded.header.prev_crc = load_u32(block.data() + off::prev_crc);
+  decoded.header.replicated = version == kFormatVersionReplicated;
   decoded.status = SegmentHeaderStatus::valid;
   return decoded;
 }
@@ -125,6 +127,8 @@ void encode_batch_header(const BatchHeader& header, std::span<std::byte> out) {
   store_u64(out.data() + off::acked, header.acked);
   store_u64(out.data() + off::life, header.life);
   store_u32(out.data() + off::section_count, header.section_count);
+  FUSEE_ASSERT(((header.flags & kBatchFlagView) != 0) == (header.view != 0), "a view with its flag, and only then");
+  store_u64(out.data() + off::view, header.view);
 }
 
 std::optional<BatchHeader> decode_batch_header(std::span<const std::byte> in) {
@@ -141,6 +145,10 @@ std::optional<BatchHeader> decode_batch_header(std::span<const std::byte> in) {
   header.acked = load_u64(in.data() + off::acked);
   header.life = load_u64(in.data() + off::life);
   header.section_count = load_u32(in.data() + off::section_count);
+  if (header.flags & kBatchFlagView) {
+    header.view = load_u64(in.data() + off::view);
+    if (header.view == 0) return std::nullopt;  // views start at 1
+  }
   if (header.total_length == 0 || header.total_length % kBlockBytes != 0) return std::nullopt;
   if (header.total_length > kBatchBytesMax) return std::nullopt;
   if (std::uint64_t(header.body_length) + kBatchHeaderBytes > header.total_length) return std::nullopt;

@@ -26,6 +26,11 @@ using ShardId = std::uint32_t;
 using Lsn = std::uint64_t;  // per-shard log sequence number; the first record is 1
 
 inline constexpr std::uint32_t kFormatVersion = 1;
+// The segments of a replicated log (docs/replication.md): the same format,
+// with every batch carrying the view of the primary that sealed it. A
+// version of its own, so that a reader that knows only local logs refuses
+// such a segment rather than take its batches for torn ones.
+inline constexpr std::uint32_t kFormatVersionReplicated = 2;
 // Batches occupy whole blocks so an O_DIRECT write never shares a block with
 // the next batch: a torn write can only damage its own batch.
 inline constexpr std::size_t kBlockBytes = 4096;
@@ -46,7 +51,10 @@ inline constexpr std::uint32_t kBatchMagic = 0x31425346;  // "FSB1" read little-
 inline constexpr std::uint32_t kBatchFlagRoll = 1u << 0;
 // Written by a clean close: proves every earlier batch was acknowledged.
 inline constexpr std::uint32_t kBatchFlagClose = 1u << 1;
-inline constexpr std::uint32_t kBatchFlagsKnown = kBatchFlagRoll | kBatchFlagClose;
+// The batch carries a view (bytes 52..60): set on every batch of a
+// replicated log's segments, on none of a local log's.
+inline constexpr std::uint32_t kBatchFlagView = 1u << 2;
+inline constexpr std::uint32_t kBatchFlagsKnown = kBatchFlagRoll | kBatchFlagClose | kBatchFlagView;
 
 // Offsets inside the segment header block.
 namespace segment_header_offset {
@@ -74,9 +82,10 @@ inline constexpr std::size_t flags = 28;         // u32
 inline constexpr std::size_t acked = 32;         // u64, highest sequence acknowledged at submission
 inline constexpr std::size_t life = 40;          // u64, drawn at each open of the log
 inline constexpr std::size_t section_count = 48; // u32
-inline constexpr std::size_t reserved = 52;      // 12 bytes of zero
+inline constexpr std::size_t view = 52;          // u64, with kBatchFlagView; zero without
+inline constexpr std::size_t reserved = 60;      // 4 bytes of zero
 }  // namespace batch_header_offset
-static_assert(batch_header_offset::reserved + 12 == kBatchHeaderBytes);
+static_assert(batch_header_offset::reserved + 4 == kBatchHeaderBytes);
 
 namespace section_header_offset {
 inline constexpr std::size_t shard = 0;          // u32
@@ -93,6 +102,7 @@ struct SegmentHeader {
   std::uint64_t first_sequence = 0;
   std::uint64_t segment_bytes = 0;
   std::uint32_t prev_crc = 0;
+  bool replicated = false;  // written as kFormatVersionReplicated
   friend bool operator==(const SegmentHeader&, const SegmentHeader&) = default;
 };
 
@@ -106,6 +116,7 @@ struct BatchHeader {
   std::uint64_t acked = 0;
   std::uint64_t life = 0;
   std::uint32_t section_count = 0;
+  std::uint64_t view = 0;  // with kBatchFlagView: the sealing primary's view, >= 1
   friend bool operator==(const BatchHeader&, const BatchHeader&) = default;
 };
 

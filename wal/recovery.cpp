@@ -157,6 +157,21 @@ class Planner {
                          plan_.wal_dir));
       return ok();
     }
+    // One directory holds one kind of log: a segment of the other kind is
+    // not a torn write but a mix-up (a replica's files copied into a local
+    // directory, or the reverse).
+    const SegmentSummary* local = nullptr;
+    const SegmentSummary* replicated = nullptr;
+    for (const auto& segment : plan_.segments) {
+      if (segment.header_status != SegmentHeaderStatus::valid) continue;
+      (segment.header.replicated ? replicated : local) = &segment;
+    }
+    if (local != nullptr && replicated != nullptr) {
+      refuse(fmt::format("{} holds segments of a local log ({}) and of a replicated one ({})", plan_.wal_dir,
+                         local->path, replicated->path));
+      return ok();
+    }
+    plan_.replicated = replicated != nullptr;
     for (std::size_t i = 1; i < plan_.segments.size(); ++i) {
       if (plan_.segments[i].number != plan_.segments[i - 1].number + 1) {
         refuse(fmt::format("segment {} is missing: {} is followed by {}", plan_.segments[i - 1].number + 1,
@@ -297,6 +312,11 @@ class Planner {
     const auto& header = probe.header;
     // (Formatted only for a refusal: it is not free, and every batch comes here.)
     auto at = [&] { return fmt::format("{} offset {}", segment.path, offset); };
+    if (((header.flags & kBatchFlagView) != 0) != segment.header.replicated) {
+      refuse(fmt::format("batch sequence {} at {} {} a view, but its segment is a {} log's", header.sequence, at(),
+                         segment.header.replicated ? "carries no" : "carries", segment.header.replicated ? "replicated" : "local"));
+      return false;
+    }
     auto& sections = sections_;  // reused from batch to batch
     auto body = probe.bytes.subspan(kBatchHeaderBytes, header.body_length);
     if (auto error = decode_body(body, header.section_count, sections)) {
@@ -334,7 +354,7 @@ class Planner {
       std::uint64_t records = 0;
       for (const auto& section : sections) records += section.header.record_count;
       plan_.batches.push_back({segment.number, offset, header.sequence, header.total_length, header.flags,
-                               header.acked, header.life, header.section_count, records});
+                               header.acked, header.life, header.section_count, records, header.view});
     }
     plan_.last_sequence = header.sequence;
     plan_.last_crc = header.crc;

@@ -56,6 +56,7 @@ struct BatchSummary {
   std::uint64_t life = 0;
   std::uint32_t section_count = 0;
   std::uint64_t records = 0;
+  std::uint64_t view = 0;  // a replicated log's: the view that sealed it
 };
 
 struct ShardRange {
@@ -66,6 +67,7 @@ struct ShardRange {
 struct RecoveryPlan {
   std::string wal_dir;
   bool fresh = false;  // no log yet: open creates one
+  bool replicated = false;  // its segments are a replicated log's (kFormatVersionReplicated)
 
   std::vector<SegmentSummary> segments;  // every segment file found, by number
 

@@ -128,10 +128,11 @@ Result<std::unique_ptr<io::File>> create_segment_unzeroed(io::FileSystem& fs, co
 }
 
 Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir, std::uint64_t first_sequence,
-                              std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt) {
+                              std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt,
+                              bool replicated) {
   auto staging_dir = io::join_path(parent_dir, "wal.new");
   FUSEE_TRY_VOID(fs.create_dir(staging_dir));
-  SegmentHeader header{1, salt, first_sequence, segment_bytes, prev_crc};
+  SegmentHeader header{1, salt, first_sequence, segment_bytes, prev_crc, replicated};
   bool direct_out = false;
   FUSEE_TRY_VOID(create_segment(fs, staging_dir, header, direct, &direct_out));
   FUSEE_TRY_VOID(fs.rename(staging_dir, io::join_path(parent_dir, "wal")));

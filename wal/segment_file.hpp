@@ -80,9 +80,11 @@ Result<std::unique_ptr<io::File>> write_segment_header(io::FileSystem& fs, const
 // as damage, not a torn create. Its chain starts at `first_sequence` after
 // `prev_crc`: 1 and 0 for a new data directory; past 1 for a reshard's new
 // layout, which reads as a log whose earlier segments were all retired
-// under checkpoints (engine/reshard.hpp).
+// under checkpoints (engine/reshard.hpp). `replicated`: a replicated log's
+// segment (kFormatVersionReplicated).
 Result<void> create_empty_log(io::FileSystem& fs, const std::string& parent_dir, std::uint64_t first_sequence,
-                              std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt);
+                              std::uint32_t prev_crc, std::uint64_t segment_bytes, bool direct, std::uint64_t salt,
+                              bool replicated = false);
 
 // Opens an existing segment for writing (direct when asked and allowed).
 Result<std::unique_ptr<io::File>> open_segment_for_write(io::FileSystem& fs, const std::string& path,
