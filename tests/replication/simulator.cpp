@@ -626,7 +626,9 @@ class Simulation {
     if (!node.wiped) return;
     if (!SimDisk::initialize(*node.fs, true)) fail("cannot rebuild a directory");
     node.wiped = false;
-    if (node.up && node.core->role() == Role::wiped) node.core->rebuilt();
+    // (Booting: its read of etcd is not answered yet. Under the wiped_votes
+    // weakening it came back as a backup and is left so.)
+    if (node.up && (node.core->role() == Role::wiped || node.core->role() == Role::booting)) node.core->rebuilt();
     note(fmt::format("r{} rebuilt by the operator", node.id));
   }
 
