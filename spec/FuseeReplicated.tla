@@ -127,16 +127,43 @@ Vouches(m) == ~m.suspect
 LastView(s) == IF s = <<>> THEN 0 ELSE Last(s)
 Better(s, t) == \/ LastView(s) > LastView(t)
                 \/ LastView(s) = LastView(t) /\ Len(s) >= Len(t)
-\* A replica's log cut by the view history: a batch sealed in view w at
-\* sequence i is not in the log if a later view w2 started at or before i.
-Survives(s, i) == \A w2 \in Views : (w2 > s[i] /\ eStart[w2] > 0) => i < eStart[w2]
+\* A replica's log cut by a view history st (view -> start, 0: none): a
+\* batch sealed in view w at sequence i is not in the log if a later view
+\* w2 started at or before i.
+SurvivesBy(s, i, st) == \A w2 \in Views : (w2 > s[i] /\ st[w2] > 0) => i < st[w2]
 \* The chain ends at the first batch cut: everything after it goes too.
-TruncByHistory(s) ==
-  LET cut == {i \in 1..Len(s) : ~Survives(s, i)}
+TruncBy(s, st) ==
+  LET cut == {i \in 1..Len(s) : ~SurvivesBy(s, i, st)}
   IN IF cut = {} THEN s ELSE SubSeq(s, 1, (CHOOSE c \in cut : \A d \in cut : c <= d) - 1)
+\* Cut by the whole history etcd holds.
+Survives(s, i) == SurvivesBy(s, i, eStart)
+TruncByHistory(s) == TruncBy(s, eStart)
 
 \* What a replica's seal answer holds: its log cut by the history.
 SealCut(s) == TruncByHistory(s)
+
+(* The rules FuseeReplicatedCode.tla replaces with the code's own (its     *)
+(* configurations check them; docs/spec.md).                               *)
+
+\* Whether backup r may take primary p's batches: in the view it promised,
+\* or, not promised yet, once etcd shows p's view normal.
+JoinOK(p, r) == \/ promised[r] = lead[p]
+                \/ promised[r] < lead[p] /\ eView = lead[p] /\ eState = "normal"
+\* The histories (view -> start) a backup may cut its log by before it
+\* takes p's batch: the one etcd holds.
+ReplicateStarts(p) == {eStart}
+\* The highest published sequence a backup is told by taking p's batch: the
+\* commit p's message carries.
+ReplicateAcked(p, r) == Max({ackedSeen[r], commit[p]})
+\* Whether a wiped or suspect replica r may be repaired from p: p is the
+\* serving primary of the view etcd shows normal.
+RebuildOK(r, p) == role[p] = "primary" /\ eState = "normal" /\ eView = lead[p]
+\* What a repaired replica was told: p's commit.
+RebuildAcked(p, r) == commit[p]
+\* Whether `fusee replica rebuild` makes a wiped directory the cluster's
+\* again, empty and suspect, to be filled by ordinary replication
+\* (RebuildEmpty); here the rebuild copies the primary's log at once.
+RebuildByReplication == FALSE
 
 -----------------------------------------------------------------------------
 TypeOK ==
@@ -250,11 +277,11 @@ AppendBatch(p) ==
 \* The message carries p's commit. The acknowledgement may arrive late or
 \* never: Publish reads the set of them.
 Replicate(p, r) ==
-  LET cut == TruncByHistory(log[r])
+  \E st \in ReplicateStarts(p) :
+  LET cut == TruncBy(log[r], st)
       next == Append(cut, log[p][Len(cut) + 1])
   IN /\ role[p] = "primary" /\ up[p] /\ up[r] /\ r # p /\ ~wiped[r]
-     /\ \/ promised[r] = lead[p]
-        \/ promised[r] < lead[p] /\ eView = lead[p] /\ eState = "normal"
+     /\ JoinOK(p, r)
      /\ IsPrefix(cut, log[p]) /\ Len(cut) < Len(log[p])
      /\ log' = [log EXCEPT ![r] = next]
      /\ promised' = [promised EXCEPT ![r] = lead[p]]
@@ -264,7 +291,7 @@ Replicate(p, r) ==
                /\ chosen' = [chosen EXCEPT ![r] = FALSE]
                /\ commit' = [commit EXCEPT ![r] = 0]
           ELSE UNCHANGED <<role, lead, chosen, commit>>
-     /\ ackedSeen' = [ackedSeen EXCEPT ![r] = Max({ackedSeen[r], commit[p]})]
+     /\ ackedSeen' = [ackedSeen EXCEPT ![r] = ReplicateAcked(p, r)]
      /\ acks' = acks \cup {[view |-> lead[p], from |-> r, seq |-> Len(next), ev |-> Last(next)]}
      /\ UNCHANGED <<eView, ePrimary, eState, eStart, up, wiped, suspect, seals, published, publishers, faults>>
 
@@ -333,18 +360,31 @@ LoseDisk(r) ==
 Rebuild(r, p) ==
   /\ wiped[r] \/ suspect[r]
   /\ up[r] /\ up[p] /\ r # p
-  /\ role[p] = "primary" /\ eState = "normal" /\ eView = lead[p]
+  /\ RebuildOK(r, p)
   /\ log' = [log EXCEPT ![r] = log[p]]
-  /\ ackedSeen' = [ackedSeen EXCEPT ![r] = commit[p]]
+  /\ ackedSeen' = [ackedSeen EXCEPT ![r] = RebuildAcked(p, r)]
   /\ promised' = [promised EXCEPT ![r] = lead[p]]
   /\ wiped' = [wiped EXCEPT ![r] = FALSE]
   /\ suspect' = [suspect EXCEPT ![r] = FALSE]
   /\ UNCHANGED <<eView, ePrimary, eState, eStart, up, role, lead, chosen, commit, seals, acks, published,
                  publishers, faults>>
 
+\* `fusee replica rebuild` as the code does it (RebuildByReplication): the
+\* wiped directory is made the cluster's again, empty, and counts as
+\* suspect (it may answer a seal, which does not count toward the quorum)
+\* until it holds a primary's whole log: it takes the batches by Replicate,
+\* and Rebuild clears it once it holds them.
+RebuildEmpty(r) ==
+  /\ RebuildByReplication
+  /\ wiped[r] /\ up[r]
+  /\ wiped' = [wiped EXCEPT ![r] = FALSE]
+  /\ suspect' = [suspect EXCEPT ![r] = TRUE]
+  /\ UNCHANGED <<eView, ePrimary, eState, eStart, log, up, promised, role, lead, chosen, commit, ackedSeen,
+                 seals, acks, published, publishers, faults>>
+
 Next ==
   \/ \E r \in Replica : Campaign(r) \/ ChooseEnd(r) \/ PublishStart(r) \/ AppendBatch(r)
-                        \/ Publish(r) \/ Crash(r) \/ Restart(r) \/ LoseDisk(r)
+                        \/ Publish(r) \/ Crash(r) \/ Restart(r) \/ LoseDisk(r) \/ RebuildEmpty(r)
   \/ \E c, r \in Replica : Seal(c, r) \/ Replicate(c, r) \/ Rebuild(r, c)
 
 Spec == Init /\ [][Next]_vars
