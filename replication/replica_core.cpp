@@ -305,6 +305,12 @@ void ReplicaCore::rebuilt() {
   }
 }
 
+void ReplicaCore::accept_loss(Output& out) {
+  if (!suspect_ || repair_in_flight_ || role_ == Role::wiped || role_ == Role::booting) return;
+  repair_in_flight_ = true;
+  write(log_.size(), {}, out, true);
+}
+
 // --- Inputs ----------------------------------------------------------------
 
 void ReplicaCore::tick(Output& out) {

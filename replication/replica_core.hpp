@@ -106,6 +106,15 @@ class ReplicaCore {
   // seals only once it holds a primary's whole log.
   void rebuilt();
 
+  // The operator's last resort (`fusee replica accept-loss`, to come): a
+  // suspect replica vouches again for the log it recovered, once a durable
+  // repair write says so. After a power loss that tore a majority's tails at
+  // once, no quorum vouches and no view can start; the torn batches were in
+  // flight, never acknowledged by the replica that lost them, so accepting
+  // loses nothing published -- unless a synced batch also rotted, which is
+  // what suspicion guards against and what the operator now accepts.
+  void accept_loss(Output& out);
+
   // --- Inspection (the simulator's invariants, status pages).
   Role role() const { return role_; }
   View promised() const { return promised_; }

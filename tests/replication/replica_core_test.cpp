@@ -122,6 +122,28 @@ TEST_SUITE("unit") {
     CHECK_FALSE(replica.core->suspect());
   }
 
+  TEST_CASE("replica core: the operator's accept_loss makes a suspect replica vouch once it is durable") {
+    Harness healthy(1, {{entry(1, 1)}, false, false}, normal_view(1, 0, {{1, 1}}));
+    Output nothing;
+    healthy.core->accept_loss(nothing);
+    CHECK(nothing.writes.empty());
+
+    Harness torn(2, {{entry(1, 1)}, true, false}, normal_view(1, 0, {{1, 1}}));
+    Output out;
+    torn.core->accept_loss(out);
+    REQUIRE(out.writes.size() == 1);
+    CHECK(out.writes[0].repaired);
+    CHECK(out.writes[0].keep_through == 1);
+    CHECK(torn.core->suspect());  // not until the disk forgets the damage
+    Output done;
+    REQUIRE(torn.core->disk_done(out.writes[0].id, true, done));
+    CHECK_FALSE(torn.core->suspect());
+    Output sealed = torn.receive(0, 2, SealRequest{{{1, 1}}});
+    const auto answers = sent<SealReply>(sealed);
+    REQUIRE(answers.size() == 1);
+    CHECK_FALSE(answers[0].second.suspect);
+  }
+
   TEST_CASE("replica core: a replica cut off alone never campaigns (pre-vote)") {
     Harness lonely(1, {}, normal_view(1, 0, {{1, 1}}));
     for (int i = 0; i < 2000; ++i) {

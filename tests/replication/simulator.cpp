@@ -203,6 +203,8 @@ class Simulation {
     schedule(between(1000, 3000), [this] { propose(); });
     if (options_.isolate_primary_ms > 0) {
       schedule(300'000, [this] { isolate_primary(); });
+    } else if (options_.power_loss_at_ms > 0) {
+      schedule(options_.power_loss_at_ms * 1000, [this] { power_loss(); });
     } else {
       schedule(between(30'000, 80'000), [this] { inject_fault(); });
     }
@@ -613,6 +615,43 @@ class Simulation {
     schedule(isolated_until_, [this] {
       heal_links();
       isolated_.reset();
+    });
+  }
+
+  void power_loss() {
+    note("power lost everywhere");
+    for (Node& node : nodes_) {
+      // Every write still in flight tears into garbage (the worst a tear
+      // does: the sim disk reads it as damage). Only in-flight writes: none
+      // of them was acknowledged by this replica.
+      std::vector<Seq> in_flight;
+      for (const DiskWrite& write : node.in_flight) {
+        for (const Entry& entry : write.entries) in_flight.push_back(entry.seq);
+      }
+      crash(node, false);
+      for (Seq seq : in_flight) {
+        auto image = node.fs->contents(kLogPath);
+        if (image && image->size() >= seq * kSlotBytes) {
+          (void)node.fs->corrupt_bit(kLogPath, ((seq - 1) * kSlotBytes + 8) * 8);
+        }
+      }
+      restart_later(node, 5'000, 30'000);
+    }
+    schedule(now_ + 100'000, [this] {
+      for (const Node& node : nodes_) report_.suspect_after_power_loss += node.up && node.core->suspect() ? 1 : 0;
+    });
+    schedule(now_ + 300'000, [this] {
+      std::uint32_t vouching = 0;
+      for (const Node& node : nodes_) vouching += node.up && !node.core->suspect() ? 1 : 0;
+      if (vouching >= n() / 2 + 1) return;
+      report_.loss_accepted = true;
+      for (Node& node : nodes_) {
+        if (!node.up || !node.core->suspect()) continue;
+        note(fmt::format("the operator accepts the loss on r{}", node.id));
+        Output out;
+        node.core->accept_loss(out);
+        process(node, out);
+      }
     });
   }
 

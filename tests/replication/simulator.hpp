@@ -38,6 +38,11 @@ struct SimOptions {
   // every other replica (both ways; etcd still reachable) for this long.
   // The others must elect a primary and publish meanwhile.
   std::uint64_t isolate_primary_ms = 0;
+  // A scenario instead of random faults: at this time every replica loses
+  // power at once (writes in flight torn). When too few replicas vouch to
+  // start a view, the operator accepts the loss on the suspect ones 300 ms
+  // later; the cluster must serve again, losing nothing acknowledged.
+  std::uint64_t power_loss_at_ms = 0;
   // One rule disabled in every replica (the checks' own test).
   replication::Weakening weakening = replication::Weakening::none;
 };
@@ -60,6 +65,10 @@ struct SimReport {
   // isolate_primary_ms: proposals acknowledged by another primary while the
   // isolated one was cut off.
   std::uint64_t acknowledged_while_isolated = 0;
+  // power_loss_at_ms: replicas suspect after it, and whether the operator
+  // had to accept the loss.
+  std::uint64_t suspect_after_power_loss = 0;
+  bool loss_accepted = false;
   std::string summary() const;
 };
 
