@@ -19,7 +19,7 @@ const char* role_name(Role role) {
 }
 
 ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output& out)
-    : options_(options), election_ticks_(options.election_ticks) {
+    : options_(options) {
   FUSEE_ASSERT(options_.self < options_.replica_count, "replica id out of range");
   wiped_on_disk_ = recovered.wiped;
   suspect_ = recovered.suspect;
@@ -37,10 +37,7 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
 }
 
 Seq ReplicaCore::surviving_end() const {
-  std::vector<View> views;
-  views.reserve(log_.size());
-  for (const Entry& entry : log_) views.push_back(entry.view);
-  return surviving_length(views, starts_);
+  return surviving_length(log_.size(), [&](std::uint64_t i) { return log_[i].view; }, starts_);
 }
 
 std::uint64_t ReplicaCore::call(CoordinatorOp op, View view, Seq start, Output& out) {
@@ -321,7 +318,7 @@ void ReplicaCore::tick(Output& out) {
     case Role::wiped:
       return;
     case Role::backup:
-      if (!campaign_call_ && ticks_ - heard_at_ >= election_ticks_) {
+      if (!campaign_call_ && ticks_ - heard_at_ >= options_.election_ticks) {
         reset_election_timer();
         probe(out);
       }
@@ -552,7 +549,7 @@ void ReplicaCore::on_probe_request(const Message& message, Output& out) {
 
 void ReplicaCore::on_probe_reply(const Message& message, const ProbeReply& reply, Output& out) {
   if (role_ != Role::backup || !probe_view_ || message.view != *probe_view_ || campaign_call_) return;
-  if (ticks_ - probe_at_ >= election_ticks_) {  // a round left open too long
+  if (ticks_ - probe_at_ >= options_.election_ticks) {  // a round left open too long
     probe_view_.reset();
     return;
   }

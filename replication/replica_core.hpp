@@ -198,7 +198,6 @@ class ReplicaCore {
   std::uint64_t ticks_ = 0;
   std::uint64_t heard_at_ = 0;          // the election timer's start
   std::uint64_t primary_heard_at_ = 0;  // the last tick a primary (or candidate) was heard
-  std::uint32_t election_ticks_;
 
   // Coordinator calls awaiting an answer, by id.
   std::uint64_t next_call_id_ = 1;

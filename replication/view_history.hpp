@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <map>
-#include <span>
 
 namespace fusee::replication {
 
@@ -28,8 +27,18 @@ void merge_starts(ViewStarts& into, const ViewStarts& from);
 // messages: no start of a later view exists while it is primary and normal.
 ViewStarts starts_through(const ViewStarts& starts, View view);
 
-// How many leading batches of a log survive the history. `views[i]` is the
-// view of the batch at sequence i + 1.
-std::uint64_t surviving_length(std::span<const View> views, const ViewStarts& starts);
+// How many leading batches of a log of `length` batches survive the history.
+// `view_at(i)` is the view of the batch at sequence i + 1 (a callable, so a
+// log is read where it lies, without a copy of its views).
+template <typename ViewAt>
+std::uint64_t surviving_length(std::uint64_t length, ViewAt&& view_at, const ViewStarts& starts) {
+  for (std::uint64_t i = 0; i < length; ++i) {
+    const Seq seq = i + 1;
+    for (auto later = starts.upper_bound(view_at(i)); later != starts.end(); ++later) {
+      if (later->second <= seq) return i;
+    }
+  }
+  return length;
+}
 
 }  // namespace fusee::replication

@@ -108,6 +108,12 @@ Log::Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan)
   last_crc_ = plan_.last_crc;
 }
 
+void Log::stamp_view(BatchHeader& header) const {
+  if (options_.view == 0) return;
+  header.flags |= kBatchFlagView;
+  header.view = options_.view;
+}
+
 Result<void> Log::start_writing() {
   auto it = std::find_if(plan_.segments.begin(), plan_.segments.end(),
                          [&](const auto& s) { return s.number == plan_.write_segment; });
@@ -530,10 +536,7 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
   header.flags = flags;
   header.acked = acked;
   header.life = life_;
-  if (options_.view != 0) {
-    header.flags |= kBatchFlagView;
-    header.view = options_.view;
-  }
+  stamp_view(header);
   header.section_count = static_cast<std::uint32_t>(batch.sections.size());
   encode_batch_header(header, buffer.span());
   last_crc_ = seal_batch(segment_.salt, std::span<std::byte>(buffer.data(), total), header.body_length);
@@ -566,10 +569,7 @@ Result<void> Log::roll_segment(std::uint64_t batch_bytes) {
   header.prev_crc = last_crc_;
   header.flags = kBatchFlagRoll;
   header.life = life_;
-  if (options_.view != 0) {
-    header.flags |= kBatchFlagView;
-    header.view = options_.view;
-  }
+  stamp_view(header);
   {
     std::lock_guard lock(mu_);
     header.acked = published_sequence_;

@@ -298,6 +298,8 @@ class Log {
 
  private:
   Log(io::FileSystem& fs, LogOptions options, RecoveryPlan plan);
+  // A replicated log's primary marks each batch it seals with its view.
+  void stamp_view(BatchHeader& header) const;
 
   // A batch on its way to disk; publication follows sequence order.
   struct Write {

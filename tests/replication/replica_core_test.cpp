@@ -67,6 +67,23 @@ AppendRequest append(Seq prev_seq, View prev_view, std::vector<Entry> entries, S
   return request;
 }
 
+// Ticks replica 0 until its election timer runs out and it probes, the
+// others granting (they have not heard from a primary either); the campaign
+// call that follows, if it comes within `ticks`.
+std::optional<CoordinatorCall> campaign_after_probes(ReplicaCore& core, int ticks) {
+  std::optional<CoordinatorCall> campaign;
+  for (int i = 0; i < ticks && !campaign; ++i) {
+    Output tick;
+    core.tick(tick);
+    for (const auto& [message, probe] : sent<ProbeRequest>(tick)) {
+      Output granted;
+      core.receive({message.to, 0, message.view, ProbeReply{true}}, granted);
+      if (!campaign) campaign = call_of(granted, CoordinatorOp::campaign);
+    }
+  }
+  return campaign;
+}
+
 // A candidate of view 1 (replica 0, empty log) that has sent its seals.
 std::unique_ptr<ReplicaCore> candidate(Output& out) {
   ReplicaOptions options;
@@ -75,17 +92,7 @@ std::unique_ptr<ReplicaCore> candidate(Output& out) {
   Output boot;
   auto core = std::make_unique<ReplicaCore>(options, RecoveredLog{}, boot);
   core->coordinator_answer({call_of(boot, CoordinatorOp::read)->id, true, true, Register{}}, out);
-  std::optional<CoordinatorCall> campaign;
-  for (int i = 0; i < 1000 && !campaign; ++i) {
-    Output tick;
-    core->tick(tick);
-    for (const auto& [message, probe] : sent<ProbeRequest>(tick)) {
-      // The others have not heard from a primary either: they grant.
-      Output granted;
-      core->receive({message.to, 0, message.view, ProbeReply{true}}, granted);
-      if (!campaign) campaign = call_of(granted, CoordinatorOp::campaign);
-    }
-  }
+  const auto campaign = campaign_after_probes(*core, 1000);
   REQUIRE(campaign);
   CHECK(campaign->view == 1);
   core->coordinator_answer({campaign->id, true, true, Register{1, 0, false, {}}}, out);
@@ -177,16 +184,7 @@ TEST_SUITE("unit") {
     REQUIRE(keepalive);
     // The candidacy gives up (no seal answers), and the replica resigns its
     // lease and campaigns again, winning view 2.
-    std::optional<CoordinatorCall> campaign;
-    for (int i = 0; i < 2000 && !campaign; ++i) {
-      Output tick;
-      core->tick(tick);
-      for (const auto& [message, probe] : sent<ProbeRequest>(tick)) {
-        Output granted;
-        core->receive({message.to, 0, message.view, ProbeReply{true}}, granted);
-        if (!campaign) campaign = call_of(granted, CoordinatorOp::campaign);
-      }
-    }
+    const auto campaign = campaign_after_probes(*core, 2000);
     REQUIRE(campaign);
     CHECK(campaign->view == 2);
     Output won;

@@ -47,18 +47,7 @@ void run_seeds(std::uint32_t replicas, std::uint64_t default_seeds) {
     }
     // Every run must have done what it is there for.
     CHECK_MESSAGE(report.acknowledged > 0, "seed ", seed, ": nothing acknowledged");
-    totals.events += report.events;
-    totals.proposals += report.proposals;
-    totals.acknowledged += report.acknowledged;
-    totals.views += report.views;
-    totals.crashes += report.crashes;
-    totals.torn_crashes += report.torn_crashes;
-    totals.damages += report.damages;
-    totals.disk_losses += report.disk_losses;
-    totals.partitions += report.partitions;
-    totals.outages += report.outages;
-    totals.pauses += report.pauses;
-    totals.stale_primaries += report.stale_primaries;
+    totals += report;
   }
   MESSAGE(fmt::format("{} replicas, seeds {}..{}: {}", replicas, first, first + count - 1, totals.summary()));
   if (count >= 20) {

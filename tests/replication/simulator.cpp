@@ -32,6 +32,22 @@ using replication::Role;
 using replication::Seq;
 using replication::View;
 
+SimReport& SimReport::operator+=(const SimReport& other) {
+  events += other.events;
+  proposals += other.proposals;
+  acknowledged += other.acknowledged;
+  views += other.views;
+  crashes += other.crashes;
+  torn_crashes += other.torn_crashes;
+  damages += other.damages;
+  disk_losses += other.disk_losses;
+  partitions += other.partitions;
+  outages += other.outages;
+  pauses += other.pauses;
+  stale_primaries += other.stale_primaries;
+  return *this;
+}
+
 std::string SimReport::summary() const {
   return fmt::format(
       "{} events, {} proposals, {} acknowledged, {} views, {} crashes ({} torn), {} damaged, "
@@ -738,9 +754,8 @@ class Simulation {
           continue;
         }
         const auto& log = node.core->log();
-        std::vector<View> views;
-        for (const Entry& entry : log) views.push_back(entry.view);
-        const Seq cut = replication::surviving_length(views, coordinator_.starts);
+        const Seq cut =
+            replication::surviving_length(log.size(), [&](std::uint64_t i) { return log[i].view; }, coordinator_.starts);
         for (Seq i = 0; i < std::min<Seq>(cut, primary.core->commit()); ++i) {
           if (log[i] != lp[i]) {
             fail(fmt::format("AgreeBelowCommit: r{} differs from primary r{} at {} below its commit {}", node.id,

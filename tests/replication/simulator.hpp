@@ -69,6 +69,8 @@ struct SimReport {
   // had to accept the loss.
   std::uint64_t suspect_after_power_loss = 0;
   bool loss_accepted = false;
+  // Sums the counts of several runs (not ok, failure or the scenarios').
+  SimReport& operator+=(const SimReport& other);
   std::string summary() const;
 };
 

@@ -4,7 +4,6 @@
 #include <array>
 #include <future>
 #include <list>
-#include <mutex>
 #include <thread>
 
 namespace fusee::testing {
