@@ -6,8 +6,10 @@
 
 #include "cli/disk_check.hpp"
 #include "cli/inspect.hpp"
+#include "cli/replica_command.hpp"
 #include "demo/log_demo.hpp"
 #include "demo/order_demo.hpp"
+#include "demo/replicated_log_demo.hpp"
 #include "cli/reshard.hpp"
 #include "cli/restore.hpp"
 #include "cli/backup_status.hpp"
@@ -58,6 +60,15 @@ int main(int argc, char** argv) {
   log_demo_command->add_option("--shards", log_demo.shards, "Shards (one appender thread each)")->capture_default_str()->check(CLI::Range(1, 64));
   log_demo_command->add_option("--seed", log_demo.seed, "Seed for the kill times (0: from the clock)");
   log_demo_command->add_flag("--quiet", log_demo.quiet, "Print only the summary");
+  fusee::cli::ReplicatedLogDemoOptions replicated_demo;
+  log_demo_command->add_flag("--replicated", log_demo.replicated,
+                             "3 replicas and etcd: the primary and backups SIGKILLed, stopped, wiped (docs/replication.md)");
+  log_demo_command->add_option("--primary-kills", replicated_demo.primary_kills, "--replicated: SIGKILLs of the primary")
+      ->capture_default_str()->check(CLI::Range(0, 10000));
+  log_demo_command->add_option("--backup-kills", replicated_demo.backup_kills, "--replicated: SIGKILLs of a backup")
+      ->capture_default_str()->check(CLI::Range(0, 10000));
+  log_demo_command->add_option("--appenders", replicated_demo.appenders, "--replicated: appender threads")
+      ->capture_default_str()->check(CLI::Range(1, 256));
 
   fusee::cli::DiskCheckOptions disk_check;
   auto* disk_check_command = app.add_subcommand(
@@ -164,6 +175,31 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 3600000));
   server_command->add_flag("--buffered", server.buffered, "Buffered writes + fdatasync instead of O_DIRECT");
 
+  fusee::cli::ReplicaCommandOptions replica;
+  auto* replica_command = app.add_subcommand(
+      "replica", "One replica of a replicated log, with etcd deciding the primary (docs/replication.md)");
+  replica_command->require_subcommand(1);
+  auto* replica_init = replica_command->add_subcommand("init", "Make a directory a replica of a cluster");
+  replica_init->add_option("--dir", replica.dir, "The replica's directory")->required();
+  replica_init->add_option("--cluster", replica.cluster, "The cluster's name (its key in etcd)")->capture_default_str();
+  replica_init->add_flag("--rebuild", replica.rebuild,
+                         "Remake a replica whose directory was lost: it counts again once it holds a primary's log");
+  auto* replica_run = replica_command->add_subcommand("run", "Serve one replica until SIGTERM or SIGINT");
+  replica_run->add_option("--dir", replica.dir, "The replica's directory (made by init)")->required();
+  replica_run->add_option("--cluster", replica.cluster, "The cluster's name")->capture_default_str();
+  replica_run->add_option("--id", replica.id, "This replica's index in --replicas (0-based)")->required();
+  replica_run->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
+      ->required()->delimiter(',');
+  replica_run->add_option("--etcd", replica.etcd, "etcd's client address (HOST:PORT)")->capture_default_str();
+  replica_run->add_option("--tick-ms", replica.tick_ms, "The protocol's clock")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  replica_run->add_option("--lease-ttl-s", replica.lease_ttl_s, "The primary's etcd lease")->capture_default_str()
+      ->check(CLI::Range(1, 600));
+  replica_run->add_flag("--quiet", replica.quiet, "Do not log role changes");
+  auto* replica_status = replica_command->add_subcommand("status", "What each replica holds and serves");
+  replica_status->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
+      ->required()->delimiter(',');
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
@@ -182,12 +218,21 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand(demo_command)) return fusee::cli::run_order_demo(demo);
   if (app.got_subcommand(disk_check_command)) return fusee::cli::run_disk_check(disk_check);
+  if (app.got_subcommand(log_demo_command) && log_demo.replicated) {
+    replicated_demo.dir = log_demo.dir;
+    replicated_demo.seed = log_demo.seed;
+    replicated_demo.quiet = log_demo.quiet;
+    return fusee::cli::run_replicated_log_demo(replicated_demo);
+  }
   if (app.got_subcommand(log_demo_command)) return fusee::cli::run_log_demo(log_demo);
   if (app.got_subcommand(reshard_command)) return fusee::cli::run_reshard(reshard);
   if (app.got_subcommand(restore_command)) return fusee::cli::run_restore(restore);
   if (backup_command->got_subcommand(backup_status_command)) return fusee::cli::run_backup_status(backup_status);
   if (backup_command->got_subcommand(backup_verify_command)) return fusee::cli::run_backup_verify(backup_verify);
   if (app.got_subcommand(server_command)) return fusee::cli::run_server(server);
+  if (replica_command->got_subcommand(replica_init)) return fusee::cli::run_replica_init(replica);
+  if (replica_command->got_subcommand(replica_run)) return fusee::cli::run_replica(replica);
+  if (replica_command->got_subcommand(replica_status)) return fusee::cli::run_replica_status(replica);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;
     const std::pair<CLI::App*, InspectView> views[] = {

@@ -17,6 +17,7 @@ struct LogDemoOptions {
   std::uint32_t shards = 4;  // one appender thread per shard
   std::uint64_t seed = 0;    // 0: from the clock
   bool quiet = false;
+  bool replicated = false;  // run demo/replicated_log_demo.hpp instead
 };
 
 // Returns the process exit code: 0 when every check held.

@@ -340,14 +340,18 @@ void ReplicaCore::tick(Output& out) {
       }
       return;
     case Role::primary: {
-      // A primary that cannot renew its lease, or has not heard from a
-      // quorum, steps down so that another can be elected: it could not
-      // publish anyway.
+      // A primary that has not heard from a quorum steps down so that
+      // another can be elected: it could not publish anyway. One that cannot
+      // reach the coordinator goes on serving while a quorum hears it (its
+      // backups grant no pre-vote, so nobody campaigns, and the seal fences
+      // it the moment a later view starts): an etcd outage stops no append.
+      // It steps down when the coordinator answers that its lease or view is
+      // gone (coordinator_answer).
       std::uint32_t heard = 1;
       for (ReplicaId r = 0; r < options_.replica_count; ++r) {
         if (r != options_.self && ticks_ - heard_from_at_[r] < options_.lease_ticks) ++heard;
       }
-      if (ticks_ - lease_confirmed_at_ >= options_.lease_ticks || heard < quorum()) {
+      if (heard < quorum()) {
         become_backup(promised_, out);
         return;
       }

@@ -67,7 +67,8 @@ struct ReplicaOptions {
   std::uint32_t heartbeat_ticks = 5;     // a primary's empty appends, retransmits, keepalives
   std::uint32_t election_ticks = 50;     // silence from a primary before campaigning
   std::uint32_t candidacy_ticks = 100;   // a candidacy that has not become normal gives up
-  std::uint32_t lease_ticks = 30;        // a primary whose keepalives fail this long steps down
+  std::uint32_t lease_ticks = 30;        // a primary not heard by a quorum this long steps down; a candidate
+                                         // whose keepalives fail this long gives up
   std::uint32_t entries_per_append_max = 32;
   // Drawn at random at each start: tells messages sent to an earlier life of
   // this replica from those sent to this one (AppendRequest::to_incarnation).

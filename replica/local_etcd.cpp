@@ -1,0 +1,81 @@
+#include "replica/local_etcd.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "replication/etcd_coordinator.hpp"
+
+extern char** environ;
+
+namespace fusee::replica {
+
+std::uint16_t free_loopback_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+LocalEtcd::LocalEtcd(const std::string& dir) : client_port_(free_loopback_port()) {
+  const std::uint16_t peer_port = free_loopback_port();
+  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
+  std::vector<std::string> args = {"etcd", "--name", "demo", "--data-dir", dir + "/etcd",
+                                   "--listen-client-urls", client, "--advertise-client-urls", client,
+                                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                                   "--initial-cluster", "demo=" + peer,
+                                   "--heartbeat-interval", "10", "--election-timeout", "100",
+                                   "--log-outputs", dir + "/etcd.log", "--logger", "zap"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  if (posix_spawnp(&pid_, "etcd", nullptr, nullptr, argv.data(), environ) != 0) {
+    pid_ = 0;
+    problem_ = "cannot start etcd (Debian's etcd-server; scripts/install-deps installs it)";
+    return;
+  }
+  replication::EtcdOptions options;
+  options.port = client_port_;
+  options.cluster = "probe";
+  options.timeout = std::chrono::milliseconds(500);
+  const auto give_up_at = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up_at) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = 0;
+      problem_ = "etcd exited at start (see " + dir + "/etcd.log)";
+      return;
+    }
+    replication::EtcdCoordinator coordinator(options);
+    if (coordinator.run(0, {1, replication::CoordinatorOp::read, 0, 0}).reached) {
+      ready_ = true;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  problem_ = "etcd did not answer within 20 s";
+}
+
+LocalEtcd::~LocalEtcd() {
+  if (pid_ == 0) return;
+  kill(pid_, SIGCONT);
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+}
+
+void LocalEtcd::pause() {
+  if (pid_ != 0) kill(pid_, SIGSTOP);
+}
+void LocalEtcd::resume() {
+  if (pid_ != 0) kill(pid_, SIGCONT);
+}
+
+}  // namespace fusee::replica

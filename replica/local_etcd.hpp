@@ -1,0 +1,39 @@
+// An etcd of a demo's or a benchmark's own: one member on loopback ports the
+// kernel picked, its data in the directory it is given, tuned so that a lease
+// of one second is honoured (etcd raises any TTL below 1.5 election timeouts to
+// that; its 100 ms election timeout allows 150 ms). Killed with the
+// object. Debian's etcd-server (scripts/install-deps) provides the binary.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace fusee::replica {
+
+std::uint16_t free_loopback_port();
+
+class LocalEtcd {
+ public:
+  // Starts it and waits until it answers; check ready().
+  explicit LocalEtcd(const std::string& dir);
+  ~LocalEtcd();
+  LocalEtcd(const LocalEtcd&) = delete;
+  LocalEtcd& operator=(const LocalEtcd&) = delete;
+
+  bool ready() const { return ready_; }
+  const std::string& problem() const { return problem_; }
+  std::uint16_t client_port() const { return client_port_; }
+
+  void pause();   // SIGSTOP: every call times out
+  void resume();  // SIGCONT
+
+ private:
+  pid_t pid_ = 0;
+  std::uint16_t client_port_ = 0;
+  bool ready_ = false;
+  std::string problem_;
+};
+
+}  // namespace fusee::replica

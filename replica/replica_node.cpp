@@ -1,0 +1,491 @@
+#include "replica/replica_node.hpp"
+
+#include <boost/asio.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "protocol/address.hpp"
+#include "protocol/frame.hpp"
+#include "replica/replica_store.hpp"
+#include "replica/replica_wire.hpp"
+
+namespace fusee::replica {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace replication;
+
+namespace {
+
+// Messages queued for a peer that is not taking them are dropped past this:
+// the protocol retransmits what matters, and a dead peer must not grow the
+// queue without bound.
+constexpr std::size_t kPeerQueueBytesMax = 64u << 20;
+constexpr std::chrono::milliseconds kReconnectDelay{50};
+
+std::vector<std::byte> frame_of(FrameType type, std::uint64_t request_id, std::span<const std::byte> payload) {
+  std::vector<std::byte> out;
+  protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, out);
+  return out;
+}
+
+// A queue of frames written in order to one socket.
+class Writer {
+ public:
+  explicit Writer(tcp::socket& socket) : socket_(socket) {}
+  // Returns false when dropped (over the bound).
+  bool push(std::vector<std::byte> frame, std::size_t bytes_max) {
+    if (queued_bytes_ + frame.size() > bytes_max) return false;
+    queued_bytes_ += frame.size();
+    queue_.push_back(std::move(frame));
+    return true;
+  }
+  template <typename OnError>
+  void pump(std::shared_ptr<void> keep, OnError on_error) {
+    if (writing_ || queue_.empty()) return;
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(queue_.front()),
+                      [this, keep, on_error](boost::system::error_code error, std::size_t) {
+                        writing_ = false;
+                        if (error) {
+                          on_error(error);
+                          return;
+                        }
+                        queued_bytes_ -= queue_.front().size();
+                        queue_.pop_front();
+                        pump(keep, on_error);
+                      });
+  }
+  void clear() {
+    queue_.clear();
+    queued_bytes_ = 0;
+  }
+  bool empty() const { return queue_.empty(); }
+
+ private:
+  tcp::socket& socket_;
+  std::deque<std::vector<std::byte>> queue_;
+  std::size_t queued_bytes_ = 0;
+  bool writing_ = false;
+};
+
+}  // namespace
+
+struct ReplicaNode::Impl {
+  // An accepted connection: a peer sending messages, or a client.
+  struct Connection : std::enable_shared_from_this<Connection> {
+    Connection(Impl& impl, tcp::socket socket) : impl(impl), socket(std::move(socket)), writer(this->socket) {}
+    void read() {
+      auto self = shared_from_this();
+      socket.async_read_some(asio::buffer(buffer), [this, self](boost::system::error_code error, std::size_t n) {
+        if (error || closed) return close();
+        decoder.feed(std::span(buffer.data(), n));
+        while (auto frame = decoder.next()) {
+          impl.on_frame(*this, *frame);
+          if (closed) return;
+        }
+        if (!decoder.error().empty()) return close();
+        read();
+      });
+    }
+    void send(std::vector<std::byte> frame) {
+      if (closed) return;
+      writer.push(std::move(frame), SIZE_MAX);
+      writer.pump(shared_from_this(), [this](boost::system::error_code) { close(); });
+    }
+    void close() {
+      if (closed) return;
+      closed = true;
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      impl.connections.erase(this);
+    }
+    Impl& impl;
+    tcp::socket socket;
+    Writer writer;
+    protocol::FrameDecoder decoder;
+    std::array<std::byte, 64 * 1024> buffer{};
+    bool closed = false;
+  };
+
+  // This replica's connection to one peer: it only sends on it.
+  struct PeerLink {
+    PeerLink(Impl& impl, ReplicaId id, tcp::endpoint endpoint)
+        : impl(impl), id(id), endpoint(endpoint), socket(impl.io), writer(socket), retry(impl.io) {}
+    void send(std::vector<std::byte> frame) {
+      if (!writer.push(std::move(frame), kPeerQueueBytesMax)) return;
+      if (!connected) return connect();
+      writer.pump(nullptr, [this](boost::system::error_code) { reset(); });
+    }
+    void connect() {
+      if (connecting || waiting || impl.stopping) return;
+      connecting = true;
+      socket.async_connect(endpoint, [this](boost::system::error_code error) {
+        connecting = false;
+        if (impl.stopping) return;
+        if (error) return reset();
+        socket.set_option(tcp::no_delay(true));
+        connected = true;
+        writer.pump(nullptr, [this](boost::system::error_code) { reset(); });
+      });
+    }
+    // What was queued is dropped (the protocol tolerates loss); the next
+    // message reconnects, after a pause so a dead peer costs little.
+    void reset() {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      connected = false;
+      writer.clear();
+      if (impl.stopping || waiting) return;
+      waiting = true;
+      retry.expires_after(kReconnectDelay);
+      retry.async_wait([this](boost::system::error_code error) {
+        waiting = false;
+        if (!error && !writer.empty()) connect();  // async_connect reopens the closed socket
+      });
+    }
+    Impl& impl;
+    ReplicaId id;
+    tcp::endpoint endpoint;
+    tcp::socket socket;
+    Writer writer;
+    asio::steady_timer retry;
+    bool connected = false;
+    bool connecting = false;
+    bool waiting = false;
+  };
+
+  struct PendingAppend {
+    std::weak_ptr<Connection> client;
+    std::uint64_t request_id = 0;
+  };
+
+  Impl(io::FileSystem& fs, ReplicaNodeOptions opts) : fs(fs), options(std::move(opts)), acceptor(io), ticker(io) {}
+
+  // --- The loop thread.
+
+  void handle(Output& out) {
+    for (Message& message : out.sends) {
+      if (message.to >= peers.size() || !peers[message.to]) continue;
+      const auto bytes = encode_message(message);
+      peers[message.to]->send(frame_of(FrameType::peer_message, 0, bytes));
+    }
+    if (!out.writes.empty()) {
+      std::lock_guard lock(disk_mutex);
+      for (DiskWrite& write : out.writes) disk_queue.push_back(std::move(write));
+      disk_wake.notify_one();
+    }
+    if (!out.calls.empty()) {
+      std::lock_guard lock(etcd_mutex);
+      for (const CoordinatorCall& call : out.calls) etcd_queue.push_back(call);
+      etcd_wake.notify_one();
+    }
+    if (out.published_through) publish(*out.published_through);
+    out = Output{};
+    if (core->role() != Role::primary || core->lead() != pending_lead) fail_pending();
+    if (core->suspect() != last_suspect) {
+      last_suspect = core->suspect();
+      say(last_suspect ? "suspect" : "repaired: it holds a primary's whole log, durably, and vouches again");
+    }
+    if (core->role() != last_role || core->lead() != last_lead) {
+      last_role = core->role();
+      last_lead = core->lead();
+      say("role " + std::string(role_name(last_role)) + ", view " + std::to_string(core->promised()) +
+          (last_role == Role::primary ? ", serving from batch " + std::to_string(core->log().size() + 1) : ""));
+    }
+  }
+
+  void publish(Seq through) {
+    while (!pending.empty() && pending.begin()->first <= through) {
+      auto [seq, append] = *pending.begin();
+      pending.erase(pending.begin());
+      reply_append(append, {AppendStatus::published, seq, options.self});
+    }
+  }
+
+  // The core stopped serving the view the pending appends were made in:
+  // each may survive or not, and nothing here can tell.
+  void fail_pending() {
+    for (auto& [seq, append] : pending) reply_append(append, {AppendStatus::unknown, seq, kNoReplica});
+    pending.clear();
+    pending_lead = core->role() == Role::primary ? core->lead() : 0;
+  }
+
+  void reply_append(const PendingAppend& append, const AppendReply& reply) {
+    if (auto client = append.client.lock()) {
+      client->send(frame_of(FrameType::append_reply, append.request_id, encode_append_reply(reply)));
+    }
+  }
+
+  void on_frame(Connection& from, const protocol::Frame& frame) {
+    Output out;
+    switch (static_cast<FrameType>(frame.type)) {
+      case FrameType::peer_message: {
+        auto message = decode_message(frame.payload);
+        if (!message || message->to != options.self || message->from >= options.addresses.size() ||
+            message->from == options.self) {
+          say("a peer message that does not decode or is not for this replica; closing its connection");
+          from.close();
+          return;
+        }
+        core->receive(*message, out);
+        break;
+      }
+      case FrameType::append: {
+        if (frame.payload.size() > kRecordPayloadBytesMax) {
+          from.close();
+          return;
+        }
+        std::string payload(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());
+        if (core->role() == Role::primary && pending_lead != core->lead()) fail_pending();
+        const auto seq = core->propose(std::move(payload), out);
+        if (!seq) {
+          from.send(frame_of(FrameType::append_reply, frame.request_id,
+                             encode_append_reply({AppendStatus::not_primary, 0, kNoReplica})));
+          return;
+        }
+        pending[*seq] = {from.weak_from_this(), frame.request_id};
+        break;
+      }
+      case FrameType::status: {
+        ReplicaStatus status{options.self, core->role(), core->promised(), core->lead(), core->commit(),
+                             core->log().size(), core->durable_end(), core->suspect()};
+        from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
+        return;
+      }
+      default:
+        say("a frame of unknown type " + std::to_string(frame.type) + "; closing its connection");
+        from.close();
+        return;
+    }
+    handle(out);
+  }
+
+  void accept() {
+    acceptor.async_accept([this](boost::system::error_code error, tcp::socket socket) {
+      if (stopping) return;
+      if (!error) {
+        socket.set_option(tcp::no_delay(true), error);
+        auto connection = std::make_shared<Connection>(*this, std::move(socket));
+        connections[connection.get()] = connection;
+        connection->read();
+      }
+      accept();
+    });
+  }
+
+  void tick() {
+    ticker.expires_after(options.tick);
+    ticker.async_wait([this](boost::system::error_code error) {
+      if (error || stopping) return;
+      Output out;
+      core->tick(out);
+      handle(out);
+      tick();
+    });
+  }
+
+  void on_disk_done(const std::vector<std::uint64_t>& ids, bool succeeded) {
+    for (std::uint64_t id : ids) {
+      Output out;
+      if (!core->disk_done(id, succeeded, out)) {
+        failure = disk_error;
+        say("a disk write failed (" + disk_error.message() + "): stopping");
+        shut_down();
+        return;
+      }
+      handle(out);
+    }
+  }
+
+  void shut_down() {
+    if (stopping) return;
+    stopping = true;
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    ticker.cancel();
+    for (auto& [raw, connection] : std::map(connections)) connection->close();
+    for (auto& peer : peers) {
+      if (peer) {
+        peer->socket.close(ignored);
+        peer->retry.cancel();
+      }
+    }
+    {
+      std::lock_guard lock(disk_mutex);
+      disk_stop = true;
+      disk_wake.notify_one();
+    }
+    {
+      std::lock_guard lock(etcd_mutex);
+      etcd_stop = true;
+      etcd_wake.notify_one();
+    }
+    io.stop();
+  }
+
+  // --- The disk thread: each group of waiting writes, one sync.
+  void disk_loop() {
+    for (;;) {
+      std::vector<DiskWrite> group;
+      {
+        std::unique_lock lock(disk_mutex);
+        disk_wake.wait(lock, [&] { return disk_stop || !disk_queue.empty(); });
+        if (disk_stop) return;
+        group.assign(std::make_move_iterator(disk_queue.begin()), std::make_move_iterator(disk_queue.end()));
+        disk_queue.clear();
+      }
+      Result<void> result = ok();
+      for (const DiskWrite& write : group) {
+        result = store->apply(write);
+        if (!result) break;
+      }
+      if (result) result = store->sync();
+      for (const DiskWrite& write : group) {
+        if (!result) break;
+        result = store->finish(write);
+      }
+      std::vector<std::uint64_t> ids;
+      for (const DiskWrite& write : group) ids.push_back(write.id);
+      if (!result) disk_error = result.error();
+      asio::post(io, [this, ids, ok = result.has_value()] { on_disk_done(ids, ok); });
+      if (!result) return;  // fail-stop: nothing more is written
+    }
+  }
+
+  // --- The etcd thread.
+  void etcd_loop() {
+    EtcdCoordinator coordinator(options.etcd);
+    for (;;) {
+      CoordinatorCall call;
+      {
+        std::unique_lock lock(etcd_mutex);
+        etcd_wake.wait(lock, [&] { return etcd_stop || !etcd_queue.empty(); });
+        if (etcd_stop) break;
+        call = etcd_queue.front();
+        etcd_queue.pop_front();
+      }
+      if (call.op == CoordinatorOp::resign) {
+        coordinator.resign();
+        continue;
+      }
+      CoordinatorAnswer answer = coordinator.run(options.self, call);
+      if (!answer.reached && coordinator.last_error() != last_etcd_error) {
+        last_etcd_error = coordinator.last_error();
+        asio::post(io, [this, why = last_etcd_error] { say("etcd: " + why); });
+      }
+      asio::post(io, [this, answer] {
+        if (stopping) return;
+        Output out;
+        core->coordinator_answer(answer, out);
+        handle(out);
+      });
+    }
+    // A replica that stops gives its lease up, so the next need not wait.
+    coordinator.resign();
+  }
+
+  void say(const std::string& line) {
+    if (options.log) options.log("replica " + std::to_string(options.self) + ": " + line);
+  }
+
+  io::FileSystem& fs;
+  ReplicaNodeOptions options;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  asio::steady_timer ticker;
+  std::unique_ptr<ReplicaStore> store;
+  StoreRecovery recovered;
+  std::unique_ptr<ReplicaCore> core;
+  std::vector<std::unique_ptr<PeerLink>> peers;
+  std::map<Connection*, std::shared_ptr<Connection>> connections;
+  std::map<Seq, PendingAppend> pending;
+  View pending_lead = 0;
+  Role last_role = Role::booting;
+  View last_lead = 0;
+  bool last_suspect = false;
+  bool stopping = false;
+  std::error_code failure;
+
+  std::mutex disk_mutex;
+  std::condition_variable disk_wake;
+  std::deque<DiskWrite> disk_queue;
+  bool disk_stop = false;
+  std::error_code disk_error;  // written by the disk thread before it posts
+
+  std::mutex etcd_mutex;
+  std::condition_variable etcd_wake;
+  std::deque<CoordinatorCall> etcd_queue;
+  bool etcd_stop = false;
+  std::string last_etcd_error;  // the etcd thread's
+};
+
+ReplicaNode::ReplicaNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ReplicaNode::~ReplicaNode() { stop(); }
+
+Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, ReplicaNodeOptions options) {
+  if (options.self >= options.addresses.size() || options.addresses.size() < 3 || options.addresses.size() % 2 == 0) {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
+  options.etcd.cluster = options.cluster;
+  auto impl = std::make_unique<Impl>(fs, std::move(options));
+  Impl& m = *impl;
+  m.store = FUSEE_TRY(ReplicaStore::open(fs, m.options.dir, m.options.cluster, m.recovered));
+  std::vector<tcp::endpoint> endpoints;
+  for (const std::string& text : m.options.addresses) {
+    endpoints.push_back(protocol::parse_address(text, "replica address", false).tcp);  // throws on a bad one
+  }
+  boost::system::error_code error;
+  m.acceptor.open(endpoints[m.options.self].protocol(), error);
+  if (!error) m.acceptor.set_option(tcp::acceptor::reuse_address(true), error);
+  if (!error) m.acceptor.bind(endpoints[m.options.self], error);
+  if (!error) m.acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) return std::error_code(error.value(), std::system_category());
+  m.peers.resize(m.options.addresses.size());
+  for (ReplicaId id = 0; id < m.options.addresses.size(); ++id) {
+    if (id != m.options.self) m.peers[id] = std::make_unique<Impl::PeerLink>(m, id, endpoints[id]);
+  }
+  return std::unique_ptr<ReplicaNode>(new ReplicaNode(std::move(impl)));
+}
+
+Result<void> ReplicaNode::run() {
+  Impl& m = *impl_;
+  ReplicaOptions core_options;
+  core_options.self = m.options.self;
+  core_options.replica_count = static_cast<std::uint32_t>(m.options.addresses.size());
+  core_options.heartbeat_ticks = m.options.heartbeat_ticks;
+  core_options.election_ticks = m.options.election_ticks;
+  core_options.candidacy_ticks = m.options.candidacy_ticks;
+  core_options.lease_ticks = m.options.lease_ticks;
+  std::random_device entropy;
+  core_options.incarnation = (std::uint64_t(entropy()) << 32) | entropy();
+  const std::size_t recovered_batches = m.recovered.log.entries.size();
+  const bool wiped = m.recovered.log.wiped;
+  const bool suspect = m.recovered.log.suspect;
+  Output out;
+  m.core = std::make_unique<ReplicaCore>(core_options, std::move(m.recovered.log), out);
+  m.say("recovered " + std::to_string(recovered_batches) + " batches" + (wiped ? " (not this cluster's: wiped)" : "") +
+        (suspect ? " (suspect" + (m.recovered.damage.empty() ? "" : ": " + m.recovered.damage) + ")" : ""));
+  std::thread disk([&m] { m.disk_loop(); });
+  std::thread etcd([&m] { m.etcd_loop(); });
+  asio::post(m.io, [&m, out]() mutable { m.handle(out); });
+  m.accept();
+  m.tick();
+  m.io.run();
+  m.shut_down();
+  disk.join();
+  etcd.join();
+  if (m.failure) return m.failure;
+  return ok();
+}
+
+void ReplicaNode::stop() {
+  asio::post(impl_->io, [m = impl_.get()] { m->shut_down(); });
+}
+
+}  // namespace fusee::replica

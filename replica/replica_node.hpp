@@ -1,0 +1,68 @@
+// ReplicaNode: one replica of the replicated log as a running process -- the
+// replica core (replication/replica_core.hpp) driven by real threads over a
+// real directory, TCP and etcd (docs/replication.md, "The replica process"):
+//
+//   the loop thread   Asio: the core, its ticks, every socket (peers and
+//                     clients on one listening port, replica_wire.hpp)
+//   the disk thread   the core's writes, in order, each group of waiting
+//                     writes made durable by one sync (replica_store.hpp)
+//   the etcd thread   the core's coordinator calls, one at a time, each
+//                     answered within the gateway's timeout
+//                     (replication/etcd_coordinator.hpp)
+//
+// A client's append is the core's proposal; its reply waits until the core
+// publishes the batch (a quorum holds it durably). If the replica stops
+// serving first, the reply says the outcome is unknown. A disk write that
+// fails stops the replica (fail-stop: the core must not go on from a log it
+// cannot trust); run() then returns the error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "replication/etcd_coordinator.hpp"
+#include "replication/replica_core.hpp"
+#include "wal/io/file_system.hpp"
+
+namespace fusee::replica {
+
+struct ReplicaNodeOptions {
+  replication::ReplicaId self = 0;
+  std::vector<std::string> addresses;  // every replica's HOST:PORT, by id; its own is where it listens
+  std::string dir;
+  std::string cluster = "default";
+  replication::EtcdOptions etcd;       // its cluster is set from `cluster`
+  std::chrono::milliseconds tick{10};  // the core's clock: timings below are in ticks
+  std::uint32_t heartbeat_ticks = 5;
+  std::uint32_t election_ticks = 60;
+  std::uint32_t candidacy_ticks = 300;
+  std::uint32_t lease_ticks = 100;     // < etcd's lease TTL: a cut-off primary stops first
+  std::function<void(const std::string&)> log;  // what it does, a line at a time (stderr)
+};
+
+class ReplicaNode {
+ public:
+  // Opens and recovers the directory (ReplicaStore::open) and binds the
+  // listening port; serves nothing until run().
+  static Result<std::unique_ptr<ReplicaNode>> open(io::FileSystem& fs, ReplicaNodeOptions options);
+  ~ReplicaNode();
+  ReplicaNode(const ReplicaNode&) = delete;
+  ReplicaNode& operator=(const ReplicaNode&) = delete;
+
+  // Serves until stop() or a failed disk write (returned).
+  Result<void> run();
+  // From any thread.
+  void stop();
+
+ private:
+  struct Impl;
+  explicit ReplicaNode(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusee::replica

@@ -1,0 +1,108 @@
+// A replica's directory: the batches of the replicated log it holds, durably,
+// as the replica core (replication/replica_core.hpp) asks -- cut the log after
+// a sequence, append batches, make it all durable -- and what recovery finds
+// there at start (docs/replication.md, "The replica process"):
+//
+//   <dir>/replica/cluster   the cluster's name, written once: absent, the
+//                           directory is not a replica's (lost, or new), and
+//                           the replica never votes until rebuilt
+//   <dir>/replica/suspect   present while recovery found damage not yet
+//                           repaired (durable before the damaged tail is cut)
+//   <dir>/replica/log       the batches, one record each, chained by CRC
+//   <dir>/replica/lock      held while a process writes the directory
+//
+// A record: magic u32 | crc u32 (CRC-32C of bytes [8, 40 + length)) | seq u64 |
+// view u64 | acked u64 | prev_crc u32 | length u32 | payload. The chain ends
+// cleanly at the end of the file, at an all-zero header, or at a record of
+// another chain (one a crash left past a cut: its sequence or prev_crc do not
+// follow, and it was never acknowledged in this chain); it ends damaged at a
+// record that fails its checksum or runs past the end of the file.
+//
+// Not thread-safe: the replica's disk thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <system_error>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "replication/replica_core.hpp"
+#include "wal/io/file_system.hpp"
+
+namespace fusee::replica {
+
+// Why a directory was refused (besides the file system's own errors).
+enum class StoreErrc {
+  foreign_cluster = 1,  // it is a replica of another cluster
+  already_initialized,  // init or rebuild of a directory that is a cluster's
+  payload_too_large,    // a batch over kRecordPayloadBytesMax
+};
+const std::error_category& store_category();
+inline std::error_code make_error_code(StoreErrc e) { return {static_cast<int>(e), store_category()}; }
+
+inline constexpr std::size_t kRecordHeaderBytes = 40;
+// A batch's payload; the protocol's frame bounds it too.
+inline constexpr std::uint32_t kRecordPayloadBytesMax = 16u << 20;
+
+struct StoreRecovery {
+  replication::RecoveredLog log;
+  std::string damage;  // where the chain ended damaged, for the replica's log
+};
+
+class ReplicaStore {
+ public:
+  // Makes `dir` a replica of `cluster`, empty and durable. `rebuild`: the
+  // operator's remedy for a replica whose directory was lost -- it starts
+  // suspect, and counts in seals only once it holds a primary's whole log.
+  // Refuses a directory that already belongs to a cluster.
+  static Result<void> initialize(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
+                                 bool rebuild);
+
+  // Opens `dir` for one writer (refused while another process holds it) and
+  // recovers it. A directory of another cluster is refused; one that is no
+  // cluster's comes back `wiped`. Damage marks it suspect, durably, before
+  // the damaged tail is cut off.
+  static Result<std::unique_ptr<ReplicaStore>> open(io::FileSystem& fs, const std::string& dir,
+                                                    const std::string& cluster, StoreRecovery& recovered);
+
+  // Issues one write of the core's: the cut, then the records, not yet durable.
+  Result<void> apply(const replication::DiskWrite& write);
+  // Makes every write applied so far durable.
+  Result<void> sync();
+  // After the sync that made `write` durable: a repair forgets the damage.
+  Result<void> finish(const replication::DiskWrite& write);
+
+  replication::Seq end() const { return ends_.size(); }
+
+ private:
+  ReplicaStore(io::FileSystem& fs, std::string dir);
+
+  io::FileSystem& fs_;
+  std::string dir_;
+  std::unique_ptr<io::FileSystem::Lock> lock_;
+  std::unique_ptr<io::File> file_;
+  std::vector<std::uint64_t> ends_;   // per batch: the offset just past its record
+  std::vector<std::uint32_t> crcs_;   // per batch: its record's crc
+};
+
+// The batches a log file's bytes hold, for recovery and for `fusee inspect`-
+// style checks in tests.
+struct ReadChain {
+  std::vector<replication::Entry> entries;
+  std::vector<std::uint64_t> ends;
+  std::vector<std::uint32_t> crcs;
+  bool damaged = false;
+  std::string damage;
+};
+ReadChain read_chain(std::span<const std::byte> image);
+
+// One record's bytes, appended to `out`; returns its crc.
+std::uint32_t encode_record(const replication::Entry& entry, std::uint32_t prev_crc, std::vector<std::byte>& out);
+
+}  // namespace fusee::replica
+
+template <>
+struct std::is_error_code_enum<fusee::replica::StoreErrc> : std::true_type {};

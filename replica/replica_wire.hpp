@@ -1,0 +1,67 @@
+// What a replica process sends and receives over TCP (docs/replication.md,
+// "The replica process"): the protocol's frames (protocol/frame.hpp) carrying
+// either a message between replicas (replication/replica_messages.hpp) or a
+// client's call. One listening port per replica takes both; each replica
+// sends to a peer on a connection of its own, so a pair talks over two.
+//
+// Frame types (request ids are the client's, echoed; 0 between replicas):
+//   1 peer message   u32 from, u32 to, u64 view, u8 kind, the body's fields
+//   2 append         the payload's bytes: one batch for the replicated log
+//   3 append reply   u8 AppendStatus, u64 seq, u32 the primary as known
+//   4 status         (empty)
+//   5 status reply   ReplicaStatus's fields
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "replication/replica_core.hpp"
+#include "replication/replica_messages.hpp"
+
+namespace fusee::replica {
+
+enum class FrameType : std::uint8_t {
+  peer_message = 1,
+  append = 2,
+  append_reply = 3,
+  status = 4,
+  status_reply = 5,
+};
+
+std::vector<std::byte> encode_message(const replication::Message& message);
+// Nothing when the bytes are not a whole, well-formed message.
+std::optional<replication::Message> decode_message(std::span<const std::byte> bytes);
+
+enum class AppendStatus : std::uint8_t {
+  published = 0,    // a quorum holds it durably: it survives any minority's loss
+  not_primary = 1,  // nothing was appended; try `primary`
+  unknown = 2,      // appended, then this replica stopped serving before a
+                    // quorum confirmed it: it may or may not survive
+};
+const char* append_status_name(AppendStatus status);
+
+struct AppendReply {
+  AppendStatus status = AppendStatus::not_primary;
+  replication::Seq seq = 0;
+  replication::ReplicaId primary = replication::kNoReplica;  // the serving primary, when known
+};
+std::vector<std::byte> encode_append_reply(const AppendReply& reply);
+std::optional<AppendReply> decode_append_reply(std::span<const std::byte> bytes);
+
+struct ReplicaStatus {
+  replication::ReplicaId self = 0;
+  replication::Role role = replication::Role::booting;
+  replication::View promised = 0;
+  replication::View lead = 0;
+  replication::Seq commit = 0;
+  replication::Seq log_end = 0;
+  replication::Seq durable_end = 0;
+  bool suspect = false;
+};
+std::vector<std::byte> encode_status(const ReplicaStatus& status);
+std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes);
+
+}  // namespace fusee::replica
