@@ -138,6 +138,7 @@ Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir
   FUSEE_TRY_VOID(fs.rename(path_in(dir, "cluster.new"), path_in(dir, "cluster")));
   FUSEE_TRY_VOID(fs.sync_dir(replica_dir(dir)));
   FUSEE_TRY_VOID(fs.sync_dir(dir));
+  FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(dir)));  // dir itself may be new
   return ok();
 }
 
@@ -188,17 +189,24 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
     return std::make_error_code(std::errc::operation_not_permitted);
   }
   FUSEE_ASSERT(write.keep_through <= ends_.size(), "a cut within the log");
+  for (const replication::Entry& entry : write.entries) {
+    if (entry.payload.size() > kRecordPayloadBytesMax) return make_error_code(StoreErrc::payload_too_large);
+  }
   if (write.keep_through < ends_.size()) {
     ends_.resize(write.keep_through);
     crcs_.resize(write.keep_through);
+    // Durable before anything is written past the cut: records are of any
+    // length, so a crash that kept the new ones but not the cut would leave
+    // pieces of the old past their end, which read as a torn record -- and
+    // a replica that finds one is suspect. Cuts are rare (a divergent tail).
     FUSEE_TRY_VOID(file_->truncate(ends_.empty() ? 0 : ends_.back()));
+    FUSEE_TRY_VOID(file_->sync_data());
   }
   if (write.entries.empty()) return ok();
   std::vector<std::byte> bytes;
   const std::uint64_t at = ends_.empty() ? 0 : ends_.back();
   std::uint64_t end = at;
   for (const replication::Entry& entry : write.entries) {
-    if (entry.payload.size() > kRecordPayloadBytesMax) return make_error_code(StoreErrc::payload_too_large);
     FUSEE_ASSERT(entry.seq == ends_.size() + 1, "batches follow the log");
     const std::uint32_t crc = encode_record(entry, crcs_.empty() ? 0 : crcs_.back(), bytes);
     end = at + bytes.size();

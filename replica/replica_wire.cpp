@@ -13,8 +13,8 @@ using protocol::Writer;
 using namespace replication;
 
 // A batch's payload and the message's other byte strings are bounded by the
-// frame (protocol::kFrameBytesMax); counts are checked against the bytes left
-// before anything is reserved, so a hostile count allocates nothing.
+// frame (protocol::kFrameBytesMax). Nothing is reserved from a count: a
+// hostile one fails on the bytes that are not there.
 constexpr std::uint32_t kEntriesMax = 1u << 20;
 constexpr std::uint32_t kStartsMax = 1u << 20;
 
