@@ -20,6 +20,8 @@
 //    appends around it (the next segment is prepared ahead, so little).
 //  - roll_grow and bulk_small: a sustained bulk load of 1 MiB records;
 //    see bench/log_bench_bulk.hpp.
+//  - replicated: three replicas of the replicated log beside the local log;
+//    see bench/log_bench_replicated.hpp.
 //  - crc32c: the log's CRC-32C (base/crc32c.hpp) over a 64 MiB buffer beside
 //    the one-chain loop it replaced, in alternating rounds of the same run.
 //    No disk: the CRC runs under the seal lock and over every byte at
@@ -48,6 +50,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <latch>
 #include <random>
 #include <span>
@@ -61,6 +65,7 @@
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/log_bench_bulk.hpp"
+#include "bench/log_bench_replicated.hpp"
 #include "bench/raw_flush.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/log.hpp"
@@ -121,6 +126,7 @@ constexpr std::string_view kCaseKindCrc32c = "crc32c";
 constexpr std::string_view kCaseKindRoll = "roll";
 constexpr std::string_view kCaseKindRollGrow = "roll_grow";    // bench/log_bench_bulk.hpp
 constexpr std::string_view kCaseKindBulkSmall = "bulk_small";  // bench/log_bench_bulk.hpp
+constexpr std::string_view kCaseKindReplicated = "replicated";  // bench/log_bench_replicated.hpp
 
 // roll: small segments roll many times a second under these loads; the
 // no-roll segment is large enough that the same load never fills it.
@@ -149,8 +155,11 @@ struct Config {
   std::vector<std::string> case_kinds = {std::string(kCaseKindModes), std::string(kCaseKindInline),
                                          std::string(kCaseKindMixed), std::string(kCaseKindRoll),
                                          std::string(kCaseKindRollGrow), std::string(kCaseKindBulkSmall),
-                                         std::string(kCaseKindCrc32c)};
+                                         std::string(kCaseKindCrc32c), std::string(kCaseKindReplicated)};
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
+  std::string fusee;  // replicated: the binary that runs each replica
+  std::uint32_t replicated_kills = 20;
+  bool replica_disk_thread = false;
 
   bool wants(std::string_view kind) const {
     return std::find(case_kinds.begin(), case_kinds.end(), kind) != case_kinds.end();
@@ -1001,7 +1010,7 @@ int run(const Config& config) {
   // The floor, measured first, in the directory the log will use. Only the
   // modes and inline cases are compared with it.
   std::vector<RawResult> raws;
-  if (config.wants(kCaseKindModes) || config.wants(kCaseKindInline)) {
+  if (config.wants(kCaseKindModes) || config.wants(kCaseKindInline) || config.wants(kCaseKindReplicated)) {
     fusee::bench::RawFlushOptions raw_options;
     raw_options.iterations = config.raw_iterations;
     fmt::print("\nraw durable {} B write ({} iterations, us)\n", fusee::bench::kRawFlushBlockBytes,
@@ -1109,6 +1118,37 @@ int run(const Config& config) {
     crcs.push_back(*result);
   }
 
+  // replicated: beside the local log's default path (the owner) from the
+  // modes case, run here for 1 and 64 appenders if that case was not.
+  std::optional<fusee::bench::ReplicatedResult> replicated;
+  fusee::bench::ReplicatedCaseConfig replicated_config;
+  if (config.wants(kCaseKindReplicated)) {
+    const WritePath& owner = kWritePaths[0];
+    for (std::uint32_t appenders : {1u, 64u}) {
+      if (find_mode(modes, owner.name, appenders) != nullptr) continue;
+      if (!config.wants(kCaseKindModes)) print_mode_header();
+      auto result = run_mode_case(fs, scratch.path(), owner, appenders, raw_p50_us(raws, owner.raw_method), config);
+      if (!result) return fail(mode_case_name(owner, appenders), result.error());
+      print_mode_row(*result);
+      modes.push_back(*result);
+    }
+    const ModeResult* one = find_mode(modes, owner.name, 1);
+    const ModeResult* many = find_mode(modes, owner.name, 64);
+    replicated_config.fusee = config.fusee;
+    replicated_config.seconds = config.seconds;
+    replicated_config.kills = config.replicated_kills;
+    replicated_config.disk_thread = config.replica_disk_thread;
+    replicated_config.local_1_p50_us = one->records.latency.p50_us;
+    replicated_config.local_1_p99_us = one->records.latency.p99_us;
+    replicated_config.local_64_records_per_s = many->records.records_per_s;
+    replicated_config.raw_p50_us = raw_p50_us(raws, FlushMethod::buffered_fdatasync);
+    auto result = fusee::bench::run_replicated_case(fs, scratch.path(), replicated_config);
+    if (!result) return fail(std::string(kCaseKindReplicated), result.error());
+    fusee::bench::print_replicated(*result, replicated_config);
+    std::fflush(stdout);
+    replicated = *result;
+  }
+
   auto aims = compute_aims(modes, inlines, mixeds, crcs, rolls, config);
   print_aims(aims);
   fmt::print("\n");
@@ -1138,6 +1178,7 @@ int run(const Config& config) {
   for (const auto& result : rolls) print_roll_json(result);
   for (const auto& result : roll_grows) fusee::bench::print_roll_grow_json(result);
   for (const auto& result : bulk_smalls) fusee::bench::print_bulk_small_json(result);
+  if (replicated) fusee::bench::print_replicated_json(*replicated, replicated_config);
   for (const auto& result : crcs) print_crc_json(result);
   for (const auto& aim : aims) print_aim_json(aim);
   return 0;
@@ -1157,12 +1198,13 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--cases", config.case_kinds,
-                 "case kinds to run, comma-separated: modes, inline, mixed, roll, roll_grow, bulk_small, crc32c")
+                 "case kinds to run, comma-separated: modes, inline, mixed, roll, roll_grow, bulk_small, crc32c, "
+                 "replicated")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseKindModes), std::string(kCaseKindInline),
                              std::string(kCaseKindMixed), std::string(kCaseKindRoll),
                              std::string(kCaseKindRollGrow), std::string(kCaseKindBulkSmall),
-                             std::string(kCaseKindCrc32c)}))
+                             std::string(kCaseKindCrc32c), std::string(kCaseKindReplicated)}))
       ->capture_default_str();
   app.add_option("--appenders", config.appender_counts, "appender counts for the modes cases (one shard each)")
       ->check(CLI::Range(1u, fusee::wal::kShardsMax))
@@ -1170,6 +1212,18 @@ int main(int argc, char** argv) {
   app.add_option("--raw-iterations", config.raw_iterations, "timed raw flush writes per method")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  // The build tree's fusee, beside bench/: what `make bench` runs.
+  {
+    std::error_code ignored;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+    config.fusee = (self.parent_path().parent_path() / "cli" / "fusee").string();
+  }
+  app.add_option("--fusee", config.fusee, "replicated: the fusee binary that runs each replica")->capture_default_str();
+  app.add_option("--replicated-kills", config.replicated_kills, "replicated: SIGKILLs of the primary for failover")
+      ->check(CLI::Range(1u, 1000u))
+      ->capture_default_str();
+  app.add_flag("--replica-disk-thread", config.replica_disk_thread,
+               "replicated: each replica writes on a thread of its own (fusee replica run --disk-thread)");
   CLI11_PARSE(app, argc, argv);
   return run(config);
 }

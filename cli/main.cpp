@@ -196,6 +196,8 @@ int main(int argc, char** argv) {
   replica_run->add_option("--lease-ttl-s", replica.lease_ttl_s, "The primary's etcd lease")->capture_default_str()
       ->check(CLI::Range(1, 600));
   replica_run->add_flag("--quiet", replica.quiet, "Do not log role changes");
+  replica_run->add_flag("--disk-thread", replica.disk_thread,
+                        "Write on a thread of its own instead of the loop thread (for comparison)");
   auto* replica_status = replica_command->add_subcommand("status", "What each replica holds and serves");
   replica_status->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
       ->required()->delimiter(',');

@@ -20,6 +20,7 @@ struct ReplicaCommandOptions {
   std::uint32_t tick_ms = 10;
   std::uint32_t lease_ttl_s = 2;
   bool quiet = false;
+  bool disk_thread = false;
 };
 
 int run_replica_init(const ReplicaCommandOptions& options);

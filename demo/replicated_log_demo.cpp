@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "replica/local_cluster.hpp"
 #include "replica/local_etcd.hpp"
 #include "replica/replica_client.hpp"
 #include "replica/replica_store.hpp"
@@ -35,6 +36,8 @@ using replication::ReplicaId;
 using replication::Role;
 using replication::Seq;
 using replica::AppendStatus;
+using replica::ClusterHealth;
+using replica::wait_for;
 using std::chrono::milliseconds;
 
 constexpr ReplicaId kReplicas = 3;
@@ -91,108 +94,6 @@ class Ledger {
   std::atomic<std::uint64_t> unknowns_{0};
 };
 
-class Cluster {
- public:
-  Cluster(std::string dir, std::uint16_t etcd_port) : dir_(std::move(dir)), etcd_port_(etcd_port) {
-    for (ReplicaId id = 0; id < kReplicas; ++id) {
-      addresses_.push_back("127.0.0.1:" + std::to_string(replica::free_loopback_port()));
-    }
-    pids_.assign(kReplicas, 0);
-  }
-  ~Cluster() {
-    for (ReplicaId id = 0; id < kReplicas; ++id) kill_and_reap(id, SIGKILL);
-  }
-
-  const std::vector<std::string>& addresses() const { return addresses_; }
-  std::string replica_dir(ReplicaId id) const { return dir_ + "/replica-" + std::to_string(id); }
-
-  bool start(ReplicaId id) {
-    std::string replicas;
-    for (const std::string& address : addresses_) replicas += (replicas.empty() ? "" : ",") + address;
-    std::vector<std::string> args = {"/proc/self/exe", "replica", "run", "--dir", replica_dir(id),
-                                     "--cluster", kCluster, "--id", std::to_string(id), "--replicas", replicas,
-                                     "--etcd", "127.0.0.1:" + std::to_string(etcd_port_),
-                                     "--lease-ttl-s", std::to_string(kLeaseTtlS), "--tick-ms", "5"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    const std::string log = dir_ + "/replica-" + std::to_string(id) + ".log";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const int spawned = posix_spawn(&pids_[id], "/proc/self/exe", &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (spawned != 0) pids_[id] = 0;
-    return spawned == 0;
-  }
-
-  void kill_and_reap(ReplicaId id, int signal) {
-    if (pids_[id] == 0) return;
-    ::kill(pids_[id], SIGCONT);
-    ::kill(pids_[id], signal);
-    int status = 0;
-    ::waitpid(pids_[id], &status, 0);
-    pids_[id] = 0;
-  }
-  void signal(ReplicaId id, int signal) {
-    if (pids_[id] != 0) ::kill(pids_[id], signal);
-  }
-  // A replica that exited on its own (a failed disk, a refused directory).
-  std::optional<ReplicaId> exited() {
-    for (ReplicaId id = 0; id < kReplicas; ++id) {
-      int status = 0;
-      if (pids_[id] != 0 && ::waitpid(pids_[id], &status, WNOHANG) == pids_[id]) {
-        pids_[id] = 0;
-        return id;
-      }
-    }
-    return std::nullopt;
-  }
-
- private:
-  std::string dir_;
-  std::uint16_t etcd_port_;
-  std::vector<std::string> addresses_;
-  std::vector<pid_t> pids_;
-};
-
-struct Health {
-  ReplicaId primary = replication::kNoReplica;
-  std::vector<std::optional<replica::ReplicaStatus>> statuses;
-};
-
-// Every replica answers, one is primary, and the others have promised its
-// view: the cluster can lose any one of them.
-std::optional<Health> healthy(replica::ReplicaClient& client) {
-  Health health;
-  for (ReplicaId id = 0; id < kReplicas; ++id) health.statuses.push_back(client.status(id, milliseconds(300)));
-  replication::View view = 0;
-  for (ReplicaId id = 0; id < kReplicas; ++id) {
-    const auto& s = health.statuses[id];
-    if (!s) return std::nullopt;
-    if (s->role == Role::primary && s->lead >= view) {
-      health.primary = id;
-      view = s->lead;
-    }
-  }
-  if (health.primary == replication::kNoReplica) return std::nullopt;
-  for (const auto& s : health.statuses) {
-    if (s->role != Role::primary && (s->role != Role::backup || s->promised != view)) return std::nullopt;
-  }
-  return health;
-}
-
-template <typename Check>
-bool wait_for(milliseconds within, Check check) {
-  const auto give_up_at = Clock::now() + within;
-  while (Clock::now() < give_up_at) {
-    if (check()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return false;
-}
-
 }  // namespace
 
 int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
@@ -216,14 +117,17 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
     fmt::print(stderr, "fusee log-demo: {}\n", etcd.problem());
     return 2;
   }
-  Cluster cluster(options.dir, etcd.client_port());
-  for (ReplicaId id = 0; id < kReplicas; ++id) {
-    if (auto made = replica::ReplicaStore::initialize(fs, cluster.replica_dir(id), kCluster, false); !made) {
-      fmt::print(stderr, "fusee log-demo: {}: {}\n", cluster.replica_dir(id), made.error().message());
-      return 2;
-    }
-    cluster.start(id);
+  replica::LocalCluster cluster({.dir = options.dir,
+                                  .cluster = kCluster,
+                                  .replicas = kReplicas,
+                                  .etcd_port = etcd.client_port(),
+                                  .lease_ttl_s = kLeaseTtlS,
+                                  .command = {"/proc/self/exe", "replica", "run"}});
+  if (auto made = cluster.initialize(fs); !made) {
+    fmt::print(stderr, "fusee log-demo: the replicas' directories: {}\n", made.error().message());
+    return 2;
   }
+  for (ReplicaId id = 0; id < kReplicas; ++id) cluster.start(id);
 
   int violations = 0;
   auto violation = [&](const std::string& what) {
@@ -253,9 +157,9 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   }
 
   replica::ReplicaClient watcher(cluster.addresses());
-  auto wait_healthy = [&](const char* after) -> std::optional<Health> {
-    std::optional<Health> health;
-    if (!wait_for(kRecoverWithin, [&] { return (health = healthy(watcher)).has_value(); })) {
+  auto wait_healthy = [&](const char* after) -> std::optional<ClusterHealth> {
+    std::optional<ClusterHealth> health;
+    if (!wait_for(kRecoverWithin, [&] { return (health = replica::cluster_health(watcher, kReplicas)).has_value(); })) {
       violation(fmt::format("the cluster did not come back to one primary and two backups within {} s after {}",
                             kRecoverWithin.count() / 1000, after));
     }
@@ -356,7 +260,7 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
     const auto rebuilt_at = Clock::now();
     if (!wait_for(kRecoverWithin, [&] {
           // Repaired: it vouches again, and holds batches a primary published.
-          auto now = healthy(watcher);
+          auto now = replica::cluster_health(watcher, kReplicas);
           if (!now || now->primary == lost) return false;
           const auto& s = *now->statuses[lost];
           return !s.suspect && s.durable_end > 0 && now->statuses[now->primary]->commit > 0;
@@ -371,10 +275,10 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   // directory is read offline.
   appending = false;
   for (std::thread& appender : appenders) appender.join();
-  std::optional<Health> final_health;
+  std::optional<ClusterHealth> final_health;
   if (violations == 0) {
     if (!wait_for(kRecoverWithin, [&] {
-          final_health = healthy(watcher);
+          final_health = replica::cluster_health(watcher, kReplicas);
           if (!final_health) return false;
           const auto& p = *final_health->statuses[final_health->primary];
           return std::all_of(final_health->statuses.begin(), final_health->statuses.end(), [&](const auto& s) {

@@ -168,13 +168,38 @@ struct ReplicaNode::Impl {
 
   // --- The loop thread.
 
+  // What the core asked for, carried out once the handlers that are ready
+  // have run: appends proposed by many clients in one turn of the loop go to
+  // each backup as one message, and its acknowledgements come back as one.
   void handle(Output& out) {
+    deferred.sends.insert(deferred.sends.end(), std::make_move_iterator(out.sends.begin()),
+                          std::make_move_iterator(out.sends.end()));
+    deferred.writes.insert(deferred.writes.end(), std::make_move_iterator(out.writes.begin()),
+                           std::make_move_iterator(out.writes.end()));
+    deferred.calls.insert(deferred.calls.end(), out.calls.begin(), out.calls.end());
+    if (out.published_through) {
+      deferred.published_through = std::max(deferred.published_through.value_or(0), *out.published_through);
+    }
+    out = Output{};
+    if (flush_posted) return;
+    flush_posted = true;
+    asio::post(io, [this] {
+      flush_posted = false;
+      if (stopping) return;
+      Output now = std::move(deferred);
+      deferred = Output{};
+      merge_sends(now.sends);
+      carry_out(now);
+    });
+  }
+
+  void carry_out(Output& out) {
     for (Message& message : out.sends) {
       if (message.to >= peers.size() || !peers[message.to]) continue;
       const auto bytes = encode_message(message);
       peers[message.to]->send(frame_of(FrameType::peer_message, 0, bytes));
     }
-    if (!out.writes.empty()) {
+    if (!out.writes.empty() && options.disk_thread) {
       std::lock_guard lock(disk_mutex);
       for (DiskWrite& write : out.writes) disk_queue.push_back(std::move(write));
       disk_wake.notify_one();
@@ -185,7 +210,17 @@ struct ReplicaNode::Impl {
       etcd_wake.notify_one();
     }
     if (out.published_through) publish(*out.published_through);
-    out = Output{};
+    if (!out.writes.empty() && !options.disk_thread) {
+      // On this thread, after the sends above have gone out: a primary's
+      // flush overlaps its backups' receipt, and whatever arrives meanwhile
+      // waits in the sockets to be written as the next group.
+      const auto written = write_group(out.writes);
+      std::vector<std::uint64_t> ids;
+      for (const DiskWrite& write : out.writes) ids.push_back(write.id);
+      if (!written) disk_error = written.error();
+      on_disk_done(ids, written.has_value());
+      if (stopping) return;
+    }
     if (core->role() != Role::primary || core->lead() != pending_lead) fail_pending();
     if (core->suspect() != last_suspect) {
       last_suspect = core->suspect();
@@ -197,6 +232,44 @@ struct ReplicaNode::Impl {
       say("role " + std::string(role_name(last_role)) + ", view " + std::to_string(core->promised()) +
           (last_role == Role::primary ? ", serving from batch " + std::to_string(core->log().size() + 1) : ""));
     }
+  }
+
+  // Merges each message into the last one to the same replica when together
+  // they say what both said: appends whose batches follow on (the later one's
+  // published sequence, end and history hold for both), and successful
+  // acknowledgements in one view (the later one covers the earlier).
+  static void merge_sends(std::vector<Message>& sends) {
+    std::vector<Message> merged;
+    std::map<ReplicaId, std::size_t> last_to;
+    for (Message& message : sends) {
+      auto last = last_to.find(message.to);
+      if (last != last_to.end()) {
+        Message& before = merged[last->second];
+        if (before.view == message.view) {
+          auto* a = std::get_if<AppendRequest>(&before.body);
+          auto* b = std::get_if<AppendRequest>(&message.body);
+          if (a && b && b->prev_seq == a->prev_seq + a->entries.size() && !a->entries.empty() &&
+              b->prev_view == a->entries.back().view && a->to_incarnation == b->to_incarnation) {
+            a->entries.insert(a->entries.end(), std::make_move_iterator(b->entries.begin()),
+                              std::make_move_iterator(b->entries.end()));
+            a->commit = std::max(a->commit, b->commit);
+            a->primary_end = b->primary_end;
+            a->starts = std::move(b->starts);
+            continue;
+          }
+          auto* ra = std::get_if<replication::AppendReply>(&before.body);
+          auto* rb = std::get_if<replication::AppendReply>(&message.body);
+          if (ra && rb && ra->ok && rb->ok && ra->incarnation == rb->incarnation && ra->promised == rb->promised &&
+              rb->match_end >= ra->match_end) {
+            *ra = *rb;
+            continue;
+          }
+        }
+      }
+      last_to[message.to] = merged.size();
+      merged.push_back(std::move(message));
+    }
+    sends = std::move(merged);
   }
 
   void publish(Seq through) {
@@ -328,7 +401,16 @@ struct ReplicaNode::Impl {
     io.stop();
   }
 
-  // --- The disk thread: each group of waiting writes, one sync.
+  // Writes in order, then one sync for all of them.
+  Result<void> write_group(const std::vector<DiskWrite>& group) {
+    for (const DiskWrite& write : group) FUSEE_TRY_VOID(store->apply(write));
+    FUSEE_TRY_VOID(store->sync());
+    for (const DiskWrite& write : group) FUSEE_TRY_VOID(store->finish(write));
+    return ok();
+  }
+
+  // --- The disk thread (ReplicaNodeOptions::disk_thread): each group of
+  // waiting writes, one sync.
   void disk_loop() {
     for (;;) {
       std::vector<DiskWrite> group;
@@ -339,16 +421,7 @@ struct ReplicaNode::Impl {
         group.assign(std::make_move_iterator(disk_queue.begin()), std::make_move_iterator(disk_queue.end()));
         disk_queue.clear();
       }
-      Result<void> result = ok();
-      for (const DiskWrite& write : group) {
-        result = store->apply(write);
-        if (!result) break;
-      }
-      if (result) result = store->sync();
-      for (const DiskWrite& write : group) {
-        if (!result) break;
-        result = store->finish(write);
-      }
+      Result<void> result = write_group(group);
       std::vector<std::uint64_t> ids;
       for (const DiskWrite& write : group) ids.push_back(write.id);
       if (!result) disk_error = result.error();
@@ -410,6 +483,8 @@ struct ReplicaNode::Impl {
   bool last_suspect = false;
   bool stopping = false;
   std::error_code failure;
+  Output deferred;  // handle()'s, until its flush runs
+  bool flush_posted = false;
 
   std::mutex disk_mutex;
   std::condition_variable disk_wake;
@@ -471,14 +546,15 @@ Result<void> ReplicaNode::run() {
   m.core = std::make_unique<ReplicaCore>(core_options, std::move(m.recovered.log), out);
   m.say("recovered " + std::to_string(recovered_batches) + " batches" + (wiped ? " (not this cluster's: wiped)" : "") +
         (suspect ? " (suspect" + (m.recovered.damage.empty() ? "" : ": " + m.recovered.damage) + ")" : ""));
-  std::thread disk([&m] { m.disk_loop(); });
+  std::thread disk;
+  if (m.options.disk_thread) disk = std::thread([&m] { m.disk_loop(); });
   std::thread etcd([&m] { m.etcd_loop(); });
-  asio::post(m.io, [&m, out]() mutable { m.handle(out); });
+  asio::post(m.io, [&m, out]() mutable { m.handle(out); });  // the core's first calls
   m.accept();
   m.tick();
   m.io.run();
   m.shut_down();
-  disk.join();
+  if (disk.joinable()) disk.join();
   etcd.join();
   if (m.failure) return m.failure;
   return ok();

@@ -4,8 +4,10 @@
 //
 //   the loop thread   Asio: the core, its ticks, every socket (peers and
 //                     clients on one listening port, replica_wire.hpp)
-//   the disk thread   the core's writes, in order, each group of waiting
-//                     writes made durable by one sync (replica_store.hpp)
+//   the disk          the core's writes, in order, each group of waiting
+//                     writes made durable by one sync (replica_store.hpp):
+//                     on the loop thread once a turn's sends are out, or
+//                     on a thread of its own (ReplicaNodeOptions::disk_thread)
 //   the etcd thread   the core's coordinator calls, one at a time, each
 //                     answered within the gateway's timeout
 //                     (replication/etcd_coordinator.hpp)
@@ -43,6 +45,9 @@ struct ReplicaNodeOptions {
   std::uint32_t candidacy_ticks = 300;
   std::uint32_t lease_ticks = 100;     // < etcd's lease TTL: a cut-off primary stops first
   std::function<void(const std::string&)> log;  // what it does, a line at a time (stderr)
+  // Writes on a disk thread of their own rather than on the loop thread
+  // after each turn's sends (docs/replication.md has the figures of both).
+  bool disk_thread = false;
 };
 
 class ReplicaNode {

@@ -37,7 +37,18 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
 }
 
 Seq ReplicaCore::surviving_end() const {
-  return surviving_length(log_.size(), [&](std::uint64_t i) { return log_[i].view; }, starts_);
+  // Called for every append and durable write: scanning the whole log each
+  // time made a long log's appends cost in proportion to its length.
+  surviving_known_ = std::min<Seq>(surviving_known_, log_.size());
+  surviving_known_ =
+      surviving_length(log_.size(), [&](std::uint64_t i) { return log_[i].view; }, starts_, surviving_known_);
+  return surviving_known_;
+}
+
+void ReplicaCore::learn_starts(const ViewStarts& starts) {
+  const std::size_t before = starts_.size();
+  merge_starts(starts_, starts);
+  if (starts_.size() != before) surviving_known_ = 0;  // a new view's start may cut batches known to survive
 }
 
 std::uint64_t ReplicaCore::call(CoordinatorOp op, View view, Seq start, Output& out) {
@@ -58,6 +69,7 @@ void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& ou
   FUSEE_ASSERT(keep_through <= log_.size(), "a write cuts past the log's end");
   log_.resize(keep_through);
   durable_end_ = std::min(durable_end_, keep_through);
+  surviving_known_ = std::min(surviving_known_, keep_through);
   for (const Entry& entry : entries) {
     FUSEE_ASSERT(entry.seq == log_.size() + 1, "a write leaves a gap");
     acked_seen_ = std::max(acked_seen_, entry.acked);
@@ -164,7 +176,7 @@ void ReplicaCore::start_candidacy(const Register& reg, Output& out) {
   lead_ = reg.view;
   promised_ = lead_;
   register_view_ = lead_;
-  merge_starts(starts_, reg.starts);
+  learn_starts(reg.starts);
   candidacy_at_ = ticks_;
   lease_confirmed_at_ = ticks_;
   seal_replies_.clear();
@@ -294,6 +306,7 @@ void ReplicaCore::rebuilt() {
   wiped_on_disk_ = false;
   suspect_ = true;
   log_.clear();
+  surviving_known_ = 0;
   durable_end_ = 0;
   acked_seen_ = 0;
   if (role_ == Role::wiped) {
@@ -393,7 +406,7 @@ void ReplicaCore::receive(const Message& message, Output& out) {
 void ReplicaCore::on_seal_request(const Message& message, const SealRequest& request, Output& out) {
   if (message.view < promised_) return;
   if (message.view == promised_ && role_ != Role::backup) return;  // its own view
-  merge_starts(starts_, starts_through(request.starts, message.view));
+  learn_starts(starts_through(request.starts, message.view));
   if (message.view > promised_ || role_ != Role::backup) become_backup(message.view, out);
   register_view_ = std::max(register_view_, message.view);
   reset_election_timer();  // a candidate is at work: do not campaign against it
@@ -464,7 +477,7 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   register_view_ = std::max(register_view_, message.view);
   reset_election_timer();
   primary_heard_at_ = ticks_;
-  merge_starts(starts_, starts_through(request.starts, message.view));
+  learn_starts(starts_through(request.starts, message.view));
   const Seq end = surviving_end();
   if (request.prev_seq > end ||
       (request.prev_seq > 0 && log_[request.prev_seq - 1].view != request.prev_view)) {
@@ -568,7 +581,7 @@ void ReplicaCore::on_probe_reply(const Message& message, const ProbeReply& reply
 void ReplicaCore::coordinator_answer(const CoordinatorAnswer& answer, Output& out) {
   if (answer.reached) {
     register_view_ = std::max(register_view_, answer.reg.view);
-    merge_starts(starts_, answer.reg.starts);
+    learn_starts(answer.reg.starts);
   }
   if (read_call_ && answer.id == *read_call_) {
     read_call_.reset();

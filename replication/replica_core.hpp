@@ -152,6 +152,8 @@ class ReplicaCore {
   void write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired = false);
   bool disk_idle() const { return writes_.empty(); }
   void cut_to_history(Output& out);
+  // Merges starts into the history this replica knows.
+  void learn_starts(const ViewStarts& starts);
   void after_durable(Output& out);
 
   // Roles.
@@ -193,6 +195,7 @@ class ReplicaCore {
   Seq acked_seen_ = 0;
 
   ViewStarts starts_;
+  mutable Seq surviving_known_ = 0;  // the first this many batches survive starts_ (a cache)
   View promised_ = 0;       // refuses batches and seals of earlier views
   View register_view_ = 0;  // the latest view it knows the coordinator holds
   View lead_ = 0;

@@ -29,10 +29,13 @@ ViewStarts starts_through(const ViewStarts& starts, View view);
 
 // How many leading batches of a log of `length` batches survive the history.
 // `view_at(i)` is the view of the batch at sequence i + 1 (a callable, so a
-// log is read where it lies, without a copy of its views).
+// log is read where it lies, without a copy of its views). Whether a batch
+// survives depends on its own sequence and view alone, so a caller that knows
+// the first `known` survive the same history starts there.
 template <typename ViewAt>
-std::uint64_t surviving_length(std::uint64_t length, ViewAt&& view_at, const ViewStarts& starts) {
-  for (std::uint64_t i = 0; i < length; ++i) {
+std::uint64_t surviving_length(std::uint64_t length, ViewAt&& view_at, const ViewStarts& starts,
+                               std::uint64_t known = 0) {
+  for (std::uint64_t i = known; i < length; ++i) {
     const Seq seq = i + 1;
     for (auto later = starts.upper_bound(view_at(i)); later != starts.end(); ++later) {
       if (later->second <= seq) return i;
