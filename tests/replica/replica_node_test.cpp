@@ -1,0 +1,153 @@
+// Three replicas in this process (replica/replica_node.hpp) against a real
+// etcd (replica/local_etcd.hpp): they elect a primary and publish appends;
+// a backup refuses appends and says so; and what a hostile or broken peer
+// sends -- bytes that are no frame, a frame too long, a frame of no known
+// type, a peer message that does not decode or claims to come from the
+// replica it is sent to, a flood of appends to a backup -- closes that
+// connection or is refused, and the cluster goes on publishing.
+#include <doctest/doctest.h>
+
+#include <boost/asio.hpp>
+#include <thread>
+
+#include "protocol/frame.hpp"
+#include "protocol/wire.hpp"
+#include "replica/local_cluster.hpp"
+#include "replica/local_etcd.hpp"
+#include "replica/replica_node.hpp"
+#include "replica/replica_store.hpp"
+#include "replica/replica_wire.hpp"
+#include "tests/support/result_checks.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+namespace fusee::replica {
+namespace {
+
+using namespace std::chrono_literals;
+using boost::asio::ip::tcp;
+using replication::ReplicaId;
+
+class InProcessCluster {
+ public:
+  explicit InProcessCluster(const std::string& dir) : etcd_(dir) {
+    if (!etcd_.ready()) return;
+    for (ReplicaId id = 0; id < 3; ++id) addresses_.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    for (ReplicaId id = 0; id < 3; ++id) {
+      const std::string replica_dir = dir + "/replica-" + std::to_string(id);
+      testing::ok_or_fail(ReplicaStore::initialize(fs_, replica_dir, "t", false));
+      ReplicaNodeOptions options;
+      options.self = id;
+      options.addresses = addresses_;
+      options.dir = replica_dir;
+      options.cluster = "t";
+      options.etcd.port = etcd_.client_port();
+      options.etcd.lease_ttl_seconds = 1;
+      options.tick = 5ms;
+      options.heartbeat_ticks = 10;
+      options.election_ticks = 50;
+      options.lease_ticks = 100;
+      options.candidacy_ticks = 400;
+      nodes_.push_back(testing::value_or_fail(ReplicaNode::open(fs_, options)));
+    }
+    for (auto& node : nodes_) threads_.emplace_back([&node] { (void)node->run(); });
+  }
+  ~InProcessCluster() {
+    for (auto& node : nodes_) node->stop();
+    for (auto& thread : threads_) thread.join();
+  }
+  bool ready() const { return etcd_.ready(); }
+  const std::vector<std::string>& addresses() const { return addresses_; }
+
+ private:
+  io::PosixFileSystem fs_;
+  LocalEtcd etcd_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<ReplicaNode>> nodes_;
+  std::vector<std::thread> threads_;
+};
+
+// Whether the replica closes a connection after `bytes` (it reads to EOF).
+bool closes_after(const std::string& address, const std::vector<std::byte>& bytes) {
+  boost::asio::io_context io;
+  tcp::socket socket(io);
+  const auto colon = address.rfind(':');
+  socket.connect({boost::asio::ip::make_address(address.substr(0, colon)),
+                  static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)))});
+  boost::asio::write(socket, boost::asio::buffer(bytes));
+  // A closed connection reads EOF (or a reset) at once; an open one times
+  // out: poll with a deadline.
+  pollfd poll_fd{socket.native_handle(), POLLIN, 0};
+  if (::poll(&poll_fd, 1, 5000) <= 0) return false;
+  std::array<char, 256> sink{};
+  boost::system::error_code error;
+  for (;;) {
+    const std::size_t got = socket.read_some(boost::asio::buffer(sink), error);
+    if (error) return true;
+    if (got == 0) return true;
+  }
+}
+
+std::vector<std::byte> frame(FrameType type, std::span<const std::byte> payload) {
+  std::vector<std::byte> out;
+  protocol::encode_frame(static_cast<std::uint8_t>(type), 1, payload, out);
+  return out;
+}
+
+bool publishes(ReplicaClient& client, const std::string& payload) {
+  return client.append(payload, 20000ms).status == AppendStatus::published;
+}
+
+TEST_SUITE("unit") {
+  TEST_CASE("replica node: a cluster publishes, and hostile bytes close only their own connection") {
+    testing::TempDir dir;
+    InProcessCluster cluster(dir.path());
+    if (!cluster.ready()) {
+      MESSAGE("etcd is not installed (scripts/install-deps installs etcd-server): skipped");
+      return;
+    }
+    ReplicaClient client(cluster.addresses());
+    REQUIRE(publishes(client, "first"));
+    std::optional<ClusterHealth> health;
+    REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
+    const ReplicaId backup = (health->primary + 1) % 3;
+
+    SUBCASE("a backup refuses appends, a flood of them too") {
+      for (int i = 0; i < 500; ++i) {
+        const auto outcome = client.append_to(backup, "to a backup", 2000ms);
+        REQUIRE(outcome.status == AppendStatus::not_primary);
+      }
+    }
+    SUBCASE("bytes that are no frame") {
+      std::vector<std::byte> garbage(64, std::byte{0x41});
+      CHECK(closes_after(cluster.addresses()[backup], garbage));
+    }
+    SUBCASE("a frame longer than any may be") {
+      protocol::Writer w;
+      w.u32(0xfffffff0u).u32(0);
+      CHECK(closes_after(cluster.addresses()[health->primary], w.take()));
+    }
+    SUBCASE("a frame of no known type") {
+      std::vector<std::byte> out;
+      protocol::encode_frame(99, 1, {}, out);
+      CHECK(closes_after(cluster.addresses()[health->primary], out));
+    }
+    SUBCASE("a peer message that does not decode") {
+      std::vector<std::byte> junk(10, std::byte{7});
+      CHECK(closes_after(cluster.addresses()[backup], frame(FrameType::peer_message, junk)));
+    }
+    SUBCASE("a peer message claiming to come from the replica it is sent to") {
+      replication::Message forged{backup, backup, 1, replication::ProbeRequest{}};
+      CHECK(closes_after(cluster.addresses()[backup], frame(FrameType::peer_message, encode_message(forged))));
+    }
+    SUBCASE("an append of a payload over the bound") {
+      std::vector<std::byte> huge(kRecordPayloadBytesMax + 1, std::byte{1});
+      CHECK(closes_after(cluster.addresses()[health->primary], frame(FrameType::append, huge)));
+    }
+    // Whatever came before, the cluster still publishes.
+    for (int i = 0; i < 20; ++i) CHECK(publishes(client, "after " + std::to_string(i)));
+  }
+}
+
+}  // namespace
+}  // namespace fusee::replica
