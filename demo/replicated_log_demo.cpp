@@ -224,17 +224,26 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
                     probe ? append_status_name(probe->status) : "?"));
   }
 
-  // --- etcd stopped: appends go on.
-  if (violations == 0 && wait_healthy("the primary's SIGSTOP")) {
+  // --- etcd stopped for three leases: appends go on, and the primary keeps
+  // its view once etcd is back (it takes its expired lease back).
+  if (auto health = violations == 0 ? wait_healthy("the primary's SIGSTOP") : std::nullopt) {
     const auto paused_at = Clock::now();
     const auto before = ledger.publications();
     etcd.pause();
     std::this_thread::sleep_for(3 * kLease);
     const auto during = ledger.publications() - before;
     etcd.resume();
+    const double paused_ms = ms_between(paused_at, Clock::now());
     if (during == 0) violation("no append was published while etcd was stopped");
-    say(fmt::format("SIGSTOP of etcd for {:.0f} ms: {} appends published meanwhile", ms_between(paused_at, Clock::now()),
-                    during));
+    std::this_thread::sleep_for(2 * kLease);
+    auto after = wait_healthy("etcd's SIGSTOP");
+    if (after && (after->primary != health->primary ||
+                  after->statuses[after->primary]->lead != health->statuses[health->primary]->lead)) {
+      violation(fmt::format("the primary changed across etcd's SIGSTOP (replica {} to {}) though none failed",
+                            health->primary, after->primary));
+    }
+    say(fmt::format("SIGSTOP of etcd for {:.0f} ms: {} appends published meanwhile, and replica {} is still primary",
+                    paused_ms, during, health->primary));
   }
 
   // --- A backup's directory lost: it comes back wiped and takes no part

@@ -279,8 +279,29 @@ auto EtcdCoordinator::keepalive(ReplicaId caller, View view, Stored& stored) -> 
   json::object answer = FUSEE_TRY(http_->post("/v3/lease/keepalive", {{"ID", std::to_string(*lease_)}}));
   const json::value* result = answer.if_contains("result");
   if (result == nullptr || !result->is_object()) return protocol_error();
-  // TTL 0 (omitted): the lease expired, and the primary key with it.
-  return int_field(result->as_object(), "TTL") > 0 ? Cas::succeeded : Cas::failed;
+  if (int_field(result->as_object(), "TTL") > 0) return Cas::succeeded;
+  // TTL 0 (omitted): the lease expired, and the primary key with it -- as
+  // after an etcd outage longer than the TTL, through which this primary
+  // served on (its backups heard it). If nobody campaigned meanwhile, it
+  // takes the lease back rather than make the cluster elect again: the same
+  // compare a campaign makes (the register unchanged, no primary key), so a
+  // rival that campaigned first wins and this keepalive fails.
+  if (stored.primary_key) return Cas::failed;
+  json::object grant = FUSEE_TRY(http_->post("/v3/lease/grant", {{"TTL", std::to_string(options_.lease_ttl_seconds)}}));
+  const std::int64_t lease = int_field(grant, "ID");
+  if (lease == 0) return protocol_error();
+  json::object body;
+  body["compare"] = json::array{compare_mod(key("register"), stored.mod_revision),
+                                compare_mod(key("primary"), stored.primary_mod_revision)};
+  body["success"] = json::array{put(key("primary"), std::to_string(caller), lease)};
+  json::object txn = FUSEE_TRY(http_->post("/v3/kv/txn", body));
+  if (!txn.contains("succeeded")) {
+    (void)http_->post("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
+    stored = FUSEE_TRY(read_register());
+    return Cas::failed;
+  }
+  lease_ = lease;
+  return Cas::succeeded;
 }
 
 void EtcdCoordinator::resign() {

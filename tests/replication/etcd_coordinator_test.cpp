@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <boost/beast.hpp>
 #include <thread>
 
 #include "replication/etcd_coordinator.hpp"
@@ -34,6 +35,35 @@ CoordinatorAnswer run(EtcdCoordinator& coordinator, ReplicaId caller, Coordinato
 bool ready(EtcdCoordinator& coordinator) {
   for (int i = 0; i < 100; ++i) {
     if (run(coordinator, 0, CoordinatorOp::read).reached) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+// Whether etcd holds cluster c1's primary key (attached to the primary's
+// lease, so gone once the lease expires): a range request on the gateway.
+bool primary_key_alive(testing::EtcdProcess& etcd) {
+  namespace beast = boost::beast;
+  boost::asio::io_context io;
+  beast::tcp_stream stream(io);
+  stream.connect({boost::asio::ip::make_address("127.0.0.1"), etcd.client_port()});
+  beast::http::request<beast::http::string_body> request{beast::http::verb::post, "/v3/kv/range", 11};
+  request.set(beast::http::field::host, "127.0.0.1");
+  // base64 of "/fusee/c1/primary"
+  request.body() = R"({"key":"L2Z1c2VlL2MxL3ByaW1hcnk="})";
+  request.prepare_payload();
+  beast::http::write(stream, request);
+  beast::flat_buffer buffer;
+  beast::http::response<beast::http::string_body> response;
+  beast::http::read(stream, buffer, response);
+  return response.body().find("\"kvs\"") != std::string::npos;
+}
+
+template <typename Check>
+bool wait_until(std::chrono::milliseconds within, Check check) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) return true;
     std::this_thread::sleep_for(100ms);
   }
   return false;
@@ -100,6 +130,40 @@ TEST_SUITE("unit") {
     CHECK(deposed.reg.view == 2);
     CHECK(deposed.reg.primary == 1);
     CHECK(deposed.reg.starts == ViewStarts{{1, 5}});  // the history stays
+  }
+
+  TEST_CASE("etcd coordinator: a primary whose lease expired takes it back, unless a rival campaigned first") {
+    testing::EtcdProcess etcd;
+    if (!etcd.available()) {
+      MESSAGE("etcd is not installed: skipped");
+      return;
+    }
+    EtcdCoordinator r0(options_for(etcd.client_port()));
+    EtcdCoordinator r1(options_for(etcd.client_port()));
+    REQUIRE(ready(r0));
+    REQUIRE(run(r0, 0, CoordinatorOp::campaign, 1).succeeded);
+    REQUIRE(run(r0, 0, CoordinatorOp::publish_start, 1, 1).succeeded);
+    const auto first_lease = r0.lease();
+    // r0 renews nothing past its TTL (as through an outage): its lease and
+    // the primary key go. Nobody campaigned, so its keepalive takes a new one.
+    const auto expired = [&] {
+      return wait_until(10s, [&] { return run(r1, 1, CoordinatorOp::read).reg.view == 1 && !primary_key_alive(etcd); });
+    };
+    REQUIRE(expired());
+    CoordinatorAnswer retaken = run(r0, 0, CoordinatorOp::keepalive, 1);
+    CHECK(retaken.succeeded);
+    CHECK(r0.lease() != first_lease);
+    // It holds it: a rival cannot take view 2.
+    CHECK_FALSE(run(r1, 1, CoordinatorOp::campaign, 2).succeeded);
+    // Again past the TTL, but this time the rival campaigns first: the
+    // keepalive fails and names the rival's view.
+    REQUIRE(expired());
+    REQUIRE(run(r1, 1, CoordinatorOp::campaign, 2).succeeded);
+    CoordinatorAnswer deposed = run(r0, 0, CoordinatorOp::keepalive, 1);
+    CHECK(deposed.reached);
+    CHECK_FALSE(deposed.succeeded);
+    CHECK(deposed.reg.view == 2);
+    CHECK(deposed.reg.primary == 1);
   }
 
   TEST_CASE("etcd coordinator: two replicas racing for the same view, one wins each time") {
