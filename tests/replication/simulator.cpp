@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tests/replication/sim_disk.hpp"
+#include "replica/replica_store.hpp"
 #include "tests/support/fault_file_system.hpp"
 
 namespace fusee::testing::replication_sim {
@@ -68,6 +68,22 @@ constexpr Us kCoordinatorTimeoutUs = 5000;
 constexpr Us kLeaseTtlUs = 200'000;
 constexpr Us kQuiesceUs = 500'000;
 
+// Each replica's directory on its own fault file system, in the replica's
+// own format (replica/replica_store.hpp): the simulator writes and recovers
+// it with the code a replica process runs.
+constexpr const char* kDir = "/r";
+constexpr const char* kCluster = "sim";
+constexpr const char* kLogPath = "/r/replica/log";
+constexpr const char* kSuspectPath = "/r/replica/suspect";
+
+// Where batch `seq`'s record starts in a log file's bytes, if the chain
+// they hold reaches it.
+std::optional<std::uint64_t> record_offset(std::span<const std::byte> image, Seq seq) {
+  const replica::ReadChain chain = replica::read_chain(image);
+  if (seq == 0 || seq > chain.ends.size()) return std::nullopt;
+  return seq == 1 ? 0 : chain.ends[seq - 2];
+}
+
 struct Violation : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -76,7 +92,7 @@ struct Node {
   ReplicaId id = 0;
   replication::ReplicaOptions options;
   std::unique_ptr<FaultFileSystem> fs;
-  std::unique_ptr<SimDisk> disk;
+  std::unique_ptr<replica::ReplicaStore> disk;
   std::unique_ptr<ReplicaCore> core;
   bool up = false;
   std::uint64_t life = 0;  // events scheduled in an earlier life are dropped
@@ -213,7 +229,9 @@ class Simulation {
       node.options.entries_per_append_max = 16;
       node.options.weakening = options_.weakening;
       node.fs = std::make_unique<FaultFileSystem>();
-      if (!SimDisk::initialize(*node.fs, false)) fail("cannot initialise a replica's directory");
+      if (!replica::ReplicaStore::initialize(*node.fs, kDir, kCluster, false)) {
+        fail("cannot initialise a replica's directory");
+      }
       start(node);
     }
     schedule(between(1000, 3000), [this] { propose(); });
@@ -229,11 +247,14 @@ class Simulation {
   // --- A replica's life ----------------------------------------------------
 
   void start(Node& node) {
-    auto recovered = SimDisk::recover(*node.fs);
-    if (!recovered) fail(fmt::format("r{} cannot recover its directory: {}", node.id, recovered.error().message()));
+    node.disk.reset();
+    replica::StoreRecovery recovered_store;
+    auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered_store);
+    if (!store) fail(fmt::format("r{} cannot recover its directory: {}", node.id, store.error().message()));
+    auto* recovered = &recovered_store;
     if (!node.wiped && recovered->log.wiped) fail(fmt::format("r{}'s directory lost its cluster id", node.id));
     node.damage_pending = false;
-    node.disk = std::make_unique<SimDisk>(*node.fs, recovered->crcs);
+    node.disk = std::move(*store);
     node.in_flight.clear();
     node.disk_free_at = now_;
     node.paused_until = 0;
@@ -318,7 +339,7 @@ class Simulation {
   void check_durable(Node& node) {
     auto image = node.fs->durable_contents(kLogPath);
     if (!image) fail(fmt::format("r{}: no durable log file", node.id));
-    const Chain chain = read_chain(*image);
+    const replica::ReadChain chain = replica::read_chain(*image);
     const ReplicaCore& core = *node.core;
     if (chain.entries.size() < core.durable_end()) {
       fail(fmt::format("r{} believes batches through {} durable, its disk holds {}", node.id,
@@ -346,7 +367,7 @@ class Simulation {
     if (paused(node, [this, &node, life] { complete_write(node, life); })) return;
     const DiskWrite write = std::move(node.in_flight.front());
     node.in_flight.pop_front();
-    if (!node.disk->complete(write)) fail(fmt::format("r{}: a sync failed", node.id));
+    if (!node.disk->sync() || !node.disk->finish(write)) fail(fmt::format("r{}: a sync failed", node.id));
     ++disk_events_;
     Output out;
     if (!node.core->disk_done(write.id, true, out)) fail("disk_done refused a completed write");
@@ -552,8 +573,9 @@ class Simulation {
           const Seq durable = node->core->durable_end();
           crash(*node, false);
           const Seq victim = durable - below(std::min<Seq>(durable, 3));  // near the tail
-          const std::uint64_t bit = ((victim - 1) * kSlotBytes + 8 + below(24)) * 8 + below(8);
-          if (node->fs->corrupt_bit(kLogPath, bit)) {
+          auto image = node->fs->contents(kLogPath);
+          const auto at = image ? record_offset(*image, victim) : std::nullopt;
+          if (at && node->fs->corrupt_bit(kLogPath, (*at + 8 + below(24)) * 8 + below(8))) {
             node->damage_pending = true;
             ++report_.damages;
             note(fmt::format("r{}: batch {} damaged on disk", node->id, victim));
@@ -645,12 +667,13 @@ class Simulation {
         for (const Entry& entry : write.entries) in_flight.push_back(entry.seq);
       }
       crash(node, false);
-      for (Seq seq : in_flight) {
-        auto image = node.fs->contents(kLogPath);
-        if (image && image->size() >= seq * kSlotBytes) {
-          (void)node.fs->corrupt_bit(kLogPath, ((seq - 1) * kSlotBytes + 8) * 8);
+      std::vector<std::uint64_t> landed;  // where the in-flight batches that reached the file start
+      if (auto image = node.fs->contents(kLogPath)) {
+        for (Seq seq : in_flight) {
+          if (auto at = record_offset(*image, seq)) landed.push_back(*at);
         }
       }
+      for (std::uint64_t at : landed) (void)node.fs->corrupt_bit(kLogPath, (at + 8) * 8);
       restart_later(node, 5'000, 30'000);
     }
     schedule(now_ + 100'000, [this] {
@@ -679,7 +702,16 @@ class Simulation {
 
   void rebuild(Node& node) {
     if (!node.wiped) return;
-    if (!SimDisk::initialize(*node.fs, true)) fail("cannot rebuild a directory");
+    // The operator's `fusee replica init --rebuild`; a running replica then
+    // reads the directory again (a process is restarted onto it).
+    node.disk.reset();
+    if (!replica::ReplicaStore::initialize(*node.fs, kDir, kCluster, true)) fail("cannot rebuild a directory");
+    if (node.up) {
+      replica::StoreRecovery reread;
+      auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, reread);
+      if (!store || !reread.log.suspect || !reread.log.entries.empty()) fail("a rebuilt directory is not empty and suspect");
+      node.disk = std::move(*store);
+    }
     node.wiped = false;
     // (Booting: its read of etcd is not answered yet. Under the wiped_votes
     // weakening it came back as a backup and is left so.)
@@ -798,8 +830,10 @@ class Simulation {
                          core.durable_end(), lp.size()));
       }
       check_durable(node);
-      auto recovered = SimDisk::recover(*node.fs->crash_image(CrashOutcome::drop_all()));
-      if (!recovered || recovered->log.suspect || recovered->log.wiped || recovered->log.entries != lp) {
+      auto image = node.fs->crash_image(CrashOutcome::drop_all());
+      replica::StoreRecovery recovered;
+      auto store = replica::ReplicaStore::open(*image, kDir, kCluster, recovered);
+      if (!store || recovered.log.suspect || recovered.log.wiped || recovered.log.entries != lp) {
         fail(fmt::format("r{}'s directory does not recover to the cluster's log", node.id));
       }
     }
