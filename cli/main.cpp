@@ -198,6 +198,10 @@ int main(int argc, char** argv) {
   replica_run->add_flag("--quiet", replica.quiet, "Do not log role changes");
   replica_run->add_flag("--disk-thread", replica.disk_thread,
                         "Write on a thread of its own instead of the loop thread (for comparison)");
+  auto* replica_inspect =
+      replica_command->add_subcommand("inspect", "A replica's directory, read without changing a byte");
+  replica_inspect->add_option("--dir", replica.dir, "The replica's directory")->required()->check(CLI::ExistingDirectory);
+  replica_inspect->add_flag("--batches", replica.batches, "List every batch");
   auto* replica_status = replica_command->add_subcommand("status", "What each replica holds and serves");
   replica_status->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
       ->required()->delimiter(',');
@@ -235,6 +239,7 @@ int main(int argc, char** argv) {
   if (replica_command->got_subcommand(replica_init)) return fusee::cli::run_replica_init(replica);
   if (replica_command->got_subcommand(replica_run)) return fusee::cli::run_replica(replica);
   if (replica_command->got_subcommand(replica_status)) return fusee::cli::run_replica_status(replica);
+  if (replica_command->got_subcommand(replica_inspect)) return fusee::cli::run_replica_inspect(replica);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;
     const std::pair<CLI::App*, InspectView> views[] = {

@@ -10,7 +10,9 @@
 #include "replica/replica_client.hpp"
 #include "replica/replica_node.hpp"
 #include "replica/replica_store.hpp"
+#include "cli/table.hpp"
 #include "wal/io/posix_file_system.hpp"
+#include "wal/io/read_only_file_system.hpp"
 
 namespace fusee::cli {
 
@@ -65,9 +67,18 @@ int run_replica(const ReplicaCommandOptions& options) {
   if (!options.quiet) node_options.log = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
   io::PosixFileSystem fs;
+  // A directory that is there but no cluster's is a lost disk (the replica
+  // comes up wiped and waits for `init --rebuild`); one that is not there at
+  // all is more likely a mistyped path.
+  if (auto there = fs.exists(options.dir); !there || !*there) {
+    fmt::print(stderr, "fusee replica run: {}: no such directory (fusee replica init makes a replica's)\n", options.dir);
+    return 1;
+  }
   auto node = replica::ReplicaNode::open(fs, node_options);
   if (!node) {
-    fmt::print(stderr, "fusee replica run: {}: {}\n", options.dir, node.error().message());
+    const bool locked = node.error() == std::errc::operation_would_block;
+    fmt::print(stderr, "fusee replica run: {}: {}\n", options.dir,
+               locked ? "another process runs this replica (it holds replica/lock)" : node.error().message());
     return 1;
   }
   std::thread waiter([&] {
@@ -83,6 +94,49 @@ int run_replica(const ReplicaCommandOptions& options) {
   }
   waiter.join();
   return served ? 0 : 1;
+}
+
+int run_replica_inspect(const ReplicaCommandOptions& options) {
+  io::PosixFileSystem posix;
+  io::ReadOnlyFileSystem fs(posix);
+  auto inspection = replica::inspect_store(fs, options.dir);
+  if (!inspection) {
+    fmt::print(stderr, "fusee replica inspect: {}: {}\n", options.dir, inspection.error().message());
+    return 1;
+  }
+  if (inspection->cluster.empty()) {
+    fmt::print("{}: not a replica of any cluster (lost, or never made one: fusee replica init)\n", options.dir);
+    return 0;
+  }
+  const auto& chain = inspection->chain;
+  const std::uint64_t end_bytes = chain.ends.empty() ? 0 : chain.ends.back();
+  fmt::print("{}: a replica of cluster {}\n", options.dir, inspection->cluster);
+  fmt::print("log: {} batches in {} bytes", chain.entries.size(), inspection->file_bytes);
+  if (!chain.entries.empty()) {
+    fmt::print(", views {}..{}, the last acked {}", chain.entries.front().view, chain.entries.back().view,
+               chain.entries.back().acked);
+  }
+  fmt::print("\n");
+  if (chain.damaged) fmt::print("damage: {} (recovery marks the replica suspect and cuts the log there)\n", chain.damage);
+  if (end_bytes < inspection->file_bytes && !chain.damaged) {
+    fmt::print("past the chain: {} bytes a crash left past a cut (recovery removes them)\n",
+               inspection->file_bytes - end_bytes);
+  }
+  if (inspection->suspect_marked) {
+    std::string note = inspection->suspect_note;
+    while (!note.empty() && note.back() == '\n') note.pop_back();
+    fmt::print("suspect: {} -- it counts in seals again once it holds a primary's whole log\n", note);
+  }
+  if (options.batches) {
+    Table table({{"seq", Table::Align::right}, {"view", Table::Align::right}, {"acked", Table::Align::right},
+                 {"bytes", Table::Align::right}});
+    for (const auto& entry : chain.entries) {
+      table.add({std::to_string(entry.seq), std::to_string(entry.view), std::to_string(entry.acked),
+                 std::to_string(entry.payload.size())});
+    }
+    table.print(stdout);
+  }
+  return 0;
 }
 
 int run_replica_status(const ReplicaCommandOptions& options) {

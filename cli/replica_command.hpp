@@ -1,7 +1,8 @@
 // `fusee replica`: one replica of a replicated log (docs/replication.md, "The
 // replica process"): `init` makes a directory a replica of a cluster (or,
 // with --rebuild, remakes a lost one), `run` serves it until SIGTERM or
-// SIGINT, `status` asks each replica what it holds.
+// SIGINT, `status` asks each replica what it holds, `inspect` reads a
+// replica's directory without changing it.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +22,12 @@ struct ReplicaCommandOptions {
   std::uint32_t lease_ttl_s = 2;
   bool quiet = false;
   bool disk_thread = false;
+  bool batches = false;  // inspect: every batch
 };
 
 int run_replica_init(const ReplicaCommandOptions& options);
 int run_replica(const ReplicaCommandOptions& options);
 int run_replica_status(const ReplicaCommandOptions& options);
+int run_replica_inspect(const ReplicaCommandOptions& options);
 
 }  // namespace fusee::cli

@@ -123,6 +123,21 @@ ReadChain read_chain(std::span<const std::byte> image) {
   return chain;
 }
 
+Result<StoreInspection> inspect_store(io::FileSystem& fs, const std::string& dir) {
+  StoreInspection inspection;
+  if (!FUSEE_TRY(fs.exists(path_in(dir, "cluster")))) return inspection;
+  inspection.cluster = FUSEE_TRY(read_text(fs, path_in(dir, "cluster")));
+  inspection.suspect_marked = FUSEE_TRY(fs.exists(path_in(dir, "suspect")));
+  if (inspection.suspect_marked) inspection.suspect_note = FUSEE_TRY(read_text(fs, path_in(dir, "suspect")));
+  if (!FUSEE_TRY(fs.exists(path_in(dir, "log")))) return inspection;
+  auto file = FUSEE_TRY(fs.open(path_in(dir, "log"), {}));
+  inspection.file_bytes = FUSEE_TRY(file->size());
+  std::vector<std::byte> image(inspection.file_bytes);
+  if (!image.empty()) FUSEE_TRY(file->read_at(0, image));
+  inspection.chain = read_chain(image);
+  return inspection;
+}
+
 Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
                                       bool rebuild) {
   FUSEE_TRY_VOID(fs.create_dir(dir));

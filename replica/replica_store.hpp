@@ -99,6 +99,17 @@ struct ReadChain {
 };
 ReadChain read_chain(std::span<const std::byte> image);
 
+// What a replica's directory holds, read without changing a byte (`fusee
+// replica inspect`): recovery's view of it, before recovery acts.
+struct StoreInspection {
+  std::string cluster;       // empty: no cluster's (lost, or new)
+  bool suspect_marked = false;
+  std::string suspect_note;  // what the marker says (the damage, or "rebuilt")
+  std::uint64_t file_bytes = 0;
+  ReadChain chain;
+};
+Result<StoreInspection> inspect_store(io::FileSystem& fs, const std::string& dir);
+
 // One record's bytes, appended to `out`; returns its crc.
 std::uint32_t encode_record(const replication::Entry& entry, std::uint32_t prev_crc, std::vector<std::byte>& out);
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `fusee replica` as an operator meets it (docs/cli.md):
+# - init makes a directory a replica, and refuses one that already is;
+# - inspect reads it without changing a byte, says what a lost or damaged
+#   one would do at recovery, and lists its batches;
+# - run refuses wrong arguments (exit 2), a missing directory and another
+#   cluster's (exit 1), each with a reason;
+# - a second `run` on a directory in use is refused.
+# Usage: cli_replica.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+top=${1:?usage: cli_replica.sh SOURCE_DIR BUILD_DIR}
+build=${2:?usage: cli_replica.sh SOURCE_DIR BUILD_DIR}
+build=$(cd "$build" && pwd)
+fusee="$build/cli/fusee"
+scratch=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$scratch"' EXIT
+fail() { echo "cli_replica: $*" >&2; exit 1; }
+expect_exit() {  # CODE PATTERN COMMAND...: exits CODE, stderr matches PATTERN
+  local code=$1 pattern=$2; shift 2
+  set +e
+  "$@" >"$scratch/out" 2>"$scratch/err"
+  local got=$?
+  set -e
+  [ "$got" = "$code" ] || fail "'$*' exited $got, not $code: $(cat "$scratch/err")"
+  grep -q -- "$pattern" "$scratch/err" || fail "'$*' did not say '$pattern': $(cat "$scratch/err")"
+}
+
+"$fusee" replica init --dir "$scratch/r0" --cluster blue | grep -q "is a replica of cluster blue" || fail "init"
+expect_exit 1 "already a replica" "$fusee" replica init --dir "$scratch/r0" --cluster blue
+
+snapshot() { (cd "$1" && find . -printf '%p %y %s\n' | sort && find . -type f -exec sha256sum {} + | sort); }
+before=$(snapshot "$scratch/r0")
+"$fusee" replica inspect --dir "$scratch/r0" --batches >"$scratch/out"
+grep -q "a replica of cluster blue" "$scratch/out" || fail "inspect: $(cat "$scratch/out")"
+grep -q "log: 0 batches" "$scratch/out" || fail "inspect: $(cat "$scratch/out")"
+[ "$before" = "$(snapshot "$scratch/r0")" ] || fail "inspect changed the directory"
+
+# A damaged log: inspect names the damage, still changing nothing.
+printf 'not a record, forty bytes or more of it....' >>"$scratch/r0/replica/log"
+before=$(snapshot "$scratch/r0")
+"$fusee" replica inspect --dir "$scratch/r0" >"$scratch/out"
+grep -q "damage:" "$scratch/out" || fail "inspect did not report damage: $(cat "$scratch/out")"
+[ "$before" = "$(snapshot "$scratch/r0")" ] || fail "inspect changed a damaged directory"
+mkdir "$scratch/empty"
+"$fusee" replica inspect --dir "$scratch/empty" | grep -q "not a replica of any cluster" || fail "inspect of a lost one"
+
+peers=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
+expect_exit 2 "3, 5, 7" "$fusee" replica run --dir "$scratch/r0" --cluster blue --id 0 --replicas 127.0.0.1:1,127.0.0.1:2
+expect_exit 2 "3, 5, 7" "$fusee" replica run --dir "$scratch/r0" --cluster blue --id 3 --replicas "$peers"
+expect_exit 2 "address" "$fusee" replica run --dir "$scratch/r0" --cluster blue --id 0 --replicas a,b,c
+expect_exit 2 "address" "$fusee" replica run --dir "$scratch/r0" --cluster blue --id 0 --replicas "$peers" --etcd nowhere
+expect_exit 1 "no such directory" "$fusee" replica run --dir "$scratch/typo" --cluster blue --id 0 --replicas "$peers"
+expect_exit 1 "another cluster" "$fusee" replica run --dir "$scratch/r0" --cluster green --id 0 --replicas "$peers"
+
+# One writer per directory: a second run is refused while the first runs.
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+"$fusee" replica init --dir "$scratch/r1" --cluster blue >/dev/null
+mine="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
+"$fusee" replica run --dir "$scratch/r1" --cluster blue --id 0 --replicas "$mine" --etcd 127.0.0.1:1 --quiet \
+  2>"$scratch/first.err" &
+pids+=($!)
+for _ in $(seq 50); do [ -e "$scratch/r1/replica/lock" ] && break; sleep 0.1; done
+sleep 0.3
+set +e
+"$fusee" replica run --dir "$scratch/r1" --cluster blue --id 0 --replicas "$mine" --etcd 127.0.0.1:1 --quiet \
+  >"$scratch/out" 2>"$scratch/err"
+got=$?
+set -e
+[ "$got" = 1 ] || fail "a second run on a directory in use exited $got: $(cat "$scratch/err")"
+grep -q "another process runs this replica" "$scratch/err" || fail "a second run did not say why: $(cat "$scratch/err")"
+kill -TERM "${pids[0]}"
+wait "${pids[0]}" || fail "the first run did not stop cleanly on SIGTERM: $(cat "$scratch/first.err")"
+pids=()
+echo "cli_replica: ok"
