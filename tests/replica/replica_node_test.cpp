@@ -18,6 +18,7 @@
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
 #include "tests/support/result_checks.hpp"
+#include "tests/support/tcp_proxy.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -28,21 +29,42 @@ using namespace std::chrono_literals;
 using boost::asio::ip::tcp;
 using replication::ReplicaId;
 
+// Three replicas in this process. `proxied`: every link between them, and
+// each one's link to etcd, goes through a TcpProxy the test can cut.
 class InProcessCluster {
  public:
-  explicit InProcessCluster(const std::string& dir) : etcd_(dir) {
+  explicit InProcessCluster(const std::string& dir, bool proxied = false) : etcd_(dir) {
     if (!etcd_.ready()) return;
     for (ReplicaId id = 0; id < 3; ++id) addresses_.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    if (proxied) {
+      links_.resize(3);
+      for (ReplicaId from = 0; from < 3; ++from) {
+        etcd_links_.push_back(std::make_unique<testing::TcpProxy>("127.0.0.1", etcd_.client_port()));
+        for (ReplicaId to = 0; to < 3; ++to) {
+          const std::string& address = addresses_[to];
+          links_[from].push_back(from == to ? nullptr
+                                            : std::make_unique<testing::TcpProxy>(
+                                                  "127.0.0.1", std::stoi(address.substr(address.rfind(':') + 1))));
+        }
+      }
+    }
     for (ReplicaId id = 0; id < 3; ++id) {
       const std::string replica_dir = dir + "/replica-" + std::to_string(id);
       testing::ok_or_fail(ReplicaStore::initialize(fs_, replica_dir, "t", false));
       ReplicaNodeOptions options;
       options.self = id;
       options.addresses = addresses_;
+      options.etcd.port = etcd_.client_port();
+      if (proxied) {
+        for (ReplicaId to = 0; to < 3; ++to) {
+          if (to != id) options.addresses[to] = "127.0.0.1:" + std::to_string(links_[id][to]->port());
+        }
+        options.etcd.port = etcd_links_[id]->port();
+      }
       options.dir = replica_dir;
       options.cluster = "t";
-      options.etcd.port = etcd_.client_port();
       options.etcd.lease_ttl_seconds = 1;
+      options.etcd.timeout = 500ms;
       options.tick = 5ms;
       options.heartbeat_ticks = 10;
       options.election_ticks = 50;
@@ -57,12 +79,31 @@ class InProcessCluster {
     for (auto& thread : threads_) thread.join();
   }
   bool ready() const { return etcd_.ready(); }
+  // Where clients reach each replica (never through a proxy).
   const std::vector<std::string>& addresses() const { return addresses_; }
+  // The link from one replica to another (it carries what `from` sends).
+  testing::TcpProxy& link(ReplicaId from, ReplicaId to) { return *links_[from][to]; }
+  testing::TcpProxy& etcd_link(ReplicaId from) { return *etcd_links_[from]; }
+  // Cuts both links between a and b, both ways.
+  void cut_between(ReplicaId a, ReplicaId b) {
+    link(a, b).cut(true, true);
+    link(b, a).cut(true, true);
+  }
+  void heal_all() {
+    for (auto& row : links_) {
+      for (auto& proxy : row) {
+        if (proxy) proxy->heal();
+      }
+    }
+    for (auto& proxy : etcd_links_) proxy->heal();
+  }
 
  private:
   io::PosixFileSystem fs_;
   LocalEtcd etcd_;
   std::vector<std::string> addresses_;
+  std::vector<std::vector<std::unique_ptr<testing::TcpProxy>>> links_;
+  std::vector<std::unique_ptr<testing::TcpProxy>> etcd_links_;
   std::vector<std::unique_ptr<ReplicaNode>> nodes_;
   std::vector<std::thread> threads_;
 };
@@ -146,6 +187,96 @@ TEST_SUITE("unit") {
     }
     // Whatever came before, the cluster still publishes.
     for (int i = 0; i < 20; ++i) CHECK(publishes(client, "after " + std::to_string(i)));
+  }
+
+  // Partitions through the proxies, as the issue names them: the primary cut
+  // from etcd only, from its backups only, a minority island, and one link
+  // cut one way. Each: what must go on, what must change or not, and that
+  // the cluster is whole again once healed.
+  TEST_CASE("replica node: partitions -- from etcd only, from the backups only, an island, one way") {
+    testing::TempDir dir;
+    InProcessCluster cluster(dir.path(), /*proxied=*/true);
+    if (!cluster.ready()) {
+      MESSAGE("etcd is not installed: skipped");
+      return;
+    }
+    ReplicaClient client(cluster.addresses());
+    REQUIRE(publishes(client, "first"));
+    std::optional<ClusterHealth> health;
+    REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
+    const ReplicaId primary = health->primary;
+    const auto view = health->statuses[primary]->lead;
+    const ReplicaId b1 = (primary + 1) % 3;
+    const ReplicaId b2 = (primary + 2) % 3;
+    // Publishes `count` appends, each within the client's deadline; the
+    // replica that published the last.
+    auto publish_some = [&](int count) {
+      ReplicaId by = replication::kNoReplica;
+      for (int i = 0; i < count; ++i) {
+        const auto outcome = client.append("during " + std::to_string(i), 20000ms);
+        REQUIRE(outcome.status == AppendStatus::published);
+        by = outcome.primary;
+      }
+      return by;
+    };
+    auto same_primary = [&] {
+      auto now = cluster_health(client, 3);
+      return now && now->primary == primary && now->statuses[primary]->lead == view;
+    };
+
+    SUBCASE("the primary cut from etcd only: it serves on, and keeps its view once healed") {
+      cluster.etcd_link(primary).cut(true, true);
+      const auto until = std::chrono::steady_clock::now() + 3s;  // three leases
+      while (std::chrono::steady_clock::now() < until) CHECK(publish_some(1) == primary);
+      cluster.heal_all();
+      std::this_thread::sleep_for(2s);
+      CHECK(same_primary());
+    }
+    SUBCASE("the primary cut from its backups only: they elect another, and it rejoins as a backup") {
+      cluster.cut_between(primary, b1);
+      cluster.cut_between(primary, b2);
+      // An append the cut primary took comes back unknown once it steps
+      // down; the client goes on to the others.
+      ReplicaId by = primary;
+      REQUIRE(wait_for(20000ms, [&] {
+        const auto outcome = client.append("across the cut", 5000ms);
+        if (outcome.status == AppendStatus::published) by = outcome.primary;
+        return outcome.status == AppendStatus::published && by != primary;
+      }));
+      CHECK((by == b1 || by == b2));
+      cluster.heal_all();
+      REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
+      CHECK(health->primary != primary);
+      CHECK(health->statuses[primary]->role == replication::Role::backup);
+    }
+    SUBCASE("a backup cut from everyone: the others serve on in the same view, and it catches up") {
+      cluster.cut_between(b1, primary);
+      cluster.cut_between(b1, b2);
+      const auto until = std::chrono::steady_clock::now() + 2s;
+      while (std::chrono::steady_clock::now() < until) CHECK(publish_some(1) == primary);
+      CHECK(same_primary());
+      auto island = client.status(b1, 1000ms);
+      REQUIRE(island.has_value());      // it answers clients, not being cut from them
+      CHECK(island->promised == view);  // and started no view of its own
+      cluster.heal_all();
+      publish_some(1);
+      REQUIRE(wait_for(20000ms, [&] {
+        auto p = client.status(primary, 500ms);
+        auto b = client.status(b1, 500ms);
+        return p && b && b->durable_end == p->log_end && p->lead == view;
+      }));
+    }
+    SUBCASE("the primary's link to one backup cut one way: no election, appends go on") {
+      cluster.link(primary, b1).cut(true, false);
+      const auto until = std::chrono::steady_clock::now() + 2s;
+      while (std::chrono::steady_clock::now() < until) CHECK(publish_some(1) == primary);
+      CHECK(client.status(b2, 1000ms)->promised == view);
+      CHECK(client.status(b1, 1000ms)->promised == view);
+      cluster.heal_all();
+      REQUIRE(wait_for(20000ms, same_primary));
+    }
+    // Healed, whatever the partition did, the cluster publishes.
+    CHECK(publishes(client, "after"));
   }
 }
 
