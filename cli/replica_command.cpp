@@ -57,8 +57,9 @@ int run_replica(const ReplicaCommandOptions& options) {
     fmt::print(stderr, "fusee replica run: --replicas names 3, 5, 7... addresses and --id one of them (0-based)\n");
     return 2;
   }
-  // Timings in ticks, from the lease: a primary that cannot renew steps down
-  // after half the TTL, well before etcd lets another replica take over.
+  // Timings in ticks, from the lease: a primary no quorum hears steps down
+  // after half the TTL, well before etcd lets another replica take over; a
+  // backup that hears no primary for a quarter of it asks the others.
   const std::uint32_t lease_ms = options.lease_ttl_s * 1000;
   node_options.lease_ticks = std::max<std::uint32_t>(2, lease_ms / 2 / options.tick_ms);
   node_options.election_ticks = std::max<std::uint32_t>(4, lease_ms / 4 / options.tick_ms);

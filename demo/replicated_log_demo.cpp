@@ -251,7 +251,9 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   if (auto health = violations == 0 ? wait_healthy("etcd's SIGSTOP") : std::nullopt) {
     const ReplicaId lost = (health->primary + 1) % kReplicas;
     cluster.kill_and_reap(lost, SIGKILL);
+    // The disk is replaced: the directory is there (a mount point), empty.
     (void)io::remove_tree(fs, cluster.replica_dir(lost));
+    (void)fs.create_dir(cluster.replica_dir(lost));
     cluster.start(lost);
     const auto wiped_at = Clock::now();
     if (!wait_for(milliseconds(5000), [&] {
@@ -301,17 +303,20 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
 
   const auto published = ledger.appends();
   for (const std::string& conflict : ledger.conflicts()) violation(conflict);
+  // Read-only: recovery would write (a suspect marker, a cut), and what is
+  // checked is what the replicas left.
   std::vector<std::vector<replication::Entry>> logs;
   for (ReplicaId id = 0; id < kReplicas; ++id) {
-    replica::StoreRecovery recovered;
-    auto store = replica::ReplicaStore::open(fs, cluster.replica_dir(id), kCluster, recovered);
-    if (!store) {
-      violation(fmt::format("replica {}'s directory does not open: {}", id, store.error().message()));
+    auto inspection = replica::inspect_store(fs, cluster.replica_dir(id));
+    if (!inspection) {
+      violation(fmt::format("replica {}'s directory cannot be read: {}", id, inspection.error().message()));
       logs.emplace_back();
       continue;
     }
-    if (recovered.log.suspect) violation(fmt::format("replica {} is still suspect: {}", id, recovered.damage));
-    logs.push_back(std::move(recovered.log.entries));
+    if (inspection->cluster != kCluster) violation(fmt::format("replica {}'s directory is no longer the cluster's", id));
+    if (inspection->suspect_marked) violation(fmt::format("replica {} is still suspect", id));
+    if (inspection->chain.damaged) violation(fmt::format("replica {}'s log is damaged: {}", id, inspection->chain.damage));
+    logs.push_back(std::move(inspection->chain.entries));
   }
   std::uint64_t lost = 0;
   for (ReplicaId id = 0; id < kReplicas; ++id) {

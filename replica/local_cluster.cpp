@@ -92,10 +92,11 @@ std::optional<ClusterHealth> cluster_health(ReplicaClient& client, std::uint32_t
   for (ReplicaId id = 0; id < replicas; ++id) {
     const auto& s = health.statuses[id];
     if (!s) return std::nullopt;
-    if (s->role == Role::primary && s->lead >= view) {
-      health.primary = id;
-      view = s->lead;
-    }
+    if (s->role != Role::primary) continue;
+    // Two that believe they serve: one was deposed and has not noticed yet.
+    if (health.primary != replication::kNoReplica) return std::nullopt;
+    health.primary = id;
+    view = s->lead;
   }
   if (health.primary == replication::kNoReplica) return std::nullopt;
   for (const auto& s : health.statuses) {

@@ -26,6 +26,11 @@ namespace {
 // queue without bound.
 constexpr std::size_t kPeerQueueBytesMax = 64u << 20;
 constexpr std::chrono::milliseconds kReconnectDelay{50};
+// Appends merged into one message stay within the core's own budget for one
+// (ReplicaOptions::append_bytes_max), far below what a frame may carry.
+constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
+// A client that sends and does not read its replies is cut off here.
+constexpr std::size_t kClientQueueBytesMax = 16u << 20;
 
 std::vector<std::byte> frame_of(FrameType type, std::uint64_t request_id, std::span<const std::byte> payload) {
   std::vector<std::byte> out;
@@ -94,7 +99,11 @@ struct ReplicaNode::Impl {
     }
     void send(std::vector<std::byte> frame) {
       if (closed) return;
-      writer.push(std::move(frame), SIZE_MAX);
+      if (!writer.push(std::move(frame), kClientQueueBytesMax)) {
+        impl.say("a connection that does not read its replies: closing it");
+        close();
+        return;
+      }
       writer.pump(shared_from_this(), [this](boost::system::error_code) { close(); });
     }
     void close() {
@@ -117,7 +126,15 @@ struct ReplicaNode::Impl {
     PeerLink(Impl& impl, ReplicaId id, tcp::endpoint endpoint)
         : impl(impl), id(id), endpoint(endpoint), socket(impl.io), writer(socket), retry(impl.io) {}
     void send(std::vector<std::byte> frame) {
-      if (!writer.push(std::move(frame), kPeerQueueBytesMax)) return;
+      if (!writer.push(std::move(frame), kPeerQueueBytesMax)) {
+        // A peer that takes nothing (stopped, or far behind): what waits
+        // for it is stale by now, and the protocol resends what matters.
+        // Start over on a new connection rather than keep the oldest.
+        impl.say("the link to replica " + std::to_string(id) + " is " + std::to_string(kPeerQueueBytesMax >> 20) +
+                 " MiB behind: resetting it");
+        reset();
+        return;
+      }
       if (!connected) return connect();
       writer.pump(nullptr, [this](boost::system::error_code) { reset(); });
     }
@@ -238,6 +255,12 @@ struct ReplicaNode::Impl {
   // they say what both said: appends whose batches follow on (the later one's
   // published sequence, end and history hold for both), and successful
   // acknowledgements in one view (the later one covers the earlier).
+  static std::uint64_t payload_bytes(const AppendRequest& request) {
+    std::uint64_t bytes = 0;
+    for (const Entry& entry : request.entries) bytes += entry.payload.size();
+    return bytes;
+  }
+
   static void merge_sends(std::vector<Message>& sends) {
     std::vector<Message> merged;
     std::map<ReplicaId, std::size_t> last_to;
@@ -249,7 +272,8 @@ struct ReplicaNode::Impl {
           auto* a = std::get_if<AppendRequest>(&before.body);
           auto* b = std::get_if<AppendRequest>(&message.body);
           if (a && b && b->prev_seq == a->prev_seq + a->entries.size() && !a->entries.empty() &&
-              b->prev_view == a->entries.back().view && a->to_incarnation == b->to_incarnation) {
+              b->prev_view == a->entries.back().view && a->to_incarnation == b->to_incarnation &&
+              payload_bytes(*a) + payload_bytes(*b) <= kMergedAppendBytesMax) {
             a->entries.insert(a->entries.end(), std::make_move_iterator(b->entries.begin()),
                               std::make_move_iterator(b->entries.end()));
             a->commit = std::max(a->commit, b->commit);

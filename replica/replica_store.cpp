@@ -87,32 +87,40 @@ ReadChain read_chain(std::span<const std::byte> image) {
   ReadChain chain;
   std::uint64_t offset = 0;
   std::uint32_t prev_crc = 0;
+  auto damaged = [&](std::string what) {
+    chain.damaged = true;
+    chain.damage = what + " at offset " + std::to_string(offset) + " (after batch " +
+                   std::to_string(chain.entries.size()) + ")";
+    return chain;
+  };
   while (offset < image.size()) {
     const auto rest = image.subspan(offset);
+    // Zeros shorter than a header are no record: the tail of an append
+    // that did not land. Anything longer that is not the next record is
+    // damage -- zeros included, since a sector that reads back as zeros
+    // looks exactly like that, and a replica that took it for the log's
+    // end would vouch without a batch it acknowledged.
     if (rest.size() < kRecordHeaderBytes) {
-      if (!all_zero(rest)) {
-        chain.damaged = true;
-        chain.damage = "a partial record header at offset " + std::to_string(offset);
-      }
-      return chain;
+      if (all_zero(rest)) return chain;
+      return damaged("a partial record header");
     }
     const auto header = rest.first(kRecordHeaderBytes);
-    if (all_zero(header)) return chain;
+    if (all_zero(header)) return damaged(all_zero(rest) ? "a zeroed tail" : "zeros where a record should be");
     const std::uint32_t length = wal::load_u32(&header[36]);
     if (wal::load_u32(&header[0]) != kRecordMagic || length > kRecordPayloadBytesMax ||
         rest.size() < kRecordHeaderBytes + length ||
         crc32c(rest.subspan(8, kRecordHeaderBytes - 8 + length)) != wal::load_u32(&header[4])) {
-      chain.damaged = true;
-      chain.damage = "the record at offset " + std::to_string(offset) + " (after batch " +
-                     std::to_string(chain.entries.size()) + ") fails its checksum or is cut short";
-      return chain;
+      return damaged("a record that fails its checksum or is cut short");
     }
     replication::Entry entry;
     entry.seq = wal::load_u64(&header[8]);
     entry.view = wal::load_u64(&header[16]);
     entry.acked = wal::load_u64(&header[24]);
-    // A valid record that does not follow: left by a crash past a cut.
-    if (entry.seq != chain.entries.size() + 1 || wal::load_u32(&header[32]) != prev_crc) return chain;
+    // A whole record that does not follow: nothing writes one (a cut is
+    // durable before anything past it), so it is damage too.
+    if (entry.seq != chain.entries.size() + 1 || wal::load_u32(&header[32]) != prev_crc) {
+      return damaged("a record that does not follow the one before");
+    }
     entry.payload.assign(reinterpret_cast<const char*>(&rest[kRecordHeaderBytes]), length);
     prev_crc = wal::load_u32(&header[4]);
     offset += kRecordHeaderBytes + length;

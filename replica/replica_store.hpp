@@ -12,11 +12,15 @@
 //   <dir>/replica/lock      held while a process writes the directory
 //
 // A record: magic u32 | crc u32 (CRC-32C of bytes [8, 40 + length)) | seq u64 |
-// view u64 | acked u64 | prev_crc u32 | length u32 | payload. The chain ends
-// cleanly at the end of the file, at an all-zero header, or at a record of
-// another chain (one a crash left past a cut: its sequence or prev_crc do not
-// follow, and it was never acknowledged in this chain); it ends damaged at a
-// record that fails its checksum or runs past the end of the file.
+// view u64 | acked u64 | prev_crc u32 | length u32 | payload. The chain must
+// run to the end of the file: it ends cleanly there, or at fewer zero bytes
+// than a header (an append that did not land). Anything else past its last
+// whole record is damage -- a record that fails its checksum or is cut
+// short, zeros where a record should be (a sector can read back as zeros),
+// a whole record that does not follow (nothing writes one: a cut is durable
+// before anything past it). Damage makes the replica suspect, so the price
+// of this strictness is paid only after a power loss that tears a write in
+// flight, or lands a later one without an earlier one.
 //
 // Not thread-safe: the replica's disk thread owns it.
 #pragma once

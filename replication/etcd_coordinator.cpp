@@ -285,8 +285,11 @@ auto EtcdCoordinator::keepalive(ReplicaId caller, View view, Stored& stored) -> 
   // served on (its backups heard it). If nobody campaigned meanwhile, it
   // takes the lease back rather than make the cluster elect again: the same
   // compare a campaign makes (the register unchanged, no primary key), so a
-  // rival that campaigned first wins and this keepalive fails.
-  if (stored.primary_key) return Cas::failed;
+  // rival that campaigned first wins and this keepalive fails. Read again
+  // first: etcd answers a renewal of an expired lease once its revocation
+  // has applied, so the read before it may still show this primary's key.
+  stored = FUSEE_TRY(read_register());
+  if (stored.reg.view != view || stored.reg.primary != caller || stored.primary_key) return Cas::failed;
   json::object grant = FUSEE_TRY(http_->post("/v3/lease/grant", {{"TTL", std::to_string(options_.lease_ttl_seconds)}}));
   const std::int64_t lease = int_field(grant, "ID");
   if (lease == 0) return protocol_error();

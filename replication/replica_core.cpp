@@ -260,12 +260,23 @@ void ReplicaCore::become_primary(Output& out) {
   advance_commit(out);
 }
 
+Seq ReplicaCore::last_to_send(Seq first, Seq last) const {
+  // Within the message's byte budget, one batch at least: a message that
+  // grew past what a peer takes would be refused every time it is resent.
+  std::uint64_t bytes = 0;
+  for (Seq seq = first; seq <= last; ++seq) {
+    bytes += log_[seq - 1].payload.size();
+    if (seq > first && bytes > options_.append_bytes_max) return seq - 1;
+  }
+  return last;
+}
+
 void ReplicaCore::send_append(ReplicaId to, Output& out) {
   const Seq next = std::clamp<Seq>(next_[to], 1, log_.size() + 1);
   AppendRequest request;
   request.prev_seq = next - 1;
   request.prev_view = request.prev_seq == 0 ? 0 : log_[request.prev_seq - 1].view;
-  const Seq last = std::min<Seq>(log_.size(), next - 1 + options_.entries_per_append_max);
+  const Seq last = last_to_send(next, std::min<Seq>(log_.size(), next - 1 + options_.entries_per_append_max));
   for (Seq seq = next; seq <= last; ++seq) request.entries.push_back(log_[seq - 1]);
   request.commit = commit_;
   request.primary_end = log_.size();
@@ -432,7 +443,8 @@ void ReplicaCore::on_fetch_request(const Message& message, const FetchRequest& r
     return;
   }
   FetchReply reply{true, 0, {}};
-  const Seq last = std::min({end, request.up_to, request.after_seq + options_.entries_per_append_max});
+  const Seq last = last_to_send(request.after_seq + 1,
+                                std::min({end, request.up_to, request.after_seq + options_.entries_per_append_max}));
   for (Seq seq = request.after_seq + 1; seq <= last; ++seq) reply.entries.push_back(log_[seq - 1]);
   send(message.from, message.view, std::move(reply), out);
 }

@@ -70,6 +70,7 @@ struct ReplicaOptions {
   std::uint32_t lease_ticks = 30;        // a primary not heard by a quorum this long steps down; a candidate
                                          // whose keepalives fail this long gives up
   std::uint32_t entries_per_append_max = 32;
+  std::uint64_t append_bytes_max = 8u << 20;  // batches' bytes in one append or fetch reply (one at least)
   // Drawn at random at each start: tells messages sent to an earlier life of
   // this replica from those sent to this one (AppendRequest::to_incarnation).
   std::uint64_t incarnation = 0;
@@ -166,6 +167,8 @@ class ReplicaCore {
   void fetch_from_best(Output& out);
   void become_primary(Output& out);
   void send_append(ReplicaId to, Output& out);
+  // The last of [first, last] that fits one message's byte budget.
+  Seq last_to_send(Seq first, Seq last) const;
   void advance_commit(Output& out);
   void reset_election_timer();
 

@@ -60,18 +60,25 @@ TEST_SUITE("unit") {
     CHECK(recovered.log.entries == std::vector<Entry>{entry(1, 1), entry(2, 1), entry(3, 2)});
   }
 
-  TEST_CASE("replica store: a crash that keeps or drops writes whole, around a cut, is never damage") {
+  TEST_CASE("replica store: a crash that keeps writes whole and in order, around a cut, is never damage") {
     auto fs = with_log({entry(1, 1), entry(2, 1), entry(3, 1)});
     StoreRecovery recovered;
     auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered));
     ok_or_fail(store->apply({2, 1, {entry(2, 2), entry(3, 2)}, false}));
     ok_or_fail(store->apply({3, 3, {entry(4, 2)}, false}));
     REQUIRE(fs->pending_data_op_count() >= 2);
+    bool hole_found = false;
     for (const CrashOutcome& outcome : all_crash_outcomes(fs->pending_data_op_count(), 64)) {
       if (outcome.data == CrashOutcome::Data::tear) continue;
       CAPTURE(outcome.describe());
       auto image = fs->crash_image(outcome);
       auto after = recover(*image);
+      // A later write that landed without an earlier one leaves a hole:
+      // damage, as it must be (zeros could be a sector that rotted).
+      if (outcome.data == CrashOutcome::Data::random_subset && after.log.suspect) {
+        hole_found = true;
+        continue;
+      }
       CHECK_FALSE(after.log.suspect);
       const auto& got = after.log.entries;
       REQUIRE(got.size() >= 1);
@@ -79,6 +86,7 @@ TEST_SUITE("unit") {
       // The old chain, cut, or the new one: never a mix.
       for (std::size_t i = 1; i < got.size(); ++i) CHECK(got[i].view == got[1].view);
     }
+    CHECK(hole_found);
   }
 
   TEST_CASE("replica store: a rotted record makes the replica suspect until a repair is durable") {
@@ -118,6 +126,53 @@ TEST_SUITE("unit") {
       found = found || after.log.suspect;
     }
     CHECK(found);
+  }
+
+  TEST_CASE("replica store: past the last whole record, only a short run of zeros is a clean end") {
+    auto fs = with_log({entry(1, 1), entry(2, 1)});
+    auto image = fs->contents(kLog);
+    REQUIRE(image.has_value());
+    const ReadChain chain = read_chain(*image);
+    REQUIRE(chain.ends.size() == 2);
+    REQUIRE_FALSE(chain.damaged);
+    auto with_tail = [&](std::vector<std::byte> tail) {
+      std::vector<std::byte> bytes(*image);
+      bytes.insert(bytes.end(), tail.begin(), tail.end());
+      return read_chain(bytes);
+    };
+    // Fewer zeros than a header: an append that did not land.
+    CHECK_FALSE(with_tail(std::vector<std::byte>(kRecordHeaderBytes - 1)).damaged);
+    // A header's worth of zeros or more: a zeroed record, as far as anyone
+    // can tell -- damage, though the batches before it are kept.
+    const ReadChain zeroed = with_tail(std::vector<std::byte>(3 * kRecordHeaderBytes));
+    CHECK(zeroed.damaged);
+    CHECK(zeroed.entries.size() == 2);
+    // Zeros, then bytes: a hole.
+    std::vector<std::byte> hole(kRecordHeaderBytes);
+    hole.push_back(std::byte{1});
+    CHECK(with_tail(hole).damaged);
+    // Batch 2's record again after itself, and a valid record of another
+    // chain: whole records that do not follow, which nothing writes.
+    CHECK(with_tail({image->begin() + static_cast<std::ptrdiff_t>(chain.ends[0]), image->end()}).damaged);
+    std::vector<std::byte> foreign;
+    encode_record(entry(3, 7), 0xdeadbeef, foreign);
+    CHECK(with_tail(foreign).damaged);
+    // The same record chained to batch 2 belongs: three batches.
+    std::vector<std::byte> follows;
+    encode_record(entry(3, 7), chain.crcs.back(), follows);
+    const ReadChain three = with_tail(follows);
+    CHECK_FALSE(three.damaged);
+    CHECK(three.entries.size() == 3);
+
+    // What recovery does with a synced last record that reads back as
+    // zeros (cut, then extended with zeros, in the durable image): suspect,
+    // durably, with the batches before it.
+    ok_or_fail(fs->truncate_durable(kLog, chain.ends[0]));
+    ok_or_fail(fs->truncate_durable(kLog, chain.ends[1]));
+    const StoreRecovery recovered = recover(*fs);
+    CHECK(recovered.log.suspect);
+    CHECK(recovered.log.entries.size() == 1);
+    CHECK(recover(*fs->crash_image(CrashOutcome::drop_all())).log.suspect);
   }
 
   TEST_CASE("replica store: a lost directory is wiped, not an empty log; a rebuilt one starts suspect") {

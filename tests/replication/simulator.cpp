@@ -318,18 +318,29 @@ class Simulation {
       case 1: outcome = CrashOutcome::keep_all(); break;
       case 2: outcome = CrashOutcome::keep_first_k(below(pending + 1)); break;
       case 3: outcome = CrashOutcome::random_subset(rng_()); break;
-      default:
-        outcome = CrashOutcome::tear(rng_());
-        node.damage_pending = pending > 0;
-        if (pending > 0) ++report_.torn_crashes;
-        break;
+      default: outcome = CrashOutcome::tear(rng_()); break;
     }
     outcome.names = chance(2) ? CrashOutcome::Names::revert : CrashOutcome::Names::keep;
+    auto image = node.fs->crash_image(outcome);
+    // A later write landed without an earlier one leaves a hole that
+    // recovery reads as damage, as a torn write does: it counts as a
+    // damaged replica, and where the premise allows no more of those the
+    // crash drops what was in flight instead.
+    auto bytes = image->contents(kLogPath);
+    if (bytes && replica::read_chain(*bytes).damaged && !node.damage_pending) {
+      if (may_tear) {
+        node.damage_pending = true;
+        ++report_.torn_crashes;
+      } else {
+        outcome = CrashOutcome::drop_all(outcome.names);
+        image = node.fs->crash_image(outcome);
+      }
+    }
     note(fmt::format("r{} crashes ({} as {}), {} writes in flight", node.id, role_name(node.core->role()),
                      outcome.describe(), node.in_flight.size()));
     node.disk.reset();
     node.core.reset();
-    node.fs = node.fs->crash_image(outcome);
+    node.fs = std::move(image);
     node.up = false;
     ++node.life;
   }
@@ -575,7 +586,22 @@ class Simulation {
           const Seq victim = durable - below(std::min<Seq>(durable, 3));  // near the tail
           auto image = node->fs->contents(kLogPath);
           const auto at = image ? record_offset(*image, victim) : std::nullopt;
-          if (at && node->fs->corrupt_bit(kLogPath, (*at + 8 + below(24)) * 8 + below(8))) {
+          // Half the time a bit flips in its header; else the record's
+          // bytes read back as zeros (the last record's make a zeroed tail).
+          bool rotted = false;
+          if (at && chance(2)) {
+            rotted = bool(node->fs->corrupt_bit(kLogPath, (*at + 8 + below(24)) * 8 + below(8)));
+          } else if (at) {
+            const auto chain = replica::read_chain(*image);
+            for (std::uint64_t byte = *at; byte < chain.ends[victim - 1]; ++byte) {
+              for (int bit = 0; bit < 8; ++bit) {
+                if ((std::to_integer<unsigned>((*image)[byte]) >> bit) & 1u) {
+                  rotted = bool(node->fs->corrupt_bit(kLogPath, byte * 8 + static_cast<std::uint64_t>(bit)));
+                }
+              }
+            }
+          }
+          if (rotted) {
             node->damage_pending = true;
             ++report_.damages;
             note(fmt::format("r{}: batch {} damaged on disk", node->id, victim));
@@ -660,7 +686,7 @@ class Simulation {
     note("power lost everywhere");
     for (Node& node : nodes_) {
       // Every write still in flight tears into garbage (the worst a tear
-      // does: the sim disk reads it as damage). Only in-flight writes: none
+      // does: recovery reads it as damage). Only in-flight writes: none
       // of them was acknowledged by this replica.
       std::vector<Seq> in_flight;
       for (const DiskWrite& write : node.in_flight) {
