@@ -180,6 +180,14 @@ Result<ReplicatedResult> run_replicated_case(io::FileSystem& fs, const std::stri
     result.rounds.push_back(r);
   }
 
+  // Figures from fewer replicas than asked for would flatter them (fewer
+  // writers on the one disk): none, rather.
+  if (auto gone = cluster.exited()) {
+    result.rounds.clear();
+    result.skipped = fmt::format("replica {} exited during the rounds (see {}/replica-{}.log)", *gone, dir, *gone);
+    return result;
+  }
+
   // Failover: one appender's load; each kill, the first publication by
   // another replica.
   std::mutex mutex;
@@ -198,7 +206,19 @@ Result<ReplicatedResult> run_replicated_case(io::FileSystem& fs, const std::stri
   });
   for (std::uint32_t kill = 0; kill < config.kills; ++kill) {
     std::optional<replica::ClusterHealth> health;
-    if (!replica::wait_for(kRecoverWithin, [&] { return (health = replica::cluster_health(watcher, kReplicas)).has_value(); })) break;
+    if (!replica::wait_for(kRecoverWithin, [&] { return (health = replica::cluster_health(watcher, kReplicas)).has_value(); })) {
+      fmt::print(stderr, "log_bench: replicated: no healthy cluster within {} s before kill {}:\n",
+                 kRecoverWithin.count() / 1000, kill + 1);
+      for (ReplicaId id = 0; id < kReplicas; ++id) {
+        auto s = watcher.status(id, milliseconds(1000));
+        fmt::print(stderr, "  replica {}: {}\n", id,
+                   s ? fmt::format("{}, promised {}, lead {}, log {}, durable {}, commit {}{}",
+                                   replication::role_name(s->role), s->promised, s->lead, s->log_end, s->durable_end,
+                                   s->commit, s->suspect ? ", suspect" : "")
+                     : std::string("no answer"));
+      }
+      break;
+    }
     const ReplicaId victim = health->primary;
     const auto killed_at = Clock::now();
     cluster.kill_and_reap(victim, SIGKILL);

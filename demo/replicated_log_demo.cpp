@@ -23,6 +23,7 @@
 #include "replica/local_etcd.hpp"
 #include "replica/replica_client.hpp"
 #include "replica/replica_store.hpp"
+#include "replica/replica_wire.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 extern char** environ;
@@ -50,14 +51,18 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-// Every append a replica published, by sequence, and when the latest was.
+// Where a published append is: its batch's sequence and its place in it.
+using Place = std::pair<Seq, std::uint32_t>;
+
+// Every append a replica published, by place, and when the latest was.
 class Ledger {
  public:
-  void published(Seq seq, const std::string& payload, ReplicaId by) {
+  void published(Place place, const std::string& payload, ReplicaId by) {
     std::lock_guard lock(mutex_);
-    auto [at, inserted] = appends_.emplace(seq, payload);
+    auto [at, inserted] = appends_.emplace(place, payload);
     if (!inserted && at->second != payload) {
-      conflicts_.push_back(fmt::format("sequence {} published twice: '{}' and '{}'", seq, at->second, payload));
+      conflicts_.push_back(fmt::format("batch {} record {} published twice: '{}' and '{}'", place.first,
+                                       place.second, at->second, payload));
     }
     last_at_ = Clock::now();
     last_by_ = by;
@@ -74,7 +79,7 @@ class Ledger {
     std::lock_guard lock(mutex_);
     return publications_;
   }
-  std::map<Seq, std::string> appends() {
+  std::map<Place, std::string> appends() {
     std::lock_guard lock(mutex_);
     return appends_;
   }
@@ -86,7 +91,7 @@ class Ledger {
 
  private:
   std::mutex mutex_;
-  std::map<Seq, std::string> appends_;
+  std::map<Place, std::string> appends_;
   std::vector<std::string> conflicts_;
   Clock::time_point last_at_{};
   ReplicaId last_by_ = replication::kNoReplica;
@@ -148,7 +153,7 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
         const std::string payload = fmt::format("append {} of appender {}: {:0>48}", n, t, n * 7919 % 1000003);
         const auto outcome = client.append(payload, milliseconds(3000), milliseconds(500));
         if (outcome.status == AppendStatus::published) {
-          ledger.published(outcome.seq, payload, outcome.primary);
+          ledger.published({outcome.seq, outcome.index}, payload, outcome.primary);
         } else {
           ledger.unknown();
         }
@@ -320,9 +325,13 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   }
   std::uint64_t lost = 0;
   for (ReplicaId id = 0; id < kReplicas; ++id) {
-    for (const auto& [seq, payload] : published) {
-      if (seq > logs[id].size() || logs[id][seq - 1].payload != payload) {
-        if (lost++ < 5) violation(fmt::format("replica {} lacks published append {} ('{}')", id, seq, payload));
+    for (const auto& [place, payload] : published) {
+      const auto [seq, index] = place;
+      const auto batch = seq <= logs[id].size() ? replica::decode_batch(logs[id][seq - 1].payload) : std::nullopt;
+      if (!batch || index >= batch->size() || (*batch)[index] != payload) {
+        if (lost++ < 5) {
+          violation(fmt::format("replica {} lacks published append '{}' (batch {}, record {})", id, payload, seq, index));
+        }
       }
     }
     if (logs[id] != logs[0]) violation(fmt::format("replica {}'s log differs from replica 0's", id));

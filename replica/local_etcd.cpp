@@ -8,6 +8,8 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <cstdio>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -18,8 +20,30 @@ extern char** environ;
 namespace fusee::replica {
 
 std::uint16_t free_loopback_port() {
+  // Below the kernel's ephemeral range: a replica binds its port again at
+  // every restart, and a port the kernel hands out to outgoing connections
+  // (the other replicas', the clients') can be held by one of them just
+  // then -- the replica could not listen, and would exit.
+  std::uint32_t ephemeral_low = 32768;
+  if (std::FILE* range = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(range, "%u", &ephemeral_low) != 1) ephemeral_low = 32768;
+    std::fclose(range);
+  }
   boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const auto loopback = boost::asio::ip::make_address("127.0.0.1");
+  constexpr std::uint32_t kLowest = 10000;
+  if (ephemeral_low > kLowest + 1000) {
+    std::random_device entropy;
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const auto port = static_cast<std::uint16_t>(kLowest + entropy() % (ephemeral_low - kLowest));
+      boost::asio::ip::tcp::acceptor acceptor(io);
+      boost::system::error_code error;
+      acceptor.open(boost::asio::ip::tcp::v4(), error);
+      if (!error) acceptor.bind({loopback, port}, error);
+      if (!error) return port;
+    }
+  }
+  boost::asio::ip::tcp::acceptor acceptor(io, {loopback, 0});
   return acceptor.local_endpoint().port();
 }
 

@@ -12,6 +12,8 @@
 
 namespace fusee::replica {
 
+// A loopback port nobody listens on, outside the kernel's ephemeral range so
+// that it can be bound again later (a replica restarting).
 std::uint16_t free_loopback_port();
 
 class LocalEtcd {

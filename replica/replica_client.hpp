@@ -18,8 +18,9 @@ namespace fusee::replica {
 
 struct AppendOutcome {
   AppendStatus status = AppendStatus::unknown;  // published, or unknown (not_primary only from append_to)
-  replication::Seq seq = 0;                     // where it was appended (published, or unknown with a seq)
+  replication::Seq seq = 0;                     // the batch it went into (published, or unknown with a seq)
   replication::ReplicaId primary = replication::kNoReplica;
+  std::uint32_t index = 0;                      // its place in that batch
 };
 
 class ReplicaClient {

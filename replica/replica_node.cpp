@@ -29,6 +29,10 @@ constexpr std::chrono::milliseconds kReconnectDelay{50};
 // Appends merged into one message stay within the core's own budget for one
 // (ReplicaOptions::append_bytes_max), far below what a frame may carry.
 constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
+// A batch proposed as soon as this turn's appends reach it; one append may
+// take a whole batch, with room for the batch's framing in a record.
+constexpr std::size_t kBatchBytesMax = 1u << 20;
+constexpr std::size_t kAppendBytesMax = kRecordPayloadBytesMax - 64;
 // A client that sends and does not read its replies is cut off here.
 constexpr std::size_t kClientQueueBytesMax = 16u << 20;
 
@@ -176,9 +180,12 @@ struct ReplicaNode::Impl {
     bool waiting = false;
   };
 
+  // A client's append waiting for its batch's publication: its place in
+  // the batch.
   struct PendingAppend {
     std::weak_ptr<Connection> client;
     std::uint64_t request_id = 0;
+    std::uint32_t index = 0;
   };
 
   Impl(io::FileSystem& fs, ReplicaNodeOptions opts) : fs(fs), options(std::move(opts)), acceptor(io), ticker(io) {}
@@ -201,8 +208,9 @@ struct ReplicaNode::Impl {
     if (flush_posted) return;
     flush_posted = true;
     asio::post(io, [this] {
-      flush_posted = false;
       if (stopping) return;
+      seal_batch();  // its outputs join the deferred ones (a flush is posted)
+      flush_posted = false;
       Output now = std::move(deferred);
       deferred = Output{};
       merge_sends(now.sends);
@@ -296,18 +304,44 @@ struct ReplicaNode::Impl {
     sends = std::move(merged);
   }
 
+  // Proposes the appends taken this turn as one batch of the log: one
+  // record, one message to each backup, one acknowledgement each, for all
+  // of them (the shared log's group commit, across the replicas).
+  void seal_batch() {
+    if (open_records.empty()) return;
+    std::vector<PendingAppend> waiters = std::move(open_waiters);
+    std::string payload = encode_batch(open_records);
+    open_records.clear();
+    open_waiters.clear();
+    open_bytes = 0;
+    if (core->role() == Role::primary && pending_lead != core->lead()) fail_pending();
+    Output out;
+    const auto seq = core->propose(std::move(payload), out);
+    if (!seq) {
+      for (const PendingAppend& waiter : waiters) reply_append(waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
+      return;
+    }
+    pending[*seq] = std::move(waiters);
+    handle(out);
+  }
+
   void publish(Seq through) {
     while (!pending.empty() && pending.begin()->first <= through) {
-      auto [seq, append] = *pending.begin();
-      pending.erase(pending.begin());
-      reply_append(append, {AppendStatus::published, seq, options.self});
+      auto node = pending.extract(pending.begin());
+      for (const PendingAppend& waiter : node.mapped()) {
+        reply_append(waiter, {AppendStatus::published, node.key(), options.self, waiter.index});
+      }
     }
   }
 
   // The core stopped serving the view the pending appends were made in:
   // each may survive or not, and nothing here can tell.
   void fail_pending() {
-    for (auto& [seq, append] : pending) reply_append(append, {AppendStatus::unknown, seq, kNoReplica});
+    for (auto& [seq, waiters] : pending) {
+      for (const PendingAppend& waiter : waiters) {
+        reply_append(waiter, {AppendStatus::unknown, seq, kNoReplica, waiter.index});
+      }
+    }
     pending.clear();
     pending_lead = core->role() == Role::primary ? core->lead() : 0;
   }
@@ -333,19 +367,21 @@ struct ReplicaNode::Impl {
         break;
       }
       case FrameType::append: {
-        if (frame.payload.size() > kRecordPayloadBytesMax) {
+        if (frame.payload.size() > kAppendBytesMax) {
           from.close();
           return;
         }
-        std::string payload(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());
-        if (core->role() == Role::primary && pending_lead != core->lead()) fail_pending();
-        const auto seq = core->propose(std::move(payload), out);
-        if (!seq) {
+        if (core->role() != Role::primary) {
           from.send(frame_of(FrameType::append_reply, frame.request_id,
-                             encode_append_reply({AppendStatus::not_primary, 0, kNoReplica})));
+                             encode_append_reply({AppendStatus::not_primary, 0, kNoReplica, 0})));
           return;
         }
-        pending[*seq] = {from.weak_from_this(), frame.request_id};
+        // Taken into this turn's batch, proposed when the turn's flush runs
+        // (or now, if the batch is full).
+        if (open_bytes + frame.payload.size() > kBatchBytesMax && !open_records.empty()) seal_batch();
+        open_waiters.push_back({from.weak_from_this(), frame.request_id, static_cast<std::uint32_t>(open_records.size())});
+        open_records.emplace_back(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());
+        open_bytes += frame.payload.size();
         break;
       }
       case FrameType::status: {
@@ -500,7 +536,10 @@ struct ReplicaNode::Impl {
   std::unique_ptr<ReplicaCore> core;
   std::vector<std::unique_ptr<PeerLink>> peers;
   std::map<Connection*, std::shared_ptr<Connection>> connections;
-  std::map<Seq, PendingAppend> pending;
+  std::map<Seq, std::vector<PendingAppend>> pending;
+  std::vector<std::string> open_records;  // this turn's appends, not yet proposed
+  std::vector<PendingAppend> open_waiters;
+  std::size_t open_bytes = 0;
   View pending_lead = 0;
   Role last_role = Role::booting;
   View last_lead = 0;
