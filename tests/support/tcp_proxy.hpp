@@ -40,7 +40,8 @@ class TcpProxy {
   // Ends every connection now (both sides see the connection reset).
   void reset();
 
-  // Connections open now, and bytes carried so far in each direction.
+  // Connections open now, and bytes handed on so far in each direction
+  // (counted as each piece is passed on, so never behind what was read).
   std::size_t connections() const;
   std::uint64_t bytes_forward() const;
   std::uint64_t bytes_backward() const;
