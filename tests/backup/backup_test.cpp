@@ -829,6 +829,7 @@ TEST_CASE("backup: a restore whose write fails at any point fails and leaves not
     return runs.size() == kRuns;
   };
   int failed = 0;
+  std::uint64_t segments_restored = 0;
   for (std::uint64_t nth = 1;; ++nth) {
     REQUIRE(nth < 10'000);
     const auto dir = "/restored-" + std::to_string(nth);
@@ -851,10 +852,16 @@ TEST_CASE("backup: a restore whose write fails at any point fails and leaves not
     CHECK_FALSE(fired);  // a write that failed was not passed over
     CHECK(restored->snapshot_sequence > 0);
     CHECK(restored->segments > 2);
+    segments_restored = restored->segments;
     CHECK(opens_with_every_run(dir));
     break;
   }
-  CHECK(failed > 10);
+  // Every write of the restore failed once: at least one per segment, and
+  // the snapshot's files beside them. (How many segments follow the
+  // snapshot depends on when the uploader took it, so no fixed count: a
+  // fresh clone's run once took exactly 10 writes where "more than 10" was
+  // asked.)
+  CHECK(failed > static_cast<int>(segments_restored));
   // A file system that takes direct opens and refuses direct writes: the
   // segments go buffered, and the result opens.
   auto options = fs.options();
