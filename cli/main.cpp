@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0, 10000));
   log_demo_command->add_option("--appenders", replicated_demo.appenders, "--replicated: appender threads")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  log_demo_command->add_option("--replicas", replicated_demo.replicas, "--replicated: replicas (3 or 5)")
+      ->capture_default_str()->check(CLI::IsMember({3, 5}));
 
   fusee::cli::DiskCheckOptions disk_check;
   auto* disk_check_command = app.add_subcommand(

@@ -41,7 +41,6 @@ using replica::ClusterHealth;
 using replica::wait_for;
 using std::chrono::milliseconds;
 
-constexpr ReplicaId kReplicas = 3;
 constexpr const char* kCluster = "log-demo";
 constexpr std::uint32_t kLeaseTtlS = 1;
 constexpr milliseconds kLease{kLeaseTtlS * 1000};
@@ -102,6 +101,7 @@ class Ledger {
 }  // namespace
 
 int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
+  const ReplicaId kReplicas = options.replicas;
   std::signal(SIGPIPE, SIG_IGN);
   const std::uint64_t seed = options.seed != 0 ? options.seed : static_cast<std::uint64_t>(::time(nullptr));
   std::mt19937_64 random(seed);
@@ -114,9 +114,9 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
     fmt::print(stderr, "fusee log-demo: cannot create {}: {}\n", options.dir, made.error().message());
     return 2;
   }
-  fmt::print("fusee log-demo --replicated: 3 replicas and etcd in {}; {} appenders; {} primary and {} backup "
+  fmt::print("fusee log-demo --replicated: {} replicas and etcd in {}; {} appenders; {} primary and {} backup "
              "SIGKILLs, a SIGSTOP of the primary and of etcd, a wiped replica (seed {})\n",
-             options.dir, options.appenders, options.primary_kills, options.backup_kills, seed);
+             kReplicas, options.dir, options.appenders, options.primary_kills, options.backup_kills, seed);
   replica::LocalEtcd etcd(options.dir);
   if (!etcd.ready()) {
     fmt::print(stderr, "fusee log-demo: {}\n", etcd.problem());

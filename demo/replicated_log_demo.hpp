@@ -1,5 +1,5 @@
 // `fusee log-demo --replicated` (hidden): the replicated log's promise, below
-// the engine (docs/replication.md, "The log demo"). Three `fusee replica`
+// the engine (docs/replication.md, "The log demo"). Three (or five) `fusee replica`
 // processes and an etcd of its own, all local; appender threads with a
 // ledger of every append a replica published; and the faults a cluster
 // meets: the primary SIGKILLed again and again and a backup now and then
@@ -21,6 +21,7 @@ struct ReplicatedLogDemoOptions {
   int primary_kills = 30;
   int backup_kills = 10;
   std::uint32_t appenders = 4;
+  std::uint32_t replicas = 3;  // 3 or 5: one replica at a time is killed, stopped or wiped
   std::uint64_t seed = 0;  // 0: from the clock
   bool quiet = false;
 };
