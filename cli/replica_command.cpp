@@ -5,6 +5,7 @@
 #include <csignal>
 #include <thread>
 
+#include "cli/stop_signals.hpp"
 #include "fusee/error.hpp"
 #include "protocol/address.hpp"
 #include "replica/replica_client.hpp"
@@ -29,12 +30,7 @@ int run_replica_init(const ReplicaCommandOptions& options) {
 }
 
 int run_replica(const ReplicaCommandOptions& options) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals = block_stop_signals();
 
   replica::ReplicaNodeOptions node_options;
   node_options.self = options.id;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/stop_signals.hpp"
 #include "fusee/error.hpp"
 #include "protocol/address.hpp"
 #include "server/log_service.hpp"
@@ -15,13 +16,7 @@
 namespace fusee::cli {
 
 int run_server(const ServerOptions& options) {
-  // Blocked before any thread starts, so only sigwait below takes them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals = block_stop_signals();
 
   server::LogServiceOptions service_options;
   service_options.dir = options.dir;

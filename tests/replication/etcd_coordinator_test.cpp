@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "replication/etcd_coordinator.hpp"
-#include "tests/support/etcd_process.hpp"
+#include "replica/local_cluster.hpp"
+#include "replica/local_etcd.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace fusee::replication {
 namespace {
@@ -31,18 +33,12 @@ CoordinatorAnswer run(EtcdCoordinator& coordinator, ReplicaId caller, Coordinato
   return coordinator.run(caller, {next_id++, op, view, start});
 }
 
-// Waits until etcd answers (it takes about half a second to elect itself).
-bool ready(EtcdCoordinator& coordinator) {
-  for (int i = 0; i < 100; ++i) {
-    if (run(coordinator, 0, CoordinatorOp::read).reached) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
-}
+// LocalEtcd is up when constructed (it waited for a read to answer).
+bool ready(EtcdCoordinator& coordinator) { return run(coordinator, 0, CoordinatorOp::read).reached; }
 
 // Whether etcd holds cluster c1's primary key (attached to the primary's
 // lease, so gone once the lease expires): a range request on the gateway.
-bool primary_key_alive(testing::EtcdProcess& etcd) {
+bool primary_key_alive(replica::LocalEtcd& etcd) {
   namespace beast = boost::beast;
   boost::asio::io_context io;
   beast::tcp_stream stream(io);
@@ -59,20 +55,11 @@ bool primary_key_alive(testing::EtcdProcess& etcd) {
   return response.body().find("\"kvs\"") != std::string::npos;
 }
 
-template <typename Check>
-bool wait_until(std::chrono::milliseconds within, Check check) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
-}
-
 TEST_SUITE("unit") {
   TEST_CASE("etcd coordinator: campaign, publish the start, keepalive, and a lease that expires") {
-    testing::EtcdProcess etcd;
-    if (!etcd.available()) {
+    testing::TempDir dir;
+    replica::LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
       MESSAGE("etcd is not installed (scripts/install-deps installs etcd-server): skipped");
       return;
     }
@@ -117,13 +104,7 @@ TEST_SUITE("unit") {
 
     // r0 stops renewing: once etcd expires its lease, r1 wins view 2, and
     // r0's keepalive says it is deposed.
-    bool took_over = false;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!took_over && std::chrono::steady_clock::now() < deadline) {
-      took_over = run(r1, 1, CoordinatorOp::campaign, 2).succeeded;
-      if (!took_over) std::this_thread::sleep_for(200ms);
-    }
-    REQUIRE(took_over);
+    REQUIRE(replica::wait_for(10s, [&] { return run(r1, 1, CoordinatorOp::campaign, 2).succeeded; }));
     CoordinatorAnswer deposed = run(r0, 0, CoordinatorOp::keepalive, 1);
     CHECK(deposed.reached);
     CHECK_FALSE(deposed.succeeded);
@@ -133,8 +114,9 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("etcd coordinator: a primary whose lease expired takes it back, unless a rival campaigned first") {
-    testing::EtcdProcess etcd;
-    if (!etcd.available()) {
+    testing::TempDir dir;
+    replica::LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
       MESSAGE("etcd is not installed: skipped");
       return;
     }
@@ -147,7 +129,7 @@ TEST_SUITE("unit") {
     // r0 renews nothing past its TTL (as through an outage): its lease and
     // the primary key go. Nobody campaigned, so its keepalive takes a new one.
     const auto expired = [&] {
-      return wait_until(10s, [&] { return run(r1, 1, CoordinatorOp::read).reg.view == 1 && !primary_key_alive(etcd); });
+      return replica::wait_for(10s, [&] { return run(r1, 1, CoordinatorOp::read).reg.view == 1 && !primary_key_alive(etcd); });
     };
     REQUIRE(expired());
     CoordinatorAnswer retaken = run(r0, 0, CoordinatorOp::keepalive, 1);
@@ -167,8 +149,9 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("etcd coordinator: two replicas racing for the same view, one wins each time") {
-    testing::EtcdProcess etcd;
-    if (!etcd.available()) {
+    testing::TempDir dir;
+    replica::LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
       MESSAGE("etcd is not installed: skipped");
       return;
     }
@@ -206,8 +189,9 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("etcd coordinator: an etcd that does not answer, and a register that is not Fusee's") {
-    testing::EtcdProcess etcd;
-    if (!etcd.available()) {
+    testing::TempDir dir;
+    replica::LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
       MESSAGE("etcd is not installed: skipped");
       return;
     }
@@ -223,15 +207,10 @@ TEST_SUITE("unit") {
     CHECK(std::chrono::steady_clock::now() - before < 5s);
     CHECK(r0.last_error().find("keepalive") != std::string::npos);
     etcd.resume();
-    bool back = false;
-    for (int i = 0; i < 50 && !back; ++i) {
-      back = run(r0, 0, CoordinatorOp::read).reached;
-      if (!back) std::this_thread::sleep_for(100ms);
-    }
-    CHECK(back);
+    CHECK(replica::wait_for(5s, [&] { return run(r0, 0, CoordinatorOp::read).reached; }));
 
     // Nobody listening at all.
-    EtcdCoordinator nowhere(options_for(testing::free_loopback_port(), "odd"));
+    EtcdCoordinator nowhere(options_for(replica::free_loopback_port(), "odd"));
     CHECK_FALSE(run(nowhere, 0, CoordinatorOp::read).reached);
     CHECK_FALSE(nowhere.last_error().empty());
 

@@ -248,11 +248,10 @@ class Simulation {
 
   void start(Node& node) {
     node.disk.reset();
-    replica::StoreRecovery recovered_store;
-    auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered_store);
+    replica::StoreRecovery recovered;
+    auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered);
     if (!store) fail(fmt::format("r{} cannot recover its directory: {}", node.id, store.error().message()));
-    auto* recovered = &recovered_store;
-    if (!node.wiped && recovered->log.wiped) fail(fmt::format("r{}'s directory lost its cluster id", node.id));
+    if (!node.wiped && recovered.log.wiped) fail(fmt::format("r{}'s directory lost its cluster id", node.id));
     node.damage_pending = false;
     node.disk = std::move(*store);
     node.in_flight.clear();
@@ -262,11 +261,11 @@ class Simulation {
     ++node.life;
     node.published_view = 0;
     node.published_through = 0;
-    note(fmt::format("r{} starts: {} batches{}{}", node.id, recovered->log.entries.size(),
-                     recovered->log.suspect ? ", suspect" : "", recovered->log.wiped ? ", wiped" : ""));
+    note(fmt::format("r{} starts: {} batches{}{}", node.id, recovered.log.entries.size(),
+                     recovered.log.suspect ? ", suspect" : "", recovered.log.wiped ? ", wiped" : ""));
     Output out;
     node.options.incarnation = rng_();
-    node.core = std::make_unique<ReplicaCore>(node.options, std::move(recovered->log), out);
+    node.core = std::make_unique<ReplicaCore>(node.options, std::move(recovered.log), out);
     process(node, out);
     const std::uint64_t life = node.life;
     schedule(now_ + kTickUs, [this, &node, life] { tick(node, life); });
