@@ -246,6 +246,25 @@ TEST_SUITE("unit") {
     }
   }
 
+  TEST_CASE("replica core: a fetch reply keeps within the byte budget, with one batch at least") {
+    // Five batches of 3 MiB and one of 10 MiB: a reply of them all would be
+    // larger than a peer takes, at every resend.
+    RecoveredLog recovered;
+    for (Seq seq = 1; seq <= 5; ++seq) recovered.entries.push_back(entry(seq, 1, std::string(3u << 20, 'b')));
+    recovered.entries.push_back(entry(6, 1, std::string(10u << 20, 'c')));
+    Harness backup(1, std::move(recovered), normal_view(1, 0, {{1, 1}}));
+    Output out = backup.receive(0, 1, FetchRequest{0, 0, 6});
+    auto replies = sent<FetchReply>(out);
+    REQUIRE(replies.size() == 1);
+    CHECK(replies[0].second.match);
+    CHECK(replies[0].second.entries.size() == 2);  // 6 MiB; a third would pass 8 MiB
+    out = backup.receive(0, 1, FetchRequest{5, 1, 6});
+    replies = sent<FetchReply>(out);
+    REQUIRE(replies.size() == 1);
+    REQUIRE(replies[0].second.entries.size() == 1);  // alone over the budget, and still sent
+    CHECK(replies[0].second.entries[0].seq == 6);
+  }
+
   TEST_CASE("replica core: a backup refuses an earlier view's batches and names its promise") {
     Harness backup(1, {}, normal_view(2, 2, {{1, 1}, {2, 1}}));
     Output out = backup.receive(0, 1, append(0, 0, {entry(1, 1)}, 1, {{1, 1}}));
