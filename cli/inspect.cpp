@@ -61,6 +61,9 @@ struct Inspection {
   OfflineDir offline;
 
   bool opens() const { return offline.refusal.empty(); }
+  // Whether the log views have a log to show: the engine would open the
+  // directory, or it holds a log alone (a replica's) that reads whole.
+  bool log_readable() const { return opens() || (offline.log_only && !offline.plan.refused); }
   std::uint32_t shards() const { return offline.meta ? offline.meta->shards : 0; }
 };
 
@@ -211,6 +214,16 @@ void print_recovery(const Inspection& inspection) {
   const auto& offline = inspection.offline;
   if (!inspection.opens()) {
     fmt::print("recovery       REFUSES TO OPEN\n  {}\n", offline.refusal);
+    if (!offline.log_only) return;
+    const auto& plan = offline.plan;
+    if (plan.refused) {
+      fmt::print("log            refused: {}\n", plan.refusal);
+      return;
+    }
+    fmt::print("log            {} log, chain of {} batches ({} records), sequences {}..{}\n",
+               plan.replicated ? "a replicated" : "a local", plan.chain_batches, plan.chain_records,
+               plan.first_sequence, plan.last_sequence);
+    fmt::print("  torn tail    {}\n", plan.tail.empty() ? "none" : plan.tail);
     return;
   }
   const auto& plan = offline.plan;
@@ -405,7 +418,7 @@ int show_summary(Inspection& inspection, bool as_json) {
     out["runs"] = counts ? json::value(counts_json(*counts)) : json::value(nullptr);
     if (!problem.empty()) out["runs_problem"] = problem;
     print_json(out);
-    return inspection.opens() && problem.empty() ? 0 : 1;
+    return inspection.log_readable() && problem.empty() ? 0 : 1;
   }
   fmt::print("data directory {}\n", offline.dir);
   if (offline.meta) {
@@ -425,7 +438,7 @@ int show_summary(Inspection& inspection, bool as_json) {
   } else if (!problem.empty()) {
     fmt::print("runs           cannot be read: {}\n", problem);
   }
-  return inspection.opens() && problem.empty() ? 0 : 1;
+  return inspection.log_readable() && problem.empty() ? 0 : 1;
 }
 
 int show_batches(Inspection& inspection, const InspectOptions& options) {
@@ -478,9 +491,11 @@ int show_batches(Inspection& inspection, const InspectOptions& options) {
     fmt::print("batches of the chain{}: {}\n",
                options.segment ? fmt::format(" in segment {}", *options.segment) : std::string(), batches.size());
     if (!table.empty()) table.print(stdout);
-    if (!inspection.opens()) fmt::print("the chain ends here: recovery refuses: {}\n", inspection.offline.refusal);
+    if (!inspection.opens() && !inspection.offline.log_only) {
+      fmt::print("the chain ends here: recovery refuses: {}\n", inspection.offline.refusal);
+    }
   }
-  return inspection.opens() ? 0 : 1;
+  return inspection.log_readable() ? 0 : 1;
 }
 
 std::optional<RunStatus> parse_status(const std::string& name) {
@@ -803,9 +818,10 @@ int run_inspect(const InspectOptions& options) {
     case InspectView::shards:
     case InspectView::blobs: break;
   }
-  if (!inspection.offline.meta || (!inspection.offline.plan_made && options.view != InspectView::shards)) {
+  if (!inspection.offline.meta && !(inspection.offline.log_only && options.view != InspectView::shards)) {
     return fail_view(inspection, "it");
   }
+  if (!inspection.offline.plan_made && options.view != InspectView::shards) return fail_view(inspection, "it");
   if (options.json) {
     json::object out{{"refusal", inspection.opens() ? json::value(nullptr) : json::value(inspection.offline.refusal)}};
     if (options.view == InspectView::segments) out["segments"] = segments_json(inspection);
@@ -816,9 +832,11 @@ int run_inspect(const InspectOptions& options) {
     if (options.view == InspectView::segments) print_segments(inspection);
     if (options.view == InspectView::shards) print_shards(inspection);
     if (options.view == InspectView::blobs) print_blobs(inspection);
-    if (!inspection.opens()) fmt::print("recovery refuses: {}\n", inspection.offline.refusal);
+    if (!inspection.opens() && !inspection.offline.log_only) {
+      fmt::print("recovery refuses: {}\n", inspection.offline.refusal);
+    }
   }
-  return inspection.opens() ? 0 : 1;
+  return inspection.log_readable() ? 0 : 1;
 }
 
 }  // namespace fusee::cli

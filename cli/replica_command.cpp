@@ -106,18 +106,18 @@ int run_replica_inspect(const ReplicaCommandOptions& options) {
     return 0;
   }
   const auto& chain = inspection->chain;
-  const std::uint64_t end_bytes = chain.ends.empty() ? 0 : chain.ends.back();
   fmt::print("{}: a replica of cluster {}\n", options.dir, inspection->cluster);
-  fmt::print("log: {} batches in {} bytes", chain.entries.size(), inspection->file_bytes);
+  fmt::print("log: {} batches in {} bytes of {} segment(s)", chain.entries.size(), chain.file_bytes,
+             chain.segments.size());
   if (!chain.entries.empty()) {
     fmt::print(", views {}..{}, the last acked {}", chain.entries.front().view, chain.entries.back().view,
                chain.entries.back().acked);
   }
   fmt::print("\n");
   if (chain.damaged) fmt::print("damage: {} (recovery marks the replica suspect and cuts the log there)\n", chain.damage);
-  if (end_bytes < inspection->file_bytes && !chain.damaged) {
-    fmt::print("past the chain: {} bytes a crash left past a cut (recovery removes them)\n",
-               inspection->file_bytes - end_bytes);
+  if (!chain.leftover_segments.empty() && !chain.damaged) {
+    fmt::print("past the chain: {} segment(s) a crash left behind a roll or a cut (recovery removes them)\n",
+               chain.leftover_segments.size());
   }
   if (inspection->suspect_marked) {
     std::string note = inspection->suspect_note;

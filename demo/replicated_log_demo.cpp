@@ -22,9 +22,11 @@
 #include "replica/local_cluster.hpp"
 #include "replica/local_etcd.hpp"
 #include "replica/replica_client.hpp"
+#include "replica/replica_segments.hpp"
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
 #include "wal/io/posix_file_system.hpp"
+#include "wal/recovery.hpp"
 
 extern char** environ;
 
@@ -45,6 +47,18 @@ constexpr const char* kCluster = "log-demo";
 constexpr std::uint32_t kLeaseTtlS = 1;
 constexpr milliseconds kLease{kLeaseTtlS * 1000};
 constexpr milliseconds kRecoverWithin{30000};  // a cluster that takes longer has failed the demo
+
+Result<std::vector<std::byte>> read_file_bytes(io::FileSystem& fs, const std::string& path) {
+  auto file = FUSEE_TRY(fs.open(path, {}));
+  std::vector<std::byte> bytes(FUSEE_TRY(file->size()));
+  std::uint64_t done = 0;
+  while (done < bytes.size()) {
+    const std::size_t got = FUSEE_TRY(file->read_at(done, std::span(bytes).subspan(done)));
+    if (got == 0) return std::make_error_code(std::errc::io_error);
+    done += got;
+  }
+  return bytes;
+}
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
@@ -327,7 +341,7 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   for (ReplicaId id = 0; id < kReplicas; ++id) {
     for (const auto& [place, payload] : published) {
       const auto [seq, index] = place;
-      const auto batch = seq <= logs[id].size() ? replica::decode_batch(logs[id][seq - 1].payload) : std::nullopt;
+      const auto batch = seq <= logs[id].size() ? replica::records_in_body(logs[id][seq - 1].payload, 0) : std::nullopt;
       if (!batch || index >= batch->size() || (*batch)[index] != payload) {
         if (lost++ < 5) {
           violation(fmt::format("replica {} lacks published append '{}' (batch {}, record {})", id, payload, seq, index));
@@ -336,14 +350,39 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
     }
     if (logs[id] != logs[0]) violation(fmt::format("replica {}'s log differs from replica 0's", id));
   }
+  // The replicas' files are the shared log's segments, the same bytes on
+  // every replica, and the log's own recovery (what `fusee inspect` runs)
+  // reads each of them whole.
+  std::uint64_t segments = 0;
+  for (ReplicaId id = 0; id < kReplicas; ++id) {
+    const std::string wal_dir = replica::wal_dir_of(cluster.replica_dir(id));
+    auto plan = wal::plan_recovery(fs, wal_dir, 1);
+    if (!plan || plan->refused || plan->last_sequence != logs[id].size() || !plan->tail.empty()) {
+      violation(fmt::format("the shared log's recovery does not read replica {}'s segments as its log: {}", id,
+                            !plan ? plan.error().message() : plan->refused ? plan->refusal : plan->tail));
+    }
+    if (plan) segments = std::max<std::uint64_t>(segments, plan->segments.size());
+    if (id == 0) continue;
+    auto names = fs.list(wal_dir);
+    auto first_names = fs.list(replica::wal_dir_of(cluster.replica_dir(0)));
+    if (!names || !first_names || *names != *first_names) {
+      violation(fmt::format("replica {} holds other segment files than replica 0", id));
+      continue;
+    }
+    for (const std::string& name : *names) {
+      auto bytes = read_file_bytes(fs, io::join_path(wal_dir, name));
+      auto first = read_file_bytes(fs, io::join_path(replica::wal_dir_of(cluster.replica_dir(0)), name));
+      if (!bytes || !first || *bytes != *first) violation(fmt::format("replica {}'s {} differs from replica 0's", id, name));
+    }
+  }
   std::sort(failovers_ms.begin(), failovers_ms.end());
   const double p50 = failovers_ms.empty() ? 0 : failovers_ms[failovers_ms.size() / 2];
   const double max = failovers_ms.empty() ? 0 : failovers_ms.back();
   fmt::print("fusee log-demo --replicated: {} appends published, {} with an unknown outcome, {} lost; {} kills; "
              "failover (SIGKILL of the primary to the next publication) p50 {:.0f} ms, max {:.0f} ms over {} with a "
-             "{} s lease; {} violations, {:.1f} s\n",
+             "{} s lease; {} batches in {} segment(s), byte-identical on every replica; {} violations, {:.1f} s\n",
              published.size(), ledger.unknowns(), lost, kills.size(), p50, max, failovers_ms.size(), kLeaseTtlS,
-             violations, std::chrono::duration<double>(Clock::now() - started).count());
+             logs.empty() ? 0 : logs[0].size(), segments, violations, std::chrono::duration<double>(Clock::now() - started).count());
   fmt::print("{{\"bench\":\"log_demo_replicated\",\"case\":\"failover\",\"kills\":{},\"p50_ms\":{:.1f},"
              "\"max_ms\":{:.1f},\"lease_ttl_ms\":{}}}\n",
              failovers_ms.size(), p50, max, kLease.count());

@@ -10,6 +10,7 @@
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
+#include "replica/replica_segments.hpp"
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
 
@@ -32,7 +33,8 @@ constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
 // A batch proposed as soon as this turn's appends reach it; one append may
 // take a whole batch, with room for the batch's framing in a record.
 constexpr std::size_t kBatchBytesMax = 1u << 20;
-constexpr std::size_t kAppendBytesMax = kRecordPayloadBytesMax - 64;
+static_assert(kAppendBytesMax + 64 <= payload_bytes_max(kSegmentBytesDefault),
+              "a batch of one largest append fits a replica's segment");
 // A client that sends and does not read its replies is cut off here.
 constexpr std::size_t kClientQueueBytesMax = 16u << 20;
 
@@ -310,7 +312,7 @@ struct ReplicaNode::Impl {
   void seal_batch() {
     if (open_records.empty()) return;
     std::vector<PendingAppend> waiters = std::move(open_waiters);
-    std::string payload = encode_batch(open_records);
+    std::string payload = encode_records_body(0, next_lsn(), open_records);
     open_records.clear();
     open_waiters.clear();
     open_bytes = 0;
@@ -323,6 +325,17 @@ struct ReplicaNode::Impl {
     }
     pending[*seq] = std::move(waiters);
     handle(out);
+  }
+
+  // The LSN the next batch's first record takes: past the last record of
+  // shard 0 in the log this replica holds (as primary, the log every later
+  // batch follows).
+  wal::Lsn next_lsn() const {
+    const auto& log = core->log();
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+      if (const wal::Lsn last = last_lsn_in_body(it->payload, 0); last > 0) return last + 1;
+    }
+    return 1;
   }
 
   void publish(Seq through) {

@@ -33,6 +33,10 @@
 
 namespace fusee::replica {
 
+// The largest append a client may send (its batch's framing must fit beside
+// it in one batch of the replica's segments).
+inline constexpr std::size_t kAppendBytesMax = (16u << 20) - 64;
+
 struct ReplicaNodeOptions {
   replication::ReplicaId self = 0;
   std::vector<std::string> addresses;  // every replica's HOST:PORT, by id; its own is where it listens

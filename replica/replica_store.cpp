@@ -4,21 +4,15 @@
 #include <cstring>
 
 #include "base/assert.hpp"
-#include "base/crc32c.hpp"
 #include "wal/log_format.hpp"
+#include "wal/segment_file.hpp"
 
 namespace fusee::replica {
 
 namespace {
 
-constexpr std::uint32_t kRecordMagic = 0x314c5246;  // "FRL1" read little-endian
-
 std::string replica_dir(const std::string& dir) { return io::join_path(dir, "replica"); }
 std::string path_in(const std::string& dir, const char* name) { return io::join_path(replica_dir(dir), name); }
-
-bool all_zero(std::span<const std::byte> bytes) {
-  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
-}
 
 Result<void> write_all(io::File& file, std::uint64_t offset, std::span<const std::byte> bytes) {
   while (!bytes.empty()) {
@@ -46,90 +40,22 @@ Result<void> create_marker(io::FileSystem& fs, const std::string& path, const st
   return ok();
 }
 
-class StoreCategory final : public std::error_category {
- public:
-  const char* name() const noexcept override { return "fusee.replica"; }
-  std::string message(int value) const override {
-    switch (static_cast<StoreErrc>(value)) {
-      case StoreErrc::foreign_cluster: return "the directory is a replica of another cluster";
-      case StoreErrc::already_initialized: return "the directory is already a replica of a cluster";
-      case StoreErrc::payload_too_large: return "a batch is larger than a replica's record may be";
-    }
-    return "unknown replica store error";
+// Removes every segment file numbered above `keep_through`, newest first,
+// and syncs the directory.
+Result<void> remove_segments(io::FileSystem& fs, const std::string& dir, std::uint64_t keep_through) {
+  const std::string wal_dir = wal_dir_of(dir);
+  if (!FUSEE_TRY(fs.exists(wal_dir))) return ok();
+  std::vector<std::uint64_t> numbers;
+  for (const std::string& name : FUSEE_TRY(fs.list(wal_dir))) {
+    if (auto number = wal::parse_segment_file_name(name); number && *number > keep_through) numbers.push_back(*number);
   }
-};
+  if (numbers.empty()) return ok();
+  std::sort(numbers.rbegin(), numbers.rend());
+  for (const std::uint64_t number : numbers) FUSEE_TRY_VOID(fs.remove(segment_path(dir, number)));
+  return fs.sync_dir(wal_dir);
+}
 
 }  // namespace
-
-const std::error_category& store_category() {
-  static const StoreCategory category;
-  return category;
-}
-
-std::uint32_t encode_record(const replication::Entry& entry, std::uint32_t prev_crc, std::vector<std::byte>& out) {
-  const std::size_t at = out.size();
-  out.resize(at + kRecordHeaderBytes + entry.payload.size());
-  std::byte* record = out.data() + at;
-  wal::store_u32(record, kRecordMagic);
-  wal::store_u64(record + 8, entry.seq);
-  wal::store_u64(record + 16, entry.view);
-  wal::store_u64(record + 24, entry.acked);
-  wal::store_u32(record + 32, prev_crc);
-  wal::store_u32(record + 36, static_cast<std::uint32_t>(entry.payload.size()));
-  std::memcpy(record + kRecordHeaderBytes, entry.payload.data(), entry.payload.size());
-  const std::uint32_t crc =
-      crc32c(std::span<const std::byte>(record + 8, kRecordHeaderBytes - 8 + entry.payload.size()));
-  wal::store_u32(record + 4, crc);
-  return crc;
-}
-
-ReadChain read_chain(std::span<const std::byte> image) {
-  ReadChain chain;
-  std::uint64_t offset = 0;
-  std::uint32_t prev_crc = 0;
-  auto damaged = [&](std::string what) {
-    chain.damaged = true;
-    chain.damage = what + " at offset " + std::to_string(offset) + " (after batch " +
-                   std::to_string(chain.entries.size()) + ")";
-    return chain;
-  };
-  while (offset < image.size()) {
-    const auto rest = image.subspan(offset);
-    // Zeros shorter than a header are no record: the tail of an append
-    // that did not land. Anything longer that is not the next record is
-    // damage -- zeros included, since a sector that reads back as zeros
-    // looks exactly like that, and a replica that took it for the log's
-    // end would vouch without a batch it acknowledged.
-    if (rest.size() < kRecordHeaderBytes) {
-      if (all_zero(rest)) return chain;
-      return damaged("a partial record header");
-    }
-    const auto header = rest.first(kRecordHeaderBytes);
-    if (all_zero(header)) return damaged(all_zero(rest) ? "a zeroed tail" : "zeros where a record should be");
-    const std::uint32_t length = wal::load_u32(&header[36]);
-    if (wal::load_u32(&header[0]) != kRecordMagic || length > kRecordPayloadBytesMax ||
-        rest.size() < kRecordHeaderBytes + length ||
-        crc32c(rest.subspan(8, kRecordHeaderBytes - 8 + length)) != wal::load_u32(&header[4])) {
-      return damaged("a record that fails its checksum or is cut short");
-    }
-    replication::Entry entry;
-    entry.seq = wal::load_u64(&header[8]);
-    entry.view = wal::load_u64(&header[16]);
-    entry.acked = wal::load_u64(&header[24]);
-    // A whole record that does not follow: nothing writes one (a cut is
-    // durable before anything past it), so it is damage too.
-    if (entry.seq != chain.entries.size() + 1 || wal::load_u32(&header[32]) != prev_crc) {
-      return damaged("a record that does not follow the one before");
-    }
-    entry.payload.assign(reinterpret_cast<const char*>(&rest[kRecordHeaderBytes]), length);
-    prev_crc = wal::load_u32(&header[4]);
-    offset += kRecordHeaderBytes + length;
-    chain.entries.push_back(std::move(entry));
-    chain.ends.push_back(offset);
-    chain.crcs.push_back(prev_crc);
-  }
-  return chain;
-}
 
 Result<StoreInspection> inspect_store(io::FileSystem& fs, const std::string& dir) {
   StoreInspection inspection;
@@ -137,25 +63,23 @@ Result<StoreInspection> inspect_store(io::FileSystem& fs, const std::string& dir
   inspection.cluster = FUSEE_TRY(read_text(fs, path_in(dir, "cluster")));
   inspection.suspect_marked = FUSEE_TRY(fs.exists(path_in(dir, "suspect")));
   if (inspection.suspect_marked) inspection.suspect_note = FUSEE_TRY(read_text(fs, path_in(dir, "suspect")));
-  if (!FUSEE_TRY(fs.exists(path_in(dir, "log")))) return inspection;
-  auto file = FUSEE_TRY(fs.open(path_in(dir, "log"), {}));
-  inspection.file_bytes = FUSEE_TRY(file->size());
-  std::vector<std::byte> image(inspection.file_bytes);
-  if (!image.empty()) FUSEE_TRY(file->read_at(0, image));
-  inspection.chain = read_chain(image);
+  inspection.chain = FUSEE_TRY(read_chain(fs, dir, inspection.cluster));
   return inspection;
 }
 
 Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
-                                      bool rebuild) {
+                                      bool rebuild, std::uint64_t segment_bytes) {
+  if (segment_bytes < kSegmentBytesMin || segment_bytes % wal::kBlockBytes != 0) {
+    return std::make_error_code(std::errc::invalid_argument);
+  }
   FUSEE_TRY_VOID(fs.create_dir(dir));
   FUSEE_TRY_VOID(fs.create_dir(replica_dir(dir)));
   auto lock = FUSEE_TRY(fs.lock_exclusive(path_in(dir, "lock")));
   if (FUSEE_TRY(fs.exists(path_in(dir, "cluster")))) return make_error_code(StoreErrc::already_initialized);
   if (rebuild) FUSEE_TRY_VOID(create_marker(fs, path_in(dir, "suspect"), "rebuilt\n"));
-  auto log = FUSEE_TRY(fs.open(path_in(dir, "log"), {.write = true, .create = true}));
-  FUSEE_TRY_VOID(log->truncate(0));
-  FUSEE_TRY_VOID(log->sync_data());
+  FUSEE_TRY_VOID(remove_segments(fs, dir, 0));  // whatever a lost directory left
+  FUSEE_TRY_VOID(fs.create_dir(wal_dir_of(dir)));
+  FUSEE_TRY(create_replica_segment(fs, dir, first_segment_header(cluster, segment_bytes)));
   // Written last: until it is durable the directory is no cluster's.
   FUSEE_TRY_VOID(create_marker(fs, path_in(dir, "cluster.new"), cluster));
   FUSEE_TRY_VOID(fs.rename(path_in(dir, "cluster.new"), path_in(dir, "cluster")));
@@ -165,12 +89,15 @@ Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir
   return ok();
 }
 
-ReplicaStore::ReplicaStore(io::FileSystem& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
+ReplicaStore::ReplicaStore(io::FileSystem& fs, std::string dir, std::string cluster)
+    : fs_(fs), dir_(std::move(dir)), cluster_(std::move(cluster)) {}
 
 Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, const std::string& dir,
-                                                         const std::string& cluster, StoreRecovery& recovered) {
+                                                         const std::string& cluster, StoreRecovery& recovered,
+                                                         std::uint64_t segment_bytes) {
   recovered = {};
-  std::unique_ptr<ReplicaStore> store(new ReplicaStore(fs, dir));
+  std::unique_ptr<ReplicaStore> store(new ReplicaStore(fs, dir, cluster));
+  store->points_.push_back(start_point(cluster, segment_bytes));
   FUSEE_TRY_VOID(fs.create_dir(dir));
   FUSEE_TRY_VOID(fs.create_dir(replica_dir(dir)));
   store->lock_ = FUSEE_TRY(fs.lock_exclusive(path_in(dir, "lock")));
@@ -180,13 +107,14 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
   }
   if (FUSEE_TRY(read_text(fs, path_in(dir, "cluster"))) != cluster) return make_error_code(StoreErrc::foreign_cluster);
   recovered.log.suspect = FUSEE_TRY(fs.exists(path_in(dir, "suspect")));
-  store->file_ = FUSEE_TRY(fs.open(path_in(dir, "log"), {.write = true, .create = true}));
+  FUSEE_TRY_VOID(fs.create_dir(wal_dir_of(dir)));
   // Pages a failed sync left clean in the cache are not on the disk.
-  FUSEE_TRY_VOID(store->file_->drop_cache());
-  const std::uint64_t size = FUSEE_TRY(store->file_->size());
-  std::vector<std::byte> image(size);
-  if (size > 0) FUSEE_TRY(store->file_->read_at(0, image));
-  ReadChain chain = read_chain(image);
+  for (const std::string& name : FUSEE_TRY(fs.list(wal_dir_of(dir)))) {
+    if (!wal::parse_segment_file_name(name)) continue;
+    auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir_of(dir), name), {}));
+    FUSEE_TRY_VOID(file->drop_cache());
+  }
+  ReadChain chain = FUSEE_TRY(read_chain(fs, dir, cluster));
   if (chain.damaged && !recovered.log.suspect) {
     // Remembered before the cut makes the damage invisible: only a
     // primary's whole log repairs it.
@@ -194,56 +122,107 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
     FUSEE_TRY_VOID(fs.sync_dir(replica_dir(dir)));
     recovered.log.suspect = true;
   }
-  const std::uint64_t end_bytes = chain.ends.empty() ? 0 : chain.ends.back();
-  if (end_bytes < size) FUSEE_TRY_VOID(store->file_->truncate(end_bytes));
-  // What the core is handed must be durable: it may acknowledge it at once.
-  FUSEE_TRY_VOID(store->file_->sync_data());
+  store->writable_ = true;
+  if (chain.points.empty()) {
+    // The first segment itself is lost: the log starts again, empty (and
+    // suspect, above).
+    FUSEE_TRY_VOID(remove_segments(fs, dir, 0));
+    FUSEE_TRY(create_replica_segment(fs, dir, first_segment_header(cluster, segment_bytes)));
+  } else {
+    store->points_ = std::move(chain.points);
+    // What the core is handed must be durable: it may acknowledge it at once.
+    FUSEE_TRY_VOID(store->cut(store->end()));
+  }
   recovered.damage = chain.damage;
   recovered.log.entries = std::move(chain.entries);
-  store->ends_ = std::move(chain.ends);
-  store->crcs_ = std::move(chain.crcs);
   return store;
 }
 
+Result<io::File*> ReplicaStore::segment_file(std::uint64_t number) {
+  auto& file = files_[number];
+  if (!file) file = FUSEE_TRY(fs_.open(segment_path(dir_, number), {.write = true}));
+  return file.get();
+}
+
+Result<void> ReplicaStore::cut(replication::Seq keep_through) {
+  FUSEE_ASSERT(keep_through <= end(), "a cut within the log");
+  points_.resize(keep_through + 1);
+  const ChainPoint& end_point = points_.back();
+  // The segment the chain now ends in first, durably: a crash before the
+  // later segments are gone leaves them past a clean end, where they read
+  // as left over, never as the chain's.
+  io::File* file = FUSEE_TRY(segment_file(end_point.segment));
+  if (FUSEE_TRY(file->size()) != end_point.offset) FUSEE_TRY_VOID(file->truncate(end_point.offset));
+  FUSEE_TRY_VOID(file->sync_data());
+  unsynced_.erase(end_point.segment);
+  for (auto it = files_.begin(); it != files_.end();) {
+    it = it->first > end_point.segment ? files_.erase(it) : std::next(it);
+  }
+  for (auto it = unsynced_.begin(); it != unsynced_.end();) {
+    it = *it > end_point.segment ? unsynced_.erase(it) : std::next(it);
+  }
+  return remove_segments(fs_, dir_, end_point.segment);
+}
+
 Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
-  if (!file_) {
+  if (!writable_) {
     // A wiped directory the core has been told was rebuilt writes nothing
     // until it is: rebuilding is the operator's, offline.
     return std::make_error_code(std::errc::operation_not_permitted);
   }
-  FUSEE_ASSERT(write.keep_through <= ends_.size(), "a cut within the log");
   for (const replication::Entry& entry : write.entries) {
-    if (entry.payload.size() > kRecordPayloadBytesMax) return make_error_code(StoreErrc::payload_too_large);
+    if (entry.payload.size() > payload_bytes_max()) return make_error_code(StoreErrc::payload_too_large);
   }
-  if (write.keep_through < ends_.size()) {
-    ends_.resize(write.keep_through);
-    crcs_.resize(write.keep_through);
-    // Durable before anything is written past the cut: records are of any
-    // length, so a crash that kept the new ones but not the cut would leave
-    // pieces of the old past their end, which read as a torn record -- and
-    // a replica that finds one is suspect. Cuts are rare (a divergent tail).
-    FUSEE_TRY_VOID(file_->truncate(ends_.empty() ? 0 : ends_.back()));
-    FUSEE_TRY_VOID(file_->sync_data());
-  }
-  if (write.entries.empty()) return ok();
-  std::vector<std::byte> bytes;
-  const std::uint64_t at = ends_.empty() ? 0 : ends_.back();
-  std::uint64_t end = at;
+  // Durable before anything is written past it: a crash that kept the new
+  // batches but not the cut would leave pieces of the old ones past their
+  // end, which read as damage. Cuts are rare (a divergent tail).
+  if (write.keep_through < end()) FUSEE_TRY_VOID(cut(write.keep_through));
+  // The batches that go into one segment are written at once.
+  std::vector<std::byte> run;
+  std::uint64_t run_segment = points_.back().segment;
+  std::uint64_t run_offset = points_.back().offset;
+  auto write_run = [&]() -> Result<void> {
+    if (run.empty()) return ok();
+    io::File* file = FUSEE_TRY(segment_file(run_segment));
+    FUSEE_TRY_VOID(wal::write_fully(*file, run_offset, run, io::WriteFlags::none));
+    unsynced_.insert(run_segment);
+    run.clear();
+    return ok();
+  };
   for (const replication::Entry& entry : write.entries) {
-    FUSEE_ASSERT(entry.seq == ends_.size() + 1, "batches follow the log");
-    const std::uint32_t crc = encode_record(entry, crcs_.empty() ? 0 : crcs_.back(), bytes);
-    end = at + bytes.size();
-    ends_.push_back(end);
-    crcs_.push_back(crc);
+    FUSEE_ASSERT(entry.seq == end() + 1, "batches follow the log");
+    EncodedBatch batch = FUSEE_TRY(encode_entry(cluster_, points_.back(), entry));
+    if (batch.roll) {
+      // The segment it opens is durable before the batch that names it is
+      // written, and that batch before anything goes into the new segment:
+      // so a rolling batch always has its successor, and batches in a
+      // segment always have the roll before them.
+      FUSEE_TRY(create_replica_segment(fs_, dir_, batch.next));
+      run.insert(run.end(), batch.bytes.begin(), batch.bytes.end());
+      FUSEE_TRY_VOID(write_run());
+      FUSEE_TRY_VOID(sync());
+      run_segment = batch.after.segment;
+      run_offset = batch.after.offset;
+    } else {
+      run.insert(run.end(), batch.bytes.begin(), batch.bytes.end());
+    }
+    points_.push_back(batch.after);
   }
-  return write_all(*file_, at, bytes);
+  return write_run();
 }
 
 Result<void> ReplicaStore::sync() {
-  if (!file_) return ok();
-  return file_->sync_data();
+  for (const std::uint64_t number : unsynced_) {
+    io::File* file = FUSEE_TRY(segment_file(number));
+    FUSEE_TRY_VOID(file->sync_data());
+  }
+  unsynced_.clear();
+  // Only the segment being written stays open.
+  for (auto it = files_.begin(); it != files_.end();) {
+    it = it->first != points_.back().segment ? files_.erase(it) : std::next(it);
+  }
+  return ok();
 }
-
 Result<void> ReplicaStore::finish(const replication::DiskWrite& write) {
   if (!write.repaired || !FUSEE_TRY(fs_.exists(path_in(dir_, "suspect")))) return ok();
   FUSEE_TRY_VOID(fs_.remove(path_in(dir_, "suspect")));

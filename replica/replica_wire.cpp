@@ -145,28 +145,6 @@ std::optional<AppendReply> decode_append_reply(std::span<const std::byte> bytes)
   });
 }
 
-std::string encode_batch(const std::vector<std::string>& records) {
-  Writer w;
-  w.u32(static_cast<std::uint32_t>(records.size()));
-  for (const std::string& record : records) w.text(record);
-  auto bytes = w.take();
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-
-std::optional<std::vector<std::string>> decode_batch(std::string_view bytes) {
-  return protocol::decode_with<std::vector<std::string>>(
-      std::as_bytes(std::span(bytes.data(), bytes.size())), [](Reader& r, std::vector<std::string>& records) {
-        std::uint32_t count = 0;
-        if (!r.u32(count)) return false;
-        for (std::uint32_t i = 0; i < count; ++i) {
-          std::string record;
-          if (!r.text(record)) return false;
-          records.push_back(std::move(record));
-        }
-        return true;
-      });
-}
-
 std::vector<std::byte> encode_status(const ReplicaStatus& s) {
   Writer w;
   w.u32(s.self).u8(static_cast<std::uint8_t>(s.role)).u64(s.promised).u64(s.lead).u64(s.commit);

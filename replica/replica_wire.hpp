@@ -8,7 +8,8 @@
 //   1 peer message   u32 from, u32 to, u64 view, u8 kind, the body's fields
 //   2 append         the payload's bytes: one record; the primary gathers the
 //                    records of one turn of its loop into one batch of the
-//                    log (encode_batch)
+//                    log, a section of shard 0 (encode_records_body in
+//                    replica_segments.hpp)
 //   3 append reply   u8 AppendStatus, u64 seq, u32 the primary as known,
 //                    u32 the record's index in its batch
 //   4 status         (empty)
@@ -54,11 +55,6 @@ struct AppendReply {
   std::uint32_t index = 0;                                   // its place in the batch
 };
 
-// A batch of the replicated log as a replica forms it from clients'
-// appends: u32 count, then each record as u32 length and bytes.
-std::string encode_batch(const std::vector<std::string>& records);
-// Nothing when the bytes are not a whole batch.
-std::optional<std::vector<std::string>> decode_batch(std::string_view bytes);
 std::vector<std::byte> encode_append_reply(const AppendReply& reply);
 std::optional<AppendReply> decode_append_reply(std::span<const std::byte> bytes);
 

@@ -2,7 +2,8 @@
 # `fusee replica` as an operator meets it (docs/cli.md):
 # - init makes a directory a replica, and refuses one that already is;
 # - inspect reads it without changing a byte, says what a lost or damaged
-#   one would do at recovery, and lists its batches;
+#   one would do at recovery, and lists its batches; `fusee inspect` reads
+#   its log (the shared log's segments) as well;
 # - run refuses wrong arguments (exit 2), a missing directory and another
 #   cluster's (exit 1), each with a reason;
 # - a second `run` on a directory in use is refused.
@@ -36,8 +37,15 @@ grep -q "a replica of cluster blue" "$scratch/out" || fail "inspect: $(cat "$scr
 grep -q "log: 0 batches" "$scratch/out" || fail "inspect: $(cat "$scratch/out")"
 [ "$before" = "$(snapshot "$scratch/r0")" ] || fail "inspect changed the directory"
 
+# Its log is the shared log's segments: `fusee inspect` reads them too (a
+# directory holding a log alone, which no engine opens as it is).
+"$fusee" inspect "$scratch/r0" >"$scratch/out" || fail "fusee inspect of a replica: $(cat "$scratch/out")"
+grep -q "a replicated log, chain of 0 batches" "$scratch/out" || fail "fusee inspect of a replica: $(cat "$scratch/out")"
+"$fusee" inspect "$scratch/r0" segments | grep -q "segments       1 in" || fail "fusee inspect segments of a replica"
+[ "$before" = "$(snapshot "$scratch/r0")" ] || fail "fusee inspect changed the directory"
+
 # A damaged log: inspect names the damage, still changing nothing.
-printf 'not a record, forty bytes or more of it....' >>"$scratch/r0/replica/log"
+printf 'not a batch, sixty-four bytes or more of it, which no replica writes.' >>"$scratch/r0/wal/0000000001.seg"
 before=$(snapshot "$scratch/r0")
 "$fusee" replica inspect --dir "$scratch/r0" >"$scratch/out"
 grep -q "damage:" "$scratch/out" || fail "inspect did not report damage: $(cat "$scratch/out")"

@@ -254,7 +254,9 @@ class Planner {
                          segment.header.segment_bytes));
       return false;
     }
-    if (segment.file_bytes < segment.header.segment_bytes) {
+    // A replica's segments are not preallocated (replica/replica_segments.hpp):
+    // the file ends where its last batch does, and reads past it are zeros.
+    if (segment.file_bytes < segment.header.segment_bytes && !segment.header.replicated) {
       refuse(fmt::format("{} is {} bytes, but it was preallocated to {}: the file was truncated",
                          segment.path, segment.file_bytes, segment.header.segment_bytes));
       return false;
@@ -324,7 +326,11 @@ class Planner {
                          header.sequence, at(), error->message));
       return false;
     }
-    if ((header.flags & (kBatchFlagRoll | kBatchFlagClose)) && !sections.empty()) {
+    // A replicated log's roll rides on its segment's last batch (so that the
+    // roll takes no sequence of its own): only a local log's roll and close
+    // markers are empty.
+    const std::uint32_t empty_flags = segment.header.replicated ? kBatchFlagClose : kBatchFlagRoll | kBatchFlagClose;
+    if ((header.flags & empty_flags) && !sections.empty()) {
       refuse(fmt::format("marker batch sequence {} at {} carries records", header.sequence, at()));
       return false;
     }

@@ -75,17 +75,6 @@ TEST_SUITE("unit") {
     CHECK_FALSE(decode_message(huge.take()).has_value());
   }
 
-  TEST_CASE("replica wire: a batch of records, and bytes that are none") {
-    const std::vector<std::string> records = {"one", "", std::string("\0three\xff", 7)};
-    const std::string bytes = encode_batch(records);
-    auto decoded = decode_batch(bytes);
-    REQUIRE(decoded.has_value());
-    CHECK(*decoded == records);
-    CHECK(decode_batch(encode_batch({}))->empty());
-    for (std::size_t cut = 0; cut < bytes.size(); ++cut) CHECK_FALSE(decode_batch(bytes.substr(0, cut)).has_value());
-    CHECK_FALSE(decode_batch(bytes + "x").has_value());
-  }
-
   TEST_CASE("replica wire: append replies and statuses") {
     for (AppendStatus status : {AppendStatus::published, AppendStatus::not_primary, AppendStatus::unknown}) {
       auto decoded = decode_append_reply(encode_append_reply({status, 17, 2, 5}));

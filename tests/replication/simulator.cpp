@@ -73,15 +73,37 @@ constexpr Us kQuiesceUs = 500'000;
 // it with the code a replica process runs.
 constexpr const char* kDir = "/r";
 constexpr const char* kCluster = "sim";
-constexpr const char* kLogPath = "/r/replica/log";
 constexpr const char* kSuspectPath = "/r/replica/suspect";
+// Small segments, so that batches roll from one to the next every dozen or so.
+constexpr std::uint64_t kSegmentBytes = replica::kSegmentBytesMin;
 
-// Where batch `seq`'s record starts in a log file's bytes, if the chain
-// they hold reaches it.
-std::optional<std::uint64_t> record_offset(std::span<const std::byte> image, Seq seq) {
-  const replica::ReadChain chain = replica::read_chain(image);
-  if (seq == 0 || seq > chain.ends.size()) return std::nullopt;
-  return seq == 1 ? 0 : chain.ends[seq - 2];
+// Where batch `seq` lies in a replica's segment files, if the chain they
+// hold reaches it.
+struct BatchPlace {
+  std::string path;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+};
+std::optional<BatchPlace> batch_place(io::FileSystem& fs, Seq seq) {
+  auto chain = replica::read_chain(fs, kDir, kCluster);
+  if (!chain || seq == 0 || seq > chain->entries.size()) return std::nullopt;
+  const replica::ChainPoint& before = chain->points[seq - 1];
+  const replica::ChainPoint& after = chain->points[seq];
+  BatchPlace place{replica::segment_path(kDir, before.segment), before.offset, 0};
+  if (after.segment == before.segment) {
+    place.bytes = after.offset - before.offset;
+  } else {  // a rolling batch: the last of its file
+    auto file = fs.open(place.path, {});
+    auto size = file ? (*file)->size() : Result<std::uint64_t>(std::make_error_code(std::errc::io_error));
+    if (!size) return std::nullopt;
+    place.bytes = *size - before.offset;
+  }
+  return place;
+}
+
+bool chain_damaged(io::FileSystem& fs) {
+  auto chain = replica::read_chain(fs, kDir, kCluster);
+  return !chain || chain->damaged;
 }
 
 struct Violation : std::runtime_error {
@@ -229,7 +251,7 @@ class Simulation {
       node.options.entries_per_append_max = 16;
       node.options.weakening = options_.weakening;
       node.fs = std::make_unique<FaultFileSystem>();
-      if (!replica::ReplicaStore::initialize(*node.fs, kDir, kCluster, false)) {
+      if (!replica::ReplicaStore::initialize(*node.fs, kDir, kCluster, false, kSegmentBytes)) {
         fail("cannot initialise a replica's directory");
       }
       start(node);
@@ -249,7 +271,7 @@ class Simulation {
   void start(Node& node) {
     node.disk.reset();
     replica::StoreRecovery recovered;
-    auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered);
+    auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered, kSegmentBytes);
     if (!store) fail(fmt::format("r{} cannot recover its directory: {}", node.id, store.error().message()));
     if (!node.wiped && recovered.log.wiped) fail(fmt::format("r{}'s directory lost its cluster id", node.id));
     node.damage_pending = false;
@@ -325,8 +347,7 @@ class Simulation {
     // recovery reads as damage, as a torn write does: it counts as a
     // damaged replica, and where the premise allows no more of those the
     // crash drops what was in flight instead.
-    auto bytes = image->contents(kLogPath);
-    if (bytes && replica::read_chain(*bytes).damaged && !node.damage_pending) {
+    if (chain_damaged(*image) && !node.damage_pending) {
       if (may_tear) {
         node.damage_pending = true;
         ++report_.torn_crashes;
@@ -347,9 +368,10 @@ class Simulation {
   // What the core believes durable must be on the disk, whatever a crash
   // keeps.
   void check_durable(Node& node) {
-    auto image = node.fs->durable_contents(kLogPath);
-    if (!image) fail(fmt::format("r{}: no durable log file", node.id));
-    const replica::ReadChain chain = replica::read_chain(*image);
+    auto image = node.fs->crash_image(CrashOutcome::drop_all());
+    auto read = replica::read_chain(*image, kDir, kCluster);
+    if (!read) fail(fmt::format("r{}: its durable segments cannot be read", node.id));
+    const replica::ReadChain& chain = *read;
     const ReplicaCore& core = *node.core;
     if (chain.entries.size() < core.durable_end()) {
       fail(fmt::format("r{} believes batches through {} durable, its disk holds {}", node.id,
@@ -493,7 +515,9 @@ class Simulation {
       }
       if (!primaries.empty()) {
         Node& node = nodes_[primaries[below(primaries.size())]];
-        const std::string payload = fmt::format("s{}-p{}", options_.seed, ++report_.proposals);
+        // A body of the shared log's, as a replica's store takes: one record.
+        const std::string payload =
+            replica::encode_records_body(0, 1, {fmt::format("s{}-p{}", options_.seed, ++report_.proposals)});
         Output out;
         const auto seq = node.core->propose(payload, out);
         if (seq) {
@@ -583,19 +607,18 @@ class Simulation {
           const Seq durable = node->core->durable_end();
           crash(*node, false);
           const Seq victim = durable - below(std::min<Seq>(durable, 3));  // near the tail
-          auto image = node->fs->contents(kLogPath);
-          const auto at = image ? record_offset(*image, victim) : std::nullopt;
-          // Half the time a bit flips in its header; else the record's
-          // bytes read back as zeros (the last record's make a zeroed tail).
+          const auto at = batch_place(*node->fs, victim);
+          auto image = at ? node->fs->contents(at->path) : Result<std::vector<std::byte>>(std::make_error_code(std::errc::io_error));
+          // Half the time a bit flips in its header; else the batch's
+          // bytes read back as zeros (the last batch's make a zeroed tail).
           bool rotted = false;
-          if (at && chance(2)) {
-            rotted = bool(node->fs->corrupt_bit(kLogPath, (*at + 8 + below(24)) * 8 + below(8)));
-          } else if (at) {
-            const auto chain = replica::read_chain(*image);
-            for (std::uint64_t byte = *at; byte < chain.ends[victim - 1]; ++byte) {
+          if (at && image && chance(2)) {
+            rotted = bool(node->fs->corrupt_bit(at->path, (at->offset + 8 + below(56)) * 8 + below(8)));
+          } else if (at && image) {
+            for (std::uint64_t byte = at->offset; byte < at->offset + at->bytes; ++byte) {
               for (int bit = 0; bit < 8; ++bit) {
                 if ((std::to_integer<unsigned>((*image)[byte]) >> bit) & 1u) {
-                  rotted = bool(node->fs->corrupt_bit(kLogPath, byte * 8 + static_cast<std::uint64_t>(bit)));
+                  rotted = bool(node->fs->corrupt_bit(at->path, byte * 8 + static_cast<std::uint64_t>(bit)));
                 }
               }
             }
@@ -614,10 +637,18 @@ class Simulation {
         if (node && may_damage()) {
           crash(*node, false);
           node->fs = std::make_unique<FaultFileSystem>();
-          node->wiped = true;
           ++report_.disk_losses;
           note(fmt::format("r{} loses its disk", node->id));
           restart_later(*node, 2'000, 30'000);
+          if (options_.weakening == replication::Weakening::wiped_votes) {
+            // The rule disabled: the lost directory comes back as an empty
+            // log of the cluster, which votes like any other.
+            if (!replica::ReplicaStore::initialize(*node->fs, kDir, kCluster, false, kSegmentBytes)) {
+              fail("cannot initialise a replica's directory");
+            }
+            break;
+          }
+          node->wiped = true;
           schedule(now_ + between(40'000, 120'000), [this, node] { rebuild(*node); });
         }
         break;
@@ -692,13 +723,11 @@ class Simulation {
         for (const Entry& entry : write.entries) in_flight.push_back(entry.seq);
       }
       crash(node, false);
-      std::vector<std::uint64_t> landed;  // where the in-flight batches that reached the file start
-      if (auto image = node.fs->contents(kLogPath)) {
-        for (Seq seq : in_flight) {
-          if (auto at = record_offset(*image, seq)) landed.push_back(*at);
-        }
+      std::vector<BatchPlace> landed;  // the in-flight batches that reached the files
+      for (Seq seq : in_flight) {
+        if (auto at = batch_place(*node.fs, seq)) landed.push_back(*at);
       }
-      for (std::uint64_t at : landed) (void)node.fs->corrupt_bit(kLogPath, (at + 8) * 8);
+      for (const BatchPlace& at : landed) (void)node.fs->corrupt_bit(at.path, (at.offset + 8) * 8);
       restart_later(node, 5'000, 30'000);
     }
     schedule(now_ + 100'000, [this] {
@@ -730,10 +759,10 @@ class Simulation {
     // The operator's `fusee replica init --rebuild`; a running replica then
     // reads the directory again (a process is restarted onto it).
     node.disk.reset();
-    if (!replica::ReplicaStore::initialize(*node.fs, kDir, kCluster, true)) fail("cannot rebuild a directory");
+    if (!replica::ReplicaStore::initialize(*node.fs, kDir, kCluster, true, kSegmentBytes)) fail("cannot rebuild a directory");
     if (node.up) {
       replica::StoreRecovery reread;
-      auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, reread);
+      auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, reread, kSegmentBytes);
       if (!store || !reread.log.suspect || !reread.log.entries.empty()) fail("a rebuilt directory is not empty and suspect");
       node.disk = std::move(*store);
     }
@@ -857,7 +886,7 @@ class Simulation {
       check_durable(node);
       auto image = node.fs->crash_image(CrashOutcome::drop_all());
       replica::StoreRecovery recovered;
-      auto store = replica::ReplicaStore::open(*image, kDir, kCluster, recovered);
+      auto store = replica::ReplicaStore::open(*image, kDir, kCluster, recovered, kSegmentBytes);
       if (!store || recovered.log.suspect || recovered.log.wiped || recovered.log.entries != lp) {
         fail(fmt::format("r{}'s directory does not recover to the cluster's log", node.id));
       }
