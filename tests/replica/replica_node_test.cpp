@@ -3,9 +3,18 @@
 // a backup refuses appends and says so; and what a hostile or broken peer
 // sends -- bytes that are no frame, a frame too long, a frame of no known
 // type, a peer message that does not decode or claims to come from the
-// replica it is sent to, a flood of appends to a backup -- closes that
-// connection or is refused, and the cluster goes on publishing.
+// replica it is sent to, a flood of appends to a backup, a client that asks
+// and never reads its replies -- closes that connection or is refused, and
+// the cluster goes on publishing.
 #include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <boost/asio.hpp>
 #include <thread>
@@ -129,6 +138,44 @@ bool closes_after(const std::string& address, const std::vector<std::byte>& byte
   }
 }
 
+// Whether the replica cuts off a client that keeps asking for statuses and
+// never reads a reply: its replies pile up in the replica past any bound
+// unless it does. Statuses need no quorum, so they come as fast as asked.
+bool cut_off_when_not_reading(const std::string& address) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  const int small = 4096;  // little room for the replies on this side
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  const timeval timeout{10, 0};  // a send that blocks this long: not cut off
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  const auto colon = address.rfind(':');
+  to.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0);
+  std::vector<std::byte> burst;
+  for (int i = 0; i < 10000; ++i) protocol::encode_frame(static_cast<std::uint8_t>(FrameType::status), 1, {}, burst);
+  // Each burst asks for ~600 KB of replies; 200 of them, for 120 MB, far
+  // past the 16 MiB the replica queues for one client and what the kernel
+  // buffers on both sides.
+  bool cut_off = false;
+  for (int round = 0; round < 200 && !cut_off; ++round) {
+    std::size_t sent = 0;
+    while (sent < burst.size()) {
+      const ssize_t n = ::send(fd, burst.data() + sent, burst.size() - sent, MSG_NOSIGNAL);
+      if (n < 0) {
+        cut_off = errno == EPIPE || errno == ECONNRESET;
+        break;
+      }
+      sent += static_cast<std::size_t>(n);
+    }
+    if (sent < burst.size()) break;
+  }
+  ::close(fd);
+  return cut_off;
+}
+
 std::vector<std::byte> frame(FrameType type, std::span<const std::byte> payload) {
   std::vector<std::byte> out;
   protocol::encode_frame(static_cast<std::uint8_t>(type), 1, payload, out);
@@ -181,8 +228,11 @@ TEST_SUITE("unit") {
       replication::Message forged{backup, backup, 1, replication::ProbeRequest{}};
       CHECK(closes_after(cluster.addresses()[backup], frame(FrameType::peer_message, encode_message(forged))));
     }
+    SUBCASE("a client that asks and never reads its replies is cut off") {
+      CHECK(cut_off_when_not_reading(cluster.addresses()[health->primary]));
+    }
     SUBCASE("an append of a payload over the bound") {
-      std::vector<std::byte> huge(kRecordPayloadBytesMax + 1, std::byte{1});
+      std::vector<std::byte> huge(kAppendBytesMax + 1, std::byte{1});
       CHECK(closes_after(cluster.addresses()[health->primary], frame(FrameType::append, huge)));
     }
     // Whatever came before, the cluster still publishes.
