@@ -17,6 +17,8 @@
 #include <cerrno>
 
 #include <boost/asio.hpp>
+#include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "protocol/frame.hpp"
@@ -79,6 +81,10 @@ class InProcessCluster {
       options.election_ticks = 50;
       options.lease_ticks = 100;
       options.candidacy_ticks = 400;
+      options.log = [this, id](const std::string& line) {
+        std::lock_guard lock(log_mu_);
+        log_lines_.push_back("r" + std::to_string(id) + ": " + line);
+      };
       nodes_.push_back(testing::value_or_fail(ReplicaNode::open(fs_, options)));
     }
     for (auto& node : nodes_) threads_.emplace_back([&node] { (void)node->run(); });
@@ -88,6 +94,14 @@ class InProcessCluster {
     for (auto& thread : threads_) thread.join();
   }
   bool ready() const { return etcd_.ready(); }
+  // Whether replica `id` logged a line holding `text`.
+  bool logged(ReplicaId id, const std::string& text) {
+    std::lock_guard lock(log_mu_);
+    const std::string prefix = "r" + std::to_string(id) + ": ";
+    return std::any_of(log_lines_.begin(), log_lines_.end(), [&](const std::string& line) {
+      return line.starts_with(prefix) && line.find(text) != std::string::npos;
+    });
+  }
   // Where clients reach each replica (never through a proxy).
   const std::vector<std::string>& addresses() const { return addresses_; }
   // The link from one replica to another (it carries what `from` sends).
@@ -115,6 +129,8 @@ class InProcessCluster {
   std::vector<std::unique_ptr<testing::TcpProxy>> etcd_links_;
   std::vector<std::unique_ptr<ReplicaNode>> nodes_;
   std::vector<std::thread> threads_;
+  std::mutex log_mu_;
+  std::vector<std::string> log_lines_;
 };
 
 // Whether the replica closes a connection after `bytes` (it reads to EOF).
@@ -324,6 +340,25 @@ TEST_SUITE("unit") {
       CHECK(client.status(b1, 1000ms)->promised == view);
       cluster.heal_all();
       REQUIRE(wait_for(20000ms, same_primary));
+    }
+    SUBCASE("the primary's link to one backup stalled under 80 MiB of appends: reset at its bound, then caught up") {
+      // The stalled backup reads nothing: what the primary sends it waits in
+      // its queue, which must be dropped at 64 MiB, not grow with the log.
+      cluster.link(primary, b1).cut(true, false);
+      const std::string mebibyte(1u << 20, 'm');
+      for (int i = 0; i < 80; ++i) {
+        const auto outcome = client.append(mebibyte, 20000ms);
+        REQUIRE(outcome.status == AppendStatus::published);
+        CHECK(outcome.primary == primary);
+      }
+      REQUIRE(wait_for(20000ms, [&] { return cluster.logged(primary, "MiB behind: resetting it"); }));
+      cluster.heal_all();
+      REQUIRE(wait_for(30000ms, [&] {
+        auto p = client.status(primary, 500ms);
+        auto b = client.status(b1, 500ms);
+        return p && b && b->durable_end == p->log_end;
+      }));
+      CHECK(same_primary());
     }
     // Healed, whatever the partition did, the cluster publishes.
     CHECK(publishes(client, "after"));
