@@ -15,9 +15,11 @@
 #include "engine/journal_record.hpp"
 #include "engine/offline_dir.hpp"
 #include "engine/run_hash.hpp"
+#include "replica/replica_store.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/io/read_only_file_system.hpp"
 #include "wal/log_format.hpp"
+#include "wal/recovery.hpp"
 
 namespace fusee::cli {
 namespace {
@@ -60,10 +62,17 @@ struct Inspection {
   io::ReadOnlyFileSystem fs{posix};
   OfflineDir offline;
 
+  // A replica's directory (docs/replication.md): no engine's, its log the
+  // shared log's segments, read with the replica's own strict recovery.
+  std::optional<replica::StoreInspection> replica;
+
   bool opens() const { return offline.refusal.empty(); }
-  // Whether the log views have a log to show: the engine would open the
-  // directory, or it holds a log alone (a replica's) that reads whole.
-  bool log_readable() const { return opens() || (offline.log_only && !offline.plan.refused); }
+  bool log_only() const { return replica.has_value(); }
+  // Whether the directory reads whole: the engine would open it, or it is a
+  // replica's whose log the replica's recovery finds undamaged.
+  bool log_readable() const {
+    return opens() || (replica && !replica->chain.damaged && offline.plan_made && !offline.plan.refused);
+  }
   std::uint32_t shards() const { return offline.meta ? offline.meta->shards : 0; }
 };
 
@@ -213,17 +222,23 @@ void print_backup(Inspection& inspection) {
 void print_recovery(const Inspection& inspection) {
   const auto& offline = inspection.offline;
   if (!inspection.opens()) {
-    fmt::print("recovery       REFUSES TO OPEN\n  {}\n", offline.refusal);
-    if (!offline.log_only) return;
-    const auto& plan = offline.plan;
-    if (plan.refused) {
-      fmt::print("log            refused: {}\n", plan.refusal);
+    if (!inspection.log_only()) {
+      fmt::print("recovery       REFUSES TO OPEN\n  {}\n", offline.refusal);
       return;
     }
-    fmt::print("log            {} log, chain of {} batches ({} records), sequences {}..{}\n",
-               plan.replicated ? "a replicated" : "a local", plan.chain_batches, plan.chain_records,
-               plan.first_sequence, plan.last_sequence);
-    fmt::print("  torn tail    {}\n", plan.tail.empty() ? "none" : plan.tail);
+    const auto& replica = *inspection.replica;
+    fmt::print("replica        of cluster {}: its log alone, no engine's directory (fusee replica inspect --dir {} "
+               "tells more)\n",
+               replica.cluster, offline.dir);
+    fmt::print("log            a replicated log, chain of {} batches ({} records), sequences {}..{}\n",
+               replica.chain.entries.size(), offline.plan.chain_records, offline.plan.first_sequence,
+               offline.plan.last_sequence);
+    if (replica.chain.damaged) {
+      fmt::print("  damage       {} (the replica's recovery marks it suspect and cuts the log there)\n",
+                 replica.chain.damage);
+    }
+    if (replica.suspect_marked) fmt::print("  suspect      until a primary repairs it\n");
+    if (offline.plan.refused) fmt::print("  refused      by the shared log's recovery: {}\n", offline.plan.refusal);
     return;
   }
   const auto& plan = offline.plan;
@@ -416,6 +431,14 @@ int show_summary(Inspection& inspection, bool as_json) {
     out["blobs"] = offline.plan_made ? json::value(blobs_json(inspection)) : json::value(nullptr);
     out["backup"] = backup_json(inspection);
     out["runs"] = counts ? json::value(counts_json(*counts)) : json::value(nullptr);
+    if (inspection.replica) {
+      const auto& replica = *inspection.replica;
+      out["replica"] = json::object{
+          {"cluster", replica.cluster},
+          {"batches", replica.chain.entries.size()},
+          {"damage", replica.chain.damaged ? json::value(replica.chain.damage) : json::value(nullptr)},
+          {"suspect", replica.suspect_marked}};
+    }
     if (!problem.empty()) out["runs_problem"] = problem;
     print_json(out);
     return inspection.log_readable() && problem.empty() ? 0 : 1;
@@ -491,7 +514,7 @@ int show_batches(Inspection& inspection, const InspectOptions& options) {
     fmt::print("batches of the chain{}: {}\n",
                options.segment ? fmt::format(" in segment {}", *options.segment) : std::string(), batches.size());
     if (!table.empty()) table.print(stdout);
-    if (!inspection.opens() && !inspection.offline.log_only) {
+    if (!inspection.opens() && !inspection.log_only()) {
       fmt::print("the chain ends here: recovery refuses: {}\n", inspection.offline.refusal);
     }
   }
@@ -808,6 +831,22 @@ int run_inspect(const InspectOptions& options) {
     return 1;
   }
   inspection.offline = std::move(*offline);
+  if (!inspection.offline.meta) {
+    // No engine's directory: a replica's, perhaps, which holds the shared
+    // log alone. Its log views read its segments as a replica's files.
+    auto replica = replica::inspect_store(inspection.fs, options.dir);
+    if (replica && !replica->cluster.empty()) {
+      auto plan = wal::plan_recovery(inspection.fs, replica::wal_dir_of(options.dir), 1, {},
+                                     options.view == InspectView::batches, /*replica_files=*/true);
+      if (!plan) {
+        fmt::print(stderr, "fusee inspect: cannot read {}: {}\n", options.dir, plan.error().message());
+        return 1;
+      }
+      inspection.offline.plan = std::move(*plan);
+      inspection.offline.plan_made = true;
+      inspection.replica = std::move(*replica);
+    }
+  }
   switch (options.view) {
     case InspectView::summary: return show_summary(inspection, options.json);
     case InspectView::batches: return show_batches(inspection, options);
@@ -818,7 +857,7 @@ int run_inspect(const InspectOptions& options) {
     case InspectView::shards:
     case InspectView::blobs: break;
   }
-  if (!inspection.offline.meta && !(inspection.offline.log_only && options.view != InspectView::shards)) {
+  if (!inspection.offline.meta && !(inspection.log_only() && options.view != InspectView::shards)) {
     return fail_view(inspection, "it");
   }
   if (!inspection.offline.plan_made && options.view != InspectView::shards) return fail_view(inspection, "it");
@@ -832,7 +871,7 @@ int run_inspect(const InspectOptions& options) {
     if (options.view == InspectView::segments) print_segments(inspection);
     if (options.view == InspectView::shards) print_shards(inspection);
     if (options.view == InspectView::blobs) print_blobs(inspection);
-    if (!inspection.opens() && !inspection.offline.log_only) {
+    if (!inspection.opens() && !inspection.log_only()) {
       fmt::print("recovery refuses: {}\n", inspection.offline.refusal);
     }
   }

@@ -356,7 +356,7 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   std::uint64_t segments = 0;
   for (ReplicaId id = 0; id < kReplicas; ++id) {
     const std::string wal_dir = replica::wal_dir_of(cluster.replica_dir(id));
-    auto plan = wal::plan_recovery(fs, wal_dir, 1);
+    auto plan = wal::plan_recovery(fs, wal_dir, 1, {}, false, /*replica_files=*/true);
     if (!plan || plan->refused || plan->last_sequence != logs[id].size() || !plan->tail.empty()) {
       violation(fmt::format("the shared log's recovery does not read replica {}'s segments as its log: {}", id,
                             !plan ? plan.error().message() : plan->refused ? plan->refusal : plan->tail));

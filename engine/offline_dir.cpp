@@ -29,18 +29,6 @@ Result<OfflineDir> read_offline_dir(io::FileSystem& fs, const std::string& dir, 
     return offline;
   }
   if (!*meta) {
-    const auto wal_dir = io::join_path(dir, "wal");
-    if (FUSEE_TRY(fs.exists(wal_dir))) {
-      // The shared log alone: a replica's directory (docs/replication.md).
-      // Its log is read as one shard's, for the log's own views.
-      offline.plan = FUSEE_TRY(wal::plan_recovery(fs, wal_dir, 1, {}, list_batches));
-      offline.plan_made = true;
-      offline.log_only = true;
-      offline.refusal = fmt::format("{} holds a log but no {}: it is no engine's data directory (a replica's "
-                                    "holds its log alone; fusee replica inspect --dir {} tells the replica's state)",
-                                    dir, kMetaFileName, dir);
-      return offline;
-    }
     offline.refusal = fmt::format("{} is not a Fusee data directory (it has no {}); an engine opening it would "
                                   "make a new one",
                                   dir, kMetaFileName);

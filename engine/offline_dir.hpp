@@ -37,10 +37,6 @@ struct OfflineDir {
   wal::RecoveryBase base;
   wal::RecoveryPlan plan;
   bool plan_made = false;
-  // No meta, but a log: the directory holds the shared log alone (a
-  // replica's), planned with one shard; `refusal` says an engine would not
-  // open it as it is.
-  bool log_only = false;
   // Why an engine would refuse to open the directory, in its words; empty
   // when it would open.
   std::string refusal;

@@ -212,7 +212,8 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
     const auto decoded = wal::decode_segment_header(first);
     if (decoded.status != wal::SegmentHeaderStatus::valid ||
         decoded.header != first_segment_header(cluster, decoded.header.segment_bytes) ||
-        decoded.header.segment_bytes < kSegmentBytesMin || decoded.header.segment_bytes % wal::kBlockBytes != 0) {
+        decoded.header.segment_bytes < kSegmentBytesMin || decoded.header.segment_bytes > kSegmentBytesMax ||
+        decoded.header.segment_bytes % wal::kBlockBytes != 0) {
       damaged(fmt::format("{} has no valid header of this cluster's first segment", segment_path(dir, 1)));
     } else {
       chain.points.push_back(start_point(cluster, decoded.header.segment_bytes));
@@ -288,16 +289,20 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
       }
     }
   }
-  // Segments past the one the chain ends in are left over: a roll's new
-  // segment whose rolling batch did not land, or what a cut had not yet
-  // removed when it stopped. (A rolling batch is durable before anything is
-  // written into the segment it opens, so a segment past a clean end holds
-  // no batch the chain acknowledged.)
+  // Segments past the one the chain ends in hold their header at most: a
+  // roll's new segment whose rolling batch did not land (the rolling batch
+  // is durable before anything goes into the segment it opens), or what a
+  // cut left (it empties later segments before it cuts the chain). One that
+  // holds more is batches the chain lost: damage, never left over.
   for (const std::uint64_t number : chain.segments) {
     if (number <= end_segment) continue;
     auto file = FUSEE_TRY(fs.open(segment_path(dir, number), {}));
-    chain.file_bytes += FUSEE_TRY(file->size());
+    const std::uint64_t size = FUSEE_TRY(file->size());
+    chain.file_bytes += size;
     chain.leftover_segments.push_back(number);
+    if (size > wal::kSegmentHeaderBytes && !chain.damaged) {
+      damaged(fmt::format("{} lies past the chain's end and holds batches", segment_path(dir, number)));
+    }
   }
   return chain;
 }

@@ -37,6 +37,7 @@
 #include "replica/store_errc.hpp"
 #include "replication/replica_messages.hpp"
 #include "wal/io/file_system.hpp"
+#include "wal/limits.hpp"
 #include "wal/log_format.hpp"
 
 namespace fusee::replica {
@@ -44,6 +45,8 @@ namespace fusee::replica {
 // Holds a batch of the largest payload a replica takes (16 MiB) at a quarter.
 inline constexpr std::uint64_t kSegmentBytesDefault = 80ull << 20;
 inline constexpr std::uint64_t kSegmentBytesMin = 16 * wal::kBlockBytes;
+// A quarter of it, the largest batch, is the largest the shared log reads.
+inline constexpr std::uint64_t kSegmentBytesMax = 4 * wal::kBatchBytesMax;
 
 // Where the chain stands after a batch: where the next one goes and what it
 // must follow.
@@ -107,8 +110,9 @@ struct ReadChain {
   std::vector<ChainPoint> points;
   bool damaged = false;
   std::string damage;
-  // Segment files past the one the chain ends in: a roll's new segment
-  // whose rolling batch did not land, or what a cut left (never damage).
+  // Segment files past the one the chain ends in, holding their header at
+  // most: a roll's new segment whose rolling batch did not land, or what a
+  // cut left (never damage; one holding more is).
   std::vector<std::uint64_t> leftover_segments;
   std::vector<std::uint64_t> segments;  // every segment file found
   std::uint64_t file_bytes = 0;         // of all of them
@@ -118,7 +122,8 @@ struct ReadChain {
 // zero bytes than a batch header may follow (an append that did not land).
 // Anything else is damage -- a batch that fails its checksum or is cut
 // short, zeros where one should be, one that does not follow, a roll to a
-// segment that is missing -- and the chain ends before it.
+// segment that is missing, a segment past the chain's end holding more than
+// its header -- and the chain ends before it.
 Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const std::string& cluster);
 
 }  // namespace fusee::replica

@@ -69,7 +69,7 @@ Result<StoreInspection> inspect_store(io::FileSystem& fs, const std::string& dir
 
 Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
                                       bool rebuild, std::uint64_t segment_bytes) {
-  if (segment_bytes < kSegmentBytesMin || segment_bytes % wal::kBlockBytes != 0) {
+  if (segment_bytes < kSegmentBytesMin || segment_bytes > kSegmentBytesMax || segment_bytes % wal::kBlockBytes != 0) {
     return std::make_error_code(std::errc::invalid_argument);
   }
   FUSEE_TRY_VOID(fs.create_dir(dir));
@@ -80,6 +80,7 @@ Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir
   FUSEE_TRY_VOID(remove_segments(fs, dir, 0));  // whatever a lost directory left
   FUSEE_TRY_VOID(fs.create_dir(wal_dir_of(dir)));
   FUSEE_TRY(create_replica_segment(fs, dir, first_segment_header(cluster, segment_bytes)));
+  FUSEE_TRY_VOID(fs.sync_dir(dir));  // wal/ itself, before the directory is the cluster's
   // Written last: until it is durable the directory is no cluster's.
   FUSEE_TRY_VOID(create_marker(fs, path_in(dir, "cluster.new"), cluster));
   FUSEE_TRY_VOID(fs.rename(path_in(dir, "cluster.new"), path_in(dir, "cluster")));
@@ -107,7 +108,17 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
   }
   if (FUSEE_TRY(read_text(fs, path_in(dir, "cluster"))) != cluster) return make_error_code(StoreErrc::foreign_cluster);
   recovered.log.suspect = FUSEE_TRY(fs.exists(path_in(dir, "suspect")));
-  FUSEE_TRY_VOID(fs.create_dir(wal_dir_of(dir)));
+  if (recovered.log.suspect) {
+    // A marker an earlier life wrote may not be durable yet (it stopped
+    // before the directory's sync): it is, before anything is cut.
+    auto marker = FUSEE_TRY(fs.open(path_in(dir, "suspect"), {.write = true}));
+    FUSEE_TRY_VOID(marker->sync_data());
+    FUSEE_TRY_VOID(fs.sync_dir(replica_dir(dir)));
+  }
+  if (!FUSEE_TRY(fs.exists(wal_dir_of(dir)))) {
+    FUSEE_TRY_VOID(fs.create_dir(wal_dir_of(dir)));
+    FUSEE_TRY_VOID(fs.sync_dir(dir));
+  }
   // Pages a failed sync left clean in the cache are not on the disk.
   for (const std::string& name : FUSEE_TRY(fs.list(wal_dir_of(dir)))) {
     if (!wal::parse_segment_file_name(name)) continue;
@@ -130,8 +141,16 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
     FUSEE_TRY(create_replica_segment(fs, dir, first_segment_header(cluster, segment_bytes)));
   } else {
     store->points_ = std::move(chain.points);
-    // What the core is handed must be durable: it may acknowledge it at once.
+    // What the core is handed must be durable: it may acknowledge it at
+    // once. An earlier life killed before its sync may have left batches
+    // in the page cache only -- in any segment of the chain, a rolling
+    // batch in the one before the last among them -- so every segment is
+    // synced, not only the last.
+    for (std::uint64_t number = store->points_.front().segment; number < store->points_.back().segment; ++number) {
+      FUSEE_TRY_VOID(FUSEE_TRY(store->segment_file(number))->sync_data());
+    }
     FUSEE_TRY_VOID(store->cut(store->end()));
+    FUSEE_TRY_VOID(fs.sync_dir(wal_dir_of(dir)));
   }
   recovered.damage = chain.damage;
   recovered.log.entries = std::move(chain.entries);
@@ -146,11 +165,26 @@ Result<io::File*> ReplicaStore::segment_file(std::uint64_t number) {
 
 Result<void> ReplicaStore::cut(replication::Seq keep_through) {
   FUSEE_ASSERT(keep_through <= end(), "a cut within the log");
+  // (Its bookkeeping goes first: a failed write stops the replica, which
+  // recovers from what the disk holds.)
   points_.resize(keep_through + 1);
   const ChainPoint& end_point = points_.back();
-  // The segment the chain now ends in first, durably: a crash before the
-  // later segments are gone leaves them past a clean end, where they read
-  // as left over, never as the chain's.
+  // The later segments lose their batches first, newest first, each
+  // durably; then the segment the chain now ends in is cut, durably. At
+  // every step a crash leaves the chain whole up to a clean end with only
+  // headers past it -- which read as left over, never as the chain's --
+  // or the chain as it was.
+  std::vector<std::uint64_t> later;
+  for (const std::string& name : FUSEE_TRY(fs_.list(wal_dir_of(dir_)))) {
+    if (auto number = wal::parse_segment_file_name(name); number && *number > end_point.segment) later.push_back(*number);
+  }
+  std::sort(later.rbegin(), later.rend());
+  for (const std::uint64_t number : later) {
+    io::File* stale = FUSEE_TRY(segment_file(number));
+    if (FUSEE_TRY(stale->size()) <= wal::kSegmentHeaderBytes) continue;
+    FUSEE_TRY_VOID(stale->truncate(wal::kSegmentHeaderBytes));
+    FUSEE_TRY_VOID(stale->sync_data());
+  }
   io::File* file = FUSEE_TRY(segment_file(end_point.segment));
   if (FUSEE_TRY(file->size()) != end_point.offset) FUSEE_TRY_VOID(file->truncate(end_point.offset));
   FUSEE_TRY_VOID(file->sync_data());

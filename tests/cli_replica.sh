@@ -49,6 +49,12 @@ printf 'not a batch, sixty-four bytes or more of it, which no replica writes.' >
 before=$(snapshot "$scratch/r0")
 "$fusee" replica inspect --dir "$scratch/r0" >"$scratch/out"
 grep -q "damage:" "$scratch/out" || fail "inspect did not report damage: $(cat "$scratch/out")"
+set +e
+"$fusee" inspect "$scratch/r0" >"$scratch/out" 2>&1
+got=$?
+set -e
+[ "$got" = 1 ] || fail "fusee inspect of a damaged replica exited $got: $(cat "$scratch/out")"
+grep -q "damage " "$scratch/out" || fail "fusee inspect did not report a replica's damage: $(cat "$scratch/out")"
 [ "$before" = "$(snapshot "$scratch/r0")" ] || fail "inspect changed a damaged directory"
 mkdir "$scratch/empty"
 "$fusee" replica inspect --dir "$scratch/empty" | grep -q "not a replica of any cluster" || fail "inspect of a lost one"

@@ -83,8 +83,8 @@ class SegmentWindow {
 class Planner {
  public:
   Planner(io::FileSystem& fs, std::string wal_dir, std::uint32_t shard_count, const RecoveryBase& base,
-          bool list_batches)
-      : fs_(fs), shard_count_(shard_count), base_(base), list_batches_(list_batches) {
+          bool list_batches, bool replica_files)
+      : fs_(fs), shard_count_(shard_count), base_(base), list_batches_(list_batches), replica_files_(replica_files) {
     plan_.wal_dir = std::move(wal_dir);
     plan_.shards.resize(shard_count);
   }
@@ -256,7 +256,9 @@ class Planner {
     }
     // A replica's segments are not preallocated (replica/replica_segments.hpp):
     // the file ends where its last batch does, and reads past it are zeros.
-    if (segment.file_bytes < segment.header.segment_bytes && !segment.header.replicated) {
+    // Only for a caller that says it reads a replica's files: a log's own
+    // replicated segments are preallocated, and one cut short is damage.
+    if (segment.file_bytes < segment.header.segment_bytes && !(replica_files_ && segment.header.replicated)) {
       refuse(fmt::format("{} is {} bytes, but it was preallocated to {}: the file was truncated",
                          segment.path, segment.file_bytes, segment.header.segment_bytes));
       return false;
@@ -326,10 +328,11 @@ class Planner {
                          header.sequence, at(), error->message));
       return false;
     }
-    // A replicated log's roll rides on its segment's last batch (so that the
-    // roll takes no sequence of its own): only a local log's roll and close
+    // A replica's roll rides on its segment's last batch (so that the roll
+    // takes no sequence of its own): only the log's own roll and close
     // markers are empty.
-    const std::uint32_t empty_flags = segment.header.replicated ? kBatchFlagClose : kBatchFlagRoll | kBatchFlagClose;
+    const std::uint32_t empty_flags =
+        replica_files_ && segment.header.replicated ? kBatchFlagClose : kBatchFlagRoll | kBatchFlagClose;
     if ((header.flags & empty_flags) && !sections.empty()) {
       refuse(fmt::format("marker batch sequence {} at {} carries records", header.sequence, at()));
       return false;
@@ -578,15 +581,16 @@ class Planner {
   std::vector<std::string> retired_;
   std::set<std::uint64_t> referenced_blob_files_;
   bool list_batches_ = false;
+  bool replica_files_ = false;
   std::vector<SectionView> sections_;  // accept's, kept for its capacity
 };
 
 }  // namespace
 
 Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir, std::uint32_t shard_count,
-                                   const RecoveryBase& base, bool list_batches) {
+                                   const RecoveryBase& base, bool list_batches, bool replica_files) {
   if (shard_count == 0 || shard_count > kShardsMax) return make_error_code(errc::invalid_argument);
-  Planner planner(fs, wal_dir, shard_count, base, list_batches);
+  Planner planner(fs, wal_dir, shard_count, base, list_batches, replica_files);
   return planner.run();
 }
 

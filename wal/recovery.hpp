@@ -125,9 +125,12 @@ struct RecoveryBase {
 // Reads the log in wal_dir and decides; never writes. An I/O error reading is
 // an error result; a damaged log is a plan with refused set. `list_batches`
 // fills plan.batches (an inspection tool's view; recovery does not need it).
+// `replica_files`: wal_dir is a replica's (replica/replica_segments.hpp),
+// whose replicated segments are not preallocated and whose rolls ride on a
+// batch of records; the replica's own recovery is stricter about its end.
 Result<RecoveryPlan> plan_recovery(io::FileSystem& fs, const std::string& wal_dir,
                                    std::uint32_t shard_count, const RecoveryBase& base = {},
-                                   bool list_batches = false);
+                                   bool list_batches = false, bool replica_files = false);
 
 // Carries out a plan that did not refuse: deletes what it names and syncs the
 // directory. Writes nothing else; reopening afterwards plans the same chain.

@@ -297,6 +297,67 @@ TEST_SUITE("unit") {
     }
   }
 
+  TEST_CASE("replica store: a life stopped before its roll's sync leaves nothing its successor's batches depend on") {
+    // A process that wrote a rolling batch and stopped before syncing it
+    // leaves it in the page cache: the next life reads it as the chain's,
+    // writes on in the next segment and acknowledges what it syncs. That
+    // must not hang on the earlier segment's writeback (the next life makes
+    // every segment of the chain durable before it serves), and what it
+    // cannot have must never vanish silently.
+    auto probe = with_log(entries_through(40, 1), kSmallSegmentBytes);
+    const ReadChain chain = chain_of(*probe);
+    replication::Seq rolling = 0;
+    for (replication::Seq seq = 1; seq <= 40 && rolling == 0; ++seq) {
+      if (chain.points[seq].segment != chain.points[seq - 1].segment) rolling = seq;
+    }
+    REQUIRE(rolling > 1);
+    for (const testing::FaultEffect effect : {testing::FaultEffect::io_error, testing::FaultEffect::sync_loses_data}) {
+      auto fs = with_log(entries_through(rolling - 1, 1), kSmallSegmentBytes);
+      {
+        StoreRecovery first;
+        auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", first));
+        // The roll's syncs: the new segment, its directory, then the
+        // rolling batch's segment -- the one that fails.
+        fs->inject({testing::OpKind::sync, 3, effect, false});
+        CHECK_FALSE(store->apply({1, rolling - 1, {entry(rolling, 1)}, false}).has_value());
+      }
+      fs->clear_faults();
+      StoreRecovery second;
+      auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", second));
+      const replication::Seq from = second.log.entries.size();
+      std::vector<Entry> more;
+      for (replication::Seq seq = from + 1; seq <= from + 5; ++seq) more.push_back(entry(seq, 2));
+      ok_or_fail(store->apply({2, from, more, false}));
+      ok_or_fail(store->sync());
+      store.reset();
+      // What the second life synced (and would acknowledge) survives a
+      // power loss, whole.
+      const auto after = recover(*fs->crash_image(CrashOutcome::drop_all()));
+      CAPTURE(static_cast<int>(effect));
+      CHECK_FALSE(after.log.suspect);
+      REQUIRE(after.log.entries.size() == from + 5);
+      CHECK(after.log.entries.back() == entry(from + 5, 2));
+    }
+  }
+
+  TEST_CASE("replica store: a segment past the chain's end holding batches is damage, never left over") {
+    auto fs = with_log(entries_through(40, 1), kSmallSegmentBytes);
+    const ReadChain chain = chain_of(*fs);
+    REQUIRE(chain.segments.size() >= 3);
+    // The rolling batch at the end of the first segment reads back as zeros:
+    // the chain ends there, and the next segments hold batches it lost.
+    replication::Seq rolling = 1;
+    while (chain.points[rolling].segment == 1) ++rolling;
+    const auto [path, offset] = place_of(*fs, rolling);
+    ok_or_fail(fs->truncate_durable(path, offset));
+    const ReadChain cut = chain_of(*fs);
+    CHECK(cut.damaged);
+    CHECK(cut.entries.size() == rolling - 1);
+    const auto recovered = recover(*fs);
+    CHECK(recovered.log.suspect);
+    CHECK(recover(*fs->crash_image(CrashOutcome::drop_all())).log.suspect);
+  }
+
   TEST_CASE("replica store: replicas fed the same batches hold the same bytes, however the writes went") {
     const auto batches = entries_through(40, 3);
     auto at_once = with_log(batches, kSmallSegmentBytes);
@@ -326,7 +387,10 @@ TEST_SUITE("unit") {
 
   TEST_CASE("replica store: the shared log's recovery reads a replica's segments (what fusee inspect runs)") {
     auto fs = with_log(entries_through(40, 2), kSmallSegmentBytes);
-    const auto plan = value_or_fail(wal::plan_recovery(*fs, wal_dir_of(kDir), 1, {}, true));
+    const auto plan = value_or_fail(wal::plan_recovery(*fs, wal_dir_of(kDir), 1, {}, true, /*replica_files=*/true));
+    // Read as a log's own files, they are refused: its segments are
+    // preallocated, and one shorter than its size is damage.
+    CHECK(value_or_fail(wal::plan_recovery(*fs, wal_dir_of(kDir), 1, {}, true)).refused);
     CHECK_FALSE(plan.refused);
     CHECK(plan.replicated);
     CHECK(plan.last_sequence == 40);
