@@ -257,6 +257,7 @@ Result<void> ReplicaStore::sync() {
   }
   return ok();
 }
+
 Result<void> ReplicaStore::finish(const replication::DiskWrite& write) {
   if (!write.repaired || !FUSEE_TRY(fs_.exists(path_in(dir_, "suspect")))) return ok();
   FUSEE_TRY_VOID(fs_.remove(path_in(dir_, "suspect")));
