@@ -346,6 +346,21 @@ void ReplicaCore::tick(Output& out) {
         reset_election_timer();
         probe(out);
       }
+      // An acknowledgement that waits for the disk says nothing until the
+      // disk is done, and a primary that hears nothing from a quorum for its
+      // lease steps down: a slow disk (an fdatasync of seconds under load)
+      // would look like a dead backup and cost a view change. While the
+      // oldest has waited a heartbeat or more, once a heartbeat, an answer
+      // that only says this replica is here (it matches nothing: publication
+      // still waits for the durable one). A disk that keeps up sends none.
+      if (!pending_acks_.empty() && ticks_ - pending_acks_.front().asked_at >= options_.heartbeat_ticks &&
+          ticks_ - alive_sent_at_ >= options_.heartbeat_ticks) {
+        const PendingAck& oldest = pending_acks_.front();
+        if (oldest.view == promised_) {
+          alive_sent_at_ = ticks_;
+          send(oldest.to, oldest.view, AppendReply{true, 0, 0, promised_, options_.incarnation}, out);
+        }
+      }
       return;
     case Role::candidate:
       if (ticks_ - candidacy_at_ >= options_.candidacy_ticks ||
@@ -520,7 +535,7 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
     if (through == request.primary_end && keep > through && log_[through].view < message.view) keep = through;
     if (keep < log_.size()) write(keep, {}, out);
   }
-  pending_acks_.push_back({message.from, message.view, through});
+  pending_acks_.push_back({message.from, message.view, through, ticks_});
   // Only an append sent to this life repairs: one sent before this replica
   // restarted may predate batches it acknowledged and then lost.
   if (suspect_ && !repair_in_flight_ && through == request.primary_end &&

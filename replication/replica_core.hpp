@@ -138,6 +138,7 @@ class ReplicaCore {
     ReplicaId to;
     View view;
     Seq match_end;
+    std::uint64_t asked_at;  // the tick the append came
   };
   struct WriteInFlight {
     std::uint64_t id;
@@ -220,6 +221,7 @@ class ReplicaCore {
   std::uint64_t probe_at_ = 0;
   std::map<ReplicaId, bool> probe_grants_;
   std::vector<PendingAck> pending_acks_;
+  std::uint64_t alive_sent_at_ = 0;  // the last answer that only said it is alive
   std::optional<std::pair<ReplicaId, View>> pending_seal_;  // answer owed once the disk is idle
   bool repair_in_flight_ = false;  // a write that clears suspect once durable
 

@@ -259,6 +259,11 @@ class Simulation {
     schedule(between(1000, 3000), [this] { propose(); });
     if (options_.isolate_primary_ms > 0) {
       schedule(300'000, [this] { isolate_primary(); });
+    } else if (options_.slow_disks_ms > 0) {
+      schedule(300'000, [this] {
+        slow_until_ = now_ + options_.slow_disks_ms * 1000;
+        note(fmt::format("every disk slow: {} us a write", options_.slow_disk_us));
+      });
     } else if (options_.power_loss_at_ms > 0) {
       schedule(options_.power_loss_at_ms * 1000, [this] { power_loss(); });
     } else {
@@ -387,7 +392,14 @@ class Simulation {
   void issue(Node& node, DiskWrite write) {
     ++disk_events_;
     if (!node.disk->apply(write)) fail(fmt::format("r{}: a write failed", node.id));
-    const Us done_at = std::max(node.disk_free_at, now_) + between(100, 1000);
+    Us done_at = std::max(node.disk_free_at, now_) + between(100, 1000);
+    if (now_ < slow_until_) {
+      // A slow fdatasync takes slow_disk_us and makes everything written
+      // before it durable: writes complete together at the end of the one
+      // under way when they were issued, as a real replica's group does.
+      const Us slow = options_.slow_disk_us;
+      done_at = std::max(node.disk_free_at, (now_ / slow + 1) * slow);
+    }
     node.disk_free_at = done_at;
     node.in_flight.push_back(write);
     const std::uint64_t life = node.life;
@@ -550,6 +562,7 @@ class Simulation {
           proposal->second.view == core.lead() && acknowledged_.insert(entry.payload).second) {
         ++report_.acknowledged;
         if (isolated_ && node.id != *isolated_) ++report_.acknowledged_while_isolated;
+        if (now_ < slow_until_) ++report_.acknowledged_while_slow;
       }
     }
     node.published_through = std::max(node.published_through, through);
@@ -913,6 +926,7 @@ class Simulation {
   bool proposing_ = true;
   std::optional<ReplicaId> isolated_;
   Us isolated_until_ = 0;
+  Us slow_until_ = 0;  // every write takes options_.slow_disk_us until then
   std::map<std::string, Proposal> proposals_;
   std::set<std::string> proposed_after_heal_;
   std::set<std::string> acknowledged_;

@@ -43,6 +43,12 @@ struct SimOptions {
   // start a view, the operator accepts the loss on the suspect ones 300 ms
   // later; the cluster must serve again, losing nothing acknowledged.
   std::uint64_t power_loss_at_ms = 0;
+  // A scenario instead of random faults: from 300 ms on, for this long,
+  // every write of every replica takes slow_disk_us (an fdatasync that
+  // stalls under load), longer than a primary's lease. Nothing else fails:
+  // the primary must keep its view, and publish meanwhile.
+  std::uint64_t slow_disks_ms = 0;
+  std::uint64_t slow_disk_us = 40'000;
   // One rule disabled in every replica (the checks' own test).
   replication::Weakening weakening = replication::Weakening::none;
 };
@@ -65,6 +71,8 @@ struct SimReport {
   // isolate_primary_ms: proposals acknowledged by another primary while the
   // isolated one was cut off.
   std::uint64_t acknowledged_while_isolated = 0;
+  // slow_disks_ms: proposals acknowledged while the disks were slow.
+  std::uint64_t acknowledged_while_slow = 0;
   // power_loss_at_ms: replicas suspect after it, and whether the operator
   // had to accept the loss.
   std::uint64_t suspect_after_power_loss = 0;
