@@ -42,6 +42,9 @@ grep -q "log: 0 batches" "$scratch/out" || fail "inspect: $(cat "$scratch/out")"
 "$fusee" inspect "$scratch/r0" >"$scratch/out" || fail "fusee inspect of a replica: $(cat "$scratch/out")"
 grep -q "a replicated log, chain of 0 batches" "$scratch/out" || fail "fusee inspect of a replica: $(cat "$scratch/out")"
 "$fusee" inspect "$scratch/r0" segments | grep -q "segments       1 in" || fail "fusee inspect segments of a replica"
+"$fusee" inspect --json "$scratch/r0" >"$scratch/out" || fail "fusee inspect --json of a replica: $(cat "$scratch/out")"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["replica"]; sys.exit(0 if r["cluster"]=="blue" and r["damage"] is None and r["batches"]==0 else 1)' \
+  "$scratch/out" || fail "fusee inspect --json of a replica: $(cat "$scratch/out")"
 [ "$before" = "$(snapshot "$scratch/r0")" ] || fail "fusee inspect changed the directory"
 
 # A damaged log: inspect names the damage, still changing nothing.
@@ -55,6 +58,11 @@ got=$?
 set -e
 [ "$got" = 1 ] || fail "fusee inspect of a damaged replica exited $got: $(cat "$scratch/out")"
 grep -q "damage " "$scratch/out" || fail "fusee inspect did not report a replica's damage: $(cat "$scratch/out")"
+set +e
+"$fusee" inspect --json "$scratch/r0" >"$scratch/out" 2>/dev/null
+set -e
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["replica"]; sys.exit(0 if r["damage"] else 1)' \
+  "$scratch/out" || fail "fusee inspect --json did not report a replica's damage: $(cat "$scratch/out")"
 [ "$before" = "$(snapshot "$scratch/r0")" ] || fail "inspect changed a damaged directory"
 mkdir "$scratch/empty"
 "$fusee" replica inspect --dir "$scratch/empty" | grep -q "not a replica of any cluster" || fail "inspect of a lost one"
