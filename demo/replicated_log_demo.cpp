@@ -48,18 +48,6 @@ constexpr std::uint32_t kLeaseTtlS = 1;
 constexpr milliseconds kLease{kLeaseTtlS * 1000};
 constexpr milliseconds kRecoverWithin{30000};  // a cluster that takes longer has failed the demo
 
-Result<std::vector<std::byte>> read_file_bytes(io::FileSystem& fs, const std::string& path) {
-  auto file = FUSEE_TRY(fs.open(path, {}));
-  std::vector<std::byte> bytes(FUSEE_TRY(file->size()));
-  std::uint64_t done = 0;
-  while (done < bytes.size()) {
-    const std::size_t got = FUSEE_TRY(file->read_at(done, std::span(bytes).subspan(done)));
-    if (got == 0) return std::make_error_code(std::errc::io_error);
-    done += got;
-  }
-  return bytes;
-}
-
 double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
@@ -370,8 +358,8 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
       continue;
     }
     for (const std::string& name : *names) {
-      auto bytes = read_file_bytes(fs, io::join_path(wal_dir, name));
-      auto first = read_file_bytes(fs, io::join_path(replica::wal_dir_of(cluster.replica_dir(0)), name));
+      auto bytes = io::read_file(fs, io::join_path(wal_dir, name));
+      auto first = io::read_file(fs, io::join_path(replica::wal_dir_of(cluster.replica_dir(0)), name));
       if (!bytes || !first || *bytes != *first) violation(fmt::format("replica {}'s {} differs from replica 0's", id, name));
     }
   }

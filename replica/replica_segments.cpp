@@ -17,20 +17,6 @@ bool all_zero(std::span<const std::byte> bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
 }
 
-Result<std::vector<std::byte>> read_whole(io::FileSystem& fs, const std::string& path) {
-  auto file = FUSEE_TRY(fs.open(path, {}));
-  const std::uint64_t size = FUSEE_TRY(file->size());
-  std::vector<std::byte> bytes(size);
-  std::uint64_t done = 0;
-  while (done < size) {
-    const std::size_t got = FUSEE_TRY(file->read_at(done, std::span(bytes).subspan(done)));
-    if (got == 0) break;  // shrank under us: read what is there
-    done += got;
-  }
-  bytes.resize(done);
-  return bytes;
-}
-
 // The header of the segment after `point`'s, which a rolling batch `seq`
 // with CRC `crc` opens.
 wal::SegmentHeader next_header(const std::string& cluster, const ChainPoint& point, replication::Seq seq,
@@ -207,7 +193,7 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
   if (!present(1)) {
     damaged(fmt::format("{} is missing", segment_path(dir, 1)));
   } else {
-    auto first = FUSEE_TRY(read_whole(fs, segment_path(dir, 1)));
+    auto first = FUSEE_TRY(io::read_file(fs, segment_path(dir, 1)));
     chain.file_bytes += first.size();
     const auto decoded = wal::decode_segment_header(first);
     if (decoded.status != wal::SegmentHeaderStatus::valid ||
@@ -273,7 +259,7 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
             damaged(fmt::format("batch {} rolls to {}, which is missing", entry.seq, next_path));
             break;
           }
-          auto next = FUSEE_TRY(read_whole(fs, next_path));
+          auto next = FUSEE_TRY(io::read_file(fs, next_path));
           const auto next_decoded = wal::decode_segment_header(next);
           if (next_decoded.status != wal::SegmentHeaderStatus::valid || next_decoded.header != expected->next) {
             damaged(fmt::format("batch {} rolls to {}, whose header does not continue the chain", entry.seq,

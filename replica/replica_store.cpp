@@ -14,28 +14,15 @@ namespace {
 std::string replica_dir(const std::string& dir) { return io::join_path(dir, "replica"); }
 std::string path_in(const std::string& dir, const char* name) { return io::join_path(replica_dir(dir), name); }
 
-Result<void> write_all(io::File& file, std::uint64_t offset, std::span<const std::byte> bytes) {
-  while (!bytes.empty()) {
-    const std::size_t written = FUSEE_TRY(file.write_at(offset, bytes, io::WriteFlags::none));
-    if (written == 0) return std::make_error_code(std::errc::io_error);
-    offset += written;
-    bytes = bytes.subspan(written);
-  }
-  return ok();
-}
-
 Result<std::string> read_text(io::FileSystem& fs, const std::string& path) {
-  auto file = FUSEE_TRY(fs.open(path, {}));
-  const std::uint64_t size = FUSEE_TRY(file->size());
-  std::string text(size, '\0');
-  if (size > 0) FUSEE_TRY(file->read_at(0, std::as_writable_bytes(std::span(text))));
-  return text;
+  const auto bytes = FUSEE_TRY(io::read_file(fs, path));
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 Result<void> create_marker(io::FileSystem& fs, const std::string& path, const std::string& text) {
   auto file = FUSEE_TRY(fs.open(path, {.write = true, .create = true}));
   FUSEE_TRY_VOID(file->truncate(0));
-  FUSEE_TRY_VOID(write_all(*file, 0, std::as_bytes(std::span(text))));
+  FUSEE_TRY_VOID(wal::write_fully(*file, 0, std::as_bytes(std::span(text)), io::WriteFlags::none));
   FUSEE_TRY_VOID(file->sync_data());
   return ok();
 }

@@ -71,6 +71,16 @@ std::unique_ptr<FaultFileSystem> with_log(std::vector<Entry> entries, std::uint6
   return fs;
 }
 
+// The first batch that rolls to the next segment, in small segments.
+replication::Seq first_rolling_batch() {
+  auto fs = with_log(entries_through(40, 1), kSmallSegmentBytes);
+  const ReadChain chain = chain_of(*fs);
+  for (replication::Seq seq = 1; seq <= 40; ++seq) {
+    if (chain.points[seq].segment != chain.points[seq - 1].segment) return seq;
+  }
+  return 0;
+}
+
 TEST_SUITE("unit") {
   TEST_CASE("replica store: what is synced comes back, in order") {
     auto fs = with_log({entry(1, 1), entry(2, 1), entry(3, 2)});
@@ -260,12 +270,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("replica store: a crash during a roll leaves the new segment over, never damage") {
     // Find the batch that rolls, then crash at every point of writing it.
-    auto probe = with_log(entries_through(40, 1), kSmallSegmentBytes);
-    const ReadChain chain = chain_of(*probe);
-    replication::Seq rolling = 0;
-    for (replication::Seq seq = 1; seq <= 40 && rolling == 0; ++seq) {
-      if (chain.points[seq].segment != chain.points[seq - 1].segment) rolling = seq;
-    }
+    const replication::Seq rolling = first_rolling_batch();
     REQUIRE(rolling > 1);
     auto fs = with_log(entries_through(rolling - 1, 1), kSmallSegmentBytes);
     StoreRecovery recovered;
@@ -304,12 +309,7 @@ TEST_SUITE("unit") {
     // must not hang on the earlier segment's writeback (the next life makes
     // every segment of the chain durable before it serves), and what it
     // cannot have must never vanish silently.
-    auto probe = with_log(entries_through(40, 1), kSmallSegmentBytes);
-    const ReadChain chain = chain_of(*probe);
-    replication::Seq rolling = 0;
-    for (replication::Seq seq = 1; seq <= 40 && rolling == 0; ++seq) {
-      if (chain.points[seq].segment != chain.points[seq - 1].segment) rolling = seq;
-    }
+    const replication::Seq rolling = first_rolling_batch();
     REQUIRE(rolling > 1);
     for (const testing::FaultEffect effect : {testing::FaultEffect::io_error, testing::FaultEffect::sync_loses_data}) {
       auto fs = with_log(entries_through(rolling - 1, 1), kSmallSegmentBytes);
@@ -346,8 +346,7 @@ TEST_SUITE("unit") {
     REQUIRE(chain.segments.size() >= 3);
     // The rolling batch at the end of the first segment reads back as zeros:
     // the chain ends there, and the next segments hold batches it lost.
-    replication::Seq rolling = 1;
-    while (chain.points[rolling].segment == 1) ++rolling;
+    const replication::Seq rolling = first_rolling_batch();
     const auto [path, offset] = place_of(*fs, rolling);
     ok_or_fail(fs->truncate_durable(path, offset));
     const ReadChain cut = chain_of(*fs);

@@ -55,6 +55,19 @@ Result<std::unique_ptr<FileSystem::Lock>> FileSystem::lock_exclusive(const std::
   return std::make_unique<Lock>();
 }
 
+Result<std::vector<std::byte>> read_file(FileSystem& fs, const std::string& path) {
+  auto file = FUSEE_TRY(fs.open(path, {}));
+  std::vector<std::byte> bytes(FUSEE_TRY(file->size()));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const std::size_t got = FUSEE_TRY(file->read_at(done, std::span(bytes).subspan(done)));
+    if (got == 0) break;
+    done += got;
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
 Result<void> remove_tree(FileSystem& fs, const std::string& path) {
   if (!FUSEE_TRY(fs.exists(path))) return ok();
   auto names = fs.list(path);

@@ -119,6 +119,10 @@ class FileSystem {
 // directory it empties and finally `path`'s parent. Absent: nothing to do.
 Result<void> remove_tree(FileSystem& fs, const std::string& path);
 
+// The whole of the file at `path`, as far as reads reach at the moment
+// (a file that shrinks meanwhile yields what was there).
+Result<std::vector<std::byte>> read_file(FileSystem& fs, const std::string& path);
+
 // Joins a directory and a name with one '/'.
 std::string join_path(const std::string& dir, const std::string& name);
 // The directory part of a path ("." when there is none).
