@@ -200,6 +200,10 @@ int main(int argc, char** argv) {
   replica_run->add_flag("--quiet", replica.quiet, "Do not log role changes");
   replica_run->add_flag("--disk-thread", replica.disk_thread,
                         "Write on a thread of its own instead of the loop thread (for comparison)");
+  replica_run->add_option("--held-mib", replica.held_mib,
+                          "MiB of recent batches held in memory; a backup further behind is sent batches read back "
+                          "from the segments")
+      ->capture_default_str()->check(CLI::Range(0, 65536));
   auto* replica_inspect =
       replica_command->add_subcommand("inspect", "A replica's directory, read without changing a byte");
   replica_inspect->add_option("--dir", replica.dir, "The replica's directory")->required()->check(CLI::ExistingDirectory);

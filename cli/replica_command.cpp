@@ -40,6 +40,7 @@ int run_replica(const ReplicaCommandOptions& options) {
   node_options.tick = std::chrono::milliseconds(options.tick_ms);
   node_options.etcd.lease_ttl_seconds = options.lease_ttl_s;
   node_options.disk_thread = options.disk_thread;
+  node_options.held_bytes_max = options.held_mib << 20;
   try {
     const auto etcd = protocol::parse_address(options.etcd, "--etcd address", false);
     node_options.etcd.host = etcd.tcp.address().to_string();

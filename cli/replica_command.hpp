@@ -22,6 +22,7 @@ struct ReplicaCommandOptions {
   std::uint32_t lease_ttl_s = 2;
   bool quiet = false;
   bool disk_thread = false;
+  std::uint64_t held_mib = 64;  // run: recent batches' payloads held in memory
   bool batches = false;  // inspect: every batch
 };
 

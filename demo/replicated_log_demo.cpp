@@ -129,6 +129,10 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
                                   .replicas = kReplicas,
                                   .etcd_port = etcd.client_port(),
                                   .lease_ttl_s = kLeaseTtlS,
+                                  // No payload held in memory: every batch a
+                                  // backup catches up on after a kill is read
+                                  // back from the sender's segments.
+                                  .held_mib = 0,
                                   .command = {"/proc/self/exe", "replica", "run"}});
   if (auto made = cluster.initialize(fs); !made) {
     fmt::print(stderr, "fusee log-demo: the replicas' directories: {}\n", made.error().message());

@@ -44,7 +44,8 @@ bool LocalCluster::start(ReplicaId id) {
   std::vector<std::string> args = options_.command;
   args.insert(args.end(), {"--dir", replica_dir(id), "--cluster", options_.cluster, "--id", std::to_string(id), "--replicas", replicas,
                            "--etcd", "127.0.0.1:" + std::to_string(options_.etcd_port), "--lease-ttl-s",
-                           std::to_string(options_.lease_ttl_s), "--tick-ms", std::to_string(options_.tick_ms)});
+                           std::to_string(options_.lease_ttl_s), "--tick-ms", std::to_string(options_.tick_ms),
+                           "--held-mib", std::to_string(options_.held_mib)});
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

@@ -27,6 +27,7 @@ struct LocalClusterOptions {
   std::uint16_t etcd_port = 0;
   std::uint32_t lease_ttl_s = 1;
   std::uint32_t tick_ms = 5;
+  std::uint64_t held_mib = 64;       // `replica run --held-mib`
   std::vector<std::string> command;  // argv before the replica's flags, e.g. {"/proc/self/exe", "replica", "run"}
 };
 

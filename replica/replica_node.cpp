@@ -215,9 +215,35 @@ struct ReplicaNode::Impl {
       flush_posted = false;
       Output now = std::move(deferred);
       deferred = Output{};
+      if (auto filled = fill_elided(now.sends); !filled) {
+        stop_on_disk_error("a durable batch could not be read back", filled.error());
+        return;
+      }
       merge_sends(now.sends);
       carry_out(now);
     });
+  }
+
+  // The batches the core sends without their payload (it released them:
+  // ReplicaOptions::held_bytes_max) are read back from the segments -- before
+  // this turn's writes go to the disk, since a later one may cut them.
+  Result<void> fill_elided(std::vector<Message>& sends) {
+    for (Message& message : sends) {
+      for (Entry* entry : replication::elided_entries(message)) {
+        Entry read = FUSEE_TRY(store->read(entry->seq));
+        if (read.view != entry->view || read.acked != entry->acked) return make_error_code(StoreErrc::unreadable_batch);
+        *entry = std::move(read);
+      }
+    }
+    return ok();
+  }
+
+  // Fail-stop: a disk that loses a write or a batch is suspect, and the
+  // replica stops rather than vouch for it.
+  void stop_on_disk_error(const std::string& what, std::error_code error) {
+    failure = error;
+    say(what + " (" + error.message() + "): stopping");
+    shut_down();
   }
 
   void carry_out(Output& out) {
@@ -312,7 +338,12 @@ struct ReplicaNode::Impl {
   void seal_batch() {
     if (open_records.empty()) return;
     std::vector<PendingAppend> waiters = std::move(open_waiters);
-    std::string payload = encode_records_body(0, next_lsn(), open_records);
+    const auto first_lsn = next_lsn();
+    if (!first_lsn) {
+      stop_on_disk_error("a durable batch could not be read back", first_lsn.error());
+      return;
+    }
+    std::string payload = encode_records_body(0, *first_lsn, open_records);
     open_records.clear();
     open_waiters.clear();
     open_bytes = 0;
@@ -330,12 +361,18 @@ struct ReplicaNode::Impl {
   // The LSN the next batch's first record takes: past the last record of
   // shard 0 in the log this replica holds (as primary, the log every later
   // batch follows).
-  wal::Lsn next_lsn() const {
+  Result<wal::Lsn> next_lsn() const {
     const auto& log = core->log();
     for (auto it = log.rbegin(); it != log.rend(); ++it) {
-      if (const wal::Lsn last = last_lsn_in_body(it->payload, 0); last > 0) return last + 1;
+      wal::Lsn last = 0;
+      if (it->elided) {
+        last = last_lsn_in_body(FUSEE_TRY(store->read(it->seq)).payload, 0);
+      } else {
+        last = last_lsn_in_body(it->payload, 0);
+      }
+      if (last > 0) return last + 1;
     }
-    return 1;
+    return wal::Lsn{1};
   }
 
   void publish(Seq through) {
@@ -439,9 +476,7 @@ struct ReplicaNode::Impl {
     for (std::uint64_t id : ids) {
       Output out;
       if (!core->disk_done(id, succeeded, out)) {
-        failure = disk_error;
-        say("a disk write failed (" + disk_error.message() + "): stopping");
-        shut_down();
+        stop_on_disk_error("a disk write failed", disk_error);
         return;
       }
       handle(out);
@@ -613,6 +648,7 @@ Result<void> ReplicaNode::run() {
   core_options.election_ticks = m.options.election_ticks;
   core_options.candidacy_ticks = m.options.candidacy_ticks;
   core_options.lease_ticks = m.options.lease_ticks;
+  core_options.held_bytes_max = m.options.held_bytes_max;
   std::random_device entropy;
   core_options.incarnation = (std::uint64_t(entropy()) << 32) | entropy();
   const std::size_t recovered_batches = m.recovered.log.entries.size();

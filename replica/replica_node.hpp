@@ -52,6 +52,10 @@ struct ReplicaNodeOptions {
   // Writes on a disk thread of their own rather than on the loop thread
   // after each turn's sends (docs/replication.md has the figures of both).
   bool disk_thread = false;
+  // Payload bytes of recent durable batches held in memory
+  // (ReplicaOptions::held_bytes_max); a backup further behind is sent
+  // batches read back from the segments.
+  std::uint64_t held_bytes_max = 64u << 20;
 };
 
 class ReplicaNode {

@@ -154,7 +154,12 @@ Result<void> ReplicaStore::cut(replication::Seq keep_through) {
   FUSEE_ASSERT(keep_through <= end(), "a cut within the log");
   // (Its bookkeeping goes first: a failed write stops the replica, which
   // recovers from what the disk holds.)
-  points_.resize(keep_through + 1);
+  {
+    std::lock_guard lock(mu_);
+    points_.resize(keep_through + 1);
+    reading_.reset();
+    reading_segment_ = 0;
+  }
   const ChainPoint& end_point = points_.back();
   // The later segments lose their batches first, newest first, each
   // durably; then the segment the chain now ends in is cut, durably. At
@@ -227,9 +232,51 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
     } else {
       run.insert(run.end(), batch.bytes.begin(), batch.bytes.end());
     }
-    points_.push_back(batch.after);
+    {
+      std::lock_guard lock(mu_);
+      points_.push_back(batch.after);
+    }
   }
   return write_run();
+}
+
+Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
+  std::lock_guard lock(mu_);
+  FUSEE_ASSERT(seq >= 1 && seq <= end(), "a read within the log");
+  const ChainPoint& point = points_[seq - 1];
+  if (!reading_ || reading_segment_ != point.segment) {
+    reading_.reset();
+    reading_ = FUSEE_TRY(fs_.open(segment_path(dir_, point.segment), {}));
+    reading_segment_ = point.segment;
+  }
+  std::vector<std::byte> bytes(wal::kBatchHeaderBytes);
+  // The bytes read, fewer than asked only at the file's end.
+  auto read_fully = [&](std::uint64_t offset, std::span<std::byte> into) -> Result<std::size_t> {
+    std::size_t total = 0;
+    while (total < into.size()) {
+      const std::size_t got = FUSEE_TRY(reading_->read_at(offset + total, into.subspan(total)));
+      if (got == 0) break;
+      total += got;
+    }
+    return total;
+  };
+  const auto unreadable = make_error_code(StoreErrc::unreadable_batch);
+  if (FUSEE_TRY(read_fully(point.offset, bytes)) != bytes.size()) return unreadable;
+  const auto header = wal::decode_batch_header(bytes);
+  if (!header || header->sequence != seq || header->prev_crc != point.crc ||
+      header->total_length > batch_bytes_max(point.capacity)) {
+    return unreadable;
+  }
+  bytes.resize(header->total_length);
+  const auto body = std::span(bytes).subspan(wal::kBatchHeaderBytes);
+  if (FUSEE_TRY(read_fully(point.offset + wal::kBatchHeaderBytes, body)) != body.size()) return unreadable;
+  if (wal::batch_crc(point.salt, bytes, header->body_length) != header->crc) return unreadable;
+  replication::Entry entry;
+  entry.seq = header->sequence;
+  entry.view = header->view;
+  entry.acked = header->acked;
+  entry.payload.assign(reinterpret_cast<const char*>(bytes.data() + wal::kBatchHeaderBytes), header->body_length);
+  return entry;
 }
 
 Result<void> ReplicaStore::sync() {

@@ -23,12 +23,15 @@
 // after a power loss that tears a write in flight, or lands a later one
 // without an earlier one.
 //
-// Not thread-safe: the replica's disk thread owns it.
+// One thread writes (the replica's disk thread: apply, sync, finish); read()
+// may be called from another thread meanwhile (the replica's loop, sending a
+// backup batches its core no longer holds in memory).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <span>
 #include <system_error>
@@ -76,6 +79,15 @@ class ReplicaStore {
   // After the sync that made `write` durable: a repair forgets the damage.
   Result<void> finish(const replication::DiskWrite& write);
 
+  // Reads batch `seq` back from its segment: the replica core releases the
+  // payloads of older durable batches (ReplicaOptions::held_bytes_max), and
+  // a backup catching up is sent them from here. Only for a batch the core
+  // knows durable -- no write in flight cuts it -- so what is read is what
+  // was synced; a batch that reads back otherwise (its checksum, sequence or
+  // chain wrong: a bad sector) is StoreErrc::unreadable_batch.
+  Result<replication::Entry> read(replication::Seq seq);
+
+  // The writing thread's: it alone changes the chain.
   replication::Seq end() const { return points_.size() - 1; }
   // The largest payload a batch may carry.
   std::uint64_t payload_bytes_max() const { return replica::payload_bytes_max(points_.front().capacity); }
@@ -92,7 +104,14 @@ class ReplicaStore {
   std::string cluster_;
   std::unique_ptr<io::FileSystem::Lock> lock_;
   bool writable_ = false;  // false while wiped
+  // points_ and reading_ change under mu_ (read() takes it); the writing
+  // thread reads points_ without it.
+  std::mutex mu_;
   std::vector<ChainPoint> points_;  // points_[k]: the chain after batch k
+  // The segment read() read last, open for reading (cut closes it: a segment
+  // removed and made again must not be read through the old file).
+  std::uint64_t reading_segment_ = 0;
+  std::unique_ptr<io::File> reading_;
   std::map<std::uint64_t, std::unique_ptr<io::File>> files_;  // open segments, by number
   std::set<std::uint64_t> unsynced_;  // segments written since the last sync
 };

@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "base/assert.hpp"
 #include "protocol/wire.hpp"
 
 namespace fusee::replica {
@@ -36,7 +37,10 @@ bool get_starts(Reader& r, ViewStarts& starts) {
 
 void put_entries(Writer& w, const std::vector<Entry>& entries) {
   w.u32(static_cast<std::uint32_t>(entries.size()));
-  for (const Entry& e : entries) w.u64(e.seq).u64(e.view).u64(e.acked).text(e.payload);
+  for (const Entry& e : entries) {
+    FUSEE_ASSERT(!e.elided, "a batch is sent with its payload (the driver fills elided ones in)");
+    w.u64(e.seq).u64(e.view).u64(e.acked).text(e.payload);
+  }
 }
 bool get_entries(Reader& r, std::vector<Entry>& entries) {
   std::uint32_t count = 0;

@@ -15,6 +15,7 @@ class StoreCategory final : public std::error_category {
       case StoreErrc::already_initialized: return "the directory is already a replica of a cluster";
       case StoreErrc::payload_too_large: return "a batch is larger than the replica's segments take";
       case StoreErrc::malformed_batch: return "a batch's payload is no body of the shared log's sections";
+      case StoreErrc::unreadable_batch: return "a durable batch reads back other than the chain holds it";
     }
     return "unknown replica store error";
   }

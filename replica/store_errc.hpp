@@ -11,6 +11,7 @@ enum class StoreErrc {
   already_initialized,  // init or rebuild of a directory that is a cluster's
   payload_too_large,    // a batch over payload_bytes_max of the segments' capacity
   malformed_batch,      // a batch whose payload is no body of the shared log's sections
+  unreadable_batch,     // a durable batch that reads back other than the chain holds it (a bad sector)
 };
 const std::error_category& store_category();
 inline std::error_code make_error_code(StoreErrc e) { return {static_cast<int>(e), store_category()}; }

@@ -25,7 +25,12 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
   suspect_ = recovered.suspect;
   log_ = std::move(recovered.entries);
   durable_end_ = log_.size();
-  for (const Entry& entry : log_) acked_seen_ = std::max(acked_seen_, entry.acked);
+  for (const Entry& entry : log_) {
+    FUSEE_ASSERT(!entry.elided, "a recovered batch holds its payload");
+    acked_seen_ = std::max(acked_seen_, entry.acked);
+    bytes_through_.push_back(bytes_through_.back() + entry.payload.size());
+  }
+  release_payloads();
   match_.assign(options_.replica_count, 0);
   next_.assign(options_.replica_count, 1);
   heard_from_at_.assign(options_.replica_count, 0);
@@ -68,12 +73,16 @@ void ReplicaCore::reset_election_timer() { heard_at_ = ticks_; }
 void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired) {
   FUSEE_ASSERT(keep_through <= log_.size(), "a write cuts past the log's end");
   log_.resize(keep_through);
+  bytes_through_.resize(keep_through + 1);
+  held_from_ = std::min(held_from_, keep_through + 1);
   durable_end_ = std::min(durable_end_, keep_through);
   surviving_known_ = std::min(surviving_known_, keep_through);
   for (const Entry& entry : entries) {
     FUSEE_ASSERT(entry.seq == log_.size() + 1, "a write leaves a gap");
+    FUSEE_ASSERT(!entry.elided, "a batch written holds its payload");
     acked_seen_ = std::max(acked_seen_, entry.acked);
     log_.push_back(entry);
+    bytes_through_.push_back(bytes_through_.back() + entry.payload.size());
   }
   const std::uint64_t id = next_write_id_++;
   writes_.push_back({id, keep_through, log_.size(), repaired});
@@ -96,6 +105,7 @@ bool ReplicaCore::disk_done(std::uint64_t write_id, bool succeeded, Output& out)
   Seq durable = done.last_seq;
   for (const WriteInFlight& later : writes_) durable = std::min(durable, later.keep_through);
   durable_end_ = std::max(durable_end_, durable);
+  release_payloads();
   if (done.repaired) {
     // Issued once it held a primary's whole log: every batch it ever
     // acknowledged and lost to damage is back, or was never published.
@@ -104,6 +114,18 @@ bool ReplicaCore::disk_done(std::uint64_t write_id, bool succeeded, Output& out)
   }
   after_durable(out);
   return true;
+}
+
+void ReplicaCore::release_payloads() {
+  // Oldest first, and durable ones only: the disk holds those, and no write
+  // in flight cuts them, so the driver can read them back.
+  while (held_from_ <= durable_end_ &&
+         bytes_through_[durable_end_] - bytes_through_[held_from_ - 1] > options_.held_bytes_max) {
+    Entry& entry = log_[held_from_ - 1];
+    std::string().swap(entry.payload);
+    entry.elided = true;
+    ++held_from_;
+  }
 }
 
 void ReplicaCore::after_durable(Output& out) {
@@ -265,7 +287,7 @@ Seq ReplicaCore::last_to_send(Seq first, Seq last) const {
   // grew past what a peer takes would be refused every time it is resent.
   std::uint64_t bytes = 0;
   for (Seq seq = first; seq <= last; ++seq) {
-    bytes += log_[seq - 1].payload.size();
+    bytes += payload_bytes(seq);
     if (seq > first && bytes > options_.append_bytes_max) return seq - 1;
   }
   return last;
@@ -317,6 +339,8 @@ void ReplicaCore::rebuilt() {
   wiped_on_disk_ = false;
   suspect_ = true;
   log_.clear();
+  bytes_through_.assign(1, 0);
+  held_from_ = 1;
   surviving_known_ = 0;
   durable_end_ = 0;
   acked_seen_ = 0;

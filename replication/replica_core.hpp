@@ -71,6 +71,12 @@ struct ReplicaOptions {
                                          // whose keepalives fail this long gives up
   std::uint32_t entries_per_append_max = 32;
   std::uint64_t append_bytes_max = 8u << 20;  // batches' bytes in one append or fetch reply (one at least)
+  // Payload bytes of durable batches kept in memory, the newest: a backup
+  // that keeps up is sent them from memory. Older ones are released, and a
+  // backup further behind (or a candidate's fetch) is sent batches the
+  // driver reads back from the disk (Entry::elided). Batches not yet durable
+  // are always held.
+  std::uint64_t held_bytes_max = 64u << 20;
   // Drawn at random at each start: tells messages sent to an earlier life of
   // this replica from those sent to this one (AppendRequest::to_incarnation).
   std::uint64_t incarnation = 0;
@@ -123,7 +129,10 @@ class ReplicaCore {
   View lead() const { return lead_; }  // the view it is candidate or primary of
   Seq commit() const { return commit_; }
   bool suspect() const { return suspect_; }
+  // Its batches; those before held_from() without their payloads (elided:
+  // on the disk only).
   const std::vector<Entry>& log() const { return log_; }
+  Seq held_from() const { return held_from_; }
   Seq durable_end() const { return durable_end_; }
   const ViewStarts& starts() const { return starts_; }
   // A primary's view of a backup: the batch it holds through (durably, in
@@ -157,6 +166,9 @@ class ReplicaCore {
   // Merges starts into the history this replica knows.
   void learn_starts(const ViewStarts& starts);
   void after_durable(Output& out);
+  // Releases the payloads of the oldest durable batches past held_bytes_max.
+  void release_payloads();
+  std::uint64_t payload_bytes(Seq seq) const { return bytes_through_[seq] - bytes_through_[seq - 1]; }
 
   // Roles.
   void become_backup(View promised, Output& out);
@@ -193,6 +205,10 @@ class ReplicaCore {
 
   // The log as this replica has written it (durable or in flight).
   std::vector<Entry> log_;
+  // bytes_through_[k]: the payload bytes of batches 1..k (held or not).
+  std::vector<std::uint64_t> bytes_through_{0};
+  // Batches from here on hold their payloads; earlier ones are elided.
+  Seq held_from_ = 1;
   Seq durable_end_ = 0;
   std::deque<WriteInFlight> writes_;
   std::uint64_t next_write_id_ = 1;

@@ -28,6 +28,11 @@ struct Entry {
   View view = 0;
   Seq acked = 0;
   std::string payload;
+  // The core no longer holds the payload (ReplicaOptions::held_bytes_max):
+  // in its log, and in the sends it outputs, whose driver reads the payload
+  // back from the replica's disk (the batch is durable there) before the
+  // message leaves. Never on the wire.
+  bool elided = false;
   friend bool operator==(const Entry&, const Entry&) = default;
 };
 
@@ -155,6 +160,9 @@ struct CoordinatorAnswer {
 
 // Everything one input made the core want done.
 struct Output {
+  // An append or fetch reply may carry elided batches (Entry::elided): the
+  // driver fills them in from its disk before anything of this output's
+  // writes is applied (a later write may cut them) -- fill_elided().
   std::vector<Message> sends;
   std::vector<DiskWrite> writes;
   std::vector<CoordinatorCall> calls;
@@ -162,5 +170,8 @@ struct Output {
   // log up to here is held by a quorum and may be acknowledged.
   std::optional<Seq> published_through;
 };
+
+// The batches of `message` whose payload the core left to its driver.
+std::vector<Entry*> elided_entries(Message& message);
 
 }  // namespace fusee::replication

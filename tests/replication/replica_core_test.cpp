@@ -34,8 +34,9 @@ struct Harness {
   Output boot;
   ReplicaId self_;
 
-  Harness(ReplicaId self, RecoveredLog recovered, Register reg, std::uint64_t incarnation = 0) : self_(self) {
-    ReplicaOptions options;
+  Harness(ReplicaId self, RecoveredLog recovered, Register reg, std::uint64_t incarnation = 0,
+          ReplicaOptions options = {})
+      : self_(self) {
     options.self = self;
     options.replica_count = 3;
     options.incarnation = incarnation;
@@ -101,6 +102,40 @@ std::unique_ptr<ReplicaCore> candidate(Output& out) {
 }
 
 TEST_SUITE("unit") {
+  TEST_CASE("replica core: payloads past held_bytes_max are released and sent elided, budgeted by their sizes") {
+    // Four durable batches of 100 bytes, 150 held: the newest alone keeps
+    // its payload.
+    std::vector<Entry> held;
+    for (Seq seq = 1; seq <= 4; ++seq) held.push_back(entry(seq, 1, std::string(100, 'a' + seq)));
+    ReplicaOptions options;
+    options.held_bytes_max = 150;
+    options.append_bytes_max = 250;
+    Harness replica(1, {held, false, false}, normal_view(2, 0, {{1, 1}, {2, 5}}), 0, options);
+    REQUIRE(replica.core->role() == Role::backup);
+    CHECK(replica.core->held_from() == 4);
+    for (Seq seq = 1; seq <= 3; ++seq) {
+      CHECK(replica.core->log()[seq - 1].elided);
+      CHECK(replica.core->log()[seq - 1].payload.empty());
+    }
+    CHECK(replica.core->log()[3] == held[3]);
+    // A fetch: the reply names the released batches for the driver to read
+    // back, and its byte budget counts their real sizes (two of 100 fit in
+    // 250, a third does not), not the empty strings held.
+    const auto replies = sent<FetchReply>(replica.receive(0, 2, FetchRequest{0, 0, 4}));
+    REQUIRE(replies.size() == 1);
+    const FetchReply& reply = replies[0].second;
+    CHECK(reply.match);
+    REQUIRE(reply.entries.size() == 2);
+    for (Seq seq = 1; seq <= 2; ++seq) {
+      const Entry& sent_entry = reply.entries[seq - 1];
+      CHECK(sent_entry.seq == seq);
+      CHECK(sent_entry.view == 1);
+      CHECK(sent_entry.elided);
+    }
+    Message message{1, 0, 2, reply};
+    CHECK(elided_entries(message).size() == 2);
+  }
+
   TEST_CASE("replica core: an append sent before a restart does not repair a suspect replica") {
     // Before its restart the replica acknowledged batches 5 and 6; batch 5
     // rotted, so it restarts suspect with 1..4. An append the primary sent
