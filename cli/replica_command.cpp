@@ -147,9 +147,11 @@ int run_replica_status(const ReplicaCommandOptions& options) {
       ++unreachable;
       continue;
     }
-    fmt::print("replica {} ({}): {}, view {}, log through {} (durable {}), published through {}{}\n", id,
-               options.replicas[id], replication::role_name(status->role), status->promised, status->log_end,
-               status->durable_end, status->commit, status->suspect ? ", suspect" : "");
+    fmt::print("replica {} ({}): {}, view {}, log through {} (durable {}), published through {}{}; payloads held "
+               "from batch {}, {} batches read back from the segments\n",
+               id, options.replicas[id], replication::role_name(status->role), status->promised, status->log_end,
+               status->durable_end, status->commit, status->suspect ? ", suspect" : "", status->held_from,
+               status->batches_read_back);
   }
   return unreachable == 0 ? 0 : 1;
 }

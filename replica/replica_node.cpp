@@ -213,6 +213,7 @@ struct ReplicaNode::Impl {
       if (stopping) return;
       seal_batch();  // its outputs join the deferred ones (a flush is posted)
       flush_posted = false;
+      if (stopping) return;  // a read back failed in seal_batch
       Output now = std::move(deferred);
       deferred = Output{};
       if (auto filled = fill_elided(now.sends); !filled) {
@@ -233,6 +234,7 @@ struct ReplicaNode::Impl {
         Entry read = FUSEE_TRY(store->read(entry->seq));
         if (read.view != entry->view || read.acked != entry->acked) return make_error_code(StoreErrc::unreadable_batch);
         *entry = std::move(read);
+        ++batches_read_back;
       }
     }
     return ok();
@@ -340,6 +342,13 @@ struct ReplicaNode::Impl {
     std::vector<PendingAppend> waiters = std::move(open_waiters);
     const auto first_lsn = next_lsn();
     if (!first_lsn) {
+      // Nothing was appended: the clients may try the next primary.
+      for (const PendingAppend& waiter : open_waiters) {
+        reply_append(waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
+      }
+      open_records.clear();
+      open_waiters.clear();
+      open_bytes = 0;
       stop_on_disk_error("a durable batch could not be read back", first_lsn.error());
       return;
     }
@@ -428,15 +437,20 @@ struct ReplicaNode::Impl {
         }
         // Taken into this turn's batch, proposed when the turn's flush runs
         // (or now, if the batch is full).
-        if (open_bytes + frame.payload.size() > kBatchBytesMax && !open_records.empty()) seal_batch();
+        if (open_bytes + frame.payload.size() > kBatchBytesMax && !open_records.empty()) {
+          seal_batch();
+          if (stopping) return;  // a read back failed
+        }
         open_waiters.push_back({from.weak_from_this(), frame.request_id, static_cast<std::uint32_t>(open_records.size())});
         open_records.emplace_back(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());
         open_bytes += frame.payload.size();
         break;
       }
       case FrameType::status: {
-        ReplicaStatus status{options.self, core->role(), core->promised(), core->lead(), core->commit(),
-                             core->log().size(), core->durable_end(), core->suspect()};
+        ReplicaStatus status{options.self,       core->role(),         core->promised(),
+                             core->lead(),       core->commit(),       core->log().size(),
+                             core->durable_end(), core->suspect(),     core->held_from(),
+                             batches_read_back};
         from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
         return;
       }
@@ -594,6 +608,7 @@ struct ReplicaNode::Impl {
   bool last_suspect = false;
   bool stopping = false;
   std::error_code failure;
+  std::uint64_t batches_read_back = 0;  // fill_elided's, for the status
   Output deferred;  // handle()'s, until its flush runs
   bool flush_posted = false;
 
@@ -621,7 +636,8 @@ Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, Repli
   options.etcd.cluster = options.cluster;
   auto impl = std::make_unique<Impl>(fs, std::move(options));
   Impl& m = *impl;
-  m.store = FUSEE_TRY(ReplicaStore::open(fs, m.options.dir, m.options.cluster, m.recovered));
+  m.store = FUSEE_TRY(ReplicaStore::open(fs, m.options.dir, m.options.cluster, m.recovered, kSegmentBytesDefault,
+                                         m.options.held_bytes_max));
   std::vector<tcp::endpoint> endpoints;
   for (const std::string& text : m.options.addresses) {
     endpoints.push_back(protocol::parse_address(text, "replica address", false).tcp);  // throws on a bad one

@@ -172,8 +172,11 @@ Result<std::unique_ptr<io::File>> create_replica_segment(io::FileSystem& fs, con
   return file;
 }
 
-Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const std::string& cluster) {
+Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
+                             std::uint64_t held_bytes_max) {
   ReadChain chain;
+  std::size_t held_from = 0;  // entries before this one are elided
+  std::uint64_t held_bytes = 0;
   const std::string wal_dir = wal_dir_of(dir);
   if (FUSEE_TRY(fs.exists(wal_dir))) {
     for (const std::string& name : FUSEE_TRY(fs.list(wal_dir))) {
@@ -270,8 +273,16 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
           image = std::move(next);
           end_segment = expected->next.segment_number;
         }
+        held_bytes += entry.payload.size();
         chain.entries.push_back(std::move(entry));
         chain.points.push_back(expected->after);
+        while (held_bytes > held_bytes_max && held_from < chain.entries.size()) {
+          replication::Entry& oldest = chain.entries[held_from++];
+          held_bytes -= oldest.payload.size();
+          oldest.elided_bytes = oldest.payload.size();
+          std::string().swap(oldest.payload);
+          oldest.elided = true;
+        }
       }
     }
   }

@@ -117,13 +117,16 @@ struct ReadChain {
   std::vector<std::uint64_t> segments;  // every segment file found
   std::uint64_t file_bytes = 0;         // of all of them
 };
-// Reads <dir>/wal of a replica of `cluster` (read-only). The chain must run
+// Reads <dir>/wal of a replica of `cluster` (read-only). Past
+// `held_bytes_max` of payloads, the oldest batches' are released as it reads
+// (Entry::elided), so a long log is not held in memory whole. The chain must run
 // to the end of each segment file: past its last whole batch only fewer
 // zero bytes than a batch header may follow (an append that did not land).
 // Anything else is damage -- a batch that fails its checksum or is cut
 // short, zeros where one should be, one that does not follow, a roll to a
 // segment that is missing, a segment past the chain's end holding more than
 // its header -- and the chain ends before it.
-Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const std::string& cluster);
+Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
+                             std::uint64_t held_bytes_max = UINT64_MAX);
 
 }  // namespace fusee::replica

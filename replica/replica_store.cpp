@@ -82,7 +82,7 @@ ReplicaStore::ReplicaStore(io::FileSystem& fs, std::string dir, std::string clus
 
 Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, const std::string& dir,
                                                          const std::string& cluster, StoreRecovery& recovered,
-                                                         std::uint64_t segment_bytes) {
+                                                         std::uint64_t segment_bytes, std::uint64_t held_bytes_max) {
   recovered = {};
   std::unique_ptr<ReplicaStore> store(new ReplicaStore(fs, dir, cluster));
   store->points_.push_back(start_point(cluster, segment_bytes));
@@ -112,7 +112,7 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
     auto file = FUSEE_TRY(fs.open(io::join_path(wal_dir_of(dir), name), {}));
     FUSEE_TRY_VOID(file->drop_cache());
   }
-  ReadChain chain = FUSEE_TRY(read_chain(fs, dir, cluster));
+  ReadChain chain = FUSEE_TRY(read_chain(fs, dir, cluster, held_bytes_max));
   if (chain.damaged && !recovered.log.suspect) {
     // Remembered before the cut makes the damage invisible: only a
     // primary's whole log repairs it.
@@ -157,8 +157,7 @@ Result<void> ReplicaStore::cut(replication::Seq keep_through) {
   {
     std::lock_guard lock(mu_);
     points_.resize(keep_through + 1);
-    reading_.reset();
-    reading_segment_ = 0;
+    reading_.clear();
   }
   const ChainPoint& end_point = points_.back();
   // The later segments lose their batches first, newest first, each
@@ -241,20 +240,32 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
 }
 
 Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
-  std::lock_guard lock(mu_);
-  FUSEE_ASSERT(seq >= 1 && seq <= end(), "a read within the log");
-  const ChainPoint& point = points_[seq - 1];
-  if (!reading_ || reading_segment_ != point.segment) {
-    reading_.reset();
-    reading_ = FUSEE_TRY(fs_.open(segment_path(dir_, point.segment), {}));
-    reading_segment_ = point.segment;
+  constexpr std::size_t kReadingFilesMax = 4;
+  ChainPoint point;
+  std::uint32_t recorded_crc = 0;  // the batch the chain holds there, exactly
+  std::shared_ptr<io::File> file;
+  {
+    // The core reads only a durable batch no write in flight cuts, so the
+    // place found here holds it while the read below runs unlocked.
+    std::lock_guard lock(mu_);
+    FUSEE_ASSERT(seq >= 1 && seq <= end(), "a read within the log");
+    point = points_[seq - 1];
+    recorded_crc = points_[seq].crc;
+    auto& open = reading_[point.segment];
+    if (!open) {
+      open = FUSEE_TRY(fs_.open(segment_path(dir_, point.segment), {}));
+      if (reading_.size() > kReadingFilesMax) reading_.erase(reading_.begin() == reading_.find(point.segment)
+                                                                 ? std::next(reading_.begin())
+                                                                 : reading_.begin());
+    }
+    file = open;
   }
   std::vector<std::byte> bytes(wal::kBatchHeaderBytes);
   // The bytes read, fewer than asked only at the file's end.
   auto read_fully = [&](std::uint64_t offset, std::span<std::byte> into) -> Result<std::size_t> {
     std::size_t total = 0;
     while (total < into.size()) {
-      const std::size_t got = FUSEE_TRY(reading_->read_at(offset + total, into.subspan(total)));
+      const std::size_t got = FUSEE_TRY(file->read_at(offset + total, into.subspan(total)));
       if (got == 0) break;
       total += got;
     }
@@ -270,7 +281,9 @@ Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
   bytes.resize(header->total_length);
   const auto body = std::span(bytes).subspan(wal::kBatchHeaderBytes);
   if (FUSEE_TRY(read_fully(point.offset + wal::kBatchHeaderBytes, body)) != body.size()) return unreadable;
-  if (wal::batch_crc(point.salt, bytes, header->body_length) != header->crc) return unreadable;
+  if (header->crc != recorded_crc || wal::batch_crc(point.salt, bytes, header->body_length) != header->crc) {
+    return unreadable;
+  }
   replication::Entry entry;
   entry.seq = header->sequence;
   entry.view = header->view;

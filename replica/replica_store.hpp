@@ -68,9 +68,12 @@ class ReplicaStore {
   // cluster's comes back `wiped`. Damage marks it suspect, durably, before
   // the damaged tail is cut off. `segment_bytes` serves only when the first
   // segment itself is lost and is made again.
+  // The recovered log holds the newest `held_bytes_max` of payloads; older
+  // batches come elided (read()).
   static Result<std::unique_ptr<ReplicaStore>> open(io::FileSystem& fs, const std::string& dir,
                                                     const std::string& cluster, StoreRecovery& recovered,
-                                                    std::uint64_t segment_bytes = kSegmentBytesDefault);
+                                                    std::uint64_t segment_bytes = kSegmentBytesDefault,
+                                                    std::uint64_t held_bytes_max = UINT64_MAX);
 
   // Issues one write of the core's: the cut, then the batches, not yet durable.
   Result<void> apply(const replication::DiskWrite& write);
@@ -83,8 +86,9 @@ class ReplicaStore {
   // payloads of older durable batches (ReplicaOptions::held_bytes_max), and
   // a backup catching up is sent them from here. Only for a batch the core
   // knows durable -- no write in flight cuts it -- so what is read is what
-  // was synced; a batch that reads back otherwise (its checksum, sequence or
-  // chain wrong: a bad sector) is StoreErrc::unreadable_batch.
+  // was synced; a batch that reads back otherwise (its checksum, sequence,
+  // the chain's CRC before it, or its own CRC not the one the chain
+  // recorded: a bad sector, a stale page) is StoreErrc::unreadable_batch.
   Result<replication::Entry> read(replication::Seq seq);
 
   // The writing thread's: it alone changes the chain.
@@ -104,14 +108,15 @@ class ReplicaStore {
   std::string cluster_;
   std::unique_ptr<io::FileSystem::Lock> lock_;
   bool writable_ = false;  // false while wiped
-  // points_ and reading_ change under mu_ (read() takes it); the writing
-  // thread reads points_ without it.
+  // points_ and reading_ change under mu_, which read() takes only to find
+  // its batch (its file read runs outside it, so a slow read never holds up
+  // a write); the writing thread reads points_ without it.
   std::mutex mu_;
   std::vector<ChainPoint> points_;  // points_[k]: the chain after batch k
-  // The segment read() read last, open for reading (cut closes it: a segment
-  // removed and made again must not be read through the old file).
-  std::uint64_t reading_segment_ = 0;
-  std::unique_ptr<io::File> reading_;
+  // Segments open for reading, a few (backups catching up at different
+  // places); cut closes them all: a segment removed and made again must not
+  // be read through the old file.
+  std::map<std::uint64_t, std::shared_ptr<io::File>> reading_;
   std::map<std::uint64_t, std::unique_ptr<io::File>> files_;  // open segments, by number
   std::set<std::uint64_t> unsynced_;  // segments written since the last sync
 };

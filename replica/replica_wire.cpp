@@ -152,7 +152,7 @@ std::optional<AppendReply> decode_append_reply(std::span<const std::byte> bytes)
 std::vector<std::byte> encode_status(const ReplicaStatus& s) {
   Writer w;
   w.u32(s.self).u8(static_cast<std::uint8_t>(s.role)).u64(s.promised).u64(s.lead).u64(s.commit);
-  w.u64(s.log_end).u64(s.durable_end).u8(s.suspect);
+  w.u64(s.log_end).u64(s.durable_end).u8(s.suspect).u64(s.held_from).u64(s.batches_read_back);
   return w.take();
 }
 
@@ -162,7 +162,7 @@ std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes) {
     if (!r.u32(s.self) || !r.u8(role) || role > static_cast<std::uint8_t>(Role::primary)) return false;
     s.role = static_cast<Role>(role);
     return r.u64(s.promised) && r.u64(s.lead) && r.u64(s.commit) && r.u64(s.log_end) && r.u64(s.durable_end) &&
-           get_bool(r, s.suspect);
+           get_bool(r, s.suspect) && r.u64(s.held_from) && r.u64(s.batches_read_back);
   });
 }
 

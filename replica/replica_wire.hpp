@@ -67,6 +67,8 @@ struct ReplicaStatus {
   replication::Seq log_end = 0;
   replication::Seq durable_end = 0;
   bool suspect = false;
+  replication::Seq held_from = 1;          // batches before it are held on disk only
+  std::uint64_t batches_read_back = 0;     // sent to peers from the segments, this life
 };
 std::vector<std::byte> encode_status(const ReplicaStatus& status);
 std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes);

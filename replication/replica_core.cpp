@@ -26,9 +26,12 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
   log_ = std::move(recovered.entries);
   durable_end_ = log_.size();
   for (const Entry& entry : log_) {
-    FUSEE_ASSERT(!entry.elided, "a recovered batch holds its payload");
     acked_seen_ = std::max(acked_seen_, entry.acked);
-    bytes_through_.push_back(bytes_through_.back() + entry.payload.size());
+    bytes_through_.push_back(bytes_through_.back() + (entry.elided ? entry.elided_bytes : entry.payload.size()));
+    if (entry.elided) {
+      FUSEE_ASSERT(held_from_ == entry.seq, "recovery releases the oldest payloads only");
+      ++held_from_;
+    }
   }
   release_payloads();
   match_.assign(options_.replica_count, 0);
@@ -122,6 +125,7 @@ void ReplicaCore::release_payloads() {
   while (held_from_ <= durable_end_ &&
          bytes_through_[durable_end_] - bytes_through_[held_from_ - 1] > options_.held_bytes_max) {
     Entry& entry = log_[held_from_ - 1];
+    entry.elided_bytes = entry.payload.size();
     std::string().swap(entry.payload);
     entry.elided = true;
     ++held_from_;

@@ -87,7 +87,9 @@ struct ReplicaOptions {
 // entry must be durable (recovery syncs what it keeps): the core may
 // acknowledge them at once.
 struct RecoveredLog {
-  std::vector<Entry> entries;  // the valid chain, sequences 1..n
+  // The valid chain, sequences 1..n; the oldest may come elided (recovery
+  // holds the newest held_bytes_max of payloads, not the whole log).
+  std::vector<Entry> entries;
   bool suspect = false;        // the chain ended at a damaged batch
   bool wiped = false;          // the directory is not this cluster's (lost, or new)
 };

@@ -33,6 +33,7 @@ struct Entry {
   // back from the replica's disk (the batch is durable there) before the
   // message leaves. Never on the wire.
   bool elided = false;
+  std::uint64_t elided_bytes = 0;  // the payload's size, when elided
   friend bool operator==(const Entry&, const Entry&) = default;
 };
 

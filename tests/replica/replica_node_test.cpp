@@ -42,11 +42,13 @@ using replication::ReplicaId;
 
 // Three replicas in this process. `proxied`: every link between them, and
 // each one's link to etcd, goes through a TcpProxy the test can cut.
-// `held_bytes_max`: each replica's window of payloads held in memory.
+// `held_bytes_max`: each replica's window of payloads held in memory;
+// `disk_thread`: each writes on a thread of its own.
 class InProcessCluster {
  public:
   explicit InProcessCluster(const std::string& dir, bool proxied = false,
-                            std::uint64_t held_bytes_max = ReplicaNodeOptions{}.held_bytes_max)
+                            std::uint64_t held_bytes_max = ReplicaNodeOptions{}.held_bytes_max,
+                            bool disk_thread = false)
       : etcd_(dir) {
     if (!etcd_.ready()) return;
     for (ReplicaId id = 0; id < 3; ++id) addresses_.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
@@ -85,6 +87,7 @@ class InProcessCluster {
       options.lease_ticks = 100;
       options.candidacy_ticks = 400;
       options.held_bytes_max = held_bytes_max;
+      options.disk_thread = disk_thread;
       options.log = [this, id](const std::string& line) {
         std::lock_guard lock(log_mu_);
         log_lines_.push_back("r" + std::to_string(id) + ": " + line);
@@ -373,56 +376,66 @@ TEST_SUITE("unit") {
     // missed 300 appends is sent them read back from the primary's
     // segments, and the primary reads its last batch back to number the
     // next one's records. The replicas end with the same log, its records'
-    // LSNs running on without a gap.
-    testing::TempDir dir;
-    {
-      InProcessCluster cluster(dir.path(), /*proxied=*/true, /*held_bytes_max=*/0);
-      if (!cluster.ready()) {
-        MESSAGE("etcd is not installed: skipped");
-        return;
-      }
-      ReplicaClient client(cluster.addresses());
-      REQUIRE(publishes(client, "first"));
-      std::optional<ClusterHealth> health;
-      REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
-      const ReplicaId primary = health->primary;
-      const ReplicaId behind = (primary + 1) % 3;
-      cluster.link(primary, behind).cut(true, false);
-      const std::string record(10000, 'r');
-      for (int i = 0; i < 300; ++i) {
-        const auto outcome = client.append(record + std::to_string(i), 20000ms);
-        REQUIRE(outcome.status == AppendStatus::published);
-      }
-      cluster.heal_all();
-      REQUIRE(publishes(client, "last"));
-      REQUIRE(wait_for(30000ms, [&] {
-        auto p = client.status(primary, 500ms);
-        if (!p || p->commit != p->log_end) return false;
-        for (ReplicaId id = 0; id < 3; ++id) {
-          auto b = client.status(id, 500ms);
-          if (!b || b->durable_end != p->log_end) return false;
+    // LSNs running on without a gap. With the disk thread too, whose writes
+    // run while the loop thread reads back.
+    for (const bool disk_thread : {false, true}) {
+      CAPTURE(disk_thread);
+      testing::TempDir dir;
+      {
+        InProcessCluster cluster(dir.path(), /*proxied=*/true, /*held_bytes_max=*/0, disk_thread);
+        if (!cluster.ready()) {
+          MESSAGE("etcd is not installed: skipped");
+          return;
         }
-        return true;
-      }));
+        ReplicaClient client(cluster.addresses());
+        REQUIRE(publishes(client, "first"));
+        std::optional<ClusterHealth> health;
+        REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
+        const ReplicaId primary = health->primary;
+        const ReplicaId behind = (primary + 1) % 3;
+        cluster.link(primary, behind).cut(true, false);
+        const std::string record(10000, 'r');
+        for (int i = 0; i < 300; ++i) {
+          const auto outcome = client.append(record + std::to_string(i), 20000ms);
+          REQUIRE(outcome.status == AppendStatus::published);
+        }
+        cluster.heal_all();
+        REQUIRE(publishes(client, "last"));
+        REQUIRE(wait_for(30000ms, [&] {
+          auto p = client.status(primary, 500ms);
+          if (!p || p->commit != p->log_end) return false;
+          for (ReplicaId id = 0; id < 3; ++id) {
+            auto b = client.status(id, 500ms);
+            if (!b || b->durable_end != p->log_end) return false;
+          }
+          return true;
+        }));
+        // It did catch up from the segments: nothing is held, and the
+        // primary read back every batch it sent the one behind.
+        const auto p = client.status(primary, 500ms);
+        REQUIRE(p.has_value());
+        CHECK(p->held_from == p->log_end + 1);
+        CHECK(p->batches_read_back >= 300);
+      }
+      io::PosixFileSystem fs;
+      std::vector<ReadChain> chains;
+      for (ReplicaId id = 0; id < 3; ++id) {
+        chains.push_back(testing::value_or_fail(read_chain(fs, dir.path() + "/replica-" + std::to_string(id), "t")));
+        CHECK_FALSE(chains.back().damaged);
+      }
+      REQUIRE(chains[0].entries.size() >= 302);
+      wal::Lsn last = 0;
+      std::size_t records = 0;
+      for (const replication::Entry& entry : chains[0].entries) {
+        const auto in_body = records_in_body(entry.payload, 0);
+        REQUIRE(in_body.has_value());
+        CHECK(last_lsn_in_body(entry.payload, 0) == last + in_body->size());
+        last += in_body->size();
+        records += in_body->size();
+      }
+      CHECK(records >= 302);  // a client's retry may append one twice
+      for (ReplicaId id = 1; id < 3; ++id) CHECK(chains[id].entries == chains[0].entries);
     }
-    io::PosixFileSystem fs;
-    std::vector<ReadChain> chains;
-    for (ReplicaId id = 0; id < 3; ++id) {
-      chains.push_back(testing::value_or_fail(read_chain(fs, dir.path() + "/replica-" + std::to_string(id), "t")));
-      CHECK_FALSE(chains.back().damaged);
-    }
-    REQUIRE(chains[0].entries.size() >= 302);
-    wal::Lsn last = 0;
-    std::size_t records = 0;
-    for (const replication::Entry& entry : chains[0].entries) {
-      const auto in_body = records_in_body(entry.payload, 0);
-      REQUIRE(in_body.has_value());
-      CHECK(last_lsn_in_body(entry.payload, 0) == last + in_body->size());
-      last += in_body->size();
-      records += in_body->size();
-    }
-    CHECK(records >= 302);  // a client's retry may append one twice
-    for (ReplicaId id = 1; id < 3; ++id) CHECK(chains[id].entries == chains[0].entries);
   }
 }
 

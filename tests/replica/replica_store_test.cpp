@@ -269,23 +269,48 @@ TEST_SUITE("unit") {
   }
 
   TEST_CASE("replica store: a durable batch reads back from its segment, across rolls and after a cut") {
-    auto fs = with_log(entries_through(40, 1), kSmallSegmentBytes);
+    auto fs = with_log(entries_through(80, 1), kSmallSegmentBytes);
     StoreRecovery recovered;
     auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered));
-    REQUIRE(chain_of(*fs).segments.size() >= 4);
+    REQUIRE(chain_of(*fs).segments.size() >= 6);  // more than it keeps open for reading
     // Every batch, out of order too (each read opens the segment it needs).
-    for (replication::Seq seq = 40; seq >= 1; --seq) CHECK(value_or_fail(store->read(seq)) == entry(seq, 1));
-    for (replication::Seq seq = 1; seq <= 40; seq += 7) CHECK(value_or_fail(store->read(seq)) == entry(seq, 1));
+    for (replication::Seq seq = 80; seq >= 1; --seq) CHECK(value_or_fail(store->read(seq)) == entry(seq, 1));
+    for (replication::Seq seq = 1; seq <= 80; seq += 7) CHECK(value_or_fail(store->read(seq)) == entry(seq, 1));
     // Read the last segment's batch, cut back before that segment and write
     // on in view 2: the segment is removed and made again, and a read must
     // not go through the file it had open before.
-    CHECK(value_or_fail(store->read(40)) == entry(40, 1));
+    CHECK(value_or_fail(store->read(80)) == entry(80, 1));
     std::vector<Entry> view_two;
-    for (replication::Seq seq = 6; seq <= 40; ++seq) view_two.push_back(entry(seq, 2));
+    for (replication::Seq seq = 6; seq <= 80; ++seq) view_two.push_back(entry(seq, 2));
     ok_or_fail(store->apply({5, 5, view_two, false}));
     ok_or_fail(store->sync());
-    for (replication::Seq seq = 40; seq >= 6; --seq) CHECK(value_or_fail(store->read(seq)) == entry(seq, 2));
+    for (replication::Seq seq = 80; seq >= 6; --seq) CHECK(value_or_fail(store->read(seq)) == entry(seq, 2));
     CHECK(value_or_fail(store->read(5)) == entry(5, 1));
+  }
+
+  TEST_CASE("replica store: recovery holds the newest payloads only; the rest read back") {
+    auto fs = with_log(entries_through(40, 1), kSmallSegmentBytes);
+    std::uint64_t newest_ten = 0;
+    for (replication::Seq seq = 31; seq <= 40; ++seq) newest_ten += entry(seq, 1).payload.size();
+    StoreRecovery recovered;
+    auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered, kSmallSegmentBytes, newest_ten));
+    const auto& entries = recovered.log.entries;
+    REQUIRE(entries.size() == 40);
+    for (replication::Seq seq = 1; seq <= 40; ++seq) {
+      const Entry& got = entries[seq - 1];
+      const Entry whole = entry(seq, 1);
+      CHECK(got.seq == seq);
+      CHECK(got.view == 1);
+      CHECK(got.acked == whole.acked);
+      CHECK(got.elided == (seq <= 30));
+      if (got.elided) {
+        CHECK(got.payload.empty());
+        CHECK(got.elided_bytes == whole.payload.size());
+        CHECK(value_or_fail(store->read(seq)) == whole);
+      } else {
+        CHECK(got == whole);
+      }
+    }
   }
 
   TEST_CASE("replica store: a batch that reads back otherwise is unreadable, not returned") {

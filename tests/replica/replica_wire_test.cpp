@@ -88,9 +88,11 @@ TEST_SUITE("unit") {
     bytes[0] = std::byte{3};
     CHECK_FALSE(decode_append_reply(bytes).has_value());
 
-    ReplicaStatus status{2, Role::primary, 5, 5, 100, 104, 103, true};
+    ReplicaStatus status{2, Role::primary, 5, 5, 100, 104, 103, true, 40, 77};
     auto decoded = decode_status(encode_status(status));
     REQUIRE(decoded.has_value());
+    CHECK(decoded->held_from == 40);
+    CHECK(decoded->batches_read_back == 77);
     CHECK(decoded->role == Role::primary);
     CHECK(decoded->commit == 100);
     CHECK(decoded->log_end == 104);

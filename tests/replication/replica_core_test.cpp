@@ -134,6 +134,20 @@ TEST_SUITE("unit") {
     }
     Message message{1, 0, 2, reply};
     CHECK(elided_entries(message).size() == 2);
+
+    // Recovery may hand over the oldest batches elided, with their sizes:
+    // the same window and the same budget.
+    std::vector<Entry> recovered = held;
+    for (Seq seq = 1; seq <= 2; ++seq) {
+      recovered[seq - 1].payload.clear();
+      recovered[seq - 1].elided = true;
+      recovered[seq - 1].elided_bytes = 100;
+    }
+    Harness restarted(1, {recovered, false, false}, normal_view(2, 0, {{1, 1}, {2, 5}}), 0, options);
+    CHECK(restarted.core->held_from() == 4);
+    const auto again = sent<FetchReply>(restarted.receive(0, 2, FetchRequest{0, 0, 4}));
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].second.entries.size() == 2);
   }
 
   TEST_CASE("replica core: an append sent before a restart does not repair a suspect replica") {

@@ -61,6 +61,7 @@ void run_seeds(std::uint32_t replicas, std::uint64_t default_seeds) {
     CHECK(totals.pauses > 0);
     CHECK(totals.stale_primaries > 0);
     CHECK(totals.views > count);
+    CHECK(totals.read_back > 0);
   }
 }
 

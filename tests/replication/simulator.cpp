@@ -45,15 +45,17 @@ SimReport& SimReport::operator+=(const SimReport& other) {
   outages += other.outages;
   pauses += other.pauses;
   stale_primaries += other.stale_primaries;
+  read_back += other.read_back;
   return *this;
 }
 
 std::string SimReport::summary() const {
   return fmt::format(
       "{} events, {} proposals, {} acknowledged, {} views, {} crashes ({} torn), {} damaged, "
-      "{} disks lost, {} partitions, {} etcd outages, {} pauses ({} primaries resumed deposed)",
+      "{} disks lost, {} partitions, {} etcd outages, {} pauses ({} primaries resumed deposed), "
+      "{} batches read back",
       events, proposals, acknowledged, views, crashes, torn_crashes, damages, disk_losses, partitions,
-      outages, pauses, stale_primaries);
+      outages, pauses, stale_primaries, read_back);
 }
 
 namespace {
@@ -284,7 +286,10 @@ class Simulation {
   void start(Node& node) {
     node.disk.reset();
     replica::StoreRecovery recovered;
-    auto store = replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered, kSegmentBytes);
+    // Recovery holds what the core will, so a restarted core starts with
+    // the oldest batches elided.
+    auto store =
+        replica::ReplicaStore::open(*node.fs, kDir, kCluster, recovered, kSegmentBytes, node.options.held_bytes_max);
     if (!store) fail(fmt::format("r{} cannot recover its directory: {}", node.id, store.error().message()));
     if (!node.wiped && recovered.log.wiped) fail(fmt::format("r{}'s directory lost its cluster id", node.id));
     node.damage_pending = false;
@@ -339,12 +344,21 @@ class Simulation {
     // output's writes (which may cut them), as a replica process does.
     for (Message& message : out.sends) {
       for (Entry* entry : replication::elided_entries(message)) {
+        // Only a durable batch is released: one no write in flight cuts.
+        // (This simulator applies a write when it is issued, so a read of
+        // one in flight would succeed here where a replica's disk thread
+        // may not have written it yet.)
+        bool durable = entry->seq <= node.core->durable_end();
+        for (const DiskWrite& write : node.in_flight) durable = durable && entry->seq <= write.keep_through;
+        if (!durable) fail(fmt::format("r{} sent batch {} elided before it was durable", node.id, entry->seq));
         auto read = node.disk->read(entry->seq);
-        if (!read || read->view != entry->view || read->acked != entry->acked) {
+        if (!read || read->view != entry->view || read->acked != entry->acked ||
+            read->payload != payload_of(*entry)) {
           fail(fmt::format("r{}: durable batch {} does not read back{}", node.id, entry->seq,
                            read ? "" : ": " + read.error().message()));
         }
         *entry = std::move(*read);
+        ++report_.read_back;
       }
     }
     for (Message& message : out.sends) send(std::move(message));
@@ -580,6 +594,7 @@ class Simulation {
       Entry entry = core.log()[seq - 1];
       entry.payload = payload_of(entry);
       entry.elided = false;
+      entry.elided_bytes = 0;
       auto [at, inserted] = published_.try_emplace(seq, Published{entry, core.lead()});
       if (!inserted && !same(at->second.entry, entry)) {
         fail(fmt::format("sequence {} published twice with different batches (views {} and {})", seq,

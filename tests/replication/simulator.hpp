@@ -68,6 +68,7 @@ struct SimReport {
   std::uint64_t outages = 0;
   std::uint64_t pauses = 0;
   std::uint64_t stale_primaries = 0;  // resumed as primary of a view etcd has moved past
+  std::uint64_t read_back = 0;        // batches sent elided and read back from a disk
   // isolate_primary_ms: proposals acknowledged by another primary while the
   // isolated one was cut off.
   std::uint64_t acknowledged_while_isolated = 0;
