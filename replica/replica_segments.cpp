@@ -28,13 +28,8 @@ std::span<const std::byte> bytes_of(std::string_view text) { return std::as_byte
 
 // The sections of a body, decoded; nothing when it is none.
 std::optional<std::vector<wal::SectionView>> sections_of(std::span<const std::byte> body) {
-  std::uint32_t count = 0;
-  for (std::uint64_t offset = 0; offset < body.size(); ++count) {
-    if (body.size() - offset < wal::kSectionHeaderBytes) return std::nullopt;
-    offset += wal::kSectionHeaderBytes + wal::decode_section_header(body.data() + offset).records_bytes;
-  }
   std::vector<wal::SectionView> sections;
-  if (wal::decode_body(body, count, sections)) return std::nullopt;
+  if (wal::decode_body_sections(body, sections)) return std::nullopt;
   return sections;
 }
 

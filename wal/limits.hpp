@@ -50,6 +50,10 @@ inline constexpr std::uint64_t kInlineFlushMaxUsDefault = 1000;
 // Writes in flight at once: one being flushed while the next is filled and
 // submitted. More buys nothing on one device and delays error detection.
 inline constexpr std::size_t kWritesInFlightMax = 2;
+// A replicated log's primary (LogOptions::sink): batches sealed and not yet
+// published by a quorum. Replication pipelines them (a backup acknowledges
+// each as it lands), so more than a disk's two help.
+inline constexpr std::size_t kSinkBatchesInFlightMax = 16;
 
 // The log prepares the next segment once 1/kPrepareAtFillDivisor of the
 // current one is written (wal/log_prepare.cpp), late enough that a log that

@@ -55,6 +55,8 @@ Result<std::unique_ptr<Log>> Log::open(io::FileSystem& fs, LogOptions options, R
               .count());
     };
 
+  // A replica's directory is the replica's: nothing below touches it.
+  if (options.sink) return open_as_primary(fs, std::move(options), plan_out);
   if (!FUSEE_TRY(fs.exists(options.dir))) {
     FUSEE_TRY_VOID(fs.create_dir(options.dir));
     FUSEE_TRY_VOID(fs.sync_dir(io::parent_path(options.dir)));
@@ -378,7 +380,7 @@ void Log::poison_locked(std::error_code error) {
 }
 
 bool Log::has_work_locked() const {
-  if (in_flight_.size() >= kWritesInFlightMax) return false;
+  if (in_flight_.size() >= in_flight_max()) return false;
   if (staged_records_ > 0) {
     if (blobs_pending_ == 0 && open_groups_ == 0) return true;
     // Some staged records wait for their blob or their group's end; is
@@ -502,6 +504,12 @@ bool Log::seal_next(std::shared_ptr<io::File>& file, io::AlignedBuffer& buffer, 
     FUSEE_ASSERT(!decode_body(body, static_cast<std::uint32_t>(batch.sections.size()), decoded),
                  "a sealed batch does not decode");
     FUSEE_ASSERT(decoded.size() == batch.sections.size(), "a sealed batch lost a section");
+  }
+  if (options_.sink) {
+    hand_to_sink(batch, first_lsns, records, flags,
+                 std::span<const std::byte>(buffer.data() + kBatchHeaderBytes, batch.body_bytes),
+                 static_cast<std::uint32_t>(total));
+    return false;  // nothing for the caller to write
   }
 
   if (options_.prepare_segments && records > 0 && prepare_asked_for_ != segment_.number + 1 &&
@@ -732,6 +740,7 @@ std::int64_t Log::published_at_ms() const {
 }
 
 Result<void> Log::close() {
+  if (options_.sink) return close_as_primary();
   {
     std::unique_lock lock(mu_);
     if (stopping_) return make_error_code(errc::closed);
@@ -776,6 +785,7 @@ Result<void> Log::read(ShardId shard, Lsn first, Lsn last,
     for (; it != index.end() && it->first_lsn <= last; ++it) sections.push_back(*it);
     for (const auto& segment : read_segments_) salts[segment.number] = segment.salt;
   }
+  if (options_.sink) return read_through_sink(sections, shard, first, last, visit);
   return read_sections(fs_, wal_dir_, sections, salts, shard, first, last, visit);
 }
 

@@ -58,6 +58,22 @@ enum class LogWriterMode {
   threads,  // log threads with blocking writes
 };
 
+// Where a replicated log's primary hands its batches (docs/replication.md,
+// "The plan for the replica over the shared log", step 3): the replica
+// process, which proposes each body to the replication core and writes it
+// as every replica derives it. The log then seals and never writes.
+class ReplicatedSink {
+ public:
+  virtual ~ReplicatedSink() = default;
+  // Each sealed batch's body (the shared log's sections), once, in sequence
+  // order, on the sealing thread. It must only hand the body on: never call
+  // the log's blocking calls. The batch is durable once the sink's owner
+  // calls Log::publish_through with its sequence or a later one.
+  virtual void sealed(std::uint64_t sequence, std::vector<std::byte> body) = 0;
+  // A published batch's body back (Log::read), checked by the reader.
+  virtual Result<std::vector<std::byte>> read_body(std::uint64_t sequence) = 0;
+};
+
 struct LogOptions {
   std::string dir;                 // the data directory; the log lives in <dir>/wal
   std::uint32_t shard_count = 1;
@@ -120,6 +136,13 @@ struct LogOptions {
   // stage the reference, with the blob file's number, so that a test can
   // hold an appender in that gap (tests/wal/blob_retire_race_test.cpp).
   std::function<void(std::uint64_t blob_file)> after_blob_reserved;
+  // Set: the log is a replicated log's primary in `view` (which must be set)
+  // over a replica's directory, whose files the replica writes: the log
+  // reads them at open (as a replica's: replica_files) and never changes a
+  // byte, seals each batch for the sink instead of writing it, and
+  // publishes only what publish_through says a quorum holds. No blob area
+  // (a replica takes no blob reference), no inline writes, no close marker.
+  std::shared_ptr<ReplicatedSink> sink;
   // Tests only: called on the rolling thread once a late roll has asked the
   // preparation under way to stop (and before it waits for it to stop),
   // with the segment's number, so a test can hold the preparer until then
@@ -287,8 +310,18 @@ class Log {
                                   const std::function<void(Lsn, std::span<const std::byte>)>& visit);
 
   // Waits for everything staged to be durable, writes the close marker, and
-  // stops the threads. Later appends fail with errc::closed.
+  // stops the threads. Later appends fail with errc::closed. With a sink:
+  // stops at once (what was sealed and not published stays unacknowledged).
   [[nodiscard]] Result<void> close();
+
+  // --- With LogOptions::sink (wal/log_replicated.cpp).
+  // A quorum holds every batch through `sequence` durably: they are
+  // published to their waiters, in order. Sequences not yet sealed wait.
+  void publish_through(std::uint64_t sequence);
+  // The replica stopped being this view's primary (or failed): every waiter
+  // gets `error`, nothing more is published, and the log is closed by its
+  // owner.
+  void step_down(std::error_code error);
 
   // The error that poisoned the log, or an empty code.
   std::error_code poison() const;
@@ -327,6 +360,17 @@ class Log {
 
   Result<void> start_writing();
   void writer_loop();
+  // With a sink (wal/log_replicated.cpp): open and close, and the thread
+  // that seals batches for it.
+  static Result<std::unique_ptr<Log>> open_as_primary(io::FileSystem& fs, LogOptions options, RecoveryPlan* plan_out);
+  Result<void> close_as_primary();
+  void sink_loop();
+  // Caller holds seal_mu_: the sealed batch goes to the sink.
+  void hand_to_sink(BatchPlan& batch, std::vector<Lsn>& first_lsns, std::uint64_t records, std::uint32_t flags,
+                    std::span<const std::byte> body, std::uint32_t total_bytes);
+  Result<void> read_through_sink(std::span<const SectionLocation> sections, ShardId shard, Lsn first, Lsn last,
+                                 const std::function<void(Lsn, std::span<const std::byte>)>& visit);
+  std::size_t in_flight_max() const { return options_.sink ? kSinkBatchesInFlightMax : kWritesInFlightMax; }
   // The io_uring owner: seals, submits through queue_, reaps in the same
   // call, publishes. Replaces writer_loop's threads.
   void owner_loop();

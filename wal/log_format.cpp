@@ -240,4 +240,13 @@ std::optional<DecodeError> decode_body(std::span<const std::byte> body, std::uin
   return std::nullopt;
 }
 
+std::optional<DecodeError> decode_body_sections(std::span<const std::byte> body, std::vector<SectionView>& sections_out) {
+  std::uint32_t count = 0;
+  for (std::uint64_t offset = 0; offset < body.size(); ++count) {
+    if (body.size() - offset < kSectionHeaderBytes) return DecodeError{"a section header cut short"};
+    offset += kSectionHeaderBytes + decode_section_header(body.data() + offset).records_bytes;
+  }
+  return decode_body(body, count, sections_out);
+}
+
 }  // namespace fusee::wal

@@ -194,5 +194,8 @@ struct DecodeError {
 };
 std::optional<DecodeError> decode_body(std::span<const std::byte> body, std::uint32_t section_count,
                                        std::vector<SectionView>& sections_out);
+// The same for a body whose section count is not at hand (a replicated
+// log's batch travels as its body alone): sections until the body ends.
+std::optional<DecodeError> decode_body_sections(std::span<const std::byte> body, std::vector<SectionView>& sections_out);
 
 }  // namespace fusee::wal
