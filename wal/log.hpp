@@ -66,9 +66,10 @@ class ReplicatedSink {
  public:
   virtual ~ReplicatedSink() = default;
   // Each sealed batch's body (the shared log's sections), once, in sequence
-  // order, on the sealing thread. It must only hand the body on: never call
-  // the log's blocking calls. The batch is durable once the sink's owner
-  // calls Log::publish_through with its sequence or a later one.
+  // order, on the sealing thread. It must only hand the body on, never call
+  // into the log (publish_through from here would run the durable hook on
+  // the sealing thread). The batch is durable once the sink's owner calls
+  // Log::publish_through with its sequence or a later one.
   virtual void sealed(std::uint64_t sequence, std::vector<std::byte> body) = 0;
   // A published batch's body back (Log::read), checked by the reader.
   virtual Result<std::vector<std::byte>> read_body(std::uint64_t sequence) = 0;
@@ -141,8 +142,15 @@ struct LogOptions {
   // reads them at open (as a replica's: replica_files) and never changes a
   // byte, seals each batch for the sink instead of writing it, and
   // publishes only what publish_through says a quorum holds. No blob area
-  // (a replica takes no blob reference), no inline writes, no close marker.
+  // (a replica takes no blob reference), no inline writes, no close marker,
+  // no published-batch list (its batches have no place of the log's own).
   std::shared_ptr<ReplicatedSink> sink;
+  // With a sink: the replica's log is a quorum's through this sequence (the
+  // core's published sequence when it became primary). Later batches in
+  // the directory are in flight: their records take their LSNs, but count
+  // as durable only once publish_through reaches them (a view change may
+  // still drop them).
+  std::uint64_t sink_published_sequence = 0;
   // Tests only: called on the rolling thread once a late roll has asked the
   // preparation under way to stop (and before it waits for it to stop),
   // with the segment's number, so a test can hold the preparer until then
@@ -317,6 +325,8 @@ class Log {
   // --- With LogOptions::sink (wal/log_replicated.cpp).
   // A quorum holds every batch through `sequence` durably: they are
   // published to their waiters, in order. Sequences not yet sealed wait.
+  // From any thread but the sealing one (ReplicatedSink::sealed); nothing
+  // is published after step_down or close.
   void publish_through(std::uint64_t sequence);
   // The replica stopped being this view's primary (or failed): every waiter
   // gets `error`, nothing more is published, and the log is closed by its
@@ -364,6 +374,9 @@ class Log {
   // that seals batches for it.
   static Result<std::unique_ptr<Log>> open_as_primary(io::FileSystem& fs, LogOptions options, RecoveryPlan* plan_out);
   Result<void> close_as_primary();
+  // Recovered batches past options_.sink_published_sequence become writes in
+  // flight, published by publish_through like sealed ones.
+  void hold_unpublished_tail();
   void sink_loop();
   // Caller holds seal_mu_: the sealed batch goes to the sink.
   void hand_to_sink(BatchPlan& batch, std::vector<Lsn>& first_lsns, std::uint64_t records, std::uint32_t flags,
@@ -503,6 +516,7 @@ class Log {
   std::map<std::uint64_t, std::uint64_t> blob_file_last_segment_;
 
   std::mutex hook_mu_;  // keeps hook calls in publication order
+  std::mutex publish_mu_;  // one publish_through at a time (each frees what it publishes)
   DurableHook hook_;
   std::function<void(std::error_code)> poison_hook_;  // set before appends; read under mu_
 

@@ -5,6 +5,8 @@
 // it; a batch is published to its waiters once the replica says a quorum
 // holds it (publish_through), never on the primary's own flush. Part of
 // class Log (wal/log.hpp).
+#include <algorithm>
+#include <map>
 #include <vector>
 
 #include "base/assert.hpp"
@@ -19,6 +21,7 @@ Result<std::unique_ptr<Log>> Log::open_as_primary(io::FileSystem& fs, LogOptions
   options.payload_offload_bytes = 0;
   options.inline_writes = false;
   options.prepare_segments = false;
+  options.track_published = false;
   // The replica's own recovery has made its files whole (it cuts a damaged
   // tail, durably, before it serves); here they are only read.
   auto plan = FUSEE_TRY(plan_recovery(fs, io::join_path(options.dir, "wal"), options.shard_count, options.base,
@@ -27,25 +30,61 @@ Result<std::unique_ptr<Log>> Log::open_as_primary(io::FileSystem& fs, LogOptions
   if (plan.refused || plan.fresh) return make_error_code(errc::recovery_refused);
   if (!plan.replicated) return make_error_code(errc::invalid_argument);
   std::unique_ptr<Log> log(new Log(fs, std::move(options), std::move(plan)));
+  log->hold_unpublished_tail();
   log->writers_.emplace_back([raw = log.get()] { raw->sink_loop(); });
   return log;
+}
+
+void Log::hold_unpublished_tail() {
+  std::lock_guard lock(mu_);
+  const std::uint64_t published = std::min(options_.sink_published_sequence, plan_.last_sequence);
+  // The stages go on after the whole log (the constructor set them); only
+  // what counts as durable goes back to the quorum's part.
+  for (ShardId shard = 0; shard < options_.shard_count; ++shard) {
+    Lsn floor = shard < options_.base.shard_lsn_floors.size() ? options_.base.shard_lsn_floors[shard] : 0;
+    durable_lsns_[shard] = floor;
+    index_[shard].clear();
+  }
+  std::map<std::uint64_t, std::unique_ptr<Write>> tail;
+  for (const auto& section : plan_.sections) {
+    if (section.sequence <= published) {
+      durable_lsns_[section.shard] =
+          std::max(durable_lsns_[section.shard], section.first_lsn + section.record_count - 1);
+      index_[section.shard].push_back(section);
+      continue;
+    }
+    auto& write = tail[section.sequence];
+    if (!write) {
+      write = std::make_unique<Write>();
+      write->sequence = section.sequence;
+      write->batch_bytes = section.batch_bytes;
+    }
+    write->sections.push_back({section.shard, section.record_count, 0});
+    write->first_lsns.push_back(section.first_lsn);
+    write->records += section.record_count;
+  }
+  published_sequence_ = published;
+  for (auto& [sequence, write] : tail) in_flight_.push_back(std::move(write));
 }
 
 Result<void> Log::close_as_primary() {
   // No marker (the replica's files are the replica's), and nothing to wait
   // for: what was sealed and not published stays unacknowledged.
+  std::error_code earlier;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return make_error_code(errc::closed);
     closing_ = true;
     stopping_ = true;
+    earlier = poison_;
+    // Nothing is published from here on, even if the core's word comes.
+    if (!poison_) poison_locked(make_error_code(errc::closed));
   }
   work_cv_.notify_all();
   wake_all_waiters();
   for (auto& writer : writers_) writer.join();
   writers_.clear();
-  std::lock_guard lock(mu_);
-  if (poison_) return poison_;
+  if (earlier) return earlier;
   return ok();
 }
 
@@ -87,9 +126,13 @@ void Log::hand_to_sink(BatchPlan& batch, std::vector<Lsn>& first_lsns, std::uint
 
 void Log::publish_through(std::uint64_t sequence) {
   FUSEE_ASSERT(options_.sink, "publish_through is a replicated log's");
+  // One at a time: complete() frees each write it publishes, so a second
+  // caller must not hold pointers collected before it ran.
+  std::lock_guard publishing(publish_mu_);
   std::vector<Write*> published;
   {
     std::lock_guard lock(mu_);
+    if (poison_ || stopping_) return;
     for (const auto& write : in_flight_) {
       if (write->sequence <= sequence && !write->done) published.push_back(write.get());
     }
@@ -113,6 +156,7 @@ Result<void> Log::read_through_sink(std::span<const SectionLocation> sections, S
     bool found = false;
     for (const auto& section : decoded) {
       if (section.header.shard != shard || section.header.first_lsn != location.first_lsn) continue;
+      if (section.records.size() != location.record_count) return make_error_code(errc::corrupt);
       found = true;
       for (std::size_t r = 0; r < section.records.size(); ++r) {
         const Lsn lsn = section.header.first_lsn + r;

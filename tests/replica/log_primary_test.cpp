@@ -97,6 +97,15 @@ std::vector<std::byte> record(wal::ShardId shard, wal::Lsn lsn) {
   return std::vector<std::byte>(600 + lsn % 50, std::byte(shard * 100 + lsn % 97));
 }
 
+// Every file of the replica's log, name and bytes.
+std::map<std::string, std::vector<std::byte>> wal_files(FaultFileSystem& fs) {
+  std::map<std::string, std::vector<std::byte>> files;
+  for (const std::string& name : value_or_fail(fs.list(wal_dir_of(kDir)))) {
+    files[name] = value_or_fail(fs.contents(wal_dir_of(kDir) + "/" + name));
+  }
+  return files;
+}
+
 std::string as_text(const std::vector<std::byte>& bytes) {
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
@@ -113,7 +122,7 @@ TEST_SUITE("unit") {
       std::lock_guard lock(heard_mu);
       heard.emplace_back(shard, lsn);
     });
-    const auto files_before = value_or_fail(fs.list(wal_dir_of(kDir)));
+    const auto files_before = wal_files(fs);
 
     CHECK(value_or_fail(log->append(0, record(0, 1))) == 1);
     CHECK(value_or_fail(log->append(1, record(1, 1))) == 1);
@@ -152,8 +161,8 @@ TEST_SUITE("unit") {
     REQUIRE(read.size() == 1);
     CHECK(read[0] == record(1, 1));
     CHECK(sink->reads_ > 0);
-    // The log wrote nothing into the replica's directory.
-    CHECK(value_or_fail(fs.list(wal_dir_of(kDir))) == files_before);
+    // The log wrote nothing into the replica's directory, not a byte.
+    CHECK(wal_files(fs) == files_before);
 
     // A publication twice, or of a sequence not yet sealed, changes nothing.
     log->publish_through(last_sequence);
@@ -174,6 +183,7 @@ TEST_SUITE("unit") {
     CHECK(log->durable_lsn(0) == 1);
     CHECK_FALSE(log->append(0, record(0, 3)).has_value());
     CHECK(log->close().error() == make_error_code(std::errc::connection_aborted));
+    CHECK(wal_files(fs) == files_before);
   }
 
   TEST_CASE("log as primary: the bodies a replica's store wrote reopen as the same log, LSNs going on") {
@@ -210,13 +220,28 @@ TEST_SUITE("unit") {
     const ReadChain chain = value_or_fail(read_chain(fs, kDir, "c"));
     CHECK_FALSE(chain.damaged);
     CHECK(chain.segments.size() > 1);
-    // Reopened over what the store wrote: the shards' LSNs go on, and every
-    // record reads back through the store.
+    // Reopened over what the store wrote, with the core's word that a
+    // quorum holds all but its last three batches: those are in flight --
+    // their LSNs taken, not durable -- until publish_through reaches them.
+    const std::uint64_t end = store->end();
     auto sink = std::make_shared<RecordingSink>(store.get());
-    auto log = value_or_fail(wal::Log::open(fs, primary_options(sink)));
+    auto options = primary_options(sink);
+    options.sink_published_sequence = end - 3;
+    auto log = value_or_fail(wal::Log::open(fs, options));
+    CHECK(log->published_sequence() == end - 3);
+    CHECK(log->durable_lsn(0) < kRecords);
+    CHECK(log->last_lsn(0) == kRecords);
+    CHECK(log->last_lsn(1) == kRecords);
+    std::size_t before_publication = 0;
+    ok_or_fail(log->read(0, 1, kRecords, [&](wal::Lsn, std::span<const std::byte>) { ++before_publication; }));
+    CHECK(before_publication == log->durable_lsn(0));
+    auto tail_waiter = std::async(std::launch::async, [&] { return log->wait_durable(0, kRecords); });
+    CHECK(tail_waiter.wait_for(50ms) == std::future_status::timeout);
+    log->publish_through(end);
+    ok_or_fail(tail_waiter.get());
     CHECK(log->durable_lsn(0) == kRecords);
     CHECK(log->durable_lsn(1) == kRecords);
-    CHECK(log->published_sequence() == store->end());
+    CHECK(log->published_sequence() == end);
     drive(*log, *sink, kRecords + 1, kRecords + 10);
     for (wal::ShardId shard = 0; shard < 2; ++shard) {
       wal::Lsn expected = 1;
@@ -227,6 +252,60 @@ TEST_SUITE("unit") {
       }));
       CHECK(expected == kRecords + 11);
     }
+    // A range in the middle: exactly its records.
+    std::vector<wal::Lsn> middle;
+    ok_or_fail(log->read(1, 50, 60, [&](wal::Lsn lsn, std::span<const std::byte>) { middle.push_back(lsn); }));
+    CHECK(middle.size() == 11);
+    CHECK(middle.front() == 50);
+    CHECK(middle.back() == 60);
+    // Closed with a batch sealed and not published: the core's word that
+    // comes after publishes nothing.
+    REQUIRE(log->append(0, record(0, kRecords + 11)));
+    auto unpublished = sink->next();
+    REQUIRE(unpublished.has_value());
+    ok_or_fail(log->close());
+    log->publish_through(unpublished->first);
+    CHECK(log->durable_lsn(0) == kRecords + 10);
+  }
+
+  TEST_CASE("log as primary: publications from two threads at once, each batch published once, in order") {
+    FaultFileSystem fs;
+    ok_or_fail(ReplicaStore::initialize(fs, kDir, "c", false, kSegmentBytesMin));
+    auto sink = std::make_shared<RecordingSink>(nullptr);
+    auto log = value_or_fail(wal::Log::open(fs, primary_options(sink)));
+    std::mutex heard_mu;
+    std::vector<wal::Lsn> heard;
+    log->set_durable_hook([&](wal::ShardId, wal::Lsn lsn) {
+      std::lock_guard lock(heard_mu);
+      heard.push_back(lsn);
+    });
+    constexpr wal::Lsn kRecords = 2000;
+    std::atomic<std::uint64_t> sealed_through{0};
+    std::atomic<bool> done{false};
+    std::thread appender([&] {
+      for (wal::Lsn lsn = 1; lsn <= kRecords; ++lsn) REQUIRE(log->append(0, record(0, lsn)));
+    });
+    std::thread replica([&] {
+      while (log->durable_lsn(0) < kRecords) {
+        if (auto batch = sink->next()) sealed_through = batch->first;
+      }
+      done = true;
+    });
+    // Two publishers, as a core's thread and a late retry would be.
+    std::vector<std::thread> publishers;
+    for (int i = 0; i < 2; ++i) {
+      publishers.emplace_back([&] {
+        while (!done) log->publish_through(sealed_through.load());
+      });
+    }
+    appender.join();
+    replica.join();
+    for (auto& publisher : publishers) publisher.join();
+    CHECK(log->durable_lsn(0) == kRecords);
+    std::lock_guard lock(heard_mu);
+    CHECK(std::is_sorted(heard.begin(), heard.end()));
+    CHECK(std::adjacent_find(heard.begin(), heard.end()) == heard.end());
+    CHECK(heard.back() == kRecords);
     ok_or_fail(log->close());
   }
 
