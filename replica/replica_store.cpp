@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "base/assert.hpp"
+#include "wal/errc.hpp"
 #include "wal/log_format.hpp"
+#include "wal/recovery.hpp"
 #include "wal/segment_file.hpp"
 
 namespace fusee::replica {
@@ -242,7 +244,7 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
 Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
   constexpr std::size_t kReadingFilesMax = 4;
   ChainPoint point;
-  std::uint32_t recorded_crc = 0;  // the batch the chain holds there, exactly
+  ChainPoint after;  // where the chain stands after it: its end, or the roll past it
   std::shared_ptr<io::File> file;
   {
     // The core reads only a durable batch no write in flight cuts, so the
@@ -250,7 +252,7 @@ Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
     std::lock_guard lock(mu_);
     FUSEE_ASSERT(seq >= 1 && seq <= end(), "a read within the log");
     point = points_[seq - 1];
-    recorded_crc = points_[seq].crc;
+    after = points_[seq];
     auto& open = reading_[point.segment];
     if (!open) {
       open = FUSEE_TRY(fs_.open(segment_path(dir_, point.segment), {}));
@@ -260,30 +262,18 @@ Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
     }
     file = open;
   }
-  std::vector<std::byte> bytes(wal::kBatchHeaderBytes);
-  // The bytes read, fewer than asked only at the file's end.
-  auto read_fully = [&](std::uint64_t offset, std::span<std::byte> into) -> Result<std::size_t> {
-    std::size_t total = 0;
-    while (total < into.size()) {
-      const std::size_t got = FUSEE_TRY(file->read_at(offset + total, into.subspan(total)));
-      if (got == 0) break;
-      total += got;
-    }
-    return total;
-  };
+  // A batch ends where the next begins; a rolling one, where its file ends
+  // (segments are not preallocated).
+  const std::uint64_t batch_end = after.segment == point.segment ? after.offset : FUSEE_TRY(file->size());
   const auto unreadable = make_error_code(StoreErrc::unreadable_batch);
-  if (FUSEE_TRY(read_fully(point.offset, bytes)) != bytes.size()) return unreadable;
+  if (batch_end <= point.offset || batch_end - point.offset > batch_bytes_max(point.capacity)) return unreadable;
+  auto read = wal::read_batch(*file, point.salt, point.offset, static_cast<std::uint32_t>(batch_end - point.offset));
+  if (!read) return read.error() == make_error_code(wal::errc::corrupt) ? unreadable : read.error();
+  const std::vector<std::byte>& bytes = *read;
   const auto header = wal::decode_batch_header(bytes);
-  if (!header || header->sequence != seq || header->prev_crc != point.crc ||
-      header->total_length > batch_bytes_max(point.capacity)) {
-    return unreadable;
-  }
-  bytes.resize(header->total_length);
-  const auto body = std::span(bytes).subspan(wal::kBatchHeaderBytes);
-  if (FUSEE_TRY(read_fully(point.offset + wal::kBatchHeaderBytes, body)) != body.size()) return unreadable;
-  if (header->crc != recorded_crc || wal::batch_crc(point.salt, bytes, header->body_length) != header->crc) {
-    return unreadable;
-  }
+  // Its own checksum held (read_batch); it must also be the batch the chain
+  // holds there, exactly.
+  if (header->sequence != seq || header->prev_crc != point.crc || header->crc != after.crc) return unreadable;
   replication::Entry entry;
   entry.seq = header->sequence;
   entry.view = header->view;

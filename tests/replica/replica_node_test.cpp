@@ -209,6 +209,15 @@ bool publishes(ReplicaClient& client, const std::string& payload) {
   return client.append(payload, 20000ms).status == AppendStatus::published;
 }
 
+// The cluster serving: one append published, and every replica answering
+// with one primary among them.
+ClusterHealth serving(ReplicaClient& client) {
+  REQUIRE(publishes(client, "first"));
+  std::optional<ClusterHealth> health;
+  REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
+  return *health;
+}
+
 TEST_SUITE("unit") {
   TEST_CASE("replica node: a cluster publishes, and hostile bytes close only their own connection") {
     testing::TempDir dir;
@@ -218,10 +227,8 @@ TEST_SUITE("unit") {
       return;
     }
     ReplicaClient client(cluster.addresses());
-    REQUIRE(publishes(client, "first"));
-    std::optional<ClusterHealth> health;
-    REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
-    const ReplicaId backup = (health->primary + 1) % 3;
+    const ClusterHealth health = serving(client);
+    const ReplicaId backup = (health.primary + 1) % 3;
 
     SUBCASE("a backup refuses appends, a flood of them too") {
       for (int i = 0; i < 500; ++i) {
@@ -236,12 +243,12 @@ TEST_SUITE("unit") {
     SUBCASE("a frame longer than any may be") {
       protocol::Writer w;
       w.u32(0xfffffff0u).u32(0);
-      CHECK(closes_after(cluster.addresses()[health->primary], w.take()));
+      CHECK(closes_after(cluster.addresses()[health.primary], w.take()));
     }
     SUBCASE("a frame of no known type") {
       std::vector<std::byte> out;
       protocol::encode_frame(99, 1, {}, out);
-      CHECK(closes_after(cluster.addresses()[health->primary], out));
+      CHECK(closes_after(cluster.addresses()[health.primary], out));
     }
     SUBCASE("a peer message that does not decode") {
       std::vector<std::byte> junk(10, std::byte{7});
@@ -252,11 +259,11 @@ TEST_SUITE("unit") {
       CHECK(closes_after(cluster.addresses()[backup], frame(FrameType::peer_message, encode_message(forged))));
     }
     SUBCASE("a client that asks and never reads its replies is cut off") {
-      CHECK(cut_off_when_not_reading(cluster.addresses()[health->primary]));
+      CHECK(cut_off_when_not_reading(cluster.addresses()[health.primary]));
     }
     SUBCASE("an append of a payload over the bound") {
       std::vector<std::byte> huge(kAppendBytesMax + 1, std::byte{1});
-      CHECK(closes_after(cluster.addresses()[health->primary], frame(FrameType::append, huge)));
+      CHECK(closes_after(cluster.addresses()[health.primary], frame(FrameType::append, huge)));
     }
     // Whatever came before, the cluster still publishes.
     for (int i = 0; i < 20; ++i) CHECK(publishes(client, "after " + std::to_string(i)));
@@ -274,9 +281,7 @@ TEST_SUITE("unit") {
       return;
     }
     ReplicaClient client(cluster.addresses());
-    REQUIRE(publishes(client, "first"));
-    std::optional<ClusterHealth> health;
-    REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
+    std::optional<ClusterHealth> health = serving(client);
     const ReplicaId primary = health->primary;
     const auto view = health->statuses[primary]->lead;
     const ReplicaId b1 = (primary + 1) % 3;
@@ -302,7 +307,9 @@ TEST_SUITE("unit") {
       const auto until = std::chrono::steady_clock::now() + 3s;  // three leases
       while (std::chrono::steady_clock::now() < until) CHECK(publish_some(1) == primary);
       cluster.heal_all();
-      std::this_thread::sleep_for(2s);
+      // Healed, it goes on serving in its view (two leases of appends).
+      const auto healed_until = std::chrono::steady_clock::now() + 2s;
+      while (std::chrono::steady_clock::now() < healed_until) CHECK(publish_some(1) == primary);
       CHECK(same_primary());
     }
     SUBCASE("the primary cut from its backups only: they elect another, and it rejoins as a backup") {
@@ -388,10 +395,7 @@ TEST_SUITE("unit") {
           return;
         }
         ReplicaClient client(cluster.addresses());
-        REQUIRE(publishes(client, "first"));
-        std::optional<ClusterHealth> health;
-        REQUIRE(wait_for(20000ms, [&] { return (health = cluster_health(client, 3)).has_value(); }));
-        const ReplicaId primary = health->primary;
+        const ReplicaId primary = serving(client).primary;
         const ReplicaId behind = (primary + 1) % 3;
         cluster.link(primary, behind).cut(true, false);
         const std::string record(10000, 'r');
