@@ -52,18 +52,23 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-// Where a published append is: its batch's sequence and its place in it.
-using Place = std::pair<Seq, std::uint32_t>;
+// A published append: its batch's sequence and what it said.
+struct Published {
+  Seq seq = 0;
+  std::string payload;
+  bool operator==(const Published&) const = default;
+};
 
-// Every append a replica published, by place, and when the latest was.
+// Every append a replica published, by its record's LSN, and when the
+// latest was.
 class Ledger {
  public:
-  void published(Place place, const std::string& payload, ReplicaId by) {
+  void published(wal::Lsn lsn, Seq seq, const std::string& payload, ReplicaId by) {
     std::lock_guard lock(mutex_);
-    auto [at, inserted] = appends_.emplace(place, payload);
-    if (!inserted && at->second != payload) {
-      conflicts_.push_back(fmt::format("batch {} record {} published twice: '{}' and '{}'", place.first,
-                                       place.second, at->second, payload));
+    auto [at, inserted] = appends_.emplace(lsn, Published{seq, payload});
+    if (!inserted && at->second != Published{seq, payload}) {
+      conflicts_.push_back(fmt::format("LSN {} published twice: '{}' in batch {} and '{}' in batch {}", lsn,
+                                       at->second.payload, at->second.seq, payload, seq));
     }
     last_at_ = Clock::now();
     last_by_ = by;
@@ -80,7 +85,7 @@ class Ledger {
     std::lock_guard lock(mutex_);
     return publications_;
   }
-  std::map<Place, std::string> appends() {
+  std::map<wal::Lsn, Published> appends() {
     std::lock_guard lock(mutex_);
     return appends_;
   }
@@ -92,7 +97,7 @@ class Ledger {
 
  private:
   std::mutex mutex_;
-  std::map<Place, std::string> appends_;
+  std::map<wal::Lsn, Published> appends_;
   std::vector<std::string> conflicts_;
   Clock::time_point last_at_{};
   ReplicaId last_by_ = replication::kNoReplica;
@@ -159,7 +164,7 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
         const std::string payload = fmt::format("append {} of appender {}: {:0>48}", n, t, n * 7919 % 1000003);
         const auto outcome = client.append(payload, milliseconds(3000), milliseconds(500));
         if (outcome.status == AppendStatus::published) {
-          ledger.published({outcome.seq, outcome.index}, payload, outcome.primary);
+          ledger.published(outcome.lsn, outcome.seq, payload, outcome.primary);
         } else {
           ledger.unknown();
         }
@@ -331,13 +336,16 @@ int run_replicated_log_demo(const ReplicatedLogDemoOptions& options) {
   }
   std::uint64_t lost = 0;
   for (ReplicaId id = 0; id < kReplicas; ++id) {
-    for (const auto& [place, payload] : published) {
-      const auto [seq, index] = place;
-      const auto batch = seq <= logs[id].size() ? replica::records_in_body(logs[id][seq - 1].payload, 0) : std::nullopt;
-      if (!batch || index >= batch->size() || (*batch)[index] != payload) {
-        if (lost++ < 5) {
-          violation(fmt::format("replica {} lacks published append '{}' (batch {}, record {})", id, payload, seq, index));
-        }
+    for (const auto& [lsn, append] : published) {
+      // Batch seq's records of shard 0 end at its last LSN.
+      const std::string* body = append.seq >= 1 && append.seq <= logs[id].size() ? &logs[id][append.seq - 1].payload : nullptr;
+      const auto batch = body != nullptr ? replica::records_in_body(*body, 0) : std::nullopt;
+      const wal::Lsn last = body != nullptr ? replica::last_lsn_in_body(*body, 0) : 0;
+      const bool holds = batch && lsn <= last && last - lsn < batch->size() &&
+                         (*batch)[batch->size() - 1 - (last - lsn)] == append.payload;
+      if (!holds && lost++ < 5) {
+        violation(fmt::format("replica {} lacks published append '{}' (batch {}, LSN {})", id, append.payload,
+                              append.seq, lsn));
       }
     }
     if (logs[id] != logs[0]) violation(fmt::format("replica {}'s log differs from replica 0's", id));

@@ -134,7 +134,7 @@ AppendOutcome ReplicaClient::append(const std::string& payload, std::chrono::mil
     if (reply_frame && reply_frame->type == static_cast<std::uint8_t>(FrameType::append_reply)) {
       reply = decode_append_reply(reply_frame->payload);
     }
-    if (reply && reply->status != AppendStatus::not_primary) return {reply->status, reply->seq, id, reply->index};
+    if (reply && reply->status != AppendStatus::not_primary) return {reply->status, reply->seq, id, reply->lsn};
     m.guess = static_cast<replication::ReplicaId>((id + 1) % m.links.size());
     // Sent and no answer: the append may be in that replica's log. Unknown,
     // as a client of any replicated system must treat it.
@@ -151,7 +151,7 @@ AppendOutcome ReplicaClient::append_to(replication::ReplicaId id, const std::str
   std::optional<AppendReply> reply;
   if (frame && frame->type == static_cast<std::uint8_t>(FrameType::append_reply)) reply = decode_append_reply(frame->payload);
   if (!reply) return {impl_->sent ? AppendStatus::unknown : AppendStatus::not_primary, 0, replication::kNoReplica};
-  return {reply->status, reply->seq, id, reply->index};
+  return {reply->status, reply->seq, id, reply->lsn};
 }
 
 std::optional<ReplicaStatus> ReplicaClient::status(replication::ReplicaId id, std::chrono::milliseconds timeout) {

@@ -20,7 +20,7 @@ struct AppendOutcome {
   AppendStatus status = AppendStatus::unknown;  // published, or unknown (not_primary only from append_to)
   replication::Seq seq = 0;                     // the batch it went into (published, or unknown with a seq)
   replication::ReplicaId primary = replication::kNoReplica;
-  std::uint32_t index = 0;                      // its place in that batch
+  wal::Lsn lsn = 0;                             // the record's LSN (shard 0); published only
 };
 
 class ReplicaClient {

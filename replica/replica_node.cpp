@@ -10,9 +10,11 @@
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
+#include "replica/primary_log.hpp"
 #include "replica/replica_segments.hpp"
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
+#include "wal/errc.hpp"
 
 namespace fusee::replica {
 
@@ -30,9 +32,9 @@ constexpr std::chrono::milliseconds kReconnectDelay{50};
 // Appends merged into one message stay within the core's own budget for one
 // (ReplicaOptions::append_bytes_max), far below what a frame may carry.
 constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
-// A batch proposed as soon as this turn's appends reach it; one append may
-// take a whole batch, with room for the batch's framing in a record.
-constexpr std::size_t kBatchBytesMax = 1u << 20;
+// Appends taken while the primary's log opens, appended once it is open;
+// past this, the client is told to try again.
+constexpr std::size_t kEarlyBytesMax = 16u << 20;
 static_assert(kAppendBytesMax + 64 <= payload_bytes_max(kSegmentBytesDefault),
               "a batch of one largest append fits a replica's segment");
 // A client that sends and does not read its replies is cut off here.
@@ -182,12 +184,15 @@ struct ReplicaNode::Impl {
     bool waiting = false;
   };
 
-  // A client's append waiting for its batch's publication: its place in
-  // the batch.
+  // A client's append waiting for the log: its record's publication, or
+  // (early) the log's opening.
   struct PendingAppend {
     std::weak_ptr<Connection> client;
     std::uint64_t request_id = 0;
-    std::uint32_t index = 0;
+  };
+  struct EarlyAppend {
+    std::string record;
+    PendingAppend waiter;
   };
 
   Impl(io::FileSystem& fs, ReplicaNodeOptions opts) : fs(fs), options(std::move(opts)), acceptor(io), ticker(io) {}
@@ -211,9 +216,12 @@ struct ReplicaNode::Impl {
     flush_posted = true;
     asio::post(io, [this] {
       if (stopping) return;
-      seal_batch();  // its outputs join the deferred ones (a flush is posted)
+      // What the core published first: a batch the seal below finds refused
+      // (the core no longer serves) closes the log, and what a quorum holds
+      // must have been published to its clients before.
+      if (deferred.published_through) primary_log->publish_through(*deferred.published_through);
+      seal();  // the turn's records, proposed: their outputs join the deferred ones
       flush_posted = false;
-      if (stopping) return;  // a read back failed in seal_batch
       Output now = std::move(deferred);
       deferred = Output{};
       if (auto filled = fill_elided(now.sends); !filled) {
@@ -276,7 +284,7 @@ struct ReplicaNode::Impl {
       on_disk_done(ids, written.has_value());
       if (stopping) return;
     }
-    if (core->role() != Role::primary || core->lead() != pending_lead) fail_pending();
+    follow_role();
     if (core->suspect() != last_suspect) {
       last_suspect = core->suspect();
       say(last_suspect ? "suspect" : "repaired: it holds a primary's whole log, durably, and vouches again");
@@ -334,75 +342,93 @@ struct ReplicaNode::Impl {
     sends = std::move(merged);
   }
 
-  // Proposes the appends taken this turn as one batch of the log: one
-  // record, one message to each backup, one acknowledgement each, for all
-  // of them (the shared log's group commit, across the replicas).
-  void seal_batch() {
-    if (open_records.empty()) return;
-    std::vector<PendingAppend> waiters = std::move(open_waiters);
-    const auto first_lsn = next_lsn();
-    if (!first_lsn) {
-      // Nothing was appended: the clients may try the next primary.
-      for (const PendingAppend& waiter : open_waiters) {
-        reply_append(waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
-      }
-      open_records.clear();
-      open_waiters.clear();
-      open_bytes = 0;
-      stop_on_disk_error("a durable batch could not be read back", first_lsn.error());
-      return;
-    }
-    std::string payload = encode_records_body(0, *first_lsn, open_records);
-    open_records.clear();
-    open_waiters.clear();
-    open_bytes = 0;
-    if (core->role() == Role::primary && pending_lead != core->lead()) fail_pending();
-    Output out;
-    const auto seq = core->propose(std::move(payload), out);
-    if (!seq) {
-      for (const PendingAppend& waiter : waiters) reply_append(waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
-      return;
-    }
-    pending[*seq] = std::move(waiters);
-    handle(out);
+  // The records appended this turn, sealed by the primary's log into
+  // batches (one, unless they outgrow it) and proposed: one record, one
+  // message to each backup and one acknowledgement serve them all.
+  void seal() {
+    if (primary_log->seal()) return;
+    say("the core refused a batch of its primary's log: closing the log");
+    stop_serving();
   }
 
-  // The LSN the next batch's first record takes: past the last record of
-  // shard 0 in the log this replica holds (as primary, the log every later
-  // batch follows).
-  Result<wal::Lsn> next_lsn() const {
-    const auto& log = core->log();
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-      wal::Lsn last = 0;
-      if (it->elided) {
-        last = last_lsn_in_body(FUSEE_TRY(store->read(it->seq)).payload, 0);
-      } else {
-        last = last_lsn_in_body(it->payload, 0);
-      }
-      if (last > 0) return last + 1;
+  // The primary's log follows the core: it opens when the core serves a
+  // view with its disk idle (so the log reads what the core holds), and
+  // closes when the core stops serving that view.
+  void follow_role() {
+    const bool primary = core->role() == Role::primary;
+    if (primary_log->view() != 0 && (!primary || core->lead() != primary_log->view())) stop_serving();
+    if (!primary && !early.empty()) stop_serving();
+    if (primary && primary_log->view() == 0 && core->disk_idle() && core->durable_end() == core->log().size()) {
+      // What its batches say was published, or what it has published since:
+      // a new primary's commit starts again from 0, and the log would hold
+      // every batch before it as in flight.
+      const Seq published = std::max(core->commit(), std::min<Seq>(core->acked_seen(), core->log().size()));
+      primary_log->open(core->lead(), core->log().size(), published);
     }
-    return wal::Lsn{1};
+  }
+
+  void on_log_opened(Result<void> opened) {
+    if (!opened) {
+      stop_on_disk_error("the primary's log could not be opened over the replica's", opened.error());
+      return;
+    }
+    if (core->role() != Role::primary || core->lead() != primary_log->view()) {
+      stop_serving();
+      return;
+    }
+    primary_log->publish_through(core->commit());
+    std::vector<EarlyAppend> taken = std::exchange(early, {});
+    early_bytes = 0;
+    for (EarlyAppend& append : taken) append_record(std::as_bytes(std::span(append.record)), append.waiter);
+    Output none;
+    handle(none);  // a flush seals them
+  }
+
+  // Stages a client's record in the primary's log; its reply waits for
+  // the record's publication.
+  void append_record(std::span<const std::byte> record, const PendingAppend& waiter) {
+    auto lsn = primary_log->append(record);
+    if (lsn) {
+      pending.emplace(*lsn, waiter);
+      return;
+    }
+    if (lsn.error() == make_error_code(wal::errc::record_too_large)) {
+      // No batch of this replica's segments takes it: the client never will.
+      if (auto client = waiter.client.lock()) client->close();
+      return;
+    }
+    // Nothing was appended (the log holds too much unpublished, or closed):
+    // the client may try again.
+    reply_append(waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
+  }
+
+  void on_published(wal::Lsn through) {
+    while (!pending.empty() && pending.begin()->first <= through) {
+      auto node = pending.extract(pending.begin());
+      reply_append(node.mapped(), {AppendStatus::published, primary_log->batch_of(node.key()), options.self, node.key()});
+    }
   }
 
   void publish(Seq through) {
-    while (!pending.empty() && pending.begin()->first <= through) {
-      auto node = pending.extract(pending.begin());
-      for (const PendingAppend& waiter : node.mapped()) {
-        reply_append(waiter, {AppendStatus::published, node.key(), options.self, waiter.index});
-      }
-    }
+    primary_log->publish_through(through);
+    seal();  // what waited for batches in flight to be published
   }
 
-  // The core stopped serving the view the pending appends were made in:
-  // each may survive or not, and nothing here can tell.
-  void fail_pending() {
-    for (auto& [seq, waiters] : pending) {
-      for (const PendingAppend& waiter : waiters) {
-        reply_append(waiter, {AppendStatus::unknown, seq, kNoReplica, waiter.index});
-      }
+  // The core stopped serving the view the pending appends were made in.
+  // One whose batch was proposed may survive or not, and nothing here can
+  // tell: unknown (with the batch, and no LSN: a later primary may give
+  // its LSN to another record). One never proposed (staged, or in a batch
+  // the core refused), like the early ones, was appended nowhere.
+  void stop_serving() {
+    for (auto& [lsn, waiter] : pending) {
+      const Seq batch = primary_log->batch_of(lsn);
+      reply_append(waiter, {batch == 0 ? AppendStatus::not_primary : AppendStatus::unknown, batch, kNoReplica, 0});
     }
     pending.clear();
-    pending_lead = core->role() == Role::primary ? core->lead() : 0;
+    for (const EarlyAppend& append : early) reply_append(append.waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
+    early.clear();
+    early_bytes = 0;
+    primary_log->close();
   }
 
   void reply_append(const PendingAppend& append, const AppendReply& reply) {
@@ -435,15 +461,18 @@ struct ReplicaNode::Impl {
                              encode_append_reply({AppendStatus::not_primary, 0, kNoReplica, 0})));
           return;
         }
-        // Taken into this turn's batch, proposed when the turn's flush runs
-        // (or now, if the batch is full).
-        if (open_bytes + frame.payload.size() > kBatchBytesMax && !open_records.empty()) {
-          seal_batch();
-          if (stopping) return;  // a read back failed
+        // Staged in the primary's log, sealed when the turn's flush runs;
+        // while the log opens, kept until it is open.
+        const PendingAppend waiter{from.weak_from_this(), frame.request_id};
+        if (primary_log->serving()) {
+          append_record(frame.payload, waiter);
+        } else if (early_bytes + frame.payload.size() <= kEarlyBytesMax) {
+          early.push_back({std::string(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size()), waiter});
+          early_bytes += frame.payload.size();
+        } else {
+          reply_append(waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
+          return;
         }
-        open_waiters.push_back({from.weak_from_this(), frame.request_id, static_cast<std::uint32_t>(open_records.size())});
-        open_records.emplace_back(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());
-        open_bytes += frame.payload.size();
         break;
       }
       case FrameType::status: {
@@ -500,6 +529,7 @@ struct ReplicaNode::Impl {
   void shut_down() {
     if (stopping) return;
     stopping = true;
+    primary_log->close();  // nothing more is published: the clients' connections close below
     boost::system::error_code ignored;
     acceptor.close(ignored);
     ticker.cancel();
@@ -598,11 +628,10 @@ struct ReplicaNode::Impl {
   std::unique_ptr<ReplicaCore> core;
   std::vector<std::unique_ptr<PeerLink>> peers;
   std::map<Connection*, std::shared_ptr<Connection>> connections;
-  std::map<Seq, std::vector<PendingAppend>> pending;
-  std::vector<std::string> open_records;  // this turn's appends, not yet proposed
-  std::vector<PendingAppend> open_waiters;
-  std::size_t open_bytes = 0;
-  View pending_lead = 0;
+  std::unique_ptr<PrimaryLog> primary_log;  // while primary: the log clients append to
+  std::map<wal::Lsn, PendingAppend> pending;  // by their record's LSN
+  std::vector<EarlyAppend> early;             // taken while the primary's log opens
+  std::size_t early_bytes = 0;
   Role last_role = Role::booting;
   View last_lead = 0;
   bool last_suspect = false;
@@ -638,6 +667,22 @@ Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, Repli
   Impl& m = *impl;
   m.store = FUSEE_TRY(ReplicaStore::open(fs, m.options.dir, m.options.cluster, m.recovered, kSegmentBytesDefault,
                                          m.options.held_bytes_max));
+  PrimaryLogHooks hooks;
+  hooks.propose = [&m](Seq seq, std::string body) {
+    Output out;
+    const bool taken = m.core->propose(std::move(body), out, seq).has_value();
+    m.handle(out);
+    return taken;
+  };
+  hooks.published = [&m](wal::Lsn lsn) { m.on_published(lsn); };
+  hooks.post = [&m](std::function<void()> run) {
+    asio::post(m.io, [&m, run = std::move(run)] {
+      if (!m.stopping) run();
+    });
+  };
+  hooks.opened = [&m](Result<void> opened) { m.on_log_opened(std::move(opened)); };
+  hooks.warn = [&m](const std::string& line) { m.say(line); };
+  m.primary_log = std::make_unique<PrimaryLog>(fs, m.options.dir, *m.store, std::move(hooks));
   std::vector<tcp::endpoint> endpoints;
   for (const std::string& text : m.options.addresses) {
     endpoints.push_back(protocol::parse_address(text, "replica address", false).tcp);  // throws on a bad one

@@ -79,6 +79,16 @@ wal::Lsn last_lsn_in_body(std::string_view body, wal::ShardId shard) {
   return last;
 }
 
+wal::Lsn first_lsn_in_body(std::string_view body, wal::ShardId shard) {
+  const auto bytes = bytes_of(body);
+  for (std::uint64_t offset = 0; offset + wal::kSectionHeaderBytes <= bytes.size();) {
+    const wal::SectionHeader header = wal::decode_section_header(bytes.data() + offset);
+    if (header.shard == shard && header.record_count > 0) return header.first_lsn;
+    offset += wal::kSectionHeaderBytes + header.records_bytes;
+  }
+  return 0;
+}
+
 std::uint64_t segment_salt(const std::string& cluster, std::uint64_t segment) {
   // Two CRC-32Cs of (cluster, number), seeded differently: not secret, only
   // distinct per cluster and segment, as a drawn salt is per file.

@@ -81,6 +81,8 @@ std::string encode_records_body(wal::ShardId shard, wal::Lsn first_lsn, const st
 std::optional<std::vector<std::string>> records_in_body(std::string_view body, wal::ShardId shard);
 // The LSN of the last record of `shard` in a body; 0 when it has none.
 wal::Lsn last_lsn_in_body(std::string_view body, wal::ShardId shard);
+// The LSN of the first record of `shard` in a body; 0 when it has none.
+wal::Lsn first_lsn_in_body(std::string_view body, wal::ShardId shard);
 
 // One entry as a batch of the shared log, after `before`.
 struct EncodedBatch {

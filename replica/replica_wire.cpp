@@ -136,7 +136,7 @@ const char* append_status_name(AppendStatus status) {
 
 std::vector<std::byte> encode_append_reply(const AppendReply& reply) {
   Writer w;
-  w.u8(static_cast<std::uint8_t>(reply.status)).u64(reply.seq).u32(reply.primary).u32(reply.index);
+  w.u8(static_cast<std::uint8_t>(reply.status)).u64(reply.seq).u32(reply.primary).u64(reply.lsn);
   return w.take();
 }
 
@@ -145,7 +145,7 @@ std::optional<AppendReply> decode_append_reply(std::span<const std::byte> bytes)
     std::uint8_t status = 0;
     if (!r.u8(status) || status > 2) return false;
     m.status = static_cast<AppendStatus>(status);
-    return r.u64(m.seq) && r.u32(m.primary) && r.u32(m.index);
+    return r.u64(m.seq) && r.u32(m.primary) && r.u64(m.lsn);
   });
 }
 

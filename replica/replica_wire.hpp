@@ -6,12 +6,11 @@
 //
 // Frame types (request ids are the client's, echoed; 0 between replicas):
 //   1 peer message   u32 from, u32 to, u64 view, u8 kind, the body's fields
-//   2 append         the payload's bytes: one record; the primary gathers the
-//                    records of one turn of its loop into one batch of the
-//                    log, a section of shard 0 (encode_records_body in
-//                    replica_segments.hpp)
-//   3 append reply   u8 AppendStatus, u64 seq, u32 the primary as known,
-//                    u32 the record's index in its batch
+//   2 append         the payload's bytes: one record of shard 0 of the
+//                    primary's log (wal::Log, which seals the records of
+//                    one turn of the primary's loop into one batch)
+//   3 append reply   u8 AppendStatus, u64 seq (the batch), u32 the primary
+//                    as known, u64 the record's LSN
 //   4 status         (empty)
 //   5 status reply   ReplicaStatus's fields
 #pragma once
@@ -25,6 +24,7 @@
 
 #include "replication/replica_core.hpp"
 #include "replication/replica_messages.hpp"
+#include "wal/log_format.hpp"
 
 namespace fusee::replica {
 
@@ -52,7 +52,7 @@ struct AppendReply {
   AppendStatus status = AppendStatus::not_primary;
   replication::Seq seq = 0;                                  // the batch it is in
   replication::ReplicaId primary = replication::kNoReplica;  // the serving primary, when known
-  std::uint32_t index = 0;                                   // its place in the batch
+  wal::Lsn lsn = 0;                                          // published: the record's LSN (shard 0)
 };
 
 std::vector<std::byte> encode_append_reply(const AppendReply& reply);

@@ -325,8 +325,9 @@ void ReplicaCore::advance_commit(Output& out) {
   if (commit_ != before) out.published_through = commit_;
 }
 
-std::optional<Seq> ReplicaCore::propose(std::string payload, Output& out) {
+std::optional<Seq> ReplicaCore::propose(std::string payload, Output& out, std::optional<Seq> expected) {
   if (role_ != Role::primary) return std::nullopt;
+  if (expected && *expected != log_.size() + 1) return std::nullopt;
   Entry entry{log_.size() + 1, lead_, commit_, std::move(payload)};
   const Seq seq = entry.seq;
   std::vector<Entry> entries;

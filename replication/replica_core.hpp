@@ -108,8 +108,9 @@ class ReplicaCore {
   void coordinator_answer(const CoordinatorAnswer& answer, Output& out);
 
   // The primary appends a batch; its sequence, or nullopt when this replica
-  // is not a serving primary.
-  std::optional<Seq> propose(std::string payload, Output& out);
+  // is not a serving primary -- or, given `expected`, when the batch would
+  // take another sequence (the log that sealed it is not this primary's).
+  std::optional<Seq> propose(std::string payload, Output& out, std::optional<Seq> expected = std::nullopt);
 
   // `fusee replica rebuild`: a wiped replica's directory was made the
   // cluster's again (empty); it may now take a primary's log. It counts in
@@ -130,12 +131,18 @@ class ReplicaCore {
   View promised() const { return promised_; }
   View lead() const { return lead_; }  // the view it is candidate or primary of
   Seq commit() const { return commit_; }
+  // The highest sequence its batches say was published (each carries the
+  // commit its primary knew): a quorum held those in some view, and every
+  // later view keeps them.
+  Seq acked_seen() const { return acked_seen_; }
   bool suspect() const { return suspect_; }
   // Its batches; those before held_from() without their payloads (elided:
   // on the disk only).
   const std::vector<Entry>& log() const { return log_; }
   Seq held_from() const { return held_from_; }
   Seq durable_end() const { return durable_end_; }
+  // No write in flight: what its log holds is on the disk.
+  bool disk_idle() const { return writes_.empty(); }
   const ViewStarts& starts() const { return starts_; }
   // A primary's view of a backup: the batch it holds through (durably, in
   // this view) and the next one to send it. Its lag is log().size() - match.
@@ -163,7 +170,6 @@ class ReplicaCore {
 
   // Disk.
   void write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired = false);
-  bool disk_idle() const { return writes_.empty(); }
   void cut_to_history(Output& out);
   // Merges starts into the history this replica knows.
   void learn_starts(const ViewStarts& starts);

@@ -151,6 +151,11 @@ struct LogOptions {
   // as durable only once publish_through reaches them (a view change may
   // still drop them).
   std::uint64_t sink_published_sequence = 0;
+  // With a sink: a thread of the log's own seals what is staged, as its log
+  // threads would write it. false: nothing is sealed until the sink's owner
+  // calls seal_pending() on its own thread (a replica process seals on its
+  // loop, once per turn, so the sink is called on that thread only).
+  bool sink_thread = true;
   // Tests only: called on the rolling thread once a late roll has asked the
   // preparation under way to stop (and before it waits for it to stop),
   // with the segment's number, so a test can hold the preparer until then
@@ -332,6 +337,10 @@ class Log {
   // gets `error`, nothing more is published, and the log is closed by its
   // owner.
   void step_down(std::error_code error);
+  // With LogOptions::sink_thread false: seals, on the calling thread, what is
+  // staged (as many batches as it takes, up to the batches in flight the log
+  // allows), each handed to the sink before this returns.
+  void seal_pending();
 
   // The error that poisoned the log, or an empty code.
   std::error_code poison() const;
@@ -491,6 +500,7 @@ class Log {
 
   // seal_mu_ serializes sealing: sequence, chain CRC, position and rolls.
   std::mutex seal_mu_;
+  io::AlignedBuffer sink_buffer_;  // seal_pending's (under seal_mu_)
   Segment segment_;
   std::uint64_t write_offset_ = 0;
   std::uint64_t segment_started_us_ = 0;  // when writing into segment_ began

@@ -31,7 +31,7 @@ Result<std::unique_ptr<Log>> Log::open_as_primary(io::FileSystem& fs, LogOptions
   if (!plan.replicated) return make_error_code(errc::invalid_argument);
   std::unique_ptr<Log> log(new Log(fs, std::move(options), std::move(plan)));
   log->hold_unpublished_tail();
-  log->writers_.emplace_back([raw = log.get()] { raw->sink_loop(); });
+  if (log->options_.sink_thread) log->writers_.emplace_back([raw = log.get()] { raw->sink_loop(); });
   return log;
 }
 
@@ -100,6 +100,20 @@ void Log::sink_loop() {
     std::shared_ptr<io::File> file;
     Write* write = nullptr;
     (void)seal_next(file, buffer, write);  // hands the batch to the sink (hand_to_sink)
+  }
+}
+
+void Log::seal_pending() {
+  FUSEE_ASSERT(options_.sink && !options_.sink_thread, "seal_pending is for a sink's owner that seals");
+  std::unique_lock seal_lock(seal_mu_);
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ || poison_ || !has_work_locked()) return;
+    }
+    std::shared_ptr<io::File> file;
+    Write* write = nullptr;
+    (void)seal_next(file, sink_buffer_, write);  // hands the batch to the sink (hand_to_sink)
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include <boost/asio.hpp>
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -26,12 +27,14 @@
 #include "replica/local_cluster.hpp"
 #include "replica/local_etcd.hpp"
 #include "replica/replica_node.hpp"
+#include "replica/replica_segments.hpp"
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/tcp_proxy.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
+#include "wal/recovery.hpp"
 
 namespace fusee::replica {
 namespace {
@@ -98,7 +101,14 @@ class InProcessCluster {
   }
   ~InProcessCluster() {
     for (auto& node : nodes_) node->stop();
-    for (auto& thread : threads_) thread.join();
+    for (auto& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+  // Stops replica `id` for good (as SIGTERM would).
+  void stop(ReplicaId id) {
+    nodes_[id]->stop();
+    threads_[id].join();
   }
   bool ready() const { return etcd_.ready(); }
   // Whether replica `id` logged a line holding `text`.
@@ -440,6 +450,95 @@ TEST_SUITE("unit") {
       CHECK(records >= 302);  // a client's retry may append one twice
       for (ReplicaId id = 1; id < 3; ++id) CHECK(chains[id].entries == chains[0].entries);
     }
+  }
+
+  TEST_CASE("replica node: clients append through the shared log; a reply names its record's LSN and batch") {
+    // The primary's records go through wal::Log (replica/primary_log.hpp):
+    // eight clients at once, so that one turn's records share a batch; the
+    // primary stopped, and eight more. Every published reply's LSN is its
+    // record's in the batch it names, on every replica; no LSN is published
+    // twice; the new primary's log goes on after the last LSN any primary
+    // sealed; and the replicas' files are the shared log's, which its own
+    // recovery reads whole.
+    testing::TempDir dir;
+    std::mutex mu;
+    std::map<wal::Lsn, std::pair<replication::Seq, std::string>> published;
+    std::vector<std::string> twice;
+    std::map<std::string, ReplicaId> published_by;
+    {
+      InProcessCluster cluster(dir.path());
+      if (!cluster.ready()) {
+        MESSAGE("etcd is not installed: skipped");
+        return;
+      }
+      ReplicaClient client(cluster.addresses());
+      const ReplicaId first_primary = serving(client).primary;
+      const auto append_round = [&](const std::string& tag) {
+        std::vector<std::thread> appenders;
+        for (int t = 0; t < 8; ++t) {
+          appenders.emplace_back([&, t] {
+            ReplicaClient mine(cluster.addresses());
+            for (int i = 0; i < 40; ++i) {
+              const std::string payload = tag + " " + std::to_string(t) + "." + std::to_string(i);
+              const auto outcome = mine.append(payload, 20000ms);
+              if (outcome.status != AppendStatus::published) continue;  // unknown across the failover
+              std::lock_guard lock(mu);
+              if (!published.emplace(outcome.lsn, std::pair{outcome.seq, payload}).second) twice.push_back(payload);
+              published_by[payload] = outcome.primary;
+            }
+          });
+        }
+        for (auto& appender : appenders) appender.join();
+      };
+      append_round("before");
+      REQUIRE(published.size() >= 300);
+      const wal::Lsn last_before = published.rbegin()->first;
+      cluster.stop(first_primary);
+      append_round("after");
+      std::size_t after = 0;
+      for (const auto& [lsn, append] : published) {
+        if (!append.second.starts_with("after")) continue;
+        ++after;
+        CHECK(lsn > last_before);
+        CHECK(published_by[append.second] != first_primary);
+      }
+      CHECK(after >= 300);
+    }
+    CHECK(twice.empty());
+    io::PosixFileSystem fs;
+    std::size_t shared_batches = 0;
+    for (ReplicaId id = 0; id < 3; ++id) {
+      CAPTURE(id);
+      const std::string replica_dir = dir.path() + "/replica-" + std::to_string(id);
+      const ReadChain chain = testing::value_or_fail(read_chain(fs, replica_dir, "t"));
+      CHECK_FALSE(chain.damaged);
+      std::size_t lacking = 0;
+      for (const auto& [lsn, append] : published) {
+        const auto [seq, payload] = append;
+        if (id == 0 && seq >= 1 && seq <= chain.entries.size()) {
+          shared_batches += records_in_body(chain.entries[seq - 1].payload, 0)->size() > 1 ? 1 : 0;
+        }
+        // The stopped primary may lack what the others published after it.
+        if (seq > chain.entries.size()) {
+          if (!payload.starts_with("after")) ++lacking;
+          continue;
+        }
+        const std::string& body = chain.entries[seq - 1].payload;
+        const auto records = records_in_body(body, 0);
+        const wal::Lsn last = last_lsn_in_body(body, 0);
+        REQUIRE(records.has_value());
+        const bool holds = lsn <= last && last - lsn < records->size() &&
+                           (*records)[records->size() - 1 - (last - lsn)] == payload;
+        if (!holds) ++lacking;
+      }
+      CHECK(lacking == 0);
+      const auto plan = testing::value_or_fail(
+          wal::plan_recovery(fs, wal_dir_of(replica_dir), 1, {}, false, /*replica_files=*/true));
+      CHECK_FALSE(plan.refused);
+      CHECK(plan.last_sequence == chain.entries.size());
+      CHECK(plan.tail.empty());
+    }
+    CHECK(shared_batches > 0);  // one turn's records in one batch
   }
 }
 

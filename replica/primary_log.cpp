@@ -1,0 +1,151 @@
+#include "replica/primary_log.hpp"
+
+#include "base/assert.hpp"
+#include "replica/replica_segments.hpp"
+#include "wal/errc.hpp"
+#include "wal/limits.hpp"
+#include "wal/log_format.hpp"
+
+namespace fusee::replica {
+
+using replication::Seq;
+using replication::View;
+
+// The log's sink: each sealed body goes to the core at once (the log seals
+// on the loop thread only: seal_pending), and a published batch's body is
+// read back through the replica's store, checked against its chain.
+class PrimaryLog::Sink : public wal::ReplicatedSink {
+ public:
+  Sink(PrimaryLog& owner) : owner_(owner) {}
+  void sealed(std::uint64_t sequence, std::vector<std::byte> body) override {
+    std::string text(reinterpret_cast<const char*>(body.data()), body.size());
+    const wal::Lsn first = first_lsn_in_body(text, 0);
+    const wal::Lsn last = last_lsn_in_body(text, 0);
+    if (owner_.refused_ || !owner_.hooks_.propose(sequence, std::move(text))) {
+      owner_.refused_ = true;  // and every later batch: they follow this one
+      return;
+    }
+    if (last > 0) owner_.batches_[last] = {first, sequence};
+  }
+  Result<std::vector<std::byte>> read_body(std::uint64_t sequence) override {
+    const replication::Entry entry = FUSEE_TRY(owner_.store_.read(sequence));
+    const auto* bytes = reinterpret_cast<const std::byte*>(entry.payload.data());
+    return std::vector<std::byte>(bytes, bytes + entry.payload.size());
+  }
+
+ private:
+  PrimaryLog& owner_;
+};
+
+PrimaryLog::PrimaryLog(io::FileSystem& fs, std::string dir, ReplicaStore& store, PrimaryLogHooks hooks)
+    : fs_(fs),
+      dir_(std::move(dir)),
+      store_(store),
+      hooks_(std::move(hooks)),
+      // The body of a batch may take the payload a replica's batch carries,
+      // and no more (the store refuses a larger one, and so would a backup).
+      batch_bytes_max_(std::min<std::size_t>(wal::kBatchBytesMax,
+                                             store.payload_bytes_max() / wal::kBlockBytes * wal::kBlockBytes)),
+      sink_(std::make_shared<Sink>(*this)) {}
+
+PrimaryLog::~PrimaryLog() {
+  close();
+  for (auto& [opening, opener] : openers_) opener.join();
+}
+
+void PrimaryLog::open(View view, Seq log_end, Seq published) {
+  if (view_ == view) return;
+  close();
+  // An earlier opening still reading goes on on its own thread (its result
+  // is thrown away): the loop must not wait for a whole log's read.
+  view_ = view;
+  const std::uint64_t opening = ++opening_;
+  wal::LogOptions options;
+  options.dir = dir_;
+  options.view = view;
+  options.sink = sink_;
+  options.sink_thread = false;
+  options.sink_published_sequence = published;
+  options.batch_bytes_max = batch_bytes_max_;
+  options.handoff_bytes_max = batch_bytes_max_;
+  options.staged_bytes_max = wal::kBatchBytesMax;
+  options.warn = [post = hooks_.post, warn = hooks_.warn](const std::string& line) {
+    post([warn, line] { warn(line); });
+  };
+  openers_[opening] = std::thread([this, opening, log_end, options = std::move(options)]() mutable {
+    auto log = wal::Log::open(fs_, std::move(options));
+    auto shared = std::make_shared<Result<std::unique_ptr<wal::Log>>>(std::move(log));
+    hooks_.post([this, opening, log_end, shared] { adopt(opening, std::move(*shared), log_end); });
+  });
+}
+
+void PrimaryLog::adopt(std::uint64_t opening, Result<std::unique_ptr<wal::Log>> log, Seq log_end) {
+  // Its thread posted this as its last act: it ends at once.
+  if (auto opener = openers_.find(opening); opener != openers_.end()) {
+    opener->second.join();
+    openers_.erase(opener);
+  }
+  if (opening != opening_ || view_ == 0) {
+    if (log) (void)(*log)->close();  // its view ended while it read
+    return;
+  }
+  if (!log) {
+    view_ = 0;
+    hooks_.opened(log.error());
+    return;
+  }
+  if ((*log)->recovery_plan().last_sequence != log_end) {
+    // The files hold another log than the core: a bug, or a disk that lies.
+    (void)(*log)->close();
+    view_ = 0;
+    hooks_.opened(make_error_code(StoreErrc::unreadable_batch));
+    return;
+  }
+  log_ = std::move(*log);
+  refused_ = false;
+  batches_.clear();
+  log_->set_durable_hook([this](wal::ShardId shard, wal::Lsn lsn) {
+    if (shard == 0) hooks_.published(lsn);
+  });
+  hooks_.opened(ok());
+}
+
+Result<wal::Lsn> PrimaryLog::append(std::span<const std::byte> record) {
+  FUSEE_ASSERT(log_ != nullptr, "append to a primary log that is not open");
+  // A record the log could not fit in any batch would wait in its stage
+  // for ever.
+  const std::size_t body_bytes = wal::kSectionHeaderBytes + wal::varint_length(wal::record_prefix(record.size(), false)) + record.size();
+  if (wal::kBatchHeaderBytes + body_bytes > batch_bytes_max_) return make_error_code(wal::errc::record_too_large);
+  return log_->append(0, record);
+}
+
+bool PrimaryLog::seal() {
+  if (!log_) return true;
+  log_->seal_pending();
+  return !refused_;
+}
+
+void PrimaryLog::publish_through(Seq seq) {
+  if (!log_) return;
+  log_->publish_through(seq);
+  // What the durable hook replied to is done with.
+  const wal::Lsn durable = log_->durable_lsn(0);
+  batches_.erase(batches_.begin(), batches_.upper_bound(durable));
+}
+
+Seq PrimaryLog::batch_of(wal::Lsn lsn) const {
+  const auto at = batches_.lower_bound(lsn);
+  return at == batches_.end() || at->second.first > lsn ? 0 : at->second.second;
+}
+
+void PrimaryLog::close() {
+  view_ = 0;
+  ++opening_;
+  if (!log_) return;
+  log_->step_down(make_error_code(wal::errc::closed));
+  (void)log_->close();
+  log_.reset();
+  batches_.clear();
+}
+
+}  // namespace fusee::replica
