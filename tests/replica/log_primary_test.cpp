@@ -309,6 +309,42 @@ TEST_SUITE("unit") {
     ok_or_fail(log->close());
   }
 
+  TEST_CASE("log as primary: a second publisher while the first is inside its publication") {
+    // The interleaving the racing test above only meets by chance, forced:
+    // publisher A, inside its publication of two batches (held in the
+    // durable hook of the first), while publisher B publishes the same two.
+    // Unserialised, A's pointer to the second batch is freed by B before A
+    // completes it -- a use after free that `make test-asan` reports.
+    FaultFileSystem fs;
+    ok_or_fail(ReplicaStore::initialize(fs, kDir, "c", false, kSegmentBytesMin));
+    auto sink = std::make_shared<RecordingSink>(nullptr);
+    auto log = value_or_fail(wal::Log::open(fs, primary_options(sink)));
+    REQUIRE(log->append(0, record(0, 1)));
+    REQUIRE(sink->next().has_value());
+    REQUIRE(log->append(0, record(0, 2)));
+    REQUIRE(sink->next().has_value());  // two batches in flight
+    std::mutex heard_mu;
+    std::vector<wal::Lsn> heard;
+    std::thread second;
+    log->set_durable_hook([&](wal::ShardId, wal::Lsn lsn) {
+      bool first = false;
+      {
+        std::lock_guard lock(heard_mu);
+        heard.push_back(lsn);
+        first = heard.size() == 1;
+      }
+      if (!first) return;
+      second = std::thread([&] { log->publish_through(2); });
+      // Time for B to take its batches and run as far as it can.
+      std::this_thread::sleep_for(200ms);
+    });
+    log->publish_through(2);
+    second.join();
+    CHECK(heard == std::vector<wal::Lsn>{1, 2});
+    CHECK(log->durable_lsn(0) == 2);
+    ok_or_fail(log->close());
+  }
+
   TEST_CASE("log as primary: refused over a directory that is no replica's, and without a view") {
     FaultFileSystem fs;
     auto sink = std::make_shared<RecordingSink>(nullptr);

@@ -149,6 +149,11 @@ TcpProxy::~TcpProxy() {
     state->io.stop();
   });
   state_->thread.join();
+  // What the stop left queued holds the state (the acceptor's handler) and
+  // its links, and the state holds the queue: run it out, or all of it
+  // leaks. Every socket is closed, so each handler ends at once.
+  state_->io.restart();
+  state_->io.run();
 }
 
 std::uint16_t TcpProxy::port() const { return state_->acceptor.local_endpoint().port(); }
