@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <thread>
 
@@ -152,6 +153,18 @@ int run_replica_status(const ReplicaCommandOptions& options) {
                id, options.replicas[id], replication::role_name(status->role), status->promised, status->log_end,
                status->durable_end, status->commit, status->suspect ? ", suspect" : "", status->held_from,
                status->batches_read_back);
+    if (!status->holds.empty()) {
+      // The primary's word on each backup: what it holds durably in this
+      // view, and how many batches it lags.
+      std::string backups;
+      for (replication::ReplicaId other = 0; other < status->holds.size(); ++other) {
+        if (other == id) continue;
+        const replication::Seq holds = status->holds[other];
+        backups += fmt::format("{}replica {} holds through {} (lag {})", backups.empty() ? "" : "; ", other, holds,
+                               status->log_end - std::min(holds, status->log_end));
+      }
+      fmt::print("  backups: {}\n", backups);
+    }
   }
   return unreachable == 0 ? 0 : 1;
 }

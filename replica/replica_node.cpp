@@ -480,6 +480,11 @@ struct ReplicaNode::Impl {
                              core->lead(),       core->commit(),       core->log().size(),
                              core->durable_end(), core->suspect(),     core->held_from(),
                              batches_read_back};
+        if (core->role() == Role::primary) {
+          for (ReplicaId r = 0; r < options.addresses.size(); ++r) {
+            status.holds.push_back(r == options.self ? core->durable_end() : core->match_of(r));
+          }
+        }
         from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
         return;
       }

@@ -53,6 +53,19 @@ bool get_entries(Reader& r, std::vector<Entry>& entries) {
   return true;
 }
 
+// A status's holdings, one per replica: a count no cluster reaches is no
+// status (and must not size a vector).
+bool get_holds(Reader& r, std::vector<replication::Seq>& holds) {
+  constexpr std::uint32_t kReplicasMax = 255;
+  std::uint32_t count = 0;
+  if (!r.u32(count) || count > kReplicasMax) return false;
+  holds.resize(count);
+  for (replication::Seq& seq : holds) {
+    if (!r.u64(seq)) return false;
+  }
+  return true;
+}
+
 bool get_bool(Reader& r, bool& value) {
   std::uint8_t byte = 0;
   if (!r.u8(byte) || byte > 1) return false;
@@ -153,6 +166,8 @@ std::vector<std::byte> encode_status(const ReplicaStatus& s) {
   Writer w;
   w.u32(s.self).u8(static_cast<std::uint8_t>(s.role)).u64(s.promised).u64(s.lead).u64(s.commit);
   w.u64(s.log_end).u64(s.durable_end).u8(s.suspect).u64(s.held_from).u64(s.batches_read_back);
+  w.u32(static_cast<std::uint32_t>(s.holds.size()));
+  for (replication::Seq seq : s.holds) w.u64(seq);
   return w.take();
 }
 
@@ -162,7 +177,7 @@ std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes) {
     if (!r.u32(s.self) || !r.u8(role) || role > static_cast<std::uint8_t>(Role::primary)) return false;
     s.role = static_cast<Role>(role);
     return r.u64(s.promised) && r.u64(s.lead) && r.u64(s.commit) && r.u64(s.log_end) && r.u64(s.durable_end) &&
-           get_bool(r, s.suspect) && r.u64(s.held_from) && r.u64(s.batches_read_back);
+           get_bool(r, s.suspect) && r.u64(s.held_from) && r.u64(s.batches_read_back) && get_holds(r, s.holds);
   });
 }
 

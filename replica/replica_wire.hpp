@@ -69,6 +69,10 @@ struct ReplicaStatus {
   bool suspect = false;
   replication::Seq held_from = 1;          // batches before it are held on disk only
   std::uint64_t batches_read_back = 0;     // sent to peers from the segments, this life
+  // A primary's: what each replica holds durably in its view, by id (its
+  // own: its durable end); a backup's lag is log_end less its entry. Empty
+  // on a replica that is not the primary.
+  std::vector<replication::Seq> holds;
 };
 std::vector<std::byte> encode_status(const ReplicaStatus& status);
 std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes);

@@ -6,7 +6,9 @@
 #   its log (the shared log's segments) as well;
 # - run refuses wrong arguments (exit 2), a missing directory and another
 #   cluster's (exit 1), each with a reason;
-# - a second `run` on a directory in use is refused.
+# - a second `run` on a directory in use is refused;
+# - `status` of a running cluster names its primary and what each backup
+#   holds, and a replica that is down.
 # Usage: cli_replica.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: cli_replica.sh SOURCE_DIR BUILD_DIR}
@@ -15,7 +17,7 @@ build=$(cd "$build" && pwd)
 fusee="$build/cli/fusee"
 scratch=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$scratch"' EXIT
+trap 'for p in "${pids[@]}"; do { kill -9 "$p"; wait "$p"; } 2>/dev/null || true; done; rm -rf "$scratch"' EXIT
 fail() { echo "cli_replica: $*" >&2; exit 1; }
 expect_exit() {  # CODE PATTERN COMMAND...: exits CODE, stderr matches PATTERN
   local code=$1 pattern=$2; shift 2
@@ -94,4 +96,49 @@ grep -q "another process runs this replica" "$scratch/err" || fail "a second run
 kill -TERM "${pids[0]}"
 wait "${pids[0]}" || fail "the first run did not stop cleanly on SIGTERM: $(cat "$scratch/first.err")"
 pids=()
+
+# A running cluster as an operator meets it: three replicas and an etcd of
+# the test's own. `replica status` names one primary, which says what each
+# backup holds and how far it lags; a replica stopped answers nothing, and
+# status says so and exits 1.
+command -v etcd >/dev/null || fail "etcd is not installed (scripts/install-deps); failing rather than skipping"
+client_port=$(port)
+peer_port=$(port)
+etcd --name t --data-dir "$scratch/etcd" --listen-client-urls "http://127.0.0.1:$client_port" \
+  --advertise-client-urls "http://127.0.0.1:$client_port" --listen-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" --initial-cluster "t=http://127.0.0.1:$peer_port" \
+  --log-outputs "$scratch/etcd.log" --logger zap >/dev/null 2>&1 &
+pids+=($!)
+cluster="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
+replica_pids=()
+for id in 0 1 2; do
+  "$fusee" replica init --dir "$scratch/c$id" --cluster green >/dev/null
+  "$fusee" replica run --dir "$scratch/c$id" --cluster green --id "$id" --replicas "$cluster" \
+    --etcd "127.0.0.1:$client_port" --lease-ttl-s 1 --quiet 2>"$scratch/c$id.err" &
+  pids+=($!)
+  replica_pids+=($!)
+done
+for _ in $(seq 150); do
+  if "$fusee" replica status --replicas "$cluster" >"$scratch/status" 2>&1 && grep -q "backups:" "$scratch/status"; then
+    break
+  fi
+  sleep 0.2
+done
+cp "$scratch/status" "$scratch/status.all"
+[ "$(grep -c ': primary, view' "$scratch/status")" = 1 ] || fail "status names no one primary: $(cat "$scratch/status")"
+[ "$(grep -c ': backup, view' "$scratch/status")" = 2 ] || fail "status names no two backups: $(cat "$scratch/status")"
+grep -Eq "^  backups: replica [0-9] holds through [0-9]+ \(lag [0-9]+\); replica [0-9] holds through [0-9]+ \(lag [0-9]+\)$" \
+  "$scratch/status" || fail "the primary does not say what its backups hold: $(cat "$scratch/status")"
+primary=$(sed -n 's/^replica \([0-9]\) .*: primary, view.*/\1/p' "$scratch/status")
+backup=$(( (primary + 1) % 3 ))
+kill -TERM "${replica_pids[$backup]}"
+wait "${replica_pids[$backup]}" || fail "a replica did not stop cleanly on SIGTERM: $(cat "$scratch/c$backup.err")"
+set +e
+"$fusee" replica status --replicas "$cluster" >"$scratch/status" 2>&1
+got=$?
+set -e
+[ "$got" = 1 ] || fail "status with a replica down exited $got: $(cat "$scratch/status")"
+grep -q "^replica $backup (.*): no answer" "$scratch/status" || fail "status did not say replica $backup is down: $(cat "$scratch/status")"
+grep -q ": primary, view" "$scratch/status" || fail "the primary stopped serving with one backup down: $(cat "$scratch/status")"
+[ -z "${CLI_REPLICA_SHOW:-}" ] || cat "$scratch/status.all" "$scratch/status"
 echo "cli_replica: ok"

@@ -422,6 +422,17 @@ TEST_SUITE("unit") {
           const auto outcome = client.append(record + std::to_string(i), 20000ms);
           REQUIRE(outcome.status == AppendStatus::published);
         }
+        // The primary's status says who lags: the one cut off by all 300,
+        // the other by nothing published.
+        const auto cut_off = client.status(primary, 500ms);
+        REQUIRE(cut_off.has_value());
+        REQUIRE(cut_off->holds.size() == 3);
+        CHECK(cut_off->log_end - cut_off->holds[behind] >= 300);
+        CHECK(cut_off->holds[(primary + 2) % 3] >= cut_off->commit);
+        CHECK(cut_off->holds[primary] == cut_off->durable_end);
+        const auto backup_status = client.status(behind, 500ms);
+        REQUIRE(backup_status.has_value());
+        CHECK(backup_status->holds.empty());  // a backup's status holds none
         cluster.heal_all();
         REQUIRE(publishes(client, "last"));
         REQUIRE(wait_for(30000ms, [&] {
@@ -439,6 +450,8 @@ TEST_SUITE("unit") {
         REQUIRE(p.has_value());
         CHECK(p->held_from == p->log_end + 1);
         CHECK(p->batches_read_back >= 300);
+        REQUIRE(p->holds.size() == 3);
+        CHECK(p->holds[behind] == p->log_end);  // no lag left
       }
       io::PosixFileSystem fs;
       std::vector<ReadChain> chains;

@@ -88,9 +88,10 @@ TEST_SUITE("unit") {
     bytes[0] = std::byte{3};
     CHECK_FALSE(decode_append_reply(bytes).has_value());
 
-    ReplicaStatus status{2, Role::primary, 5, 5, 100, 104, 103, true, 40, 77};
+    ReplicaStatus status{2, Role::primary, 5, 5, 100, 104, 103, true, 40, 77, {90, 104, 103}};
     auto decoded = decode_status(encode_status(status));
     REQUIRE(decoded.has_value());
+    CHECK(decoded->holds == std::vector<replication::Seq>{90, 104, 103});
     CHECK(decoded->held_from == 40);
     CHECK(decoded->batches_read_back == 77);
     CHECK(decoded->role == Role::primary);
@@ -101,6 +102,19 @@ TEST_SUITE("unit") {
     auto bad_role = encode_status(status);
     bad_role[4] = std::byte{9};
     CHECK_FALSE(decode_status(bad_role).has_value());
+    // A status cut anywhere, or claiming more holdings than it carries (or
+    // than any cluster has), is no status.
+    const auto whole = encode_status(status);
+    for (std::size_t cut = 0; cut < whole.size(); ++cut) {
+      CHECK_FALSE(decode_status(std::span(whole).first(cut)).has_value());
+    }
+    auto too_many = encode_status(ReplicaStatus{});
+    too_many[too_many.size() - 4] = std::byte{0xff};
+    too_many[too_many.size() - 3] = std::byte{0xff};
+    CHECK_FALSE(decode_status(too_many).has_value());
+    auto claims_one = encode_status(ReplicaStatus{});
+    claims_one[claims_one.size() - 4] = std::byte{1};
+    CHECK_FALSE(decode_status(claims_one).has_value());
   }
 }
 
