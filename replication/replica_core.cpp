@@ -323,6 +323,7 @@ void ReplicaCore::advance_commit(Output& out) {
     ++commit_;
   }
   if (commit_ != before) out.published_through = commit_;
+  known_committed_ = std::max(known_committed_, commit_);
 }
 
 std::optional<Seq> ReplicaCore::propose(std::string payload, Output& out, std::optional<Seq> expected) {
@@ -349,6 +350,7 @@ void ReplicaCore::rebuilt() {
   surviving_known_ = 0;
   durable_end_ = 0;
   acked_seen_ = 0;
+  known_committed_ = 0;
   if (role_ == Role::wiped) {
     role_ = Role::backup;
     reset_election_timer();
@@ -552,6 +554,9 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
     }
   }
   const Seq through = request.prev_seq + request.entries.size();
+  // Its log is the primary's through `through` once this write is made;
+  // the primary's is published through its commit.
+  known_committed_ = std::max(known_committed_, std::min(request.commit, through));
   if (first_new < request.entries.size()) {
     write(request.prev_seq + first_new,
           std::vector<Entry>(request.entries.begin() + static_cast<std::ptrdiff_t>(first_new), request.entries.end()),

@@ -135,6 +135,12 @@ class ReplicaCore {
   // commit its primary knew): a quorum held those in some view, and every
   // later view keeps them.
   Seq acked_seen() const { return acked_seen_; }
+  // The batches it holds that it knows were published, through this one: a
+  // primary's commit, a backup's from its primary's appends (what their
+  // log and its own agree on, up to the commit the primary sent), or what
+  // its batches' `acked` say. A replica applying committed batches (the run
+  // store, part 2) applies those it also holds durably.
+  Seq known_committed() const { return std::min<Seq>(std::max(known_committed_, acked_seen_), log_.size()); }
   bool suspect() const { return suspect_; }
   // Its batches; those before held_from() without their payloads (elided:
   // on the disk only).
@@ -221,6 +227,7 @@ class ReplicaCore {
   std::deque<WriteInFlight> writes_;
   std::uint64_t next_write_id_ = 1;
   Seq acked_seen_ = 0;
+  Seq known_committed_ = 0;  // known_committed()'s, learnt from publications and appends
 
   ViewStarts starts_;
   mutable Seq surviving_known_ = 0;  // the first this many batches survive starts_ (a cache)

@@ -295,6 +295,50 @@ TEST_SUITE("unit") {
     }
   }
 
+  TEST_CASE("replica core: a backup knows committed what its primary's appends say, never past what they match") {
+    Harness backup(1, {}, normal_view(1, 0, {{1, 1}}));
+    CHECK(backup.core->known_committed() == 0);
+    // Three batches, the primary's commit at 2: the first two are known.
+    auto first = append(0, 0, {entry(1, 1), entry(2, 1), entry(3, 1)}, 3, {{1, 1}});
+    first.commit = 2;
+    (void)backup.receive(0, 1, first);
+    CHECK(backup.core->known_committed() == 2);
+    // A heartbeat whose commit is past what the backup holds: known only
+    // through what it holds and matched (the primary's end is 5).
+    auto heartbeat = append(3, 1, {}, 5, {{1, 1}});
+    heartbeat.commit = 5;
+    (void)backup.receive(0, 1, heartbeat);
+    CHECK(backup.core->known_committed() == 3);
+    // An append that does not follow on teaches nothing.
+    auto gap = append(4, 1, {entry(5, 1)}, 5, {{1, 1}});
+    gap.commit = 5;
+    (void)backup.receive(0, 1, gap);
+    CHECK(backup.core->known_committed() == 3);
+    // What a batch's `acked` says counts too: batch 5 says 4 was published.
+    auto more = append(3, 1, {entry(4, 1), Entry{5, 1, 4, "y"}}, 5, {{1, 1}});
+    (void)backup.receive(0, 1, more);
+    CHECK(backup.core->known_committed() == 4);
+  }
+
+  TEST_CASE("replica core: a later view's commit says nothing of the batches a backup holds that it cut") {
+    // Batches 4 and 5 of view 1 were never published; view 2 started at 4
+    // with batches of its own, published through 5. A backup still holding
+    // view 1's 4 and 5 when view 2's primary's heartbeat comes knows only
+    // 1..3 committed: its 4 and 5 are not the published ones.
+    Harness backup(1, {}, normal_view(1, 0, {{1, 1}}));
+    auto old = append(0, 0, {entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 1), entry(5, 1)}, 5, {{1, 1}});
+    old.commit = 3;
+    (void)backup.receive(0, 1, old);
+    CHECK(backup.core->known_committed() == 3);
+    auto later = append(5, 2, {}, 5, {{1, 1}, {2, 4}});
+    later.commit = 5;
+    const Output refused = backup.receive(2, 2, later);
+    const auto replies = sent<AppendReply>(refused);
+    REQUIRE(replies.size() == 1);
+    CHECK_FALSE(replies[0].second.ok);
+    CHECK(backup.core->known_committed() == 3);
+  }
+
   TEST_CASE("replica core: a fetch reply keeps within the byte budget, with one batch at least") {
     // Five batches of 3 MiB and one of 10 MiB: a reply of them all would be
     // larger than a peer takes, at every resend.

@@ -127,6 +127,11 @@ struct Node {
   bool damage_pending = false;  // damage injected, recovery has not found it yet
   View published_view = 0;      // the view of its last publication output
   Seq published_through = 0;
+  // KnownCommitted checks each batch once: what its core knows committed
+  // was checked through here, in this life (a cut below it would be seen
+  // at the last one checked).
+  Seq known_checked = 0;
+  std::uint64_t known_checked_life = 0;
 };
 
 struct Published {
@@ -891,6 +896,34 @@ class Simulation {
                            seq, published.entry.view, published.pview, node.id, node.core->lead()));
         }
       }
+    }
+    // KnownCommitted: what a replica takes as committed -- a backup's word
+    // from its primary, for the run store to apply -- is published, batch
+    // for batch, and never cut.
+    for (Node& node : nodes_) {
+      if (!node.up) continue;
+      const auto& log = node.core->log();
+      const Seq known = node.core->known_committed();
+      if (node.known_checked_life != node.life || known < node.known_checked) {
+        node.known_checked_life = node.life;
+        node.known_checked = 0;  // a new life, or a rebuilt directory
+      }
+      if (node.known_checked > 0) {
+        const auto checked = published_.find(node.known_checked);
+        if (log.size() < node.known_checked || !same(log[node.known_checked - 1], checked->second.entry)) {
+          fail(fmt::format("KnownCommitted: r{} cut or replaced batch {}, which it knew was committed", node.id,
+                           node.known_checked));
+        }
+      }
+      for (Seq seq = node.known_checked + 1; seq <= known; ++seq) {
+        const auto published = published_.find(seq);
+        if (published == published_.end() || !same(log[seq - 1], published->second.entry)) {
+          fail(fmt::format("KnownCommitted: r{} ({}) takes batch {} (view {}) as committed, which {}", node.id,
+                           role_name(node.core->role()), seq, log[seq - 1].view,
+                           published == published_.end() ? "was never published" : "is not the published one"));
+        }
+      }
+      node.known_checked = std::max(node.known_checked, known);
     }
     // LogMatching.
     for (ReplicaId a = 0; a < n(); ++a) {
