@@ -119,7 +119,10 @@ for id in 0 1 2; do
   replica_pids+=($!)
 done
 for _ in $(seq 150); do
-  if "$fusee" replica status --replicas "$cluster" >"$scratch/status" 2>&1 && grep -q "backups:" "$scratch/status"; then
+  # One primary serving, and both others its backups (the last may still
+  # be starting when the first two have a view).
+  if "$fusee" replica status --replicas "$cluster" >"$scratch/status" 2>&1 && grep -q "backups:" "$scratch/status" &&
+    [ "$(grep -c ': backup, view' "$scratch/status")" = 2 ]; then
     break
   fi
   sleep 0.2
