@@ -46,8 +46,8 @@ ShardBases read_checkpoints(RunStore& store, std::uint32_t shards, const std::st
   return bases;
 }
 
-DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, wal::LogOptions log_options,
-                      bool store_on_fs) {
+DataDir claim_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, bool store_on_fs,
+                       DirOwner owner) {
   DataDir opened;
   if (auto made = create_dirs(fs, dir); !made) {
     throw Error(errc::storage, fmt::format("cannot create the data directory {}: {}", dir, made.error().message()));
@@ -61,6 +61,19 @@ DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t 
                     : fmt::format("cannot lock the data directory {}: {}", dir, lock.error().message()));
   }
   opened.lock = std::move(*lock);
+  // Before anything is written: a replica's directory holds a replicated
+  // log, which a local engine's log would refuse only after fusee.meta and
+  // runs/ were made beside it.
+  auto replica = is_replica_dir(fs, dir);
+  if (!replica) {
+    throw Error(errc::storage, fmt::format("cannot read the data directory {}: {}", dir, replica.error().message()));
+  }
+  if (*replica && owner == DirOwner::local) {
+    throw Error(errc::invalid_argument,
+                fmt::format("the data directory {} is a replica's (it holds {}/{}): run it as a replica (`fusee "
+                            "replica`, Config::replicated), not as a local engine's",
+                            dir, dir, kReplicaMarker));
+  }
   auto meta = read_meta(fs, dir);
   if (!meta) {
     throw Error(errc::storage, fmt::format("cannot read {}/{}: {}", dir, kMetaFileName, meta.error().message()));
@@ -75,6 +88,12 @@ DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t 
     }
     shards = (*meta)->shards;
     layout = (*meta)->layout;
+    if (owner == DirOwner::replicated && layout != 0) {
+      throw Error(errc::invalid_argument,
+                  fmt::format("the data directory {} was resharded (layout {}): a replica's engine keeps its run "
+                              "store beside the replica's log, in layout 0",
+                              dir, layout));
+    }
     // What an interrupted reshard left: the layout it was writing, or the
     // one it had switched away from.
     auto leftovers = leftover_layouts(fs, dir, **meta);
@@ -111,12 +130,22 @@ DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t 
   }
   opened.store = std::move(*store);
   opened.bases = read_checkpoints(*opened.store, shards, runs_dir);
-  const auto& bases = opened.bases;
-  log_options.base.shard_lsn_floors = bases.floors;
-  log_options.base.shard_replay_from = bases.replay_from;
-  log_options.base.first_sequence_max = *std::min_element(bases.keep_from.begin(), bases.keep_from.end());
-  log_options.dir = root;
-  log_options.shard_count = shards;
+  return opened;
+}
+
+void set_log_base(const DataDir& claimed, wal::LogOptions& options) {
+  options.base.shard_lsn_floors = claimed.bases.floors;
+  options.base.shard_replay_from = claimed.bases.replay_from;
+  options.base.first_sequence_max = *std::min_element(claimed.bases.keep_from.begin(), claimed.bases.keep_from.end());
+  options.dir = claimed.root;
+  options.shard_count = claimed.shards;
+}
+
+DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, wal::LogOptions log_options,
+                      bool store_on_fs) {
+  DataDir opened = claim_data_dir(fs, dir, shards, store_on_fs, DirOwner::local);
+  set_log_base(opened, log_options);
+  const auto& root = opened.root;
   wal::RecoveryPlan plan;
   auto log = wal::Log::open(fs, log_options, &plan);
   if (!log) {

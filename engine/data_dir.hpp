@@ -30,8 +30,14 @@ struct DataDir {
   std::uint32_t shards = 0;
   std::string root;  // the current layout's directory (engine/meta.hpp)
   std::unique_ptr<RunStore> store;
-  std::unique_ptr<wal::Log> log;
+  std::unique_ptr<wal::Log> log;  // open_data_dir's; claim_data_dir leaves it to its caller
   ShardBases bases;
+};
+
+// Whose the directory may be.
+enum class DirOwner {
+  local,       // a local engine or `fusee server`: a replica's directory is refused
+  replicated,  // a replica's engine (docs/replication.md): layout 0 only, the log the replica's
 };
 
 // `shards` 0: the directory's (a new one gets `new_shards`, 0: CPUs).
@@ -40,5 +46,14 @@ struct DataDir {
 // through `fs` too (tests' simulated disks). Throws fusee::Error saying what is wrong.
 DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, wal::LogOptions log_options,
                       bool store_on_fs);
+
+// open_data_dir's first part: the directory claimed (created, locked, its
+// fusee.meta read or written, leftovers removed) and its run store open,
+// with each shard's checkpoint read; no log. Throws fusee::Error.
+DataDir claim_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, bool store_on_fs,
+                       DirOwner owner);
+
+// The options' dir, shard_count and recovery bases, from a claimed directory.
+void set_log_base(const DataDir& claimed, wal::LogOptions& options);
 
 }  // namespace fusee::engine

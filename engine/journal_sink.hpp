@@ -78,5 +78,10 @@ std::unique_ptr<JournalSink> make_memory_sink(std::uint32_t shard_count);
 
 // Local mode: the shared log.
 std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log);
+// Replicated mode: the shared log a replica opened as its view's primary
+// (replica/primary_log.hpp), which the replica closes too. Its step-down
+// (wal::errc::closed) reads as errc::unavailable: the runs go on on the
+// next primary, and a caller may try again there.
+std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log);
 
 }  // namespace fusee::engine

@@ -1,14 +1,23 @@
-// The local-mode journal sink: the shared write-ahead log.
+// The journal sink over the shared write-ahead log: a local engine's own,
+// or the one a replica opened as its view's primary.
 #include "engine/journal_sink.hpp"
+
+#include "fusee/error.hpp"
+#include "wal/errc.hpp"
 
 namespace fusee::engine {
 namespace {
 
 class LogSink final : public JournalSink {
  public:
-  explicit LogSink(std::unique_ptr<wal::Log> log) : log_(std::move(log)) {}
+  LogSink(std::shared_ptr<wal::Log> log, bool replicated) : log_(std::move(log)), replicated_(replicated) {}
   Result<Lsn> append(ShardId shard, std::span<const std::byte> record) override {
-    return log_->append(shard, record);
+    auto lsn = log_->append(shard, record);
+    if (!lsn && replicated_) {
+      // A stepped-down log refuses appends as poisoned or closed: say why.
+      if (auto stopped = poison()) return stopped;
+    }
+    return lsn;
   }
   Lsn durable_lsn(ShardId shard) const override { return log_->durable_lsn(shard); }
   bool durable_at_once() const override { return false; }
@@ -21,7 +30,11 @@ class LogSink final : public JournalSink {
       for (ShardId shard = 0; shard < shards; ++shard) listener(shard);
     });
   }
-  std::error_code poison() const override { return log_->poison(); }
+  std::error_code poison() const override {
+    std::error_code poison = log_->poison();
+    if (replicated_ && poison == make_error_code(wal::errc::closed)) return make_error_code(errc::unavailable);
+    return poison;
+  }
   Result<void> close() override { return log_->close(); }
   Result<void> read(ShardId shard, Lsn first,
                     const std::function<void(Lsn, std::span<const std::byte>)>& visit) override {
@@ -42,13 +55,18 @@ class LogSink final : public JournalSink {
   bool write_inline() override { return log_->write_inline(); }
 
  private:
-  std::unique_ptr<wal::Log> log_;
+  std::shared_ptr<wal::Log> log_;
+  bool replicated_;
 };
 
 }  // namespace
 
 std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log) {
-  return std::make_unique<LogSink>(std::move(log));
+  return std::make_unique<LogSink>(std::shared_ptr<wal::Log>(std::move(log)), false);
+}
+
+std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log) {
+  return std::make_unique<LogSink>(std::move(log), true);
 }
 
 }  // namespace fusee::engine

@@ -76,4 +76,8 @@ Result<std::vector<std::string>> leftover_layouts(io::FileSystem& fs, const std:
 }
 
 
+Result<bool> is_replica_dir(io::FileSystem& fs, const std::string& dir) {
+  return fs.exists(io::join_path(dir, kReplicaMarker));
+}
+
 }  // namespace fusee::engine

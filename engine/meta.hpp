@@ -44,4 +44,11 @@ Result<std::vector<std::string>> leftover_layouts(io::FileSystem& fs, const std:
 Result<std::optional<Meta>> read_meta(io::FileSystem& fs, const std::string& dir);
 Result<void> write_meta(io::FileSystem& fs, const std::string& dir, const Meta& meta);
 
+// A replica's directory (replica/replica_store.hpp) holds this beside its
+// log from `fusee replica init` on: the directory is the replica's, its
+// engine's log the replicated one, so a local open and `fusee reshard`
+// refuse it.
+inline constexpr const char* kReplicaMarker = "replica/cluster";
+Result<bool> is_replica_dir(io::FileSystem& fs, const std::string& dir);
+
 }  // namespace fusee::engine

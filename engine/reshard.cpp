@@ -46,6 +46,14 @@ class Resharder {
                                                   dir_, dir_)
                                     : fmt::format("cannot lock {}: {}", dir_, lock.error().message()));
     }
+    auto replica = is_replica_dir(fs_, dir_);
+    if (!replica) return fail(replica.error(), fmt::format("cannot read {}: {}", dir_, replica.error().message()));
+    if (*replica) {
+      return fail(wal::errc::invalid_argument,
+                  fmt::format("{} is a replica's directory (it holds {}/{}): every replica of a cluster has the "
+                              "same shards, so a replica is not resharded on its own",
+                              dir_, dir_, kReplicaMarker));
+    }
     auto offline = read_offline_dir(fs_, dir_);
     if (!offline) return fail(offline.error(), fmt::format("cannot read {}: {}", dir_, offline.error().message()));
     offline_ = std::move(*offline);

@@ -200,15 +200,11 @@ void Shard::fail_waiters(std::error_code error) {
     durable_waits_.pop();
     callback(error);
   }
-  auto code = error == make_error_code(errc::shut_down) ? errc::shut_down : errc::storage;
   for (auto& [id, run] : runs_) {
     if (run->finished()) continue;
     auto waiters = std::move(run->external_waiters);
     run->external_waiters.clear();
-    Outcome outcome{RunStatus::failed, {}, code,
-                    code == errc::shut_down ? fmt::format("the engine shut down before run '{}' finished", id)
-                                            : fmt::format("run '{}' cannot go on: the log failed: {}", id,
-                                                          error.message())};
+    const Outcome outcome = shard_text::log_failed_outcome(id, error);
     for (auto& waiter : waiters) waiter(outcome);
     run->fail_callers(outcome);
     for (auto& [name, stream] : run->streams) {

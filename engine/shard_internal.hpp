@@ -13,10 +13,32 @@
 #include <string>
 #include <system_error>
 
+#include "engine/outcome.hpp"
+#include "fusee/error.hpp"
+
 namespace fusee::engine::shard_text {
 
 inline std::string storage_message(const std::string& id, std::error_code error) {
   return fmt::format("run '{}': cannot read the run store: {}", id, error.message());
+}
+
+// What a run's callers are told when the shard's log fails under it: the
+// engine shut down; its replica stopped being the primary (errc::unavailable,
+// from a replicated log sink: the run goes on on the next primary); or the
+// log failed (errc::storage).
+inline Outcome log_failed_outcome(const std::string& id, std::error_code error) {
+  if (error == make_error_code(errc::shut_down)) {
+    return Outcome{RunStatus::failed, {}, errc::shut_down,
+                   fmt::format("the engine shut down before run '{}' finished", id)};
+  }
+  if (error == make_error_code(errc::unavailable)) {
+    return Outcome{RunStatus::failed, {}, errc::unavailable,
+                   fmt::format("run '{}': this replica is no longer the primary; the run goes on on the next one: "
+                               "try again there",
+                               id)};
+  }
+  return Outcome{RunStatus::failed, {}, errc::storage,
+                 fmt::format("run '{}' cannot go on: the log failed: {}", id, error.message())};
 }
 
 }  // namespace fusee::engine::shard_text

@@ -186,8 +186,7 @@ void Shard::handle_result(const std::string& id, std::function<void(const Outcom
   } else if (!run.stuck_error().empty()) {
     reply(Outcome{RunStatus::failed, {}, errc::nondeterminism, run.stuck_error()});
   } else if (storage_error_) {
-    reply(Outcome{RunStatus::failed, {}, errc::storage,
-                  fmt::format("run '{}' cannot go on: the log failed: {}", id, storage_error_.message())});
+    reply(shard_text::log_failed_outcome(id, storage_error_));
   } else {
     run.external_waiters.push_back(std::move(reply));
   }

@@ -1,5 +1,7 @@
 #include "replica/primary_log.hpp"
 
+#include <mutex>
+
 #include "base/assert.hpp"
 #include "replica/replica_segments.hpp"
 #include "wal/errc.hpp"
@@ -13,28 +15,45 @@ using replication::View;
 
 // The log's sink: each sealed body goes to the core at once (the log seals
 // on the loop thread only: seal_pending), and a published batch's body is
-// read back through the replica's store, checked against its chain.
+// read back through the replica's store, checked against its chain. An
+// engine may hold the log past this PrimaryLog: the sink is detached then,
+// and reads nothing more.
 class PrimaryLog::Sink : public wal::ReplicatedSink {
  public:
-  Sink(PrimaryLog& owner) : owner_(owner) {}
+  explicit Sink(PrimaryLog& owner) : owner_(&owner) {}
+  void detach() {
+    std::lock_guard lock(mu_);
+    owner_ = nullptr;
+  }
   void sealed(std::uint64_t sequence, std::vector<std::byte> body) override {
+    // On the loop thread, from seal(): the owner is alive.
+    PrimaryLog& owner = *owner_;
     std::string text(reinterpret_cast<const char*>(body.data()), body.size());
-    const wal::Lsn first = first_lsn_in_body(text, 0);
-    const wal::Lsn last = last_lsn_in_body(text, 0);
-    if (owner_.refused_ || !owner_.hooks_.propose(sequence, std::move(text))) {
-      owner_.refused_ = true;  // and every later batch: they follow this one
+    const bool clients = !owner.hooks_.configure;
+    const wal::Lsn first = clients ? first_lsn_in_body(text, 0) : 0;
+    const wal::Lsn last = clients ? last_lsn_in_body(text, 0) : 0;
+    if (owner.refused_ || !owner.hooks_.propose(sequence, std::move(text))) {
+      owner.refused_ = true;  // and every later batch: they follow this one
       return;
     }
-    if (last > 0) owner_.batches_[last] = {first, sequence};
+    if (last > 0) owner.batches_[last] = {first, sequence};
   }
   Result<std::vector<std::byte>> read_body(std::uint64_t sequence) override {
-    const replication::Entry entry = FUSEE_TRY(owner_.store_.read(sequence));
+    std::lock_guard lock(mu_);
+    if (owner_ == nullptr) return make_error_code(wal::errc::closed);
+    const replication::Entry entry = FUSEE_TRY(owner_->store_.read(sequence));
     const auto* bytes = reinterpret_cast<const std::byte*>(entry.payload.data());
     return std::vector<std::byte>(bytes, bytes + entry.payload.size());
   }
+  void staged() override {
+    std::lock_guard lock(mu_);
+    if (owner_ == nullptr || !owner_->hooks_.staged) return;
+    if (!owner_->seal_wanted_.exchange(true)) owner_->hooks_.staged();
+  }
 
  private:
-  PrimaryLog& owner_;
+  std::mutex mu_;
+  PrimaryLog* owner_;  // null once detached
 };
 
 PrimaryLog::PrimaryLog(io::FileSystem& fs, std::string dir, ReplicaStore& store, PrimaryLogHooks hooks)
@@ -51,6 +70,7 @@ PrimaryLog::PrimaryLog(io::FileSystem& fs, std::string dir, ReplicaStore& store,
 PrimaryLog::~PrimaryLog() {
   close();
   for (auto& [opening, opener] : openers_) opener.join();
+  sink_->detach();
 }
 
 void PrimaryLog::open(View view, Seq log_end, Seq published) {
@@ -59,6 +79,7 @@ void PrimaryLog::open(View view, Seq log_end, Seq published) {
   // An earlier opening still reading goes on on its own thread (its result
   // is thrown away): the loop must not wait for a whole log's read.
   view_ = view;
+  published_ = published;
   const std::uint64_t opening = ++opening_;
   wal::LogOptions options;
   options.dir = dir_;
@@ -73,7 +94,12 @@ void PrimaryLog::open(View view, Seq log_end, Seq published) {
     post([warn, line] { warn(line); });
   };
   openers_[opening] = std::thread([this, opening, log_end, options = std::move(options)]() mutable {
-    auto log = wal::Log::open(fs_, std::move(options));
+    Result<std::unique_ptr<wal::Log>> log = make_error_code(wal::errc::closed);
+    if (auto configured = hooks_.configure ? hooks_.configure(options) : ok(); !configured) {
+      log = configured.error();
+    } else {
+      log = wal::Log::open(fs_, std::move(options));
+    }
     auto shared = std::make_shared<Result<std::unique_ptr<wal::Log>>>(std::move(log));
     hooks_.post([this, opening, log_end, shared] { adopt(opening, std::move(*shared), log_end); });
   });
@@ -104,29 +130,36 @@ void PrimaryLog::adopt(std::uint64_t opening, Result<std::unique_ptr<wal::Log>> 
   log_ = std::move(*log);
   refused_ = false;
   batches_.clear();
-  log_->set_durable_hook([this](wal::ShardId shard, wal::Lsn lsn) {
-    if (shard == 0) hooks_.published(lsn);
-  });
+  if (!hooks_.configure) {
+    log_->set_durable_hook([this](wal::ShardId shard, wal::Lsn lsn) {
+      if (shard == 0) hooks_.published(lsn);
+    });
+  }
   hooks_.opened(ok());
 }
 
 Result<wal::Lsn> PrimaryLog::append(std::span<const std::byte> record) {
   FUSEE_ASSERT(log_ != nullptr, "append to a primary log that is not open");
-  // A record the log could not fit in any batch would wait in its stage
-  // for ever.
-  const std::size_t body_bytes = wal::kSectionHeaderBytes + wal::varint_length(wal::record_prefix(record.size(), false)) + record.size();
-  if (wal::kBatchHeaderBytes + body_bytes > batch_bytes_max_) return make_error_code(wal::errc::record_too_large);
+  if (hooks_.configure) return make_error_code(wal::errc::invalid_argument);  // the engine's log
+  // A record no batch takes is refused by the log (errc::record_too_large).
   return log_->append(0, record);
 }
 
 bool PrimaryLog::seal() {
+  // Before sealing: a record staged from here on asks for the next seal.
+  seal_wanted_ = false;
   if (!log_) return true;
   log_->seal_pending();
   return !refused_;
 }
 
+bool PrimaryLog::tail_published() const {
+  return log_ != nullptr && published_ >= log_->recovery_plan().last_sequence;
+}
+
 void PrimaryLog::publish_through(Seq seq) {
   if (!log_) return;
+  published_ = std::max(published_, seq);
   log_->publish_through(seq);
   // What the durable hook replied to is done with.
   const wal::Lsn durable = log_->durable_lsn(0);

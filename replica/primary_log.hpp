@@ -13,6 +13,10 @@
 // batch any primary sealed), and closed when the core stops serving that
 // view: its records not yet published are then of unknown outcome.
 //
+// An engine may append to the log instead of clients (hooks.configure):
+// its records are sealed on the loop too, which the log's staged wake asks
+// for, and the engine holds the log (shared_log) until it shuts down.
+//
 // Loop thread only -- but for the opening, which reads the replica's whole
 // log and so runs on a thread of its own while the loop goes on
 // heartbeating. Nothing writes the replica's files meanwhile: a primary
@@ -20,6 +24,7 @@
 // open; an opening whose view ended first is thrown away unread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,6 +56,17 @@ struct PrimaryLogHooks {
   // error (the replica's files are not the log its core holds).
   std::function<void(Result<void>)> opened;
   std::function<void(const std::string&)> warn;
+  // Set when an engine appends to the log (docs/replication.md, "The engine
+  // on a primary's log"): fills the log's shard count and recovery bases
+  // from the engine's run store, on the opening's thread, before the log
+  // opens (no engine may be writing that store meanwhile). The log then
+  // takes no client's record (it would read as a journal record), and its
+  // durable hook is the engine's.
+  std::function<Result<void>(wal::LogOptions&)> configure;
+  // An engine's records became sealable: have the loop call seal() soon.
+  // From the engine's threads; it must only post. Called once until the
+  // next seal().
+  std::function<void()> staged;
 };
 
 class PrimaryLog {
@@ -68,7 +84,14 @@ class PrimaryLog {
   replication::View view() const { return view_; }
   bool serving() const { return log_ != nullptr; }
 
-  // Stages one record of shard 0 (serving() only): its LSN. Fails with
+  // The open log, shared with the engine that appends to it (null when not
+  // serving). Closing steps it down: the engine's appends fail from then on.
+  std::shared_ptr<wal::Log> shared_log() const { return log_; }
+  // Every batch the log recovered at its open is published: an engine over
+  // it may open (its recovery reads only what the log holds durable).
+  bool tail_published() const;
+
+  // Stages one record of shard 0 (serving() only, with no engine): its LSN. Fails with
   // errc::record_too_large when no batch of the replica's takes it,
   // errc::queue_full when the log holds too much unpublished.
   Result<wal::Lsn> append(std::span<const std::byte> record);
@@ -93,8 +116,10 @@ class PrimaryLog {
   ReplicaStore& store_;
   PrimaryLogHooks hooks_;
   std::size_t batch_bytes_max_;  // what a batch of the replica's segments takes
-  std::shared_ptr<Sink> sink_;
-  std::unique_ptr<wal::Log> log_;
+  std::shared_ptr<Sink> sink_;  // outlives this when an engine holds the log: detached at destruction
+  std::shared_ptr<wal::Log> log_;
+  replication::Seq published_ = 0;  // the core's publication, as far as this log heard of it
+  std::atomic<bool> seal_wanted_{false};  // staged() was told since the last seal()
   replication::View view_ = 0;
   std::uint64_t opening_ = 0;  // counts openings: a late one's result is dropped
   // Each opening's thread, joined once it has posted its result (it ends

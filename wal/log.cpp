@@ -224,6 +224,11 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
   if (record.size() > kRecordBytesMax) return make_error_code(errc::record_too_large);
   if (blobs_ && record.size() > options_.payload_offload_bytes) return append_blob(shard, record);
   auto encoded_bytes = varint_length(record_prefix(record.size(), false)) + record.size();
+  // A record no batch takes would wait in its stage for ever (a replicated
+  // log's batches are bounded by what a replica's segment takes).
+  if (kBatchHeaderBytes + kSectionHeaderBytes + encoded_bytes > options_.batch_bytes_max) {
+    return make_error_code(errc::record_too_large);
+  }
   Lsn lsn = 0;
   bool ring_wake = false;
   {
@@ -247,6 +252,7 @@ Result<Lsn> Log::append(ShardId shard, std::span<const std::byte> record) {
   work_cv_.notify_one();
   // An owner blocked in the ring with a slot free should seal this now.
   if (ring_wake) queue_->wake();
+  if (options_.sink && !options_.sink_thread) options_.sink->staged();
   return lsn;
 }
 

@@ -73,6 +73,11 @@ class ReplicatedSink {
   virtual void sealed(std::uint64_t sequence, std::vector<std::byte> body) = 0;
   // A published batch's body back (Log::read), checked by the reader.
   virtual Result<std::vector<std::byte>> read_body(std::uint64_t sequence) = 0;
+  // Without a sink thread (LogOptions::sink_thread false): records became
+  // sealable (an append outside a group, or a group's end), so the owner
+  // should call Log::seal_pending soon. On the appending thread, outside
+  // the log's locks; it must only wake the owner, never call into the log.
+  virtual void staged() {}
 };
 
 struct LogOptions {

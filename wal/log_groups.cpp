@@ -37,6 +37,7 @@ void Log::end_group(ShardId shard) {
   }
   work_cv_.notify_one();
   if (ring_wake) queue_->wake();
+  if (options_.sink && !options_.sink_thread) options_.sink->staged();
 }
 
 bool Log::fits_open_group_locked(ShardId shard, std::size_t encoded_bytes) {

@@ -51,6 +51,7 @@
 #include "schedule/schedule_state.hpp"
 #include "schedule/schedule_workflow.hpp"
 #include "sdk/facade/activity_history.hpp"
+#include "sdk/facade/engine_over_log.hpp"
 #include "sdk/facade/settle.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
@@ -103,6 +104,10 @@ inline std::function<void(std::error_code, std::string)> reply_to(const std::sha
 }  // namespace facade
 
 struct Engine::Impl final : engine::EngineCore {
+  // Engine::open, and open_engine_over_log (sdk/facade/engine_over_log.hpp)
+  // when `over` is set.
+  static std::unique_ptr<Engine> open(Config config, facade::LogOver* over);
+
   Config config;
   // Before the shards, which put runs in it to the end.
   engine::RunIndex index;

@@ -6,7 +6,13 @@
 
 namespace fusee {
 
-std::unique_ptr<Engine> Engine::open(Config config) {
+std::unique_ptr<Engine> Engine::open(Config config) { return Impl::open(std::move(config), nullptr); }
+
+std::unique_ptr<Engine> facade::open_engine_over_log(Config config, LogOver over) {
+  return Engine::Impl::open(std::move(config), &over);
+}
+
+std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over) {
   auto impl = std::make_unique<Impl>();
   impl->clock = config.clock ? config.clock : system_clock();
   impl->local_limits = std::make_shared<engine::Limiter>([clock = impl->clock] { return clock->now(); },
@@ -29,6 +35,13 @@ std::unique_ptr<Engine> Engine::open(Config config) {
   std::uint32_t shards = config.shards;
   std::string root = config.dir;  // where the store and the log are (for messages)
   engine::ShardBases bases;       // local and remote mode: where each shard's recovery starts
+  if (over != nullptr && config.mode != Mode::local) {
+    throw Error(errc::invalid_argument, "an engine over a replica's log runs as a local engine does");
+  }
+  if (!config.backup_target.empty() && over != nullptr) {
+    throw Error(errc::invalid_argument,
+                "backup_target: a replica's directory is not backed up yet (its replicas are its copies)");
+  }
   if (!config.backup_target.empty() && config.mode != Mode::local) {
     throw Error(errc::invalid_argument,
                 "backup_target: a backup is for local mode (a server's directory is not backed up yet, and memory mode "
@@ -71,6 +84,17 @@ std::unique_ptr<Engine> Engine::open(Config config) {
     }
     impl->store = std::move(store);
     bases = engine::read_checkpoints(*impl->store, shards, root);
+  } else if (over != nullptr) {
+    // The replica's: its file system, its lock and store, its log.
+    impl->lock = std::move(over->claimed.lock);
+    shards = over->claimed.shards;
+    root = over->claimed.root;
+    impl->store = std::move(over->claimed.store);
+    bases = std::move(over->claimed.bases);
+    if (over->log == nullptr || over->log->shard_count() < shards) {
+      throw Error(errc::invalid_argument, "an engine over a replica's log needs the log, with its shards");
+    }
+    impl->sink = engine::make_replicated_log_sink(std::move(over->log));
   } else {
     if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");
     if (config.file_system) {
