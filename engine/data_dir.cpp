@@ -133,18 +133,18 @@ DataDir claim_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t
   return opened;
 }
 
-void set_log_base(const DataDir& claimed, wal::LogOptions& options) {
-  options.base.shard_lsn_floors = claimed.bases.floors;
-  options.base.shard_replay_from = claimed.bases.replay_from;
-  options.base.first_sequence_max = *std::min_element(claimed.bases.keep_from.begin(), claimed.bases.keep_from.end());
-  options.dir = claimed.root;
-  options.shard_count = claimed.shards;
+void set_log_base(const std::string& root, std::uint32_t shards, const ShardBases& bases, wal::LogOptions& options) {
+  options.base.shard_lsn_floors = bases.floors;
+  options.base.shard_replay_from = bases.replay_from;
+  options.base.first_sequence_max = *std::min_element(bases.keep_from.begin(), bases.keep_from.end());
+  options.dir = root;
+  options.shard_count = shards;
 }
 
 DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, wal::LogOptions log_options,
                       bool store_on_fs) {
   DataDir opened = claim_data_dir(fs, dir, shards, store_on_fs, DirOwner::local);
-  set_log_base(opened, log_options);
+  set_log_base(opened.root, opened.shards, opened.bases, log_options);
   const auto& root = opened.root;
   wal::RecoveryPlan plan;
   auto log = wal::Log::open(fs, log_options, &plan);

@@ -53,7 +53,8 @@ DataDir open_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t 
 DataDir claim_data_dir(io::FileSystem& fs, const std::string& dir, std::uint32_t shards, bool store_on_fs,
                        DirOwner owner);
 
-// The options' dir, shard_count and recovery bases, from a claimed directory.
-void set_log_base(const DataDir& claimed, wal::LogOptions& options);
+// The options' dir, shard_count and recovery bases: a directory's log
+// under `root`, recovering from `bases`.
+void set_log_base(const std::string& root, std::uint32_t shards, const ShardBases& bases, wal::LogOptions& options);
 
 }  // namespace fusee::engine

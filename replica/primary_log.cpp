@@ -1,6 +1,7 @@
 #include "replica/primary_log.hpp"
 
 #include <mutex>
+#include <utility>
 
 #include "base/assert.hpp"
 #include "replica/replica_segments.hpp"
@@ -129,6 +130,7 @@ void PrimaryLog::adopt(std::uint64_t opening, Result<std::unique_ptr<wal::Log>> 
   }
   log_ = std::move(*log);
   refused_ = false;
+  led_ = false;
   batches_.clear();
   if (!hooks_.configure) {
     log_->set_durable_hook([this](wal::ShardId shard, wal::Lsn lsn) {
@@ -136,6 +138,13 @@ void PrimaryLog::adopt(std::uint64_t opening, Result<std::unique_ptr<wal::Log>> 
     });
   }
   hooks_.opened(ok());
+  lead_once_published();
+}
+
+void PrimaryLog::lead_once_published() {
+  if (!hooks_.lead || led_ || !tail_published()) return;
+  led_ = true;
+  hooks_.lead(view_, log_);
 }
 
 Result<wal::Lsn> PrimaryLog::append(std::span<const std::byte> record) {
@@ -161,6 +170,7 @@ void PrimaryLog::publish_through(Seq seq) {
   if (!log_) return;
   published_ = std::max(published_, seq);
   log_->publish_through(seq);
+  lead_once_published();
   // What the durable hook replied to is done with.
   const wal::Lsn durable = log_->durable_lsn(0);
   batches_.erase(batches_.begin(), batches_.upper_bound(durable));
@@ -172,13 +182,14 @@ Seq PrimaryLog::batch_of(wal::Lsn lsn) const {
 }
 
 void PrimaryLog::close() {
-  view_ = 0;
+  const View ended = std::exchange(view_, 0);
   ++opening_;
   if (!log_) return;
   log_->step_down(make_error_code(wal::errc::closed));
   (void)log_->close();
   log_.reset();
   batches_.clear();
+  if (std::exchange(led_, false)) hooks_.stepped_down(ended);
 }
 
 }  // namespace fusee::replica

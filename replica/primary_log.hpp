@@ -63,6 +63,12 @@ struct PrimaryLogHooks {
   // takes no client's record (it would read as a journal record), and its
   // durable hook is the engine's.
   std::function<Result<void>(wal::LogOptions&)> configure;
+  // With configure: the view's log is open and has published every batch it
+  // recovered, so an engine over it may open (its recovery reads only what
+  // the log holds durable) -- and, after that, the view ended and the log
+  // stepped down. On the loop thread; each must only post.
+  std::function<void(replication::View, std::shared_ptr<wal::Log>)> lead;
+  std::function<void(replication::View)> stepped_down;
   // An engine's records became sealable: have the loop call seal() soon.
   // From the engine's threads; it must only post. Called once until the
   // next seal().
@@ -87,8 +93,7 @@ class PrimaryLog {
   // The open log, shared with the engine that appends to it (null when not
   // serving). Closing steps it down: the engine's appends fail from then on.
   std::shared_ptr<wal::Log> shared_log() const { return log_; }
-  // Every batch the log recovered at its open is published: an engine over
-  // it may open (its recovery reads only what the log holds durable).
+  // Every batch the log recovered at its open is published.
   bool tail_published() const;
 
   // Stages one record of shard 0 (serving() only, with no engine): its LSN. Fails with
@@ -110,6 +115,7 @@ class PrimaryLog {
  private:
   class Sink;
   void adopt(std::uint64_t opening, Result<std::unique_ptr<wal::Log>> log, replication::Seq log_end);
+  void lead_once_published();
 
   io::FileSystem& fs_;
   std::string dir_;
@@ -119,6 +125,7 @@ class PrimaryLog {
   std::shared_ptr<Sink> sink_;  // outlives this when an engine holds the log: detached at destruction
   std::shared_ptr<wal::Log> log_;
   replication::Seq published_ = 0;  // the core's publication, as far as this log heard of it
+  bool led_ = false;                // hooks.lead was called for the open log
   std::atomic<bool> seal_wanted_{false};  // staged() was told since the last seal()
   replication::View view_ = 0;
   std::uint64_t opening_ = 0;  // counts openings: a late one's result is dropped

@@ -456,7 +456,8 @@ struct ReplicaNode::Impl {
           from.close();
           return;
         }
-        if (core->role() != Role::primary) {
+        if (core->role() != Role::primary || options.engine.configure) {
+          // An engine's replica takes no client's record: it would read as a journal record.
           from.send(frame_of(FrameType::append_reply, frame.request_id,
                              encode_append_reply({AppendStatus::not_primary, 0, kNoReplica, 0})));
           return;
@@ -687,6 +688,19 @@ Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, Repli
   };
   hooks.opened = [&m](Result<void> opened) { m.on_log_opened(std::move(opened)); };
   hooks.warn = [&m](const std::string& line) { m.say(line); };
+  hooks.configure = m.options.engine.configure;
+  hooks.lead = m.options.engine.lead;
+  hooks.stepped_down = m.options.engine.stepped_down;
+  if (m.options.engine.configure) {
+    // An engine's records: sealed on the loop's next flush turn.
+    hooks.staged = [&m] {
+      asio::post(m.io, [&m] {
+        if (m.stopping) return;
+        Output none;
+        m.handle(none);
+      });
+    };
+  }
   m.primary_log = std::make_unique<PrimaryLog>(fs, m.options.dir, *m.store, std::move(hooks));
   std::vector<tcp::endpoint> endpoints;
   for (const std::string& text : m.options.addresses) {

@@ -30,12 +30,29 @@
 #include "replication/etcd_coordinator.hpp"
 #include "replication/replica_core.hpp"
 #include "wal/io/file_system.hpp"
+#include "wal/log.hpp"
 
 namespace fusee::replica {
 
 // The largest append a client may send (its batch's framing must fit beside
 // it in one batch of the replica's segments).
 inline constexpr std::size_t kAppendBytesMax = (16u << 20) - 64;
+
+// An engine on the replicated log (docs/replication.md, "The engine on a
+// primary's log"): it appends through the log of each view the replica
+// leads, and the replica takes no client's record.
+struct ReplicaEngineHooks {
+  // The log's shard count and recovery bases, from the engine's run store
+  // (PrimaryLogHooks::configure), on the opening's thread; it may wait
+  // there for the previous view's engine to have shut down.
+  std::function<Result<void>(wal::LogOptions&)> configure;
+  // On the loop thread, and each must only post: the engine opens and shuts
+  // down off it. `lead`: the view's log is open and has published the tail
+  // it recovered. `stepped_down`: after a lead, the view ended and its log
+  // stepped down (the engine's callers are told errc::unavailable).
+  std::function<void(replication::View, std::shared_ptr<wal::Log>)> lead;
+  std::function<void(replication::View)> stepped_down;
+};
 
 struct ReplicaNodeOptions {
   replication::ReplicaId self = 0;
@@ -56,6 +73,7 @@ struct ReplicaNodeOptions {
   // (ReplicaOptions::held_bytes_max); a backup further behind is sent
   // batches read back from the segments.
   std::uint64_t held_bytes_max = 64u << 20;
+  ReplicaEngineHooks engine;  // configure set: an engine appends, clients do not
 };
 
 class ReplicaNode {

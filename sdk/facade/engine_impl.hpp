@@ -122,7 +122,7 @@ struct Engine::Impl final : engine::EngineCore {
   std::mutex storage_error_mu;
   std::string storage_error;  // the first journal failure, for stats()
   std::unique_ptr<engine::JournalSink> sink;
-  std::unique_ptr<engine::RunStore> store;  // local and remote mode
+  std::shared_ptr<engine::RunStore> store;  // local and remote mode (lent by a replica's host)
   // Config::backup_target: the target and its uploader, after the sink (whose
   // log the uploader reads) and the store (which it snapshots), so they go
   // first.

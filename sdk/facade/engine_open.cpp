@@ -85,13 +85,12 @@ std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over)
     impl->store = std::move(store);
     bases = engine::read_checkpoints(*impl->store, shards, root);
   } else if (over != nullptr) {
-    // The replica's: its file system, its lock and store, its log.
-    impl->lock = std::move(over->claimed.lock);
-    shards = over->claimed.shards;
-    root = over->claimed.root;
-    impl->store = std::move(over->claimed.store);
-    bases = std::move(over->claimed.bases);
-    if (over->log == nullptr || over->log->shard_count() < shards) {
+    // The replica's: its run store and its log (the replica holds the lock).
+    shards = over->shards;
+    root = over->root;
+    impl->store = std::move(over->store);
+    bases = std::move(over->bases);
+    if (over->log == nullptr || impl->store == nullptr || over->log->shard_count() < shards) {
       throw Error(errc::invalid_argument, "an engine over a replica's log needs the log, with its shards");
     }
     impl->sink = engine::make_replicated_log_sink(std::move(over->log));
@@ -433,6 +432,9 @@ void Engine::shutdown() {
   // Calls for other workers' runs fail with shut_down from here on: those
   // waiting to be sent again now, those still out as the sink closes.
   if (impl_->remote_calls) impl_->remote_calls->stop();
+  // A replica's log that stepped down (or is closing now): its runs go on
+  // on the next primary, and their callers are told so (errc::unavailable).
+  const bool stepped_down = impl_->sink->poison() == make_error_code(errc::unavailable);
   (void)impl_->sink->close();
   if (impl_->uploader) {
     // After a clean close the backup holds everything, the close marker too.
@@ -447,7 +449,10 @@ void Engine::shutdown() {
     std::lock_guard waker_lock(impl_->waker->mu);
     impl_->waker->shards.clear();
   }
-  for (auto& shard : impl_->shards) shard->fail_waiters(make_error_code(errc::shut_down));
+  const bool replicated = stepped_down || impl_->sink->poison() == make_error_code(errc::unavailable);
+  for (auto& shard : impl_->shards) {
+    shard->fail_waiters(make_error_code(replicated ? errc::unavailable : errc::shut_down));
+  }
   // One last checkpoint, so the next open reads little of the log.
   if (impl_->checkpointer && !remote) (void)impl_->checkpointer->final_checkpoint();
   impl_->checkpointer.reset();

@@ -97,14 +97,28 @@ class Replica {
     };
     hooks.warn = [](const std::string&) {};
     hooks.configure = [this](wal::LogOptions& options) -> Result<void> {
-      engine::set_log_base(*claimed_, options);
+      // No engine is open (the test shuts one down before the next view).
+      bases_ = engine::read_checkpoints(*run_store_, kShards, kDir);
+      engine::set_log_base(kDir, kShards, bases_, options);
       return ok();
+    };
+    hooks.lead = [this](View view, std::shared_ptr<wal::Log> log) {
+      std::lock_guard lock(mu_);
+      led_ = {view, std::move(log)};
+      cv_.notify_all();
+    };
+    hooks.stepped_down = [this](View view) {
+      std::lock_guard lock(mu_);
+      stepped_down_.push_back(view);
     };
     hooks.staged = [this] {
       ++wakes_;
       post([this] { REQUIRE(log_->seal()); });
     };
     log_ = std::make_unique<PrimaryLog>(fs_, kDir, *store_, std::move(hooks));
+    // The replica holds its engine's directory for as long as it runs.
+    claimed_ = engine::claim_data_dir(fs_, kDir, kShards, true, engine::DirOwner::replicated);
+    run_store_ = std::move(claimed_.store);
     loop_ = std::thread([this] { run_loop(); });
   }
   ~Replica() {
@@ -123,10 +137,10 @@ class Replica {
   // through `published`; then the tail published (as the new view's core
   // does once a quorum holds it), and only then the engine opened.
   void lead(View view, Seq published) {
-    claimed_ = engine::claim_data_dir(fs_, kDir, kShards, true, engine::DirOwner::replicated);
     {
       std::lock_guard lock(mu_);
       opened_.reset();
+      led_.reset();
     }
     call([this, view, published] {
       view_ = view;
@@ -140,21 +154,34 @@ class Replica {
       REQUIRE_FALSE(*opened_);
     }
     const Seq end = call([this] { return store_->end(); });
-    tail_held_at_open = end > published && !call([this] { return log_->tail_published(); });
+    {
+      // Led at once, unless the log holds a tail a quorum has not published.
+      std::lock_guard lock(mu_);
+      tail_held_at_open = !led_.has_value();
+      CHECK(tail_held_at_open == (end > published));
+    }
     call([this, end] { publish(end); });
-    REQUIRE(call([this] { return log_->tail_published(); }));
+    std::shared_ptr<wal::Log> log;
+    {
+      std::unique_lock lock(mu_);
+      REQUIRE(cv_.wait_for(lock, 10s, [&] { return led_.has_value(); }));
+      CHECK(led_->first == view);
+      log = led_->second;
+    }
     auto config = Config::local(kDir);
     config.warn = [](const std::string&) {};
     config.shards = kShards;
     config.checkpoint_interval = std::chrono::milliseconds::zero();
-    engine = facade::open_engine_over_log(config, {std::move(*claimed_), call([this] { return log_->shared_log(); })});
-    claimed_.reset();
+    engine = facade::open_engine_over_log(config, {run_store_, kShards, kDir, bases_, std::move(log)});
     register_order(*engine, counts);
   }
 
   // The view ends: the log steps down; the engine goes after it.
   void step_down() {
     call([this] { log_->close(); });
+    std::lock_guard lock(mu_);
+    CHECK(stepped_down_ == std::vector<View>{view_});  // the engine is told, once
+    stepped_down_.clear();
   }
   void close_engine() {
     engine->shutdown();
@@ -213,7 +240,9 @@ class Replica {
   FaultFileSystem fs_;
   std::unique_ptr<ReplicaStore> store_;
   std::unique_ptr<PrimaryLog> log_;
-  std::optional<engine::DataDir> claimed_;  // configure's, while a view opens
+  engine::DataDir claimed_;  // its lock
+  std::shared_ptr<engine::RunStore> run_store_;
+  engine::ShardBases bases_;  // configure's, for the view it opens
   // The loop thread's.
   View view_ = 0;
   Seq published_ = 0;
@@ -224,6 +253,8 @@ class Replica {
   std::condition_variable cv_;
   std::deque<std::function<void()>> posted_;
   std::optional<std::error_code> opened_;
+  std::optional<std::pair<View, std::shared_ptr<wal::Log>>> led_;
+  std::vector<View> stepped_down_;
   bool stopping_ = false;
   std::thread loop_;
 };
