@@ -38,8 +38,6 @@ int run_replica(const ReplicaCommandOptions& options) {
   node_options.addresses = options.replicas;
   node_options.dir = options.dir;
   node_options.cluster = options.cluster;
-  node_options.tick = std::chrono::milliseconds(options.tick_ms);
-  node_options.etcd.lease_ttl_seconds = options.lease_ttl_s;
   node_options.disk_thread = options.disk_thread;
   node_options.held_bytes_max = options.held_mib << 20;
   try {
@@ -55,14 +53,7 @@ int run_replica(const ReplicaCommandOptions& options) {
     fmt::print(stderr, "fusee replica run: --replicas names 3, 5, 7... addresses and --id one of them (0-based)\n");
     return 2;
   }
-  // Timings in ticks, from the lease: a primary no quorum hears steps down
-  // after half the TTL, well before etcd lets another replica take over; a
-  // backup that hears no primary for a quarter of it asks the others.
-  const std::uint32_t lease_ms = options.lease_ttl_s * 1000;
-  node_options.lease_ticks = std::max<std::uint32_t>(2, lease_ms / 2 / options.tick_ms);
-  node_options.election_ticks = std::max<std::uint32_t>(4, lease_ms / 4 / options.tick_ms);
-  node_options.heartbeat_ticks = std::max<std::uint32_t>(1, 50 / options.tick_ms);
-  node_options.candidacy_ticks = std::max<std::uint32_t>(10, lease_ms * 2 / options.tick_ms);
+  replica::set_timings_from_lease(node_options, options.lease_ttl_s, options.tick_ms);
   if (!options.quiet) node_options.log = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
   io::PosixFileSystem fs;

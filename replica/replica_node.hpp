@@ -19,6 +19,7 @@
 // cannot trust); run() then returns the error.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,21 @@ struct ReplicaNodeOptions {
   std::uint64_t held_bytes_max = 64u << 20;
   ReplicaEngineHooks engine;  // configure set: an engine appends, clients do not
 };
+
+// The protocol's timings in ticks, from the primary's etcd lease: a
+// primary no quorum hears steps down after half the TTL, well before etcd
+// lets another replica take over; a backup that hears no primary for a
+// quarter of it asks the others. Sets tick and the etcd lease too.
+inline void set_timings_from_lease(ReplicaNodeOptions& options, std::uint32_t lease_ttl_s, std::uint32_t tick_ms) {
+  tick_ms = std::max<std::uint32_t>(1, tick_ms);
+  const std::uint32_t lease_ms = lease_ttl_s * 1000;
+  options.tick = std::chrono::milliseconds(tick_ms);
+  options.etcd.lease_ttl_seconds = lease_ttl_s;
+  options.lease_ticks = std::max<std::uint32_t>(2, lease_ms / 2 / tick_ms);
+  options.election_ticks = std::max<std::uint32_t>(4, lease_ms / 4 / tick_ms);
+  options.heartbeat_ticks = std::max<std::uint32_t>(1, 50 / tick_ms);
+  options.candidacy_ticks = std::max<std::uint32_t>(10, lease_ms * 2 / tick_ms);
+}
 
 class ReplicaNode {
  public:

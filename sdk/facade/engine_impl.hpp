@@ -52,6 +52,7 @@
 #include "schedule/schedule_workflow.hpp"
 #include "sdk/facade/activity_history.hpp"
 #include "sdk/facade/engine_over_log.hpp"
+#include "sdk/facade/replica_host.hpp"
 #include "sdk/facade/settle.hpp"
 #include "wal/io/posix_file_system.hpp"
 #include "wal/limits.hpp"
@@ -61,6 +62,10 @@ namespace fusee {
 namespace facade {
 
 RunInfo run_info_of(const engine::FinishedRun& finished);
+
+// Registers the built-in workflows behind schedules and queues (a recovered
+// run of one starts once it is registered).
+void register_builtins(Engine& engine);
 
 [[noreturn]] inline void throw_error(std::error_code error, const std::string& message) {
   auto text = message.empty() ? error.message() : message;
@@ -107,6 +112,20 @@ struct Engine::Impl final : engine::EngineCore {
   // Engine::open, and open_engine_over_log (sdk/facade/engine_over_log.hpp)
   // when `over` is set.
   static std::unique_ptr<Engine> open(Config config, facade::LogOver* over);
+  // Replicated mode's Engine: calls go to the engine of the view this
+  // replica leads (sdk/facade/replica_host.hpp).
+  static std::unique_ptr<Engine> open_replicated(std::unique_ptr<Impl> impl, Config config);
+  // Config::http_listen's server over `engine`; `front_token`: a token the
+  // API takes besides Config::http_token (remote mode's server's).
+  static void start_http(Engine& engine, const Config& config, std::function<std::string()> front_token);
+  // Replicated mode: the view's engine (throws errc::unavailable on a
+  // backup); null in every other mode.
+  std::shared_ptr<Engine> led() {
+    if (!replica_host) return nullptr;
+    check_open();
+    return replica_host->engine();
+  }
+  std::unique_ptr<facade::ReplicaHost> replica_host;
 
   Config config;
   // Before the shards, which put runs in it to the end.

@@ -5,6 +5,7 @@
 namespace fusee {
 
 void Engine::update_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, UpdateCall call) {
+  if (auto led = impl_->led()) return led->update_to(std::move(settle), std::move(call));
   if (call.run_id.empty()) throw Error(errc::invalid_argument, "a run id must not be empty");
   if (call.start) {
     if (auto why = run_id_problem(call.run_id)) throw Error(errc::invalid_argument, *why);
@@ -79,6 +80,7 @@ void Engine::update_json_then(UpdateCall call, Then<boost::json::value> then) {
 
 void Engine::complete_awakeable_to(std::shared_ptr<detail::Settle<void>> settle, const std::string& token,
                                    bool succeeded, boost::json::value value) {
+  if (auto led = impl_->led()) return led->complete_awakeable_to(std::move(settle), token, succeeded, std::move(value));
   auto parsed = engine::parse_token(token);
   if (!parsed) {
     throw Error(errc::invalid_argument,
@@ -126,6 +128,7 @@ void Engine::complete_awakeable_then(const std::string& token, bool succeeded, b
 }
 
 boost::json::value Engine::query_json(const std::string& id, const std::string& name, boost::json::value arg) {
+  if (auto led = impl_->led()) return led->query_json(id, name, std::move(arg));
   Impl::refuse_on_shard_thread("query");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     return impl_
@@ -155,6 +158,7 @@ boost::json::value Engine::query_json(const std::string& id, const std::string& 
 }
 
 std::string Engine::journal_json(const std::string& id) {
+  if (auto led = impl_->led()) return led->journal_json(id);
   Impl::refuse_on_shard_thread("journal_json");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     return impl_
@@ -177,6 +181,7 @@ std::string Engine::journal_json(const std::string& id) {
 }
 
 StreamReader Engine::read_stream(const std::string& id, const std::string& stream, StreamFrom from) {
+  if (auto led = impl_->led()) return led->read_stream(id, stream, from);
   auto feed = std::make_shared<detail::StreamFeed>();
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // Chunks come as parts of the call's answer. When the holder goes, the

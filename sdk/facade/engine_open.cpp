@@ -6,6 +6,35 @@
 
 namespace fusee {
 
+namespace facade {
+
+// The built-in workflows behind schedules and queues (a recovered run of
+// one starts once it is registered).
+void register_builtins(Engine& engine) {
+  WorkflowRegistration schedule_registration;
+  schedule_registration.input = [](const boost::json::value& input) -> std::string {
+    try {
+      (void)schedule::state_from_json(input);
+      return {};
+    } catch (const Error& error) {
+      return error.what();
+    }
+  };
+  engine.register_workflow_json(schedule::kScheduleWorkflow, &schedule::run_schedule, std::move(schedule_registration));
+  WorkflowRegistration queue_registration;
+  queue_registration.input = [](const boost::json::value& input) -> std::string {
+    try {
+      (void)queue::state_from_json(input);
+      return {};
+    } catch (const Error& error) {
+      return error.what();
+    }
+  };
+  engine.register_workflow_json(queue::kQueueWorkflow, &queue::run_queue, std::move(queue_registration));
+}
+
+}  // namespace facade
+
 std::unique_ptr<Engine> Engine::open(Config config) { return Impl::open(std::move(config), nullptr); }
 
 std::unique_ptr<Engine> facade::open_engine_over_log(Config config, LogOver over) {
@@ -32,6 +61,11 @@ std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over)
   auto warn = config.warn ? config.warn
                           : [](const std::string& text) { fmt::print(stderr, "fusee: {}\n", text); };
   impl->warn = warn;
+  if (config.mode == Mode::replicated) {
+    if (over != nullptr) throw Error(errc::invalid_argument, "an engine over a replica's log runs as a local engine does");
+    config.warn = warn;
+    return open_replicated(std::move(impl), std::move(config));
+  }
   std::uint32_t shards = config.shards;
   std::string root = config.dir;  // where the store and the log are (for messages)
   engine::ShardBases bases;       // local and remote mode: where each shard's recovery starts
@@ -252,50 +286,9 @@ std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over)
   }
   if (fill_index) impl->index_fill = std::thread([impl = impl.get()] { impl->fill_index(); });
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
-  // The built-in workflows behind schedules and queues (a recovered run of
-  // one starts once it is registered).
-  WorkflowRegistration schedule_registration;
-  schedule_registration.input = [](const boost::json::value& input) -> std::string {
-    try {
-      (void)schedule::state_from_json(input);
-      return {};
-    } catch (const Error& error) {
-      return error.what();
-    }
-  };
-  engine->register_workflow_json(schedule::kScheduleWorkflow, &schedule::run_schedule, std::move(schedule_registration));
-  WorkflowRegistration queue_registration;
-  queue_registration.input = [](const boost::json::value& input) -> std::string {
-    try {
-      (void)queue::state_from_json(input);
-      return {};
-    } catch (const Error& error) {
-      return error.what();
-    }
-  };
-  engine->register_workflow_json(queue::kQueueWorkflow, &queue::run_queue, std::move(queue_registration));
-  if (!config.http_listen.empty()) {
-    auto* sink = engine->impl_->sink.get();
-    http::HttpApiOptions api_options;
-    api_options.token = config.http_token;
-    api_options.front_token = [sink] { return sink->front_http_token(); };
-    // The rule is here, not only in the CLI: an application that listens
-    // beyond loopback with no token serves anyone who reaches the port.
-    if (config.http_token.empty() && sink->front_http_token().empty() && !config.http_insecure_no_token &&
-        !http::is_loopback_listen(config.http_listen)) {
-      throw Error(errc::invalid_argument,
-                  fmt::format("Config::http_listen {} is not a loopback address and there is no Config::http_token: "
-                              "anyone who reaches it could start, signal and cancel runs. Give a token, listen on "
-                              "127.0.0.1, or set Config::http_insecure_no_token",
-                              config.http_listen));
-    }
-    http::HttpServerOptions server_options;
-    server_options.body_bytes_max = config.http_body_bytes_max;
-    server_options.allowed_hosts = config.http_allowed_hosts;
-    engine->impl_->http =
-        std::make_unique<http::HttpServer>(*engine, config.http_listen, std::move(api_options), std::move(server_options));
-    engine->impl_->sink->announce_http(engine->impl_->http->endpoint());
-  }
+  facade::register_builtins(*engine);
+  Impl::start_http(*engine, config, [sink = engine->impl_->sink.get()] { return sink->front_http_token(); });
+  if (engine->impl_->http) engine->impl_->sink->announce_http(engine->impl_->http->endpoint());
   // The baseline before any call: everything after it is in a sample.
   engine->impl_->activity.read(std::chrono::system_clock::now(), engine->stats());
   engine->impl_->sampler = std::thread([engine = engine.get()] {
@@ -314,9 +307,32 @@ std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over)
   return engine;
 }
 
+void Engine::Impl::start_http(Engine& engine, const Config& config, std::function<std::string()> front_token) {
+  if (config.http_listen.empty()) return;
+  http::HttpApiOptions api_options;
+  api_options.token = config.http_token;
+  api_options.front_token = front_token;
+  // The rule is here, not only in the CLI: an application that listens
+  // beyond loopback with no token serves anyone who reaches the port.
+  if (config.http_token.empty() && front_token().empty() && !config.http_insecure_no_token &&
+      !http::is_loopback_listen(config.http_listen)) {
+    throw Error(errc::invalid_argument,
+                fmt::format("Config::http_listen {} is not a loopback address and there is no Config::http_token: "
+                            "anyone who reaches it could start, signal and cancel runs. Give a token, listen on "
+                            "127.0.0.1, or set Config::http_insecure_no_token",
+                            config.http_listen));
+  }
+  http::HttpServerOptions server_options;
+  server_options.body_bytes_max = config.http_body_bytes_max;
+  server_options.allowed_hosts = config.http_allowed_hosts;
+  engine.impl_->http =
+      std::make_unique<http::HttpServer>(engine, config.http_listen, std::move(api_options), std::move(server_options));
+}
+
 TimePoint Engine::now() const { return impl_->clock->now(); }
 
 void Engine::limit(const std::string& name, const StepLimit& limit) {
+  if (impl_->replica_host) return impl_->replica_host->limit(name, limit);
   impl_->check_open();
   if (name.empty()) throw Error(errc::invalid_argument, "a limit needs a name");
   if (!std::isfinite(limit.per_second) || limit.per_second < 0) {
@@ -331,9 +347,16 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() { shutdown(); }
 
-std::uint32_t Engine::shard_count() const { return impl_->shard_count(); }
+std::uint32_t Engine::shard_count() const {
+  return impl_->replica_host ? impl_->replica_host->shard_count() : impl_->shard_count();
+}
 
 EngineStats Engine::stats() const {
+  if (impl_->replica_host) {
+    // A backup's: nothing runs here (shards_held 0).
+    auto led = impl_->replica_host->engine_if_any();
+    return led ? led->stats() : EngineStats{};
+  }
   auto log = impl_->sink->stats();
   EngineStats stats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};
   static_assert(kFlushLatencyBoundsUs == wal::kFlushLatencyBoundsUs, "one histogram, one set of bounds");
@@ -396,6 +419,12 @@ void Engine::shutdown() {
   Impl::refuse_on_shard_thread("shutdown");
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
+  if (impl_->replica_host) {
+    // No new requests; then the replica stops, and its view's engine with it.
+    if (impl_->http) impl_->http->stop();
+    impl_->replica_host->stop();
+    return;
+  }
   // The index fill first: it stops at its next page and releases what
   // waits on it (a list on an HTTP thread, which stopping HTTP joins).
   if (impl_->index_fill.joinable()) {
@@ -461,6 +490,7 @@ void Engine::shutdown() {
 }
 
 void Engine::checkpoint() {
+  if (auto led = impl_->led()) return led->checkpoint();
   impl_->check_open();
   Impl::refuse_on_shard_thread("checkpoint");
   if (!impl_->checkpointer) return;
@@ -478,6 +508,14 @@ void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, Inpu
 }
 
 void Engine::register_workflow_json(const std::string& name, WorkflowFn fn, WorkflowRegistration registration) {
+  if (impl_->replica_host) {
+    impl_->check_open();
+    if (registration.version == 0) {
+      throw Error(errc::invalid_argument, fmt::format("workflow '{}': versions start at 1", name));
+    }
+    impl_->replica_host->register_workflow(name, fn, registration);
+    return;
+  }
   impl_->check_open();
   if (registration.version == 0) {
     throw Error(errc::invalid_argument, fmt::format("workflow '{}': versions start at 1", name));

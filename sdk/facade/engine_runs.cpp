@@ -54,6 +54,7 @@ void check_start(Engine::Impl& impl, const std::string& workflow, const std::str
 
 void Engine::start_to(std::shared_ptr<detail::Settle<StartOutcome>> settle, const std::string& workflow,
                       const std::string& id, boost::json::value input, const StartOptions& options) {
+  if (auto led = impl_->led()) return led->start_to(std::move(settle), workflow, id, std::move(input), options);
   check_start(*impl_, workflow, id, input, options);
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // Starting again is harmless only when it attaches.
@@ -100,6 +101,7 @@ StartOutcome Engine::start_json(const std::string& workflow, const std::string& 
 }
 
 void Engine::result_to(std::shared_ptr<detail::Settle<boost::json::value>> settle, const std::string& id) {
+  if (auto led = impl_->led()) return led->result_to(std::move(settle), id);
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // A result waits as long as the run takes, across takeovers.
     impl_->forward_to(
@@ -131,6 +133,7 @@ void Engine::result_json_then(const std::string& id, Then<boost::json::value> th
 void Engine::execute_to(std::shared_ptr<detail::Settle<StartOutcome>> started,
                         std::shared_ptr<detail::Settle<boost::json::value>> ended, const std::string& workflow,
                         const std::string& id, boost::json::value input, const StartOptions& options) {
+  if (auto led = impl_->led()) return led->execute_to(std::move(started), std::move(ended), workflow, id, std::move(input), options);
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // Another worker holds the run: its start is forwarded, and once it is
     // answered, its result (a forwarded call may be made from an answer).
@@ -205,6 +208,7 @@ boost::json::value Engine::result_json(const std::string& id) {
 
 void Engine::signal_json(const std::string& id, const std::string& signal, boost::json::value value,
                          const std::string& signal_id) {
+  if (auto led = impl_->led()) return led->signal_json(id, signal, std::move(value), signal_id);
   Impl::refuse_on_shard_thread("signal");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     // A signal with an id is dropped when delivered twice; one without may
@@ -227,10 +231,12 @@ void Engine::signal_json(const std::string& id, const std::string& signal, boost
 }
 
 void Engine::cancel(const std::string& id, const std::string& reason) {
+  if (auto led = impl_->led()) return led->cancel(id, reason);
   impl_->stop_run(id, reason, engine::CancelMode::cancel);
 }
 
 void Engine::terminate(const std::string& id, const std::string& reason) {
+  if (auto led = impl_->led()) return led->terminate(id, reason);
   impl_->stop_run(id, reason, engine::CancelMode::terminate);
 }
 
@@ -255,6 +261,7 @@ void Engine::Impl::stop_run(const std::string& id, const std::string& reason, en
 }
 
 void Engine::reset(const std::string& id, const ResetPoint& point, const std::string& reason) {
+  if (auto led = impl_->led()) return led->reset(id, point, reason);
   Impl::refuse_on_shard_thread("reset");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     boost::json::object call{{"op", "reset"}, {"id", id}, {"reason", reason}};

@@ -46,6 +46,7 @@ engine::IndexQuery index_query_of(const RunListQuery& query) {
 }  // namespace
 
 std::optional<RunInfo> Engine::get_run(const std::string& id) {
+  if (auto led = impl_->led()) return led->get_run(id);
   Impl::refuse_on_shard_thread("get_run");
   if (auto shard = impl_->shard_of(id); !impl_->here(shard)) {
     return impl_->forward_as<std::optional<RunInfo>>(shard, boost::json::object{{"op", "get"}, {"id", id}},
@@ -67,12 +68,14 @@ std::optional<RunInfo> Engine::get_run(const std::string& id) {
 }
 
 bool Engine::has_workflow(const std::string& name) const {
+  if (impl_->replica_host) return impl_->replica_host->has_workflow(name);
   std::shared_lock lock(impl_->registry_mu);
   auto found = impl_->registry.find(name);
   return found != impl_->registry.end() && !found->second.versions.empty();
 }
 
 std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
+  if (auto led = impl_->led()) return led->list_runs(filter);
   impl_->check_open();
   Impl::refuse_on_shard_thread("list_runs");
   std::vector<std::future<std::vector<RunInfo>>> parts;
@@ -138,6 +141,7 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
 }
 
 RunListPage Engine::query_runs(const RunListQuery& query) {
+  if (auto led = impl_->led()) return led->query_runs(query);
   impl_->check_open();
   Impl::refuse_on_shard_thread("query_runs");
   auto index_query = index_query_of(query);
@@ -163,9 +167,16 @@ RunListPage Engine::query_runs(const RunListQuery& query) {
                      found.total, found.total_exact};
 }
 
-std::vector<ActivitySample> Engine::activity() const { return impl_->activity.samples(); }
+std::vector<ActivitySample> Engine::activity() const {
+  if (impl_->replica_host) {
+    auto led = impl_->replica_host->engine_if_any();
+    return led ? led->activity() : std::vector<ActivitySample>{};
+  }
+  return impl_->activity.samples();
+}
 
 std::array<std::uint64_t, kRunStatuses.size()> Engine::count_runs() {
+  if (auto led = impl_->led()) return led->count_runs();
   impl_->check_open();
   if (impl_->all_here()) return impl_->index.counts_by_status();
   std::array<std::uint64_t, kRunStatuses.size()> counts{};
@@ -174,6 +185,7 @@ std::array<std::uint64_t, kRunStatuses.size()> Engine::count_runs() {
 }
 
 RunPage Engine::list_finished_runs(const RunFilter& filter, std::size_t limit, const std::string& cursor) {
+  if (auto led = impl_->led()) return led->list_finished_runs(filter, limit, cursor);
   impl_->check_open();
   if (filter.status == RunStatus::running || filter.status == RunStatus::stuck) {
     throw Error(errc::invalid_argument, fmt::format("list_finished_runs: status {} is not a finished status",

@@ -22,8 +22,10 @@ namespace fusee {
 
 // memory: nothing kept (tests). local: the engine owns <dir> (log and run
 // store). remote: the shards send their records to `fusee server`
-// (docs/server-protocol.md), which holds the log.
-enum class Mode { memory, local, remote };
+// (docs/server-protocol.md), which holds the log. replicated: <dir> is one
+// replica of a replicated log (docs/replication.md); the engine runs on
+// whichever replica is the primary.
+enum class Mode { memory, local, remote, replicated };
 
 // How the log makes a write durable.
 enum class FlushMethod {
@@ -123,6 +125,18 @@ struct Config {
   // errc::unavailable naming them. 0: as long as it takes (a standby that
   // waits to take over from the holder sets it so).
   std::chrono::milliseconds server_open_timeout{std::chrono::seconds(30)};
+  // Replicated mode (docs/replication.md, "An application's replica"): this
+  // replica's id, its index in `replicas`, every replica's "HOST:PORT" (3,
+  // 5, 7...: the replica listens on its own), etcd's client address, the
+  // cluster's name (<dir> is made a replica of it by `fusee replica init`),
+  // the protocol's clock and the primary's etcd lease, from which every
+  // timeout is derived as `fusee replica run` derives them.
+  std::uint32_t replica_id = 0;
+  std::vector<std::string> replicas;
+  std::string etcd = "127.0.0.1:2379";
+  std::string cluster = "default";
+  std::chrono::milliseconds replica_tick{10};
+  std::chrono::seconds etcd_lease_ttl{2};
   // The HTTP/JSON API (docs/http-api.md), served by this engine on
   // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
   // off. With a token, every route but /healthz wants
@@ -167,6 +181,22 @@ struct Config {
     config.mode = Mode::remote;
     config.dir.clear();
     config.server = std::move(address);
+    return config;
+  }
+  // Replicated mode: <dir> is replica `replica_id` of `cluster`, whose
+  // replicas listen on `replicas`, coordinated through etcd at `etcd`. Only
+  // the primary runs workflows; on a backup, calls fail with
+  // errc::unavailable (try the primary) and, during a failover, everywhere
+  // until the new primary has recovered.
+  static Config replicated(std::string dir, std::string etcd, std::string cluster, std::uint32_t replica_id,
+                           std::vector<std::string> replicas) {
+    Config config;
+    config.mode = Mode::replicated;
+    config.dir = std::move(dir);
+    config.etcd = std::move(etcd);
+    config.cluster = std::move(cluster);
+    config.replica_id = replica_id;
+    config.replicas = std::move(replicas);
     return config;
   }
   static Config local(std::string dir) {

@@ -1,0 +1,25 @@
+// Replicated mode's Engine (docs/replication.md, "An application's
+// replica"): every replica's application opens one; its calls go to the
+// engine of the view the replica leads (sdk/facade/replica_host.hpp), or
+// fail with errc::unavailable on a backup and during a failover. Each
+// method of Engine turns to that engine first (Impl::led()).
+#include "sdk/facade/engine_impl.hpp"
+
+namespace fusee {
+
+std::unique_ptr<Engine> Engine::Impl::open_replicated(std::unique_ptr<Impl> impl, Config config) {
+  if (!config.backup_target.empty()) {
+    throw Error(errc::invalid_argument,
+                "backup_target: a replica's directory is not backed up yet (its replicas are its copies)");
+  }
+  if (config.dir.empty()) throw Error(errc::invalid_argument, "replicated mode needs the replica's directory");
+  impl->config = config;
+  impl->replica_host = std::make_unique<facade::ReplicaHost>(config);
+  auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  facade::register_builtins(*engine);
+  // The API answers on every replica: a backup's calls say where to go.
+  start_http(*engine, config, [] { return std::string(); });
+  return engine;
+}
+
+}  // namespace fusee

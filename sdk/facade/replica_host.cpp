@@ -1,0 +1,231 @@
+#include "sdk/facade/replica_host.hpp"
+
+#include <fmt/format.h>
+
+#include "engine/meta.hpp"
+#include "protocol/address.hpp"
+#include "queue/queue_state.hpp"
+#include "schedule/schedule_state.hpp"
+#include "sdk/facade/engine_over_log.hpp"
+#include "wal/errc.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+namespace fusee::facade {
+
+ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
+  if (config.replicas.size() < 3 || config.replicas.size() % 2 == 0 || config.replica_id >= config.replicas.size()) {
+    throw Error(errc::invalid_argument,
+                fmt::format("replicated mode: Config::replicas names 3, 5, 7... addresses and replica_id one of "
+                            "them (0-based); it names {} and replica_id is {}",
+                            config.replicas.size(), config.replica_id));
+  }
+  if (config.replica_tick.count() <= 0 || config.etcd_lease_ttl.count() <= 0) {
+    throw Error(errc::invalid_argument, "replicated mode: replica_tick and etcd_lease_ttl must be positive");
+  }
+  replica::ReplicaNodeOptions options;
+  options.self = config.replica_id;
+  options.addresses = config.replicas;
+  options.dir = config.dir;
+  options.cluster = config.cluster;
+  const auto etcd = protocol::parse_address(config.etcd, "Config::etcd", false);
+  options.etcd.host = etcd.tcp.address().to_string();
+  options.etcd.port = etcd.tcp.port();
+  for (const std::string& address : config.replicas) protocol::parse_address(address, "Config::replicas", false);
+  replica::set_timings_from_lease(options, static_cast<std::uint32_t>(config.etcd_lease_ttl.count()),
+                                  static_cast<std::uint32_t>(config.replica_tick.count()));
+  if (config.warn) options.log = [warn = config.warn](const std::string& line) { warn("replica: " + line); };
+  options.engine.configure = [this](wal::LogOptions& log_options) { return configure(log_options); };
+  options.engine.lead = [this](replication::View view, std::shared_ptr<wal::Log> log) { lead(view, std::move(log)); };
+  options.engine.stepped_down = [this](replication::View) { post([this] { close_engine(); }); };
+
+  if (config.file_system) {
+    fs_ = config.file_system;
+  } else {
+    own_fs_ = std::make_unique<io::PosixFileSystem>();
+    fs_ = own_fs_.get();
+  }
+  // A directory `fusee replica init` never made is refused before anything
+  // is written in it.
+  auto replica = engine::is_replica_dir(*fs_, config.dir);
+  if (!replica || !*replica) {
+    throw Error(errc::invalid_argument,
+                fmt::format("replicated mode: {} is not a replica's directory (make it one with `fusee replica init "
+                            "--dir {} --cluster {}`)",
+                            config.dir, config.dir, config.cluster));
+  }
+  claimed_ = engine::claim_data_dir(*fs_, config.dir, config.shards, config.file_system != nullptr,
+                                    engine::DirOwner::replicated);
+  shards_ = claimed_.shards;
+  store_ = std::move(claimed_.store);
+  // Each view's engine: a local engine over the replica's log, with no HTTP
+  // front of its own (the application's Engine serves it on every replica).
+  config_.mode = Mode::local;
+  config_.shards = shards_;
+  config_.http_listen.clear();
+  auto node = replica::ReplicaNode::open(*fs_, std::move(options));
+  if (!node) {
+    throw Error(errc::storage, fmt::format("replicated mode: cannot open the replica in {}: {}", config.dir,
+                                           node.error() == std::errc::operation_would_block
+                                               ? "another process runs it (it holds replica/lock)"
+                                               : node.error().message()));
+  }
+  node_ = std::move(*node);
+  host_thread_ = std::thread([this] { run_host(); });
+  node_thread_ = std::thread([this] {
+    if (auto served = node_->run(); !served && config_.warn) {
+      config_.warn(fmt::format("replica: stopped: {} (this replica runs no workflows until it is opened again)",
+                               served.error().message()));
+    }
+  });
+}
+
+ReplicaHost::~ReplicaHost() { stop(); }
+
+void ReplicaHost::stop() {
+  if (node_thread_.joinable()) {
+    node_->stop();  // its log steps down: stepped_down posts the engine's shutdown
+    node_thread_.join();
+  }
+  if (host_thread_.joinable()) {
+    post([this] { close_engine(); });
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    host_thread_.join();
+  }
+}
+
+Result<void> ReplicaHost::configure(wal::LogOptions& options) {
+  // On the log's opening thread: the last view's engine must have shut down
+  // (its last checkpoint written) before this view's bases are read.
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !busy_ || stopping_; });
+  if (stopping_) return make_error_code(wal::errc::closed);
+  try {
+    bases_ = engine::read_checkpoints(*store_, shards_, config_.dir);
+  } catch (const Error& error) {
+    if (config_.warn) config_.warn(fmt::format("replicated mode: {}", error.what()));
+    return std::make_error_code(std::errc::io_error);
+  }
+  engine::set_log_base(config_.dir, shards_, bases_, options);
+  return ok();
+}
+
+void ReplicaHost::lead(replication::View, std::shared_ptr<wal::Log> log) {
+  // On the replica's loop thread: the engine opens on the host's.
+  {
+    std::lock_guard lock(mu_);
+    busy_ = true;
+  }
+  post([this, log = std::move(log)]() mutable {
+    std::shared_ptr<Engine> opened;
+    std::string error;
+    try {
+      engine::ShardBases bases;
+      {
+        std::lock_guard lock(mu_);
+        bases = bases_;
+      }
+      opened = open_engine_over_log(config_, {store_, shards_, config_.dir, std::move(bases), std::move(log)});
+      std::lock_guard lock(mu_);
+      // Before anyone can call it: the application's workflows (the
+      // built-in ones it registered itself) and limits.
+      for (const auto& registration : registrations_) {
+        if (registration.name == schedule::kScheduleWorkflow || registration.name == queue::kQueueWorkflow) continue;
+        opened->register_workflow_json(registration.name, registration.fn, registration.registration);
+      }
+      for (const auto& [name, step_limit] : limits_) opened->limit(name, step_limit);
+      engine_ = opened;
+      engine_error_.clear();
+      return;
+    } catch (const Error& failed) {
+      error = failed.what();
+    }
+    if (opened) opened->shutdown();
+    std::lock_guard lock(mu_);
+    engine_error_ = error;
+    if (config_.warn) config_.warn(fmt::format("replicated mode: this view's engine did not open: {}", error));
+  });
+}
+
+void ReplicaHost::close_engine() {
+  std::shared_ptr<Engine> closing;
+  {
+    std::lock_guard lock(mu_);
+    closing = std::move(engine_);
+    engine_.reset();
+  }
+  // Its callers are told errc::unavailable; a caller still inside one of
+  // its calls holds it until that call returns.
+  if (closing) closing->shutdown();
+  closing.reset();
+  {
+    std::lock_guard lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<Engine> ReplicaHost::engine_if_any() {
+  std::lock_guard lock(mu_);
+  return engine_;
+}
+
+std::shared_ptr<Engine> ReplicaHost::engine() {
+  std::lock_guard lock(mu_);
+  if (engine_) return engine_;
+  throw Error(errc::unavailable,
+              engine_error_.empty()
+                  ? fmt::format("replica {} of cluster {} is not the primary now (a backup, or a failover is under "
+                                "way): call the primary, or try again",
+                                config_.replica_id, config_.cluster)
+                  : fmt::format("replica {} leads, but its engine did not open: {}", config_.replica_id,
+                                engine_error_));
+}
+
+void ReplicaHost::register_workflow(const std::string& name, const WorkflowFn& fn,
+                                    const WorkflowRegistration& registration) {
+  std::lock_guard lock(mu_);
+  if (engine_) engine_->register_workflow_json(name, fn, registration);  // throws for a second of a version
+  registrations_.push_back({name, fn, registration});
+}
+
+void ReplicaHost::limit(const std::string& name, const StepLimit& step_limit) {
+  std::lock_guard lock(mu_);
+  if (engine_) engine_->limit(name, step_limit);
+  limits_[name] = step_limit;
+}
+
+bool ReplicaHost::has_workflow(const std::string& name) {
+  std::lock_guard lock(mu_);
+  for (const auto& registration : registrations_) {
+    if (registration.name == name) return true;
+  }
+  return false;
+}
+
+void ReplicaHost::post(std::function<void()> work) {
+  {
+    std::lock_guard lock(mu_);
+    posted_.push_back(std::move(work));
+  }
+  cv_.notify_all();
+}
+
+void ReplicaHost::run_host() {
+  for (;;) {
+    std::function<void()> work;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !posted_.empty(); });
+      if (posted_.empty()) return;
+      work = std::move(posted_.front());
+      posted_.pop_front();
+    }
+    work();
+  }
+}
+
+}  // namespace fusee::facade

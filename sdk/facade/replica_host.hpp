@@ -1,0 +1,92 @@
+// ReplicaHost: replicated mode's engine in an application (docs/replication.md,
+// "An application's replica"). It runs the application's replica of the
+// replicated log (replica/replica_node.hpp) on a thread of its own, holds
+// the engine's side of the replica's directory (its lock and run store) for
+// as long as it runs, and opens an engine over the log of each view the
+// replica leads, as after a crash (sdk/facade/engine_over_log.hpp), on a
+// thread of its own; when the view ends, that engine shuts down (its
+// callers are told errc::unavailable) and the next view's opens from the
+// run store it left.
+//
+// The application's Engine forwards its calls to the view's engine, or
+// fails them with errc::unavailable while there is none. The workflows and
+// step limits it was given are given to each view's engine before anyone
+// can call it.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/data_dir.hpp"
+#include "fusee/config.hpp"
+#include "fusee/engine.hpp"
+#include "replica/replica_node.hpp"
+
+namespace fusee::facade {
+
+class ReplicaHost {
+ public:
+  // Claims <dir>'s engine side and starts the replica. `config` is the
+  // application's (replicated mode). Throws fusee::Error.
+  explicit ReplicaHost(const Config& config);
+  ~ReplicaHost();  // stop()
+  ReplicaHost(const ReplicaHost&) = delete;
+  ReplicaHost& operator=(const ReplicaHost&) = delete;
+
+  // The engine of the view this replica leads; throws errc::unavailable
+  // when it leads none (a backup, or a failover under way).
+  std::shared_ptr<Engine> engine();
+  std::shared_ptr<Engine> engine_if_any();
+  std::uint32_t shard_count() const { return shards_; }
+
+  // Given to every view's engine, now and later.
+  void register_workflow(const std::string& name, const WorkflowFn& fn,
+                         const WorkflowRegistration& registration);
+  void limit(const std::string& name, const StepLimit& limit);
+  bool has_workflow(const std::string& name);
+
+  // The replica stops serving; the view's engine shuts down. Idempotent.
+  void stop();
+
+ private:
+  Result<void> configure(wal::LogOptions& options);
+  void lead(replication::View view, std::shared_ptr<wal::Log> log);
+  void close_engine();
+  void post(std::function<void()> work);
+  void run_host();
+
+  Config config_;  // the views' engines' (local mode over the replica's directory)
+  std::uint32_t shards_ = 0;
+  engine::DataDir claimed_;  // the engine side's lock
+  std::shared_ptr<engine::RunStore> store_;
+  std::unique_ptr<io::FileSystem> own_fs_;
+  io::FileSystem* fs_ = nullptr;
+  std::unique_ptr<replica::ReplicaNode> node_;
+  std::thread node_thread_;
+  std::thread host_thread_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  engine::ShardBases bases_;  // read for the view opening
+  bool busy_ = false;         // a view was led whose engine has not shut down yet
+  std::shared_ptr<Engine> engine_;
+  std::string engine_error_;  // why the last view's engine did not open
+  struct Registration {
+    std::string name;
+    WorkflowFn fn;
+    WorkflowRegistration registration;
+  };
+  std::vector<Registration> registrations_;
+  std::map<std::string, StepLimit> limits_;
+  std::deque<std::function<void()>> posted_;
+  bool stopping_ = false;
+};
+
+}  // namespace fusee::facade

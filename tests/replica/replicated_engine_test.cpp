@@ -1,0 +1,157 @@
+// Replicated mode as an application uses it: Engine::open(Config::
+// replicated(...)) on three replicas in this process against a real etcd
+// (sdk/facade/replica_host.hpp). Only the primary's Engine runs workflows;
+// a backup's calls fail with errc::unavailable; when the primary's
+// application shuts down, another replica's Engine -- given its workflows
+// before it led -- finishes the runs, with no durable step run again; and a
+// directory that is no replica's is refused.
+#include <doctest/doctest.h>
+
+#include <fusee/fusee.hpp>
+#include <optional>
+#include <thread>
+
+#include "replica/local_etcd.hpp"
+#include "replica/replica_store.hpp"
+#include "tests/support/result_checks.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+namespace fusee::replica {
+namespace {
+
+using namespace std::chrono_literals;
+
+const WorkflowRef<int, int> kOrder{"order"};
+const Signal<int> kGo{"go"};
+const Signal<int> kNoise{"noise"};
+constexpr int kRuns = 10;
+
+std::atomic<int> a_runs{0};
+std::atomic<int> b_runs{0};
+
+void register_order(Engine& engine) {
+  engine.register_workflow(kOrder, [](Ctx& ctx, int input) -> Task<int> {
+    int a = co_await ctx.step("a", [input] {
+      ++a_runs;
+      return input * 2;
+    });
+    auto go = co_await ctx.wait_for(kGo);
+    co_return co_await ctx.step("b", [a, go] {
+      ++b_runs;
+      return a + go.value_or(-1000);
+    });
+  });
+}
+
+std::string run_name(int n) { return "order-" + std::to_string(n); }
+
+Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint32_t id,
+                      const std::vector<std::string>& addresses) {
+  auto config = Config::replicated(dir, "127.0.0.1:" + std::to_string(etcd_port), "app", id, addresses);
+  config.shards = 2;
+  config.replica_tick = 5ms;
+  config.etcd_lease_ttl = 1s;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  config.warn = [](const std::string&) {};
+  return config;
+}
+
+// The replica whose Engine runs workflows now, within 20 s.
+std::optional<std::size_t> primary_of(const std::vector<std::unique_ptr<Engine>>& engines) {
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < give_up) {
+    for (std::size_t id = 0; id < engines.size(); ++id) {
+      if (engines[id] && engines[id]->stats().shards_held > 0) return id;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return std::nullopt;
+}
+
+errc error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.error();
+  }
+  return errc{};
+}
+
+TEST_SUITE("unit") {
+  TEST_CASE("replicated mode: the primary's Engine runs the workflows; a backup's says unavailable; another "
+            "replica's finishes them when the primary's application stops") {
+    testing::TempDir dir;
+    LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
+      MESSAGE("etcd is not installed: skipped");
+      return;
+    }
+    io::PosixFileSystem fs;
+    std::vector<std::string> addresses;
+    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (std::uint32_t id = 0; id < 3; ++id) {
+      const std::string replica_dir = dir.sub("replica-" + std::to_string(id));
+      testing::ok_or_fail(ReplicaStore::initialize(fs, replica_dir, "app", false));
+      engines.push_back(Engine::open(replica_config(replica_dir, etcd.client_port(), id, addresses)));
+      register_order(*engines.back());  // before it leads: given to each view's engine
+    }
+    a_runs = 0;
+    b_runs = 0;
+    const auto first = primary_of(engines);
+    REQUIRE(first.has_value());
+    Engine& primary = *engines[*first];
+    for (int n = 0; n < kRuns; ++n) primary.start(kOrder, run_name(n), n);
+    for (int n = 0; n < kRuns; ++n) {
+      const auto give_up = std::chrono::steady_clock::now() + 10s;
+      for (;;) {
+        auto info = primary.get_run(run_name(n));
+        if (info && !info->waiting_on.empty()) break;
+        REQUIRE(std::chrono::steady_clock::now() < give_up);
+        std::this_thread::sleep_for(1ms);
+      }
+      // Durable with every earlier record of its shard: step a's too.
+      primary.signal(run_name(n), kNoise, 0, "noise-" + std::to_string(n));
+    }
+    CHECK(a_runs == kRuns);
+    // A backup runs nothing and says so.
+    const std::size_t backup = (*first + 1) % 3;
+    CHECK(error_of([&] { engines[backup]->start(kOrder, "elsewhere", 1); }) == errc::unavailable);
+    CHECK(error_of([&] { (void)engines[backup]->get_run(run_name(0)); }) == errc::unavailable);
+    CHECK(engines[backup]->stats().shards_held == 0);
+    CHECK(engines[backup]->has_workflow("order"));
+
+    // The primary's application stops: another replica takes over.
+    engines[*first]->shutdown();
+    CHECK(error_of([&] { (void)engines[*first]->get_run(run_name(0)); }) == errc::shut_down);
+    engines[*first].reset();
+    const auto second = primary_of(engines);
+    REQUIRE(second.has_value());
+    Engine& next = *engines[*second];
+    for (int n = 0; n < kRuns; ++n) next.signal(run_name(n), kGo, 100, "go-" + std::to_string(n));
+    for (int n = 0; n < kRuns; ++n) CHECK(next.result(kOrder, run_name(n)) == 2 * n + 100);
+    CHECK(a_runs == kRuns);  // durable on the old primary: not run again
+    CHECK(b_runs == kRuns);
+    for (auto& engine : engines) {
+      if (engine) engine->shutdown();
+    }
+  }
+
+  TEST_CASE("replicated mode: a directory that is no replica's, and a bad cluster, are refused") {
+    testing::TempDir dir;
+    const std::vector<std::string> addresses{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+    CHECK(error_of([&] { (void)Engine::open(replica_config(dir.sub("plain"), 2379, 0, addresses)); }) ==
+          errc::invalid_argument);
+    io::PosixFileSystem fs;
+    CHECK_FALSE(testing::value_or_fail(fs.exists(dir.sub("plain") + "/fusee.meta")));
+    CHECK(error_of([&] {
+            (void)Engine::open(replica_config(dir.sub("two"), 2379, 0, {"127.0.0.1:1", "127.0.0.1:2"}));
+          }) == errc::invalid_argument);
+    CHECK(error_of([&] { (void)Engine::open(replica_config(dir.sub("id"), 2379, 3, addresses)); }) ==
+          errc::invalid_argument);
+  }
+}
+
+}  // namespace
+}  // namespace fusee::replica
