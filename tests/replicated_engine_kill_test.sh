@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Replicated mode's promise, kill -9 by kill -9: three application processes
+# (tests/support/replicated_app.cpp, Engine::open(Config::replicated)) and an
+# etcd of the test's own. Each round the test finds the primary over HTTP
+# (a backup answers 503: errc::unavailable), starts runs on it, signals the
+# last round's runs, and SIGKILLs it, then starts it again as a backup.
+# Every call is sent again until it is acknowledged (to whichever replica is
+# primary then; the same run id and signal id, which the engine keeps once).
+# At the end every acknowledged start must be a run, every acknowledged
+# signal must be the one its run took (go = 7, not the last round's 100),
+# and every run must finish with 2n + go.
+# Usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR
+# (FUSEE_CRASH_WHOLE=1: 20 kills instead of 6.)
+set -euo pipefail
+build=$(cd "${2:?usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR}" && pwd)
+app="$build/tests/replicated_app"
+fusee="$build/cli/fusee"
+scratch=$(mktemp -d)
+pids=()
+app_pids=(0 0 0)
+cleanup() {
+  for p in "${app_pids[@]}" "${pids[@]}"; do
+    [ "$p" = 0 ] && continue
+    { kill -9 "$p"; wait "$p"; } 2>/dev/null || true
+  done
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+fail() {
+  echo "replicated_engine_kill: $*" >&2
+  for id in 0 1 2; do echo "--- replica $id:" >&2; tail -5 "$scratch/app$id.err" >&2 || true; done
+  exit 1
+}
+command -v etcd >/dev/null || fail "etcd is not installed (scripts/install-deps); failing rather than skipping"
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+rounds=6
+[ "${FUSEE_CRASH_WHOLE:-0}" = 1 ] && rounds=20
+per_round=5
+
+client_port=$(port)
+peer_port=$(port)
+etcd --name k --data-dir "$scratch/etcd" --listen-client-urls "http://127.0.0.1:$client_port" \
+  --advertise-client-urls "http://127.0.0.1:$client_port" --listen-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" --initial-cluster "k=http://127.0.0.1:$peer_port" \
+  --log-outputs "$scratch/etcd.log" --logger zap >/dev/null 2>&1 &
+pids+=($!)
+cluster="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
+http=("$(port)" "$(port)" "$(port)")
+start_app() {
+  "$app" "$scratch/r$1" "$1" "$cluster" "127.0.0.1:$client_port" "127.0.0.1:${http[$1]}" 2>>"$scratch/app$1.err" &
+  app_pids[$1]=$!
+}
+for id in 0 1 2; do
+  "$fusee" replica init --dir "$scratch/r$id" --cluster kill >/dev/null
+  start_app "$id"
+done
+
+# The replica whose API answers 200 (a backup's says 503), within 30 s.
+primary() {
+  for _ in $(seq 300); do
+    for id in 0 1 2; do
+      code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 "http://127.0.0.1:${http[$id]}/v1/runs?limit=1" || true)
+      if [ "$code" = 200 ]; then echo "$id"; return 0; fi
+    done
+    sleep 0.1
+  done
+  return 1
+}
+# POST PATH BODY to the primary until it is acknowledged (2xx), within 60 s.
+post() {
+  local deadline=$((SECONDS + 60)) id code
+  while [ $SECONDS -lt $deadline ]; do
+    id=$(primary) || continue
+    code=$(curl -s -o "$scratch/reply" -w '%{http_code}' -m 10 -X POST -H 'Content-Type: application/json' \
+      -d "$2" "http://127.0.0.1:${http[$id]}$1" || true)
+    case "$code" in 2??) return 0 ;; 503 | 000) sleep 0.05 ;; *) fail "POST $1 $2: $code $(cat "$scratch/reply")" ;; esac
+  done
+  fail "POST $1 $2 was never acknowledged"
+}
+
+started=0
+killed_at=0
+failovers_ms=()
+for round in $(seq 0 $((rounds - 1))); do
+  for n in $(seq $((round * per_round)) $(((round + 1) * per_round - 1))); do
+    post /v1/runs "{\"workflow\": \"order\", \"id\": \"order-$n\", \"input\": $n}"
+    # From the SIGKILL to the first start the next primary acknowledged.
+    if [ "$killed_at" != 0 ]; then
+      failovers_ms+=($((($(date +%s%N) - killed_at) / 1000000)))
+      killed_at=0
+    fi
+  done
+  started=$(((round + 1) * per_round))
+  if [ "$round" -gt 0 ]; then
+    for n in $(seq $(((round - 1) * per_round)) $((round * per_round - 1))); do
+      post "/v1/runs/order-$n/signals/go" "{\"value\": 7, \"signal_id\": \"go-$n\"}"
+    done
+  fi
+  victim=$(primary) || fail "no primary in round $round"
+  { kill -9 "${app_pids[$victim]}"; killed_at=$(date +%s%N); wait "${app_pids[$victim]}"; } 2>/dev/null || true
+  start_app "$victim"
+done
+# The last round's runs had no signal yet.
+for n in $(seq $(((rounds - 1) * per_round)) $((started - 1))); do
+  post "/v1/runs/order-$n/signals/go" "{\"value\": 100, \"signal_id\": \"last-$n\"}"
+done
+violations=0
+for n in $(seq 0 $((started - 1))); do
+  go=7
+  [ "$n" -ge $(((rounds - 1) * per_round)) ] && go=100
+  want=$((2 * n + go))
+  got=""
+  for _ in $(seq 300); do
+    id=$(primary) || fail "no primary at the end"
+    curl -s -m 5 "http://127.0.0.1:${http[$id]}/v1/runs/order-$n" >"$scratch/run" || true
+    got=$(python3 -c 'import json,sys
+try:
+  r = json.load(open(sys.argv[1]))
+  print(r["result"] if r.get("status") == "completed" else "")
+except Exception:
+  print("")' "$scratch/run")
+    [ -n "$got" ] && break
+    sleep 0.1
+  done
+  if [ "$got" != "$want" ]; then
+    echo "replicated_engine_kill: order-$n ended with '$got', not $want: $(cat "$scratch/run")" >&2
+    violations=$((violations + 1))
+  fi
+done
+[ "$violations" = 0 ] || fail "$violations violations after $rounds kills of the primary"
+sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
+count=$(echo "$sorted" | wc -l)
+echo "replicated_engine_kill: ok ($rounds kills of the primary, $started runs, every acknowledged start and signal kept;" \
+  "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
+  "max $(echo "$sorted" | tail -1) ms over $count failovers)"

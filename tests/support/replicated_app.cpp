@@ -1,0 +1,56 @@
+// An application in replicated mode, for tests/replicated_engine_kill_test.sh:
+// one replica of a cluster (Config::replicated) serving the HTTP API, with
+// the `order` workflow -- step "a" (2n), a wait for the signal "go", step
+// "b" (a + go) -- until SIGTERM or SIGINT (or SIGKILL, which is the point).
+//
+// Usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN
+//   REPLICAS: every replica's HOST:PORT, comma-separated, in id order.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fusee/fusee.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace fusee;
+using namespace std::chrono_literals;
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    fmt::print(stderr, "usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN\n");
+    return 2;
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before any thread starts: they inherit it
+  std::vector<std::string> replicas;
+  std::stringstream list(argv[3]);
+  for (std::string address; std::getline(list, address, ',');) replicas.push_back(address);
+  auto config = Config::replicated(argv[1], argv[4], "kill", static_cast<std::uint32_t>(std::stoul(argv[2])),
+                                   replicas);
+  config.shards = 2;
+  config.replica_tick = 5ms;
+  config.etcd_lease_ttl = 1s;
+  config.http_listen = argv[5];
+  config.warn = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+  try {
+    auto engine = Engine::open(config);
+    engine->register_workflow(WorkflowRef<int, int>{"order"}, [](Ctx& ctx, int n) -> Task<int> {
+      int a = co_await ctx.step("a", [n] { return 2 * n; });
+      auto go = co_await ctx.wait_for(Signal<int>{"go"});
+      co_return co_await ctx.step("b", [a, go] { return a + go.value_or(-1000); });
+    });
+    fmt::print(stderr, "replicated_app: replica {} serves HTTP on {}\n", argv[2], engine->http_endpoint());
+    int received = 0;
+    sigwait(&stop, &received);
+    engine->shutdown();
+  } catch (const Error& error) {
+    fmt::print(stderr, "replicated_app: {}\n", error.what());
+    return 1;
+  }
+  return 0;
+}
