@@ -4,6 +4,7 @@
 # etcd of the test's own. Each round the test finds the primary over HTTP
 # (a backup answers 503: errc::unavailable), starts runs on it, signals the
 # last round's runs, and SIGKILLs it, then starts it again as a backup.
+# In every other round a backup is SIGKILLed and started again first.
 # Every call is sent again until it is acknowledged (to whichever replica is
 # primary then; the same run id and signal id, which the engine keeps once).
 # At the end every acknowledged start must be a run, every acknowledged
@@ -80,6 +81,7 @@ post() {
 }
 
 started=0
+backups_killed=0
 killed_at=0
 failovers_ms=()
 for round in $(seq 0 $((rounds - 1))); do
@@ -96,6 +98,14 @@ for round in $(seq 0 $((rounds - 1))); do
     for n in $(seq $(((round - 1) * per_round)) $((round * per_round - 1))); do
       post "/v1/runs/order-$n/signals/go" "{\"value\": 7, \"signal_id\": \"go-$n\"}"
     done
+  fi
+  if [ $((round % 2)) = 1 ]; then
+    # A backup SIGKILLed too, and started again: it catches up as the runs go on.
+    backup=$((($(primary) + 1 + RANDOM % 2) % 3))
+    { kill -9 "${app_pids[$backup]}"; wait "${app_pids[$backup]}"; } 2>/dev/null || true
+    start_app "$backup"
+    backups_killed=$((backups_killed + 1))
+    post /v1/runs "{\"workflow\": \"order\", \"id\": \"order-$((started - 1))\", \"input\": $((started - 1))}"
   fi
   victim=$(primary) || fail "no primary in round $round"
   { kill -9 "${app_pids[$victim]}"; killed_at=$(date +%s%N); wait "${app_pids[$victim]}"; } 2>/dev/null || true
@@ -131,6 +141,6 @@ done
 [ "$violations" = 0 ] || fail "$violations violations after $rounds kills of the primary"
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
-echo "replicated_engine_kill: ok ($rounds kills of the primary, $started runs, every acknowledged start and signal kept;" \
+echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, $started runs, every acknowledged start and signal kept;" \
   "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
   "max $(echo "$sorted" | tail -1) ms over $count failovers)"
