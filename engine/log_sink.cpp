@@ -35,7 +35,10 @@ class LogSink final : public JournalSink {
     if (replicated_ && poison == make_error_code(wal::errc::closed)) return make_error_code(errc::unavailable);
     return poison;
   }
-  Result<void> close() override { return log_->close(); }
+  // A replica's log is the replica's to close (its PrimaryLog, when the
+  // view ends): an engine that shuts down while the view goes on (its open
+  // failed) must not stop the replica's publication.
+  Result<void> close() override { return replicated_ ? ok() : log_->close(); }
   Result<void> read(ShardId shard, Lsn first,
                     const std::function<void(Lsn, std::span<const std::byte>)>& visit) override {
     Lsn last = log_->durable_lsn(shard);

@@ -479,6 +479,16 @@ struct Engine::Impl final : engine::EngineCore {
         throw Error(errc::storage, fmt::format("{}/{}: shard {} record {} is not a journal record", root,
                                                where, shard, lsn));
       }
+      if (record->kind == engine::RecordKind::run_started && engine::shard_of(record->run_id, shard_count()) != shard) {
+        // Written with another shard count: a replica given a
+        // Config::shards its cluster's other replicas were not.
+        throw Error(errc::wrong_shard_count,
+                    fmt::format("{}/{}: shard {} holds run '{}', which {} shards put in shard {}: the log was written "
+                                "with another shard count (in replicated mode every replica must have the same "
+                                "Config::shards)",
+                                root, where, shard, record->run_id, shard_count(),
+                                engine::shard_of(record->run_id, shard_count())));
+      }
       if (auto added =
               shards[shard]->load(*record, lsn, bytes, stored, bases.floors.empty() ? 0 : bases.floors[shard]);
           !added) {

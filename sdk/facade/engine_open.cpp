@@ -332,12 +332,13 @@ void Engine::Impl::start_http(Engine& engine, const Config& config, std::functio
 TimePoint Engine::now() const { return impl_->clock->now(); }
 
 void Engine::limit(const std::string& name, const StepLimit& limit) {
-  if (impl_->replica_host) return impl_->replica_host->limit(name, limit);
   impl_->check_open();
   if (name.empty()) throw Error(errc::invalid_argument, "a limit needs a name");
   if (!std::isfinite(limit.per_second) || limit.per_second < 0) {
     throw Error(errc::invalid_argument, fmt::format("limit '{}': per_second must be a finite number, 0 or more", name));
   }
+  // Replicated mode: checked here, so each view's engine takes it.
+  if (impl_->replica_host) return impl_->replica_host->limit(name, limit);
   impl_->step_limits->set(name, limit);
 }
 

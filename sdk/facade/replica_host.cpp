@@ -19,6 +19,12 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
                             "them (0-based); it names {} and replica_id is {}",
                             config.replicas.size(), config.replica_id));
   }
+  if (config.shards == 0) {
+    // Every replica's engine must split the runs alike: a count from each
+    // machine's CPUs would not.
+    throw Error(errc::invalid_argument,
+                "replicated mode: Config::shards must be given, and the same on every replica of the cluster");
+  }
   if (config.replica_tick.count() <= 0 || config.etcd_lease_ttl.count() <= 0) {
     throw Error(errc::invalid_argument, "replicated mode: replica_tick and etcd_lease_ttl must be positive");
   }
@@ -36,7 +42,17 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   if (config.warn) options.log = [warn = config.warn](const std::string& line) { warn("replica: " + line); };
   options.engine.configure = [this](wal::LogOptions& log_options) { return configure(log_options); };
   options.engine.lead = [this](replication::View view, std::shared_ptr<wal::Log> log) { lead(view, std::move(log)); };
-  options.engine.stepped_down = [this](replication::View) { post([this] { close_engine(); }); };
+  options.engine.stepped_down = [this](replication::View) {
+    // No call reaches the view's engine from here on (its log stepped
+    // down); it shuts down on the host's thread.
+    std::shared_ptr<Engine> ended;
+    {
+      std::lock_guard lock(mu_);
+      ended = std::move(engine_);
+      engine_.reset();
+    }
+    post([this, ended = std::move(ended)]() mutable { close_engine(std::move(ended)); });
+  };
 
   if (config.file_system) {
     fs_ = config.file_system;
@@ -87,7 +103,7 @@ void ReplicaHost::stop() {
     node_thread_.join();
   }
   if (host_thread_.joinable()) {
-    post([this] { close_engine(); });
+    post([this] { close_engine(nullptr); });
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
@@ -95,6 +111,12 @@ void ReplicaHost::stop() {
     cv_.notify_all();
     host_thread_.join();
   }
+  // The replica's directory is free for the next Engine: its lock, its
+  // opening threads (joined here, while what they wait on is alive), the
+  // engine side's lock and store.
+  node_.reset();
+  store_.reset();
+  claimed_.lock.reset();
 }
 
 Result<void> ReplicaHost::configure(wal::LogOptions& options) {
@@ -105,7 +127,7 @@ Result<void> ReplicaHost::configure(wal::LogOptions& options) {
   if (stopping_) return make_error_code(wal::errc::closed);
   try {
     bases_ = engine::read_checkpoints(*store_, shards_, config_.dir);
-  } catch (const Error& error) {
+  } catch (const std::exception& error) {
     if (config_.warn) config_.warn(fmt::format("replicated mode: {}", error.what()));
     return std::make_error_code(std::errc::io_error);
   }
@@ -140,22 +162,30 @@ void ReplicaHost::lead(replication::View, std::shared_ptr<wal::Log> log) {
       engine_ = opened;
       engine_error_.clear();
       return;
-    } catch (const Error& failed) {
+    } catch (const std::exception& failed) {
       error = failed.what();
     }
     if (opened) opened->shutdown();
-    std::lock_guard lock(mu_);
-    engine_error_ = error;
-    if (config_.warn) config_.warn(fmt::format("replicated mode: this view's engine did not open: {}", error));
+    {
+      std::lock_guard lock(mu_);
+      engine_error_ = error;
+    }
+    // A primary that cannot run its engine must not hold the view: the
+    // replica stops (its lease lapses, another replica leads), and this
+    // Engine answers unavailable until the application opens it again.
+    if (config_.warn) {
+      config_.warn(fmt::format("replicated mode: this view's engine did not open: {}; the replica stops", error));
+    }
+    node_->stop();
   });
 }
 
-void ReplicaHost::close_engine() {
-  std::shared_ptr<Engine> closing;
+void ReplicaHost::close_engine(std::shared_ptr<Engine> closing) {
   {
     std::lock_guard lock(mu_);
-    closing = std::move(engine_);
+    if (!closing) closing = std::move(engine_);
     engine_.reset();
+    engine_error_.clear();
   }
   // Its callers are told errc::unavailable; a caller still inside one of
   // its calls holds it until that call returns.
@@ -188,7 +218,15 @@ std::shared_ptr<Engine> ReplicaHost::engine() {
 void ReplicaHost::register_workflow(const std::string& name, const WorkflowFn& fn,
                                     const WorkflowRegistration& registration) {
   std::lock_guard lock(mu_);
-  if (engine_) engine_->register_workflow_json(name, fn, registration);  // throws for a second of a version
+  // Refused here as an engine refuses it, so that no view's engine is
+  // given what it would refuse.
+  for (const auto& registered : registrations_) {
+    if (registered.name == name && registered.registration.version == registration.version) {
+      throw Error(errc::invalid_argument, fmt::format("version {} of workflow '{}' is already registered",
+                                                      registration.version, name));
+    }
+  }
+  if (engine_) engine_->register_workflow_json(name, fn, registration);
   registrations_.push_back({name, fn, registration});
 }
 
@@ -224,7 +262,13 @@ void ReplicaHost::run_host() {
       work = std::move(posted_.front());
       posted_.pop_front();
     }
-    work();
+    try {
+      work();
+    } catch (const std::exception& error) {
+      // Nothing thrown here may end the process; the view's engine is the
+      // next one's to open.
+      if (config_.warn) config_.warn(fmt::format("replicated mode: {}", error.what()));
+    }
   }
 }
 

@@ -58,7 +58,7 @@ class ReplicaHost {
  private:
   Result<void> configure(wal::LogOptions& options);
   void lead(replication::View view, std::shared_ptr<wal::Log> log);
-  void close_engine();
+  void close_engine(std::shared_ptr<Engine> closing);  // null: the current one
   void post(std::function<void()> work);
   void run_host();
 

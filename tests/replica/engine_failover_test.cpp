@@ -191,13 +191,10 @@ class EngineCluster {
       options.etcd.port = etcd_.client_port();
       options.dir = replica_dir;
       options.cluster = "e";
-      options.etcd.lease_ttl_seconds = 1;
+      // As `fusee replica run --lease-ttl-s 2` times them: a stall of a
+      // loaded machine does not change the view under the test's calls.
+      set_timings_from_lease(options, 2, 5);
       options.etcd.timeout = 500ms;
-      options.tick = 5ms;
-      options.heartbeat_ticks = 10;
-      options.election_ticks = 50;
-      options.lease_ticks = 100;
-      options.candidacy_ticks = 400;
       options.log = [](const std::string&) {};
       options.engine = hosts_.back()->hooks();
       options_.push_back(options);
@@ -304,7 +301,9 @@ TEST_SUITE("unit") {
       });
       (void)engine->get_run(run_name(round * kRuns));
       cluster.stop(*leader);
-      const auto answer = waiting.get_future().get();
+      auto answered = waiting.get_future();
+      REQUIRE(answered.wait_for(30s) == std::future_status::ready);
+      const auto answer = answered.get();
       REQUIRE(std::holds_alternative<Error>(answer));
       CHECK(std::get<Error>(answer).error() == errc::unavailable);
       last = leader;

@@ -29,6 +29,7 @@
 #include "replica/replica_store.hpp"
 #include "sdk/facade/engine_over_log.hpp"
 #include "tests/support/fault_file_system.hpp"
+#include "wal/io/file_system.hpp"
 #include "tests/support/result_checks.hpp"
 
 namespace fusee::replica {
@@ -98,8 +99,8 @@ class Replica {
     hooks.warn = [](const std::string&) {};
     hooks.configure = [this](wal::LogOptions& options) -> Result<void> {
       // No engine is open (the test shuts one down before the next view).
-      bases_ = engine::read_checkpoints(*run_store_, kShards, kDir);
-      engine::set_log_base(kDir, kShards, bases_, options);
+      bases_ = engine::read_checkpoints(*run_store_, shards_, kDir);
+      engine::set_log_base(kDir, shards_, bases_, options);
       return ok();
     };
     hooks.lead = [this](View view, std::shared_ptr<wal::Log> log) {
@@ -170,10 +171,22 @@ class Replica {
     }
     auto config = Config::local(kDir);
     config.warn = [](const std::string&) {};
-    config.shards = kShards;
+    config.shards = shards_;
     config.checkpoint_interval = std::chrono::milliseconds::zero();
-    engine = facade::open_engine_over_log(config, {run_store_, kShards, kDir, bases_, std::move(log)});
+    engine = facade::open_engine_over_log(config, {run_store_, shards_, kDir, bases_, std::move(log)});
     register_order(*engine, counts);
+  }
+
+  // As another replica of the cluster that never led would be, but given
+  // `shards`: the engine's side of the directory made again, the log kept.
+  void reclaim(std::uint32_t shards) {
+    run_store_.reset();
+    claimed_ = engine::DataDir{};
+    ok_or_fail(fs_.remove(std::string(kDir) + "/" + engine::kMetaFileName));
+    ok_or_fail(io::remove_tree(fs_, std::string(kDir) + "/runs"));
+    shards_ = shards;
+    claimed_ = engine::claim_data_dir(fs_, kDir, shards_, true, engine::DirOwner::replicated);
+    run_store_ = std::move(claimed_.store);
   }
 
   // The view ends: the log steps down; the engine goes after it.
@@ -243,6 +256,7 @@ class Replica {
   engine::DataDir claimed_;  // its lock
   std::shared_ptr<engine::RunStore> run_store_;
   engine::ShardBases bases_;  // configure's, for the view it opens
+  std::uint32_t shards_ = kShards;
   // The loop thread's.
   View view_ = 0;
   Seq published_ = 0;
@@ -327,6 +341,21 @@ TEST_SUITE("unit") {
     next.start(kOrder, "o3", 7);
     next.signal("o3", kGo, 1, "go-3");
     CHECK(next.result(kOrder, "o3") == 15);
+  }
+
+  TEST_CASE("engine over a primary's log: an engine given another shard count than the log was written with is "
+            "refused") {
+    // Runs sharded 2 ways; then the directory's engine side as another
+    // replica's given 3: its recovery finds runs in shards 3 would not put
+    // them in, and says so rather than answer for the wrong runs.
+    Replica replica;
+    replica.lead(2, 0);
+    for (int n = 0; n < 8; ++n) replica.engine->start(kOrder, "o" + std::to_string(n), n);
+    const Seq published = replica.published();
+    replica.step_down();
+    replica.close_engine();
+    replica.reclaim(3);
+    CHECK(error_of([&] { replica.lead(3, published); }) == errc::wrong_shard_count);
   }
 
   TEST_CASE("engine over a primary's log: a replica's directory is refused to a local engine and to reshard, "

@@ -51,7 +51,9 @@ Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint
   auto config = Config::replicated(dir, "127.0.0.1:" + std::to_string(etcd_port), "app", id, addresses);
   config.shards = 2;
   config.replica_tick = 5ms;
-  config.etcd_lease_ttl = 1s;
+  // A 2 s lease: a primary no quorum hears for 1 s steps down, so a loaded
+  // machine's stall does not change the view under the test's calls.
+  config.etcd_lease_ttl = 2s;
   config.checkpoint_interval = std::chrono::milliseconds::zero();
   config.warn = [](const std::string&) {};
   return config;
@@ -121,6 +123,10 @@ TEST_SUITE("unit") {
     CHECK(error_of([&] { (void)engines[backup]->get_run(run_name(0)); }) == errc::unavailable);
     CHECK(engines[backup]->stats().shards_held == 0);
     CHECK(engines[backup]->has_workflow("order"));
+    // What a view's engine would refuse is refused on a backup too, rather
+    // than when it leads (where it could not open).
+    CHECK(error_of([&] { register_order(*engines[backup]); }) == errc::invalid_argument);
+    CHECK(error_of([&] { engines[backup]->limit("", StepLimit{}); }) == errc::invalid_argument);
 
     // The primary's application stops: another replica takes over.
     engines[*first]->shutdown();
@@ -150,6 +156,11 @@ TEST_SUITE("unit") {
           }) == errc::invalid_argument);
     CHECK(error_of([&] { (void)Engine::open(replica_config(dir.sub("id"), 2379, 3, addresses)); }) ==
           errc::invalid_argument);
+    // Every replica must split the runs alike: no count from the CPUs.
+    testing::ok_or_fail(ReplicaStore::initialize(fs, dir.sub("r"), "app", false));
+    auto no_shards = replica_config(dir.sub("r"), 2379, 0, addresses);
+    no_shards.shards = 0;
+    CHECK(error_of([&] { (void)Engine::open(no_shards); }) == errc::invalid_argument);
   }
 }
 

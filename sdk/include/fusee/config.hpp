@@ -130,7 +130,9 @@ struct Config {
   // 5, 7...: the replica listens on its own), etcd's client address, the
   // cluster's name (<dir> is made a replica of it by `fusee replica init`),
   // the protocol's clock and the primary's etcd lease, from which every
-  // timeout is derived as `fusee replica run` derives them.
+  // timeout is derived as `fusee replica run` derives them. `shards` must be
+  // given, the same on every replica (a differing count is not detected
+  // yet: docs/replication.md).
   std::uint32_t replica_id = 0;
   std::vector<std::string> replicas;
   std::string etcd = "127.0.0.1:2379";
