@@ -1,6 +1,7 @@
 #include "replica/primary_log.hpp"
 
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "base/assert.hpp"
@@ -23,7 +24,7 @@ class PrimaryLog::Sink : public wal::ReplicatedSink {
  public:
   explicit Sink(PrimaryLog& owner) : owner_(&owner) {}
   void detach() {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);  // waits for the reads and wakes under way
     owner_ = nullptr;
   }
   void sealed(std::uint64_t sequence, std::vector<std::byte> body) override {
@@ -40,21 +41,23 @@ class PrimaryLog::Sink : public wal::ReplicatedSink {
     if (last > 0) owner.batches_[last] = {first, sequence};
   }
   Result<std::vector<std::byte>> read_body(std::uint64_t sequence) override {
-    std::lock_guard lock(mu_);
+    std::shared_lock lock(mu_);  // an engine's appends (staged) do not wait for the disk read
+    std::lock_guard one_at_a_time(read_mu_);
     if (owner_ == nullptr) return make_error_code(wal::errc::closed);
     const replication::Entry entry = FUSEE_TRY(owner_->store_.read(sequence));
     const auto* bytes = reinterpret_cast<const std::byte*>(entry.payload.data());
     return std::vector<std::byte>(bytes, bytes + entry.payload.size());
   }
   void staged() override {
-    std::lock_guard lock(mu_);
+    std::shared_lock lock(mu_);
     if (owner_ == nullptr || !owner_->hooks_.staged) return;
     if (!owner_->seal_wanted_.exchange(true)) owner_->hooks_.staged();
   }
 
  private:
-  std::mutex mu_;
-  PrimaryLog* owner_;  // null once detached
+  std::shared_mutex mu_;  // shared: reads and wakes, from any thread; detach takes it alone
+  PrimaryLog* owner_;     // null once detached
+  std::mutex read_mu_;    // reads one at a time, as the store's reader
 };
 
 PrimaryLog::PrimaryLog(io::FileSystem& fs, std::string dir, ReplicaStore& store, PrimaryLogHooks hooks)
