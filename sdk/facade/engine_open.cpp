@@ -11,26 +11,23 @@ namespace facade {
 // The built-in workflows behind schedules and queues (a recovered run of
 // one starts once it is registered).
 void register_builtins(Engine& engine) {
-  WorkflowRegistration schedule_registration;
-  schedule_registration.input = [](const boost::json::value& input) -> std::string {
-    try {
-      (void)schedule::state_from_json(input);
-      return {};
-    } catch (const Error& error) {
-      return error.what();
-    }
+  // Each checks its input by reading it as its state.
+  auto checked_by = [](auto read_state) {
+    WorkflowRegistration registration;
+    registration.input = [read_state](const boost::json::value& input) -> std::string {
+      try {
+        (void)read_state(input);
+        return {};
+      } catch (const Error& error) {
+        return error.what();
+      }
+    };
+    return registration;
   };
-  engine.register_workflow_json(schedule::kScheduleWorkflow, &schedule::run_schedule, std::move(schedule_registration));
-  WorkflowRegistration queue_registration;
-  queue_registration.input = [](const boost::json::value& input) -> std::string {
-    try {
-      (void)queue::state_from_json(input);
-      return {};
-    } catch (const Error& error) {
-      return error.what();
-    }
-  };
-  engine.register_workflow_json(queue::kQueueWorkflow, &queue::run_queue, std::move(queue_registration));
+  engine.register_workflow_json(schedule::kScheduleWorkflow, &schedule::run_schedule,
+                                checked_by([](const boost::json::value& input) { return schedule::state_from_json(input); }));
+  engine.register_workflow_json(queue::kQueueWorkflow, &queue::run_queue,
+                                checked_by([](const boost::json::value& input) { return queue::state_from_json(input); }));
 }
 
 }  // namespace facade
@@ -462,9 +459,6 @@ void Engine::shutdown() {
   // Calls for other workers' runs fail with shut_down from here on: those
   // waiting to be sent again now, those still out as the sink closes.
   if (impl_->remote_calls) impl_->remote_calls->stop();
-  // A replica's log that stepped down (or is closing now): its runs go on
-  // on the next primary, and their callers are told so (errc::unavailable).
-  const bool stepped_down = impl_->sink->poison() == make_error_code(errc::unavailable);
   (void)impl_->sink->close();
   if (impl_->uploader) {
     // After a clean close the backup holds everything, the close marker too.
@@ -479,9 +473,12 @@ void Engine::shutdown() {
     std::lock_guard waker_lock(impl_->waker->mu);
     impl_->waker->shards.clear();
   }
-  const bool replicated = stepped_down || impl_->sink->poison() == make_error_code(errc::unavailable);
+  // A replica's log that stepped down (its poison stays, and closing a
+  // replicated sink leaves it alone): the runs go on on the next primary,
+  // and their callers are told so.
+  const bool stepped_down = impl_->sink->poison() == make_error_code(errc::unavailable);
   for (auto& shard : impl_->shards) {
-    shard->fail_waiters(make_error_code(replicated ? errc::unavailable : errc::shut_down));
+    shard->fail_waiters(make_error_code(stepped_down ? errc::unavailable : errc::shut_down));
   }
   // One last checkpoint, so the next open reads little of the log.
   if (impl_->checkpointer && !remote) (void)impl_->checkpointer->final_checkpoint();
