@@ -81,7 +81,9 @@ std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log);
 // Replicated mode: the shared log a replica opened as its view's primary
 // (replica/primary_log.hpp), which the replica closes too. Its step-down
 // (wal::errc::closed) reads as errc::unavailable: the runs go on on the
-// next primary, and a caller may try again there.
-std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log);
+// next primary, and a caller may try again there. The engine's `shards`
+// are the log's first ones; the log may hold more (the run store's records,
+// sdk/facade/replicated_run_store.hpp), of which the engine hears nothing.
+std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log, std::uint32_t shards);
 
 }  // namespace fusee::engine

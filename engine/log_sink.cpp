@@ -10,7 +10,8 @@ namespace {
 
 class LogSink final : public JournalSink {
  public:
-  LogSink(std::shared_ptr<wal::Log> log, bool replicated) : log_(std::move(log)), replicated_(replicated) {}
+  LogSink(std::shared_ptr<wal::Log> log, bool replicated, std::uint32_t shards)
+      : log_(std::move(log)), replicated_(replicated), shards_(shards) {}
   Result<Lsn> append(ShardId shard, std::span<const std::byte> record) override {
     auto lsn = log_->append(shard, record);
     if (!lsn && replicated_) {
@@ -25,8 +26,10 @@ class LogSink final : public JournalSink {
   void end_group(ShardId shard) override { log_->end_group(shard); }
   bool in_group(ShardId shard) const override { return log_->in_group(shard); }
   void set_listener(Listener listener) override {
-    log_->set_durable_hook([listener](ShardId shard, Lsn) { listener(shard); });
-    log_->set_poison_hook([listener, shards = log_->shard_count()](std::error_code) {
+    log_->set_durable_hook([listener, shards = shards_](ShardId shard, Lsn) {
+      if (shard < shards) listener(shard);
+    });
+    log_->set_poison_hook([listener, shards = shards_](std::error_code) {
       for (ShardId shard = 0; shard < shards; ++shard) listener(shard);
     });
   }
@@ -60,16 +63,18 @@ class LogSink final : public JournalSink {
  private:
   std::shared_ptr<wal::Log> log_;
   bool replicated_;
+  std::uint32_t shards_;  // the engine's: the log's first ones
 };
 
 }  // namespace
 
 std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log) {
-  return std::make_unique<LogSink>(std::shared_ptr<wal::Log>(std::move(log)), false);
+  const auto shards = log->shard_count();
+  return std::make_unique<LogSink>(std::shared_ptr<wal::Log>(std::move(log)), false, shards);
 }
 
-std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log) {
-  return std::make_unique<LogSink>(std::move(log), true);
+std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log, std::uint32_t shards) {
+  return std::make_unique<LogSink>(std::move(log), true, shards);
 }
 
 }  // namespace fusee::engine

@@ -68,6 +68,8 @@ std::string checkpoint_key(std::uint32_t shard) {
   return key;
 }
 std::string streams_key(const std::string& id) { return "S" + id; }
+// One key, outside every kind a batch's bytes may name (BatchChecker).
+constexpr char kReplicaAppliedKey[] = "R";
 std::string history_key(const std::string& id) { return "H" + id; }
 std::string shard_prefix(char kind, std::uint32_t shard) {
   std::string key(1, kind);
@@ -322,6 +324,13 @@ void RunStore::Batch::erase_journal(JournalPlace place, std::uint32_t shard, con
   (void)impl_->batch.DeleteRange(prefix, prefix_end(prefix));
 }
 
+void RunStore::Batch::put_replica_applied(const ReplicaApplied& applied) {
+  std::string value;
+  put_u64(value, applied.seq);
+  put_u32(value, applied.records);
+  (void)impl_->batch.Put(kReplicaAppliedKey, value);
+}
+
 void RunStore::Batch::put_journal_of_finished(const std::string& id, const std::string& journal) {
   (void)impl_->batch.Put(history_key(id), journal);
 }
@@ -357,6 +366,7 @@ class RocksRunStore final : public RunStore {
   Result<void> all_parked(std::uint32_t shard, const std::function<void(const ParkedRun&)>& visit) override;
   std::uint64_t size_bytes() const override;
   Result<std::size_t> expire_finished(std::int64_t before_ms) override;
+  Result<ReplicaApplied> replica_applied() override;
   Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) override;
   Result<std::unique_ptr<StoreCopy>> live_copy() override;
 };
@@ -660,6 +670,15 @@ std::uint64_t RocksRunStore::size_bytes() const {
   db->GetIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &sst);
   db->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &memtables);
   return sst + memtables;
+}
+
+Result<ReplicaApplied> RocksRunStore::replica_applied() {
+  std::string value;
+  auto status = db->Get(rocksdb::ReadOptions(), kReplicaAppliedKey, &value);
+  if (status.IsNotFound()) return ReplicaApplied{};
+  if (!status.ok()) return to_error(status, nullptr);
+  if (value.size() != 12) return make_error_code(wal::errc::corrupt);
+  return ReplicaApplied{get_u64(value), get_u32(std::string_view(value).substr(8))};
 }
 
 Result<std::size_t> RocksRunStore::expire_finished(std::int64_t before_ms) {

@@ -62,6 +62,15 @@ class StoreCopy {
   std::vector<StoreFile> files;
 };
 
+// Where a replica's run store stands in its replicated log
+// (sdk/facade/store_applier.hpp): every run-store record of the batches
+// before `seq` is applied, and the first `records` of batch `seq`.
+struct ReplicaApplied {
+  std::uint64_t seq = 0;
+  std::uint32_t records = 0;
+  friend bool operator==(const ReplicaApplied&, const ReplicaApplied&) = default;
+};
+
 // The run store's interface: RocksDB on the local disk (open, below), or
 // the server's store reached through remote mode's connection
 // (remote/remote_run_store.hpp).
@@ -123,6 +132,11 @@ class RunStore {
     // A finished run's journal (engine/kept_journal.hpp's stored form), read back by
     // journal_of_finished(); it goes with the run.
     void put_journal_of_finished(const std::string& id, const std::string& journal);
+    // Where the store stands in a replica's log (replicated mode: every
+    // replica applies the run store's batches the log committed, in order):
+    // written with the batch it follows, so that a restart applies on from
+    // there. Not part of encode()'s bytes.
+    void put_replica_applied(const ReplicaApplied& applied);
 
     // The ids of the finished and parked runs put (remote mode's id filters
     // learn them).
@@ -171,6 +185,11 @@ class RunStore {
   // Every parked run of `shard`, in id order.
   [[nodiscard]] virtual Result<void> all_parked(std::uint32_t shard,
                                                 const std::function<void(const ParkedRun&)>& visit) = 0;
+  // What put_replica_applied wrote last ({0, 0}: nothing). A remote store
+  // does not offer it (errc operation_not_supported).
+  [[nodiscard]] virtual Result<ReplicaApplied> replica_applied() {
+    return make_error_code(std::errc::operation_not_supported);
+  }
   // Bytes RocksDB reports for the live data (an estimate), for benchmarks.
   virtual std::uint64_t size_bytes() const = 0;
   // Deletes finished runs that finished before `before_ms` (retention);

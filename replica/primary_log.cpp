@@ -147,7 +147,7 @@ void PrimaryLog::adopt(std::uint64_t opening, Result<std::unique_ptr<wal::Log>> 
 void PrimaryLog::lead_once_published() {
   if (!hooks_.lead || led_ || !tail_published()) return;
   led_ = true;
-  hooks_.lead(view_, log_);
+  hooks_.lead(view_, log_, log_->recovery_plan().last_sequence);
 }
 
 Result<wal::Lsn> PrimaryLog::append(std::span<const std::byte> record) {

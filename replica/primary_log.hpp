@@ -66,8 +66,9 @@ struct PrimaryLogHooks {
   // With configure: the view's log is open and has published every batch it
   // recovered, so an engine over it may open (its recovery reads only what
   // the log holds durable) -- and, after that, the view ended and the log
-  // stepped down. On the loop thread; each must only post.
-  std::function<void(replication::View, std::shared_ptr<wal::Log>)> lead;
+  // stepped down. On the loop thread; each must only post. `tail`: the last
+  // batch the log recovered.
+  std::function<void(replication::View, std::shared_ptr<wal::Log>, replication::Seq tail)> lead;
   std::function<void(replication::View)> stepped_down;
   // An engine's records became sealable: have the loop call seal() soon.
   // From the engine's threads; it must only post. Called once until the

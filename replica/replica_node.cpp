@@ -285,6 +285,7 @@ struct ReplicaNode::Impl {
       if (stopping) return;
     }
     follow_role();
+    feed_committed();
     if (core->suspect() != last_suspect) {
       last_suspect = core->suspect();
       say(last_suspect ? "suspect" : "repaired: it holds a primary's whole log, durably, and vouches again");
@@ -354,6 +355,24 @@ struct ReplicaNode::Impl {
   // The primary's log follows the core: it opens when the core serves a
   // view with its disk idle (so the log reads what the core holds), and
   // closes when the core stops serving that view.
+  // The engine's committed batches (its run store's records), a budget a
+  // turn: the rest on a turn of its own, after what else is ready.
+  void feed_committed() {
+    if (!committed_feed || stopping) return;
+    auto more = committed_feed->feed(*core, *store, kFeedBytesPerTurn);
+    if (!more) {
+      stop_on_disk_error("a committed batch could not be read back", more.error());
+      return;
+    }
+    if (*more > 0 && !feed_posted) {
+      feed_posted = true;
+      asio::post(io, [this] {
+        feed_posted = false;
+        feed_committed();
+      });
+    }
+  }
+
   void follow_role() {
     const bool primary = core->role() == Role::primary;
     if (primary_log->view() != 0 && (!primary || core->lead() != primary_log->view())) stop_serving();
@@ -635,6 +654,9 @@ struct ReplicaNode::Impl {
   std::vector<std::unique_ptr<PeerLink>> peers;
   std::map<Connection*, std::shared_ptr<Connection>> connections;
   std::unique_ptr<PrimaryLog> primary_log;  // while primary: the log clients append to
+  static constexpr std::uint64_t kFeedBytesPerTurn = 8u << 20;
+  std::unique_ptr<CommittedFeed> committed_feed;  // with an engine's committed hook
+  bool feed_posted = false;
   std::map<wal::Lsn, PendingAppend> pending;  // by their record's LSN
   std::vector<EarlyAppend> early;             // taken while the primary's log opens
   std::size_t early_bytes = 0;
@@ -702,6 +724,9 @@ Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, Repli
     };
   }
   m.primary_log = std::make_unique<PrimaryLog>(fs, m.options.dir, *m.store, std::move(hooks));
+  if (m.options.engine.committed) {
+    m.committed_feed = std::make_unique<CommittedFeed>(m.options.engine.committed, m.options.engine.committed_after);
+  }
   std::vector<tcp::endpoint> endpoints;
   for (const std::string& text : m.options.addresses) {
     endpoints.push_back(protocol::parse_address(text, "replica address", false).tcp);  // throws on a bad one

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "replica/committed_feed.hpp"
 #include "replication/etcd_coordinator.hpp"
 #include "replication/replica_core.hpp"
 #include "wal/io/file_system.hpp"
@@ -49,10 +50,16 @@ struct ReplicaEngineHooks {
   std::function<Result<void>(wal::LogOptions&)> configure;
   // On the loop thread, and each must only post: the engine opens and shuts
   // down off it. `lead`: the view's log is open and has published the tail
-  // it recovered. `stepped_down`: after a lead, the view ended and its log
-  // stepped down (the engine's callers are told errc::unavailable).
-  std::function<void(replication::View, std::shared_ptr<wal::Log>)> lead;
+  // it recovered, through batch `tail`. `stepped_down`: after a lead, the
+  // view ended and its log stepped down (the engine's callers are told
+  // errc::unavailable).
+  std::function<void(replication::View, std::shared_ptr<wal::Log>, replication::Seq tail)> lead;
   std::function<void(replication::View)> stepped_down;
+  // Each committed batch, in order, once durable here, whatever the role
+  // (committed_feed.hpp): on the loop thread, so it must be quick. The
+  // batches through `committed_after` were fed before this open.
+  CommittedHook committed;
+  replication::Seq committed_after = 0;
 };
 
 struct ReplicaNodeOptions {

@@ -124,7 +124,7 @@ std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over)
     if (over->log == nullptr || impl->store == nullptr || over->log->shard_count() < shards) {
       throw Error(errc::invalid_argument, "an engine over a replica's log needs the log, with its shards");
     }
-    impl->sink = engine::make_replicated_log_sink(std::move(over->log));
+    impl->sink = engine::make_replicated_log_sink(std::move(over->log), shards);
   } else {
     if (config.dir.empty()) throw Error(errc::invalid_argument, "local mode needs a data directory");
     if (config.file_system) {
@@ -480,8 +480,9 @@ void Engine::shutdown() {
   for (auto& shard : impl_->shards) {
     shard->fail_waiters(make_error_code(stepped_down ? errc::unavailable : errc::shut_down));
   }
-  // One last checkpoint, so the next open reads little of the log.
-  if (impl_->checkpointer && !remote) (void)impl_->checkpointer->final_checkpoint();
+  // One last checkpoint, so the next open reads little of the log (not
+  // through a log that stepped down: the next primary checkpoints).
+  if (impl_->checkpointer && !remote && !stepped_down) (void)impl_->checkpointer->final_checkpoint();
   impl_->checkpointer.reset();
   impl_->store.reset();
   impl_->lock.reset();  // the directory is free for the next engine

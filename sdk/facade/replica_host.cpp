@@ -7,6 +7,7 @@
 #include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
 #include "sdk/facade/engine_over_log.hpp"
+#include "sdk/facade/replicated_run_store.hpp"
 #include "wal/errc.hpp"
 #include "wal/io/posix_file_system.hpp"
 
@@ -41,10 +42,14 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
                                   static_cast<std::uint32_t>(config.replica_tick.count()));
   if (config.warn) options.log = [warn = config.warn](const std::string& line) { warn("replica: " + line); };
   options.engine.configure = [this](wal::LogOptions& log_options) { return configure(log_options); };
-  options.engine.lead = [this](replication::View view, std::shared_ptr<wal::Log> log) { lead(view, std::move(log)); };
-  options.engine.stepped_down = [this](replication::View) {
+  options.engine.lead = [this](replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail) {
+    lead(view, std::move(log), tail);
+  };
+  options.engine.stepped_down = [this](replication::View view) {
     // No call reaches the view's engine from here on (its log stepped
-    // down); it shuts down on the host's thread.
+    // down); it shuts down on the host's thread. Its run-store writes
+    // still waiting have unknown outcomes.
+    applier_->view_ended(view);
     std::shared_ptr<Engine> ended;
     {
       std::lock_guard lock(mu_);
@@ -73,6 +78,18 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
                                     engine::DirOwner::replicated);
   shards_ = claimed_.shards;
   store_ = std::move(claimed_.store);
+  // The run store's records travel in the shard after the engine's.
+  applier_ = std::make_shared<StoreApplier>(store_, shards_, [this](const std::string& why) {
+    if (config_.warn) {
+      config_.warn(fmt::format("replicated mode: {}; this replica's run store no longer follows the log, and the "
+                               "replica stops",
+                               why));
+    }
+    node_->stop();
+  });
+  options.engine.committed = [applier = applier_.get()](replication::Seq seq, replication::View view,
+                                                         std::string_view body) { applier->committed(seq, view, body); };
+  options.engine.committed_after = applier_->feed_after();
   // Each view's engine: a local engine over the replica's log, with no HTTP
   // front of its own (the application's Engine serves it on every replica).
   config_.mode = Mode::local;
@@ -102,6 +119,9 @@ void ReplicaHost::stop() {
     node_->stop();  // its log steps down: stepped_down posts the engine's shutdown
     node_thread_.join();
   }
+  // What waits on the store's applying (an opening, an engine's writes)
+  // is let go: the replica feeds it no more.
+  if (applier_) applier_->stop();
   if (host_thread_.joinable()) {
     post([this] { close_engine(nullptr); });
     {
@@ -115,6 +135,7 @@ void ReplicaHost::stop() {
   // opening threads (joined here, while what they wait on is alive), the
   // engine side's lock and store.
   node_.reset();
+  applier_.reset();
   store_.reset();
   claimed_.lock.reset();
 }
@@ -125,32 +146,37 @@ Result<void> ReplicaHost::configure(wal::LogOptions& options) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !busy_ || stopping_; });
   if (stopping_) return make_error_code(wal::errc::closed);
+  engine::ShardBases bases;
   try {
-    bases_ = engine::read_checkpoints(*store_, shards_, config_.dir);
+    bases = engine::read_checkpoints(*store_, shards_, config_.dir);
   } catch (const std::exception& error) {
     if (config_.warn) config_.warn(fmt::format("replicated mode: {}", error.what()));
     return std::make_error_code(std::errc::io_error);
   }
-  engine::set_log_base(config_.dir, shards_, bases_, options);
+  engine::set_log_base(config_.dir, shards_, bases, options);
+  options.shard_count = shards_ + 1;  // the run store's records: StoreApplier
   return ok();
 }
 
-void ReplicaHost::lead(replication::View, std::shared_ptr<wal::Log> log) {
+void ReplicaHost::lead(replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail) {
   // On the replica's loop thread: the engine opens on the host's.
   {
     std::lock_guard lock(mu_);
     busy_ = true;
   }
-  post([this, log = std::move(log)]() mutable {
+  post([this, view, tail, log = std::move(log)]() mutable {
+    // The run store must hold every checkpoint the log committed before
+    // the engine reads it: an engine that loaded a run its store parks
+    // later would diverge from it. The view ended first: nothing opens.
+    if (!applier_->wait_done(tail, view)) return;
     std::shared_ptr<Engine> opened;
     std::string error;
     try {
-      engine::ShardBases bases;
-      {
-        std::lock_guard lock(mu_);
-        bases = bases_;
-      }
-      opened = open_engine_over_log(config_, {store_, shards_, config_.dir, std::move(bases), std::move(log)});
+      // The checkpoints as applied through the tail (the log opened over
+      // those read before: earlier ones, so it holds what these need).
+      auto bases = engine::read_checkpoints(*store_, shards_, config_.dir);
+      auto store = std::make_shared<ReplicatedRunStore>(store_, applier_, log, view, shards_);
+      opened = open_engine_over_log(config_, {std::move(store), shards_, config_.dir, std::move(bases), std::move(log)});
       std::lock_guard lock(mu_);
       // Before anyone can call it: the application's workflows (the
       // built-in ones it registered itself) and limits.

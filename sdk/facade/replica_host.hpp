@@ -6,7 +6,9 @@
 // replica leads, as after a crash (sdk/facade/engine_over_log.hpp), on a
 // thread of its own; when the view ends, that engine shuts down (its
 // callers are told errc::unavailable) and the next view's opens from the
-// run store it left.
+// run store. That store is replicated through the log: every replica
+// applies the committed run-store records to its own (store_applier.hpp),
+// and a view's engine opens once its replica has applied its whole log.
 //
 // The application's Engine forwards its calls to the view's engine, or
 // fails them with errc::unavailable while there is none. The workflows and
@@ -28,6 +30,7 @@
 #include "fusee/config.hpp"
 #include "fusee/engine.hpp"
 #include "replica/replica_node.hpp"
+#include "sdk/facade/store_applier.hpp"
 
 namespace fusee::facade {
 
@@ -57,7 +60,7 @@ class ReplicaHost {
 
  private:
   Result<void> configure(wal::LogOptions& options);
-  void lead(replication::View view, std::shared_ptr<wal::Log> log);
+  void lead(replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail);
   void close_engine(std::shared_ptr<Engine> closing);  // null: the current one
   void post(std::function<void()> work);
   void run_host();
@@ -66,6 +69,9 @@ class ReplicaHost {
   std::uint32_t shards_ = 0;
   engine::DataDir claimed_;  // the engine side's lock
   std::shared_ptr<engine::RunStore> store_;
+  // Applies the log's committed run-store records to store_, whatever the
+  // role; a view's engine writes through it (replicated_run_store.hpp).
+  std::shared_ptr<StoreApplier> applier_;
   std::unique_ptr<io::FileSystem> own_fs_;
   io::FileSystem* fs_ = nullptr;
   std::unique_ptr<replica::ReplicaNode> node_;
@@ -74,7 +80,6 @@ class ReplicaHost {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  engine::ShardBases bases_;  // read for the view opening
   bool busy_ = false;         // a view was led whose engine has not shut down yet
   std::shared_ptr<Engine> engine_;
   std::string engine_error_;  // why the last view's engine did not open

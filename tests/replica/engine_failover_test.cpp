@@ -89,7 +89,7 @@ class EngineHost {
       engine::set_log_base(dir_, kShards, bases_, options);
       return ok();
     };
-    hooks.lead = [this](View, std::shared_ptr<wal::Log> log) {
+    hooks.lead = [this](View, std::shared_ptr<wal::Log> log, replication::Seq) {
       {
         std::lock_guard lock(mu_);
         busy_ = true;

@@ -103,7 +103,7 @@ class Replica {
       engine::set_log_base(kDir, shards_, bases_, options);
       return ok();
     };
-    hooks.lead = [this](View view, std::shared_ptr<wal::Log> log) {
+    hooks.lead = [this](View view, std::shared_ptr<wal::Log> log, replication::Seq) {
       std::lock_guard lock(mu_);
       led_ = {view, std::move(log)};
       cv_.notify_all();

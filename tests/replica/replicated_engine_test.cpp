@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/run_store.hpp"
 #include "replica/local_etcd.hpp"
 #include "replica/replica_store.hpp"
 #include "tests/support/result_checks.hpp"
@@ -139,6 +140,78 @@ TEST_SUITE("unit") {
     for (int n = 0; n < kRuns; ++n) CHECK(next.result(kOrder, run_name(n)) == 2 * n + 100);
     CHECK(a_runs == kRuns);  // durable on the old primary: not run again
     CHECK(b_runs == kRuns);
+    for (auto& engine : engines) {
+      if (engine) engine->shutdown();
+    }
+  }
+
+  TEST_CASE("replicated mode: the run store travels in the log: every replica's holds the checkpoints and finished "
+            "runs the primary wrote, and the next primary opens from its own") {
+    testing::TempDir dir;
+    LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
+      MESSAGE("etcd is not installed: skipped");
+      return;
+    }
+    io::PosixFileSystem fs;
+    std::vector<std::string> addresses;
+    std::vector<std::string> dirs;
+    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (std::uint32_t id = 0; id < 3; ++id) {
+      dirs.push_back(dir.sub("replica-" + std::to_string(id)));
+      testing::ok_or_fail(ReplicaStore::initialize(fs, dirs.back(), "app", false));
+      engines.push_back(Engine::open(replica_config(dirs.back(), etcd.client_port(), id, addresses)));
+      register_order(*engines.back());
+    }
+    const auto first = primary_of(engines);
+    REQUIRE(first.has_value());
+    Engine& primary = *engines[*first];
+    for (int n = 0; n < kRuns; ++n) primary.start(kOrder, run_name(n), n);
+    for (int n = 0; n < kRuns; ++n) primary.signal(run_name(n), kGo, 1, "go-" + std::to_string(n));
+    for (int n = 0; n < kRuns; ++n) CHECK(primary.result(kOrder, run_name(n)) == 2 * n + 1);
+    primary.start(kOrder, "still-waiting", 5);
+    // Written through the log: it returns once the primary's own store
+    // applied it, which it does only once a quorum holds it.
+    primary.checkpoint();
+
+    // Every replica's store comes to hold them, each applying what the log
+    // committed (read while the replicas run: RocksDB's read-only open
+    // reads the writes it has not synced yet).
+    auto holds_all = [&](const std::string& replica_dir) {
+      auto store = engine::RunStore::open_read_only(replica_dir, fs);
+      if (!store) return false;
+      for (int n = 0; n < kRuns; ++n) {
+        auto run = (*store)->finished(run_name(n));
+        if (!run || !*run || (*run)->result != boost::json::value(2 * n + 1)) return false;
+      }
+      for (std::uint32_t shard = 0; shard < 2; ++shard) {
+        auto checkpoint = (*store)->checkpoint(shard);
+        if (!checkpoint || !*checkpoint) return false;
+      }
+      auto applied = (*store)->replica_applied();
+      return applied && applied->seq > 0;
+    };
+    for (const std::string& replica_dir : dirs) {
+      CAPTURE(replica_dir);
+      const auto give_up = std::chrono::steady_clock::now() + 20s;
+      while (!holds_all(replica_dir) && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(20ms);
+      CHECK(holds_all(replica_dir));
+    }
+
+    // The primary's application stops; the next primary opens from its own
+    // store, and finishes the waiting run.
+    engines[*first]->shutdown();
+    engines[*first].reset();
+    const auto second = primary_of(engines);
+    REQUIRE(second.has_value());
+    Engine& next = *engines[*second];
+    // Its run store's index, before it checkpointed anything itself.
+    CHECK(next.list_finished_runs(RunFilter{}).runs.size() == kRuns);
+    for (int n = 0; n < kRuns; ++n) CHECK(next.result(kOrder, run_name(n)) == 2 * n + 1);
+    next.signal("still-waiting", kGo, 7, "go-waiting");
+    CHECK(next.result(kOrder, "still-waiting") == 17);
+    CHECK(next.list_runs().size() == kRuns + 1);
     for (auto& engine : engines) {
       if (engine) engine->shutdown();
     }
