@@ -77,8 +77,12 @@ Result<OfflineDir> read_offline_dir(io::FileSystem& fs, const std::string& dir, 
     first_sequence_max = std::min(first_sequence_max, keep_from);
   }
   offline.base.first_sequence_max = first_sequence_max;
-  offline.plan = FUSEE_TRY(wal::plan_recovery(fs, io::join_path(offline.root, "wal"), shards, offline.base,
-                                              list_batches));
+  // A replica's log holds its run store's records too, in a shard of their
+  // own, and its segment files are a replica's (not preallocated).
+  const bool replica = FUSEE_TRY(is_replica_dir(fs, dir));
+  offline.plan = FUSEE_TRY(wal::plan_recovery(fs, io::join_path(offline.root, "wal"),
+                                              replica ? replica_log_shards(shards) : shards, offline.base,
+                                              list_batches, /*replica_files=*/replica));
   offline.plan_made = true;
   if (offline.plan.refused) offline.refusal = offline.plan.refusal;
   return offline;

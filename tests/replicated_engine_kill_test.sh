@@ -9,7 +9,9 @@
 # primary then; the same run id and signal id, which the engine keeps once).
 # At the end every acknowledged start must be a run, every acknowledged
 # signal must be the one its run took (go = 7, not the last round's 100),
-# and every run must finish with 2n + go.
+# and every run must finish with 2n + go. Then every replica's run store
+# must hold the checkpoints (they travel in the log, applied by every
+# replica), and `fusee inspect` must read each replica's log.
 # Usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR
 # (FUSEE_CRASH_WHOLE=1: 20 kills instead of 6.)
 set -euo pipefail
@@ -139,6 +141,23 @@ except Exception:
   fi
 done
 [ "$violations" = 0 ] || fail "$violations violations after $rounds kills of the primary"
+# Every replica's run store followed the log (the primary's engine writes it
+# through the log, every replica applies it): stopped, each one's holds
+# every shard's checkpoint, and `fusee inspect` reads its log, the run
+# store's shard in it too.
+for id in 0 1 2; do
+  kill -TERM "${app_pids[$id]}"
+  wait "${app_pids[$id]}" 2>/dev/null || true
+  app_pids[$id]=0
+done
+for id in 0 1 2; do
+  "$fusee" inspect "$scratch/r$id" shards --json >"$scratch/shards$id" 2>&1 ||
+    fail "fusee inspect of replica $id: $(cat "$scratch/shards$id")"
+  python3 -c 'import json,sys
+rows = json.load(open(sys.argv[1]))["shards"]
+sys.exit(0 if len(rows) == 2 and all(r["checkpoint"] for r in rows) else 1)' "$scratch/shards$id" ||
+    fail "replica $id's run store holds no checkpoint of some shard: $(cat "$scratch/shards$id")"
+done
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
 echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, $started runs, every acknowledged start and signal kept;" \

@@ -427,11 +427,15 @@ struct Engine::Impl final : engine::EngineCore {
       storage_error = fmt::format("shard {}: {}", shard, error.message());
       text = storage_error;
     }
-    if (warn) {
-      warn(fmt::format("the log failed ({}): the shard's runs cannot go on until the engine is reopened; "
-                       "the next open recovers everything acknowledged",
-                       text));
+    if (!warn) return;
+    if (error == make_error_code(errc::unavailable)) {
+      // A replica's view ended (replicated mode): not a failure of anything.
+      warn(fmt::format("this replica no longer leads ({}): its runs go on on the next primary", text));
+      return;
     }
+    warn(fmt::format("the log failed ({}): the shard's runs cannot go on until the engine is reopened; "
+                     "the next open recovers everything acknowledged",
+                     text));
   }
 
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }

@@ -79,7 +79,7 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   shards_ = claimed_.shards;
   store_ = std::move(claimed_.store);
   // The run store's records travel in the shard after the engine's.
-  applier_ = std::make_shared<StoreApplier>(store_, shards_, [this](const std::string& why) {
+  applier_ = std::make_shared<StoreApplier>(store_, engine::replica_store_shard(shards_), [this](const std::string& why) {
     if (config_.warn) {
       config_.warn(fmt::format("replicated mode: {}; this replica's run store no longer follows the log, and the "
                                "replica stops",
@@ -154,7 +154,7 @@ Result<void> ReplicaHost::configure(wal::LogOptions& options) {
     return std::make_error_code(std::errc::io_error);
   }
   engine::set_log_base(config_.dir, shards_, bases, options);
-  options.shard_count = shards_ + 1;  // the run store's records: StoreApplier
+  options.shard_count = engine::replica_log_shards(shards_);  // the run store's records: StoreApplier
   return ok();
 }
 
@@ -175,7 +175,8 @@ void ReplicaHost::lead(replication::View view, std::shared_ptr<wal::Log> log, re
       // The checkpoints as applied through the tail (the log opened over
       // those read before: earlier ones, so it holds what these need).
       auto bases = engine::read_checkpoints(*store_, shards_, config_.dir);
-      auto store = std::make_shared<ReplicatedRunStore>(store_, applier_, log, view, shards_);
+      auto store = std::make_shared<ReplicatedRunStore>(store_, applier_, log, view,
+                                                        engine::replica_store_shard(shards_));
       opened = open_engine_over_log(config_, {std::move(store), shards_, config_.dir, std::move(bases), std::move(log)});
       std::lock_guard lock(mu_);
       // Before anyone can call it: the application's workflows (the

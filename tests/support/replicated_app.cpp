@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   config.replica_tick = 5ms;
   config.etcd_lease_ttl = 1s;
   config.http_listen = argv[5];
+  // Checkpoints all along: the run store's records travel in the log
+  // through every kill.
+  config.checkpoint_interval = 300ms;
   config.warn = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   try {
     auto engine = Engine::open(config);
