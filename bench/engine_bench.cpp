@@ -28,6 +28,13 @@
 //    case's directory. What the server costs a sequential step is its p50
 //    beside the local chain's in the same run; aim: Unix socket p50 within
 //    local + 40 us.
+//  - chain_replicated, fanout_replicated (replicated_step_cost): the chain
+//    and the fan-out on the primary of three replicas in this process
+//    (Config::replicated, an etcd of the benchmark's own:
+//    bench/bench_cluster.hpp), each batch durable once a quorum holds it,
+//    beside the local cases of the same run; aims (issue 42): p50 within
+//    1.5x local's, steps/s at least 0.7x local's. The three share this
+//    machine's cores and disk.
 //  - start: --start-runs sequential Engine::execute() calls of a one-step
 //    workflow, local mode, direct writes, each call timed: starting a run and
 //    getting its result, with no HTTP client in front. It needs two durable
@@ -113,6 +120,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_cluster.hpp"
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
@@ -141,6 +149,12 @@ constexpr std::string_view kCaseChainUnix = "chain_unix";
 constexpr std::string_view kCaseChainTcp = "chain_tcp";
 constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
 constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
+constexpr std::string_view kCaseChainReplicated = "chain_replicated";
+constexpr std::string_view kCaseFanoutReplicated = "fanout_replicated";
+// Replicated beside local, same run (issue 42): a sequential step's p50
+// within 1.5x local's, the fan-out's steps/s at least 0.7x local's.
+constexpr double kReplicatedChainP50OverLocalAimMax = 1.5;
+constexpr double kReplicatedFanoutOverLocalAimMin = 0.7;
 constexpr std::string_view kCaseStart = "start";
 // query, signal and update: sequential calls against one run that waits,
 // beside each other (a query answers from memory; a signal waits for its
@@ -200,7 +214,8 @@ struct Options {
                                     std::string(kCaseMemory),    std::string(kCaseFanoutLong),
                                     std::string(kCaseMemoryLong), std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
-                                    std::string(kCaseFanoutSplitUnix), std::string(kCaseStart),
+                                    std::string(kCaseFanoutSplitUnix), std::string(kCaseChainReplicated),
+                                    std::string(kCaseFanoutReplicated), std::string(kCaseStart),
                                     std::string(kCaseQuery),          std::string(kCaseSignal),
                                     std::string(kCaseUpdate),
                                     std::string(kCaseParallelSteps), std::string(kCaseParallelChildren),
@@ -345,6 +360,7 @@ struct CaseSpec {
   bool split = false;  // remote: two workers, half the shards each
   bool backup = false;  // local: a continuous backup to a directory beside the case's (docs/backup.md)
   std::string backup_dir;  // where that backup goes instead (--backup-dir): another disk, say
+  bool replicated = false;  // local: three replicas in this process (bench/bench_cluster.hpp)
 };
 
 // fanout_backup's target directory: beside the case's data, or in
@@ -427,10 +443,22 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
     if (spec.split) config.server_shards_max = std::max(1u, service_options.shards / 2);
   }
 
-  auto engine = fusee::Engine::open(config);
-  result.shards = engine->shard_count();
   StepTimes* times_ptr = &times;
-  fusee::bench::register_timed(*engine, noop_steps_ref(), times_ptr);
+  // Replicated: three replicas in this process, the case run on the
+  // primary's Engine (bench/bench_cluster.hpp).
+  std::unique_ptr<fusee::bench::BenchCluster> cluster;
+  std::unique_ptr<fusee::Engine> own_engine;
+  if (spec.replicated) {
+    const std::uint32_t replicated_shards = shards != 0 ? shards : std::max(1u, std::thread::hardware_concurrency());
+    cluster = std::make_unique<fusee::bench::BenchCluster>(
+        spec.data_dir + "/cluster", replicated_shards,
+        [&](fusee::Engine& replica) { fusee::bench::register_timed(replica, noop_steps_ref(), times_ptr); });
+  } else {
+    own_engine = fusee::Engine::open(config);
+    fusee::bench::register_timed(*own_engine, noop_steps_ref(), times_ptr);
+  }
+  fusee::Engine* engine = cluster ? &cluster->primary() : own_engine.get();
+  result.shards = engine->shard_count();
   // The split case's other worker: it runs the other half's steps.
   std::unique_ptr<fusee::Engine> partner;
   if (spec.split) {
@@ -499,8 +527,11 @@ CaseResult run_case(const CaseSpec& spec, std::uint32_t shards, std::size_t raw_
                                               backup_target_of(spec), backup.snapshots};
   }
   // A clean shutdown, as a real one would end; outside the timed window.
-  engine->shutdown();
-  engine.reset();
+  if (cluster) cluster->shutdown();
+  if (own_engine) own_engine->shutdown();
+  own_engine.reset();
+  cluster.reset();
+  engine = nullptr;
   if (partner) partner->shutdown();
   partner.reset();
   if (service) service->stop();
@@ -1248,6 +1279,15 @@ std::vector<AimFigure> compute_aims(const std::vector<CaseResult>& results) {
     aims.push_back({"chain_unix/p50_extra_us", unix_chain->latency.p50_us - chain->latency.p50_us, true,
                     kServerStepExtraAimMaxUs});
   }
+  if (const CaseResult* replicated = find_case(results, kCaseChainReplicated); replicated && chain) {
+    aims.push_back({"chain_replicated/p50_over_local", ratio(replicated->latency.p50_us, chain->latency.p50_us), true,
+                    kReplicatedChainP50OverLocalAimMax});
+  }
+  const CaseResult* fanout = find_case(results, kCaseFanout);
+  if (const CaseResult* replicated = find_case(results, kCaseFanoutReplicated); replicated && fanout) {
+    aims.push_back({"fanout_replicated/rate_over_local", ratio(replicated->steps_per_s, fanout->steps_per_s), false,
+                    kReplicatedFanoutOverLocalAimMin});
+  }
   return aims;
 }
 
@@ -1310,6 +1350,48 @@ std::vector<JsonLine> print_server_step_cost(const std::vector<CaseResult>& resu
   return lines;
 }
 
+// replicated_step_cost: the replicated cases beside their local twins, same
+// run. Returns its JSON lines, printed after the tables.
+std::vector<JsonLine> print_replicated_step_cost(const std::vector<CaseResult>& results) {
+  std::vector<JsonLine> lines;
+  const std::pair<std::string_view, std::string_view> twins[] = {{kCaseChainReplicated, kCaseChain},
+                                                                 {kCaseFanoutReplicated, kCaseFanout}};
+  bool header = false;
+  for (const auto& [name, twin_name] : twins) {
+    const CaseResult* result = find_case(results, name);
+    if (!result) continue;
+    const CaseResult* twin = find_case(results, twin_name);
+    if (!header) {
+      fmt::print("\nreplicated_step_cost: three replicas in this process (a quorum of two holds each batch) beside "
+                 "local mode, same run\n");
+      fmt::print("{:<18} {:>9} {:>9} {:>9} {:>9} {:>8} {:>11} {:>11} {:>8}\n", "case", "p50 us", "p99 us", "local p50",
+                 "local p99", "p50 x", "steps/s", "local st/s", "rate x");
+      header = true;
+    }
+    const double local_p50 = twin ? twin->latency.p50_us : std::nan("");
+    const double local_p99 = twin ? twin->latency.p99_us : std::nan("");
+    const double local_rate = twin ? twin->steps_per_s : std::nan("");
+    fmt::print("{:<18} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>8} {:>11.0f} {:>11.0f} {:>8}\n", result->name,
+               result->latency.p50_us, result->latency.p99_us, local_p50, local_p99,
+               format_ratio(ratio(result->latency.p50_us, local_p50)), result->steps_per_s, local_rate,
+               format_ratio(ratio(result->steps_per_s, local_rate)));
+    JsonLine line("replicated_step_cost");
+    line.field("case", result->name)
+        .field("runs", result->runs)
+        .field("p50_us", round_to_ns(result->latency.p50_us))
+        .field("p99_us", round_to_ns(result->latency.p99_us))
+        .field("local_p50_us", round_to_ns(local_p50))
+        .field("local_p99_us", round_to_ns(local_p99))
+        .field("p50_over_local", round_to_digits(ratio(result->latency.p50_us, local_p50), 3))
+        .field("steps_per_s", round_to_digits(result->steps_per_s, 1))
+        .field("local_steps_per_s", round_to_digits(local_rate, 1))
+        .field("steps_per_s_over_local", round_to_digits(ratio(result->steps_per_s, local_rate), 3))
+        .field("raw_p50_us", round_to_ns(raw_p50_us(*result)));
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 int run(const Options& options) {
   std::error_code error;
   if (!std::filesystem::is_directory(options.dir, error)) {
@@ -1363,6 +1445,14 @@ int run(const Options& options) {
   if (options.wants(kCaseFanoutSplitUnix))
     specs.push_back({std::string(kCaseFanoutSplitUnix), true, data_dir(kCaseFanoutSplitUnix), options.runs,
                      options.steps, options.starters, "unix", true});
+  if (options.wants(kCaseChainReplicated)) {
+    specs.push_back({std::string(kCaseChainReplicated), true, data_dir(kCaseChainReplicated), 1, options.chain_steps, 1,
+                     "", false, false, "", true});
+  }
+  if (options.wants(kCaseFanoutReplicated)) {
+    specs.push_back({std::string(kCaseFanoutReplicated), true, data_dir(kCaseFanoutReplicated), options.runs,
+                     options.steps, options.starters, "", false, false, "", true});
+  }
   if (options.wants(kCaseStart))
     specs.push_back({std::string(kCaseStart), true, data_dir(kCaseStart), options.start_runs, 1, 1});
   if (options.wants(kCaseQuery))
@@ -1433,6 +1523,8 @@ int run(const Options& options) {
   }
 
   auto server_lines = print_server_step_cost(results);
+  auto replicated_lines = print_replicated_step_cost(results);
+  server_lines.insert(server_lines.end(), replicated_lines.begin(), replicated_lines.end());
   auto aims = compute_aims(results);
   print_aims(aims);
   fmt::print("\n");
@@ -1460,13 +1552,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, fanout_backup, memory, fanout_long, memory_long, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, start, query, signal, update, parallel_steps, parallel_children, queue, limit, "
-                 "limit_split_unix")
+                 "fanout_split_unix, chain_replicated, fanout_replicated, start, query, signal, update, parallel_steps, "
+                 "parallel_children, queue, limit, limit_split_unix")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseFanoutBackup),
                              std::string(kCaseMemory), std::string(kCaseFanoutLong), std::string(kCaseMemoryLong),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
-                             std::string(kCaseFanoutSplitUnix), std::string(kCaseStart), std::string(kCaseQuery),
+                             std::string(kCaseFanoutSplitUnix), std::string(kCaseChainReplicated),
+                             std::string(kCaseFanoutReplicated), std::string(kCaseStart), std::string(kCaseQuery),
                              std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
                              std::string(kCaseParallelChildren), std::string(kCaseQueue), std::string(kCaseLimit),
                              std::string(kCaseLimitSplitUnix)}))

@@ -214,23 +214,35 @@ struct ReplicaNode::Impl {
     out = Output{};
     if (flush_posted) return;
     flush_posted = true;
-    asio::post(io, [this] {
-      if (stopping) return;
-      // What the core published first: a batch the seal below finds refused
-      // (the core no longer serves) closes the log, and what a quorum holds
-      // must have been published to its clients before.
-      if (deferred.published_through) primary_log->publish_through(*deferred.published_through);
-      seal();  // the turn's records, proposed: their outputs join the deferred ones
-      flush_posted = false;
-      Output now = std::move(deferred);
-      deferred = Output{};
-      if (auto filled = fill_elided(now.sends); !filled) {
-        stop_on_disk_error("a durable batch could not be read back", filled.error());
-        return;
-      }
-      merge_sends(now.sends);
-      carry_out(now);
-    });
+    asio::post(io, [this] { flush_turn(); });
+  }
+
+  // The turn handle() posted: what the core asked for, carried out.
+  void flush_turn() {
+    if (stopping) return;
+    // What the core published first: a batch the seal below finds refused
+    // (the core no longer serves) closes the log, and what a quorum holds
+    // must have been published to its clients before.
+    if (deferred.published_through) primary_log->publish_through(*deferred.published_through);
+    seal();  // the turn's records, proposed: their outputs join the deferred ones
+    flush_posted = false;
+    Output now = std::move(deferred);
+    deferred = Output{};
+    if (auto filled = fill_elided(now.sends); !filled) {
+      stop_on_disk_error("a durable batch could not be read back", filled.error());
+      return;
+    }
+    merge_sends(now.sends);
+    carry_out(now);
+  }
+
+  // An engine's records were staged: seal them on this turn, rather than
+  // post a turn that posts the flush (one wake-up fewer a step), unless a
+  // flush is posted already (it seals them).
+  void engine_staged() {
+    if (stopping || flush_posted) return;
+    flush_posted = true;
+    flush_turn();
   }
 
   // The batches the core sends without their payload (it released them:
@@ -715,13 +727,7 @@ Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, Repli
   hooks.stepped_down = m.options.engine.stepped_down;
   if (m.options.engine.configure) {
     // An engine's records: sealed on the loop's next flush turn.
-    hooks.staged = [&m] {
-      asio::post(m.io, [&m] {
-        if (m.stopping) return;
-        Output none;
-        m.handle(none);
-      });
-    };
+    hooks.staged = [&m] { asio::post(m.io, [&m] { m.engine_staged(); }); };
   }
   m.primary_log = std::make_unique<PrimaryLog>(fs, m.options.dir, *m.store, std::move(hooks));
   if (m.options.engine.committed) {
