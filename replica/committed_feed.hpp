@@ -25,8 +25,10 @@
 namespace fusee::replica {
 
 // A committed batch: its sequence, the view whose primary sealed it, its
-// body (the shared log's sections); valid for the call only.
-using CommittedHook = std::function<void(replication::Seq seq, replication::View view, std::string_view body)>;
+// body (the shared log's sections); valid for the call only. False: the
+// taker is full (it applies what it holds first): the batch is fed again
+// on a later turn (the core's ticks make one at least every tick).
+using CommittedHook = std::function<bool(replication::Seq seq, replication::View view, std::string_view body)>;
 
 class CommittedFeed {
  public:
@@ -35,7 +37,8 @@ class CommittedFeed {
 
   // Feeds what is committed and durable, past what was fed, up to about
   // `bytes_max` of payload: how many batches are ready still (feed again on
-  // a later turn). A batch that does not read back is the store's error.
+  // a later turn; 0 also when the hook is full). A batch that does not read
+  // back is the store's error.
   Result<std::uint64_t> feed(const replication::ReplicaCore& core, ReplicaStore& store, std::uint64_t bytes_max);
   replication::Seq fed() const { return fed_; }
 

@@ -298,6 +298,10 @@ struct ReplicaNode::Impl {
     }
     follow_role();
     feed_committed();
+    if (options.engine.primary_known && core->known_primary() != last_known_primary) {
+      last_known_primary = core->known_primary();
+      options.engine.primary_known(last_known_primary);
+    }
     if (core->suspect() != last_suspect) {
       last_suspect = core->suspect();
       say(last_suspect ? "suspect" : "repaired: it holds a primary's whole log, durably, and vouches again");
@@ -669,6 +673,7 @@ struct ReplicaNode::Impl {
   static constexpr std::uint64_t kFeedBytesPerTurn = 8u << 20;
   std::unique_ptr<CommittedFeed> committed_feed;  // with an engine's committed hook
   bool feed_posted = false;
+  replication::ReplicaId last_known_primary = replication::kNoReplica;
   std::map<wal::Lsn, PendingAppend> pending;  // by their record's LSN
   std::vector<EarlyAppend> early;             // taken while the primary's log opens
   std::size_t early_bytes = 0;

@@ -60,6 +60,10 @@ struct ReplicaEngineHooks {
   // batches through `committed_after` were fed before this open.
   CommittedHook committed;
   replication::Seq committed_after = 0;
+  // The primary this replica knows of changed (ReplicaCore::known_primary:
+  // kNoReplica while it knows none), for telling callers where to go. On
+  // the loop thread; it must be quick.
+  std::function<void(replication::ReplicaId primary)> primary_known;
 };
 
 struct ReplicaNodeOptions {

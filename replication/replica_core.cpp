@@ -535,6 +535,7 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   register_view_ = std::max(register_view_, message.view);
   reset_election_timer();
   primary_heard_at_ = ticks_;
+  heard_primary_ = {message.view, message.from};
   learn_starts(starts_through(request.starts, message.view));
   const Seq end = surviving_end();
   if (request.prev_seq > end ||

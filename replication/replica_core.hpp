@@ -40,6 +40,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "replication/replica_messages.hpp"
@@ -130,6 +131,14 @@ class ReplicaCore {
   Role role() const { return role_; }
   View promised() const { return promised_; }
   View lead() const { return lead_; }  // the view it is candidate or primary of
+  // The primary of the view it promised, as far as it knows: itself while it
+  // serves, the replica whose appends it takes as a backup, kNoReplica
+  // otherwise (a view it has heard no primary of yet). For telling a
+  // caller where to go, never for deciding anything.
+  ReplicaId known_primary() const {
+    if (role_ == Role::primary) return options_.self;
+    return role_ == Role::backup && heard_primary_.first == promised_ ? heard_primary_.second : kNoReplica;
+  }
   Seq commit() const { return commit_; }
   // The highest sequence its batches say was published (each carries the
   // commit its primary knew): a quorum held those in some view, and every
@@ -228,6 +237,7 @@ class ReplicaCore {
   std::uint64_t next_write_id_ = 1;
   Seq acked_seen_ = 0;
   Seq known_committed_ = 0;  // known_committed()'s, learnt from publications and appends
+  std::pair<View, ReplicaId> heard_primary_{0, kNoReplica};  // the last append's view and sender
 
   ViewStarts starts_;
   mutable Seq surviving_known_ = 0;  // the first this many batches survive starts_ (a cache)

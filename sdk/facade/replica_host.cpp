@@ -43,13 +43,13 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   if (config.warn) options.log = [warn = config.warn](const std::string& line) { warn("replica: " + line); };
   options.engine.configure = [this](wal::LogOptions& log_options) { return configure(log_options); };
   options.engine.lead = [this](replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail) {
-    lead(view, std::move(log), tail);
+    lead(++leads_, view, std::move(log), tail);
   };
-  options.engine.stepped_down = [this](replication::View view) {
+  options.engine.stepped_down = [this](replication::View) {
     // No call reaches the view's engine from here on (its log stepped
     // down); it shuts down on the host's thread. Its run-store writes
     // still waiting have unknown outcomes.
-    applier_->view_ended(view);
+    applier_->lead_ended(leads_);
     std::shared_ptr<Engine> ended;
     {
       std::lock_guard lock(mu_);
@@ -88,8 +88,14 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     node_->stop();
   });
   options.engine.committed = [applier = applier_.get()](replication::Seq seq, replication::View view,
-                                                         std::string_view body) { applier->committed(seq, view, body); };
+                                                         std::string_view body) {
+    return applier->committed(seq, view, body);
+  };
   options.engine.committed_after = applier_->feed_after();
+  options.engine.primary_known = [this](replication::ReplicaId primary) {
+    std::lock_guard lock(mu_);
+    known_primary_ = primary;
+  };
   // Each view's engine: a local engine over the replica's log, with no HTTP
   // front of its own (the application's Engine serves it on every replica).
   config_.mode = Mode::local;
@@ -158,24 +164,27 @@ Result<void> ReplicaHost::configure(wal::LogOptions& options) {
   return ok();
 }
 
-void ReplicaHost::lead(replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail) {
+void ReplicaHost::lead(std::uint64_t lead, replication::View view, std::shared_ptr<wal::Log> log,
+                       replication::Seq tail) {
   // On the replica's loop thread: the engine opens on the host's.
   {
     std::lock_guard lock(mu_);
     busy_ = true;
   }
-  post([this, view, tail, log = std::move(log)]() mutable {
+  post([this, lead, view, tail, log = std::move(log)]() mutable {
     // The run store must hold every checkpoint the log committed before
     // the engine reads it: an engine that loaded a run its store parks
-    // later would diverge from it. The view ended first: nothing opens.
-    if (!applier_->wait_done(tail, view)) return;
+    // later would diverge from it. The lead ended first: nothing opens
+    // (its stepped_down closes what there is); applying stopped: the
+    // replica is stopping.
+    if (!applier_->wait_done(tail, lead)) return;
     std::shared_ptr<Engine> opened;
     std::string error;
     try {
       // The checkpoints as applied through the tail (the log opened over
       // those read before: earlier ones, so it holds what these need).
       auto bases = engine::read_checkpoints(*store_, shards_, config_.dir);
-      auto store = std::make_shared<ReplicatedRunStore>(store_, applier_, log, view,
+      auto store = std::make_shared<ReplicatedRunStore>(store_, applier_, log, lead, view,
                                                         engine::replica_store_shard(shards_));
       opened = open_engine_over_log(config_, {std::move(store), shards_, config_.dir, std::move(bases), std::move(log)});
       std::lock_guard lock(mu_);
@@ -233,13 +242,22 @@ std::shared_ptr<Engine> ReplicaHost::engine_if_any() {
 std::shared_ptr<Engine> ReplicaHost::engine() {
   std::lock_guard lock(mu_);
   if (engine_) return engine_;
+  if (!engine_error_.empty()) {
+    throw Error(errc::unavailable,
+                fmt::format("replica {} leads, but its engine did not open: {}", config_.replica_id, engine_error_));
+  }
+  // Where to go instead, when this replica knows.
+  if (known_primary_ != replication::kNoReplica && known_primary_ != config_.replica_id &&
+      known_primary_ < config_.replicas.size()) {
+    throw Error(errc::unavailable,
+                fmt::format("replica {} of cluster {} is a backup: the primary is replica {} (replica address {}); call "
+                            "it there",
+                            config_.replica_id, config_.cluster, known_primary_, config_.replicas[known_primary_]));
+  }
   throw Error(errc::unavailable,
-              engine_error_.empty()
-                  ? fmt::format("replica {} of cluster {} is not the primary now (a backup, or a failover is under "
-                                "way): call the primary, or try again",
-                                config_.replica_id, config_.cluster)
-                  : fmt::format("replica {} leads, but its engine did not open: {}", config_.replica_id,
-                                engine_error_));
+              fmt::format("replica {} of cluster {} is not the primary now, and knows no primary yet (a failover "
+                          "is under way): try again",
+                          config_.replica_id, config_.cluster));
 }
 
 void ReplicaHost::register_workflow(const std::string& name, const WorkflowFn& fn,

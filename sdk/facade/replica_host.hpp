@@ -60,7 +60,7 @@ class ReplicaHost {
 
  private:
   Result<void> configure(wal::LogOptions& options);
-  void lead(replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail);
+  void lead(std::uint64_t lead, replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail);
   void close_engine(std::shared_ptr<Engine> closing);  // null: the current one
   void post(std::function<void()> work);
   void run_host();
@@ -83,6 +83,10 @@ class ReplicaHost {
   bool busy_ = false;         // a view was led whose engine has not shut down yet
   std::shared_ptr<Engine> engine_;
   std::string engine_error_;  // why the last view's engine did not open
+  replication::ReplicaId known_primary_ = replication::kNoReplica;  // the node's, for messages
+  // Leads so far (the loop thread's: lead and stepped_down come in pairs),
+  // numbered for the store's writers (StoreApplier).
+  std::uint64_t leads_ = 0;
   struct Registration {
     std::string name;
     WorkflowFn fn;

@@ -23,11 +23,14 @@ namespace fusee::facade {
 
 class ReplicatedRunStore final : public engine::RunStore {
  public:
+  // `lead`: the host's number for this lead of `view` (StoreApplier).
   ReplicatedRunStore(std::shared_ptr<engine::RunStore> local, std::shared_ptr<StoreApplier> applier,
-                     std::shared_ptr<wal::Log> log, replication::View view, wal::ShardId store_shard)
+                     std::shared_ptr<wal::Log> log, std::uint64_t lead, replication::View view,
+                     wal::ShardId store_shard)
       : local_(std::move(local)),
         applier_(std::move(applier)),
         log_(std::move(log)),
+        lead_(lead),
         view_(view),
         store_shard_(store_shard) {}
 
@@ -76,6 +79,7 @@ class ReplicatedRunStore final : public engine::RunStore {
   std::shared_ptr<engine::RunStore> local_;
   std::shared_ptr<StoreApplier> applier_;
   std::shared_ptr<wal::Log> log_;
+  std::uint64_t lead_;
   replication::View view_;
   wal::ShardId store_shard_;
   std::mutex mu_;  // one record at a time: each waits for the one before

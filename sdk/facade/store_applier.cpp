@@ -53,61 +53,73 @@ void StoreApplier::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void StoreApplier::committed(Seq seq, View view, std::string_view body) {
-  Item item{seq, view, replica::first_lsn_in_body(body, store_shard_), {}, false};
-  if (item.first_lsn != 0) {
-    auto records = replica::records_in_body(body, store_shard_);
-    if (records) {
+bool StoreApplier::committed(Seq seq, View view, std::string_view body) {
+  Item item{seq, view, 0, {}, false};
+  // The whole body is parsed (its sections' headers checked), so that a
+  // body that does not decode stops the applying rather than hide records.
+  if (auto records = replica::records_in_body(body, store_shard_)) {
+    if (!records->empty()) {
+      item.first_lsn = replica::first_lsn_in_body(body, store_shard_);
       item.records = std::move(*records);
-    } else {
-      // A committed body that does not decode: applying stops at it, rather
-      // than go on past the records it would leave out.
-      item.undecodable = true;
-      item.records.emplace_back();
     }
+  } else {
+    item.undecodable = true;
+    item.records.emplace_back();
   }
+  std::uint64_t bytes = 0;
+  for (const auto& record : item.records) bytes += record.size();
   std::lock_guard lock(mu_);
-  fed_ = seq;
-  if (!stats_.error.empty()) return;  // applying stopped: the replica is stopping
+  if (!stats_.error.empty()) return true;  // applying stopped: the replica is stopping
   if (!item.records.empty()) {
+    if (!queue_.empty() && queued_bytes_ + bytes > kQueuedBytesMax) return false;
+    queued_bytes_ += bytes;
+    fed_ = seq;
     queue_.push_back(std::move(item));
     cv_.notify_all();
-  } else if (queue_.empty() && applying_ == 0) {
+    return true;
+  }
+  fed_ = seq;
+  if (queue_.empty() && applying_ == 0) {
     stats_.batches_done = seq;
     cv_.notify_all();
   }
+  return true;
 }
 
-Result<std::size_t> StoreApplier::submit(View view, const std::function<Result<wal::Lsn>()>& append) {
+Result<std::size_t> StoreApplier::submit(std::uint64_t lead, View view,
+                                         const std::function<Result<wal::Lsn>()>& append) {
   std::unique_lock lock(mu_);
-  if (stopping_ || !stats_.error.empty() || view <= ended_) return make_error_code(errc::unavailable);
+  if (stopping_ || !stats_.error.empty() || lead <= ended_) return make_error_code(errc::unavailable);
   // Appended under the lock: the record cannot be applied before its
   // waiter is in place.
   auto lsn = append();
   if (!lsn) return lsn.error();
   auto waiter = std::make_shared<Waiter>();
-  waiter->view = view;
+  waiter->lead = lead;
   waiters_[{view, *lsn}] = waiter;
   cv_.wait(lock, [&] { return waiter->outcome.has_value(); });
   return *waiter->outcome;
 }
 
-void StoreApplier::view_ended(View view) {
+void StoreApplier::lead_ended(std::uint64_t lead) {
   {
     std::lock_guard lock(mu_);
-    ended_ = std::max(ended_, view);
+    ended_ = std::max(ended_, lead);
     for (auto it = waiters_.begin(); it != waiters_.end();) {
-      if (it->first.first > view) break;
-      it->second->outcome = Result<std::size_t>(make_error_code(errc::unavailable));
-      it = waiters_.erase(it);
+      if (it->second->lead <= lead) {
+        it->second->outcome = Result<std::size_t>(make_error_code(errc::unavailable));
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
   cv_.notify_all();
 }
 
-bool StoreApplier::wait_done(Seq seq, View view) {
+bool StoreApplier::wait_done(Seq seq, std::uint64_t lead) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stats_.batches_done >= seq || stopping_ || !stats_.error.empty() || view <= ended_; });
+  cv_.wait(lock, [&] { return stats_.batches_done >= seq || stopping_ || !stats_.error.empty() || lead <= ended_; });
   return stats_.batches_done >= seq;
 }
 
@@ -158,6 +170,7 @@ void StoreApplier::run() {
     }
     lock.lock();
     applying_ = 0;
+    for (const auto& record : item.records) queued_bytes_ -= record.size();
     stats_.records_skipped += skipped;
     stats_.records_applied += outcomes.size() - skipped - (error.empty() ? 0 : 1);
     if (!item.undecodable) {

@@ -74,19 +74,28 @@ class StoreApplier {
   // after `feed_after()`.
   replication::Seq feed_after() const { return start_.seq == 0 ? 0 : start_.seq - 1; }
 
-  // A committed batch (replica::CommittedHook), in order.
-  void committed(replication::Seq seq, replication::View view, std::string_view body);
+  // A committed batch (replica::CommittedHook), in order: false when it
+  // holds kQueuedBytesMax of records not applied yet (the feed offers the
+  // batch again later), so that a replica far behind does not read its
+  // whole log into memory.
+  bool committed(replication::Seq seq, replication::View view, std::string_view body);
+  static constexpr std::uint64_t kQueuedBytesMax = 64u << 20;
 
+  // Each time the replica leads, its host numbers the lead (1, 2, ...: a
+  // view may be led twice, its log reopened): what follows is per lead.
+  //
   // Appends a record through `append` (a log's, returning its LSN) and waits
   // for it to be applied: what an expiry removed (0 for a batch), or
   // errc::unavailable when its outcome is unknown (see above), or the
-  // append's or the apply's error.
-  Result<std::size_t> submit(replication::View view, const std::function<Result<wal::Lsn>()>& append);
-  // The view ended: its writers still waiting are told errc::unavailable.
-  void view_ended(replication::View view);
+  // append's or the apply's error. `view`: the lead's view.
+  Result<std::size_t> submit(std::uint64_t lead, replication::View view,
+                             const std::function<Result<wal::Lsn>()>& append);
+  // The lead ended (its view's log stepped down): its writers still waiting
+  // are told errc::unavailable, and later ones are refused.
+  void lead_ended(std::uint64_t lead);
   // Waits until every committed batch through `seq` is applied: false when
-  // applying stopped, or view_ended(view) came first.
-  bool wait_done(replication::Seq seq, replication::View view);
+  // applying stopped, or lead_ended(lead) came first.
+  bool wait_done(replication::Seq seq, std::uint64_t lead);
 
   StoreApplierStats stats() const;
   void stop();
@@ -100,7 +109,7 @@ class StoreApplier {
     bool undecodable = false;  // its store shard's sections do not decode
   };
   struct Waiter {
-    replication::View view = 0;
+    std::uint64_t lead = 0;
     std::optional<Result<std::size_t>> outcome;
   };
   void run();
@@ -120,7 +129,8 @@ class StoreApplier {
   std::deque<Item> queue_;
   replication::Seq fed_ = 0;       // the last batch committed() was given
   replication::Seq applying_ = 0;  // the batch being applied (0: none)
-  replication::View ended_ = 0;    // the last view view_ended() named
+  std::uint64_t ended_ = 0;        // the last lead lead_ended() named
+  std::uint64_t queued_bytes_ = 0;  // of the records in queue_
   std::map<std::pair<replication::View, wal::Lsn>, std::shared_ptr<Waiter>> waiters_;
   StoreApplierStats stats_;
   bool stopping_ = false;

@@ -121,6 +121,14 @@ TEST_SUITE("unit") {
     // A backup runs nothing and says so.
     const std::size_t backup = (*first + 1) % 3;
     CHECK(error_of([&] { engines[backup]->start(kOrder, "elsewhere", 1); }) == errc::unavailable);
+    // ...naming the primary, which it knows from the primary's appends.
+    try {
+      (void)engines[backup]->get_run(run_name(0));
+      FAIL("a backup answered");
+    } catch (const Error& error) {
+      CHECK(std::string(error.what()).find("the primary is replica " + std::to_string(*first) + " (replica address " +
+                                           addresses[*first] + ")") != std::string::npos);
+    }
     CHECK(error_of([&] { (void)engines[backup]->get_run(run_name(0)); }) == errc::unavailable);
     CHECK(engines[backup]->stats().shards_held == 0);
     CHECK(engines[backup]->has_workflow("order"));
@@ -175,6 +183,17 @@ TEST_SUITE("unit") {
     // applied it, which it does only once a quorum holds it.
     primary.checkpoint();
 
+    // The primary's application stops at once: the next primary's engine
+    // opens only once its store has applied its whole log, so its run
+    // store's index already lists the finished runs, before it has
+    // checkpointed anything itself.
+    engines[*first]->shutdown();
+    engines[*first].reset();
+    const auto second = primary_of(engines);
+    REQUIRE(second.has_value());
+    Engine& next = *engines[*second];
+    CHECK(next.list_finished_runs(RunFilter{}).runs.size() == kRuns);
+
     // Every replica's store comes to hold them, each applying what the log
     // committed (read while the replicas run: RocksDB's read-only open
     // reads the writes it has not synced yet).
@@ -198,16 +217,6 @@ TEST_SUITE("unit") {
       while (!holds_all(replica_dir) && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(20ms);
       CHECK(holds_all(replica_dir));
     }
-
-    // The primary's application stops; the next primary opens from its own
-    // store, and finishes the waiting run.
-    engines[*first]->shutdown();
-    engines[*first].reset();
-    const auto second = primary_of(engines);
-    REQUIRE(second.has_value());
-    Engine& next = *engines[*second];
-    // Its run store's index, before it checkpointed anything itself.
-    CHECK(next.list_finished_runs(RunFilter{}).runs.size() == kRuns);
     for (int n = 0; n < kRuns; ++n) CHECK(next.result(kOrder, run_name(n)) == 2 * n + 1);
     next.signal("still-waiting", kGo, 7, "go-waiting");
     CHECK(next.result(kOrder, "still-waiting") == 17);

@@ -5,7 +5,10 @@
 // going on past it), a record that is no run store's, and an expiry.
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <string>
 
 #include "engine/run_store.hpp"
@@ -51,6 +54,79 @@ std::string body_of(wal::Lsn first_store_lsn, const std::vector<std::string>& st
 bool stored(engine::RunStore& store, const std::string& id) {
   return testing::value_or_fail(store.finished(id)).has_value();
 }
+
+// A writer of lead `lead` (of `view`) whose append gives `lsn`: returns once
+// its waiter is in place (the append runs under the applier's lock, held
+// until then), so that no batch fed after it can miss it.
+std::future<Result<std::size_t>> submit_async(StoreApplier& applier, std::uint64_t lead, replication::View view,
+                                              wal::Lsn lsn) {
+  auto appended = std::make_shared<std::promise<void>>();
+  auto outcome = std::async(std::launch::async, [&applier, lead, view, lsn, appended] {
+    return applier.submit(lead, view, [lsn, appended]() -> Result<wal::Lsn> {
+      appended->set_value();
+      return lsn;
+    });
+  });
+  appended->get_future().wait();
+  return outcome;
+}
+
+// A store whose writes wait until open() (reads and the rest go through).
+class GatedStore final : public engine::RunStore {
+ public:
+  explicit GatedStore(std::shared_ptr<engine::RunStore> inner) : inner_(std::move(inner)) {}
+  void open() {
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  Result<void> write(Batch batch) override { return write_unsynced(std::move(batch)); }
+  Result<void> write_unsynced(Batch batch) override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+    return inner_->write_unsynced(std::move(batch));
+  }
+  Result<std::optional<engine::FinishedRun>> finished(const std::string& id) override { return inner_->finished(id); }
+  Result<engine::RunPage> list(const engine::RunQuery& query) override { return inner_->list(query); }
+  Result<std::optional<engine::Checkpoint>> checkpoint(std::uint32_t shard) override {
+    return inner_->checkpoint(shard);
+  }
+  Result<std::optional<std::string>> streams(const std::string& id) override { return inner_->streams(id); }
+  Result<std::optional<std::string>> journal_of_finished(const std::string& id) override {
+    return inner_->journal_of_finished(id);
+  }
+  Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit) override {
+    return inner_->load_journals(shard, visit);
+  }
+  Result<void> read_journal(engine::JournalPlace place, std::uint32_t shard, const std::string& id,
+                            const JournalVisitor& visit) override {
+    return inner_->read_journal(place, shard, id, visit);
+  }
+  Result<std::optional<engine::ParkedRun>> parked(std::uint32_t shard, const std::string& id) override {
+    return inner_->parked(shard, id);
+  }
+  Result<void> parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
+                              const std::function<bool(const engine::ParkedRun&)>& visit) override {
+    return inner_->parked_by_wake(shard, from_ms, visit);
+  }
+  Result<void> all_parked(std::uint32_t shard, const std::function<void(const engine::ParkedRun&)>& visit) override {
+    return inner_->all_parked(shard, visit);
+  }
+  std::uint64_t size_bytes() const override { return inner_->size_bytes(); }
+  Result<std::size_t> expire_finished(std::int64_t before_ms) override { return inner_->expire_finished(before_ms); }
+  Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) override {
+    return inner_->stored_ids(visit);
+  }
+  Result<engine::ReplicaApplied> replica_applied() override { return inner_->replica_applied(); }
+
+ private:
+  std::shared_ptr<engine::RunStore> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
 
 struct Fixture {
   testing::TempDir dir;
@@ -98,15 +174,12 @@ TEST_SUITE("unit") {
   TEST_CASE("store applier: a writer hears its record applied only in its own view") {
     Fixture f;
     auto applier = f.applier();
-    auto submit = [&](replication::View view, wal::Lsn lsn) {
-      return std::async(std::launch::async, [&applier, view, lsn] {
-        return applier->submit(view, [lsn]() -> Result<wal::Lsn> { return lsn; });
-      });
+    auto submit = [&](std::uint64_t lead, replication::View view, wal::Lsn lsn) {
+      return submit_async(*applier, lead, view, lsn);
     };
     // Applied in its view: what it wrote.
-    auto mine = submit(3, 1);
-    auto lost = submit(3, 2);
-    REQUIRE(mine.wait_for(50ms) == std::future_status::timeout);
+    auto mine = submit(1, 3, 1);
+    auto lost = submit(1, 3, 2);
     applier->committed(1, 3, body_of(1, {batch_record("mine")}));
     CHECK(mine.get().has_value());
     // The log went on past LSN 2 of view 3 without it (its batch never
@@ -117,41 +190,72 @@ TEST_SUITE("unit") {
     CHECK(lost_outcome.error() == make_error_code(errc::unavailable));
 
     // Another view's record took its LSN: unknown, not success.
-    auto taken = submit(4, 4);
+    auto taken = submit(2, 4, 4);
     applier->committed(3, 5, body_of(4, {batch_record("another primary's")}));
     auto taken_outcome = taken.get();
     REQUIRE_FALSE(taken_outcome.has_value());
     CHECK(taken_outcome.error() == make_error_code(errc::unavailable));
 
-    // Its view ended first: unknown; later writers of that view are refused.
-    auto ended = submit(6, 9);
-    applier->view_ended(6);
+    // Its lead ended first: unknown; later writers of that lead are refused,
+    // and nothing opens for it.
+    auto ended = submit(3, 6, 9);
+    applier->lead_ended(3);
     auto ended_outcome = ended.get();
     REQUIRE_FALSE(ended_outcome.has_value());
     CHECK(ended_outcome.error() == make_error_code(errc::unavailable));
     bool appended = false;
-    auto refused = applier->submit(6, [&]() -> Result<wal::Lsn> {
+    auto refused = applier->submit(3, 6, [&]() -> Result<wal::Lsn> {
       appended = true;
       return wal::Lsn{10};
     });
     CHECK_FALSE(refused.has_value());
     CHECK_FALSE(appended);
-    CHECK_FALSE(applier->wait_done(99, 6));  // nothing opens for an ended view
+    CHECK_FALSE(applier->wait_done(99, 3));
+    // The same view led again (its log reopened): the new lead writes.
+    auto again = submit(4, 6, 9);
+    applier->committed(4, 6, body_of(9, {batch_record("the view's second lead")}));
+    CHECK(again.get().has_value());
+    CHECK(applier->wait_done(4, 4));
     // The append's own error is the writer's.
-    auto full = applier->submit(7, []() -> Result<wal::Lsn> { return make_error_code(wal::errc::record_too_large); });
+    auto full = applier->submit(5, 7, []() -> Result<wal::Lsn> { return make_error_code(wal::errc::record_too_large); });
     REQUIRE_FALSE(full.has_value());
     CHECK(full.error() == make_error_code(wal::errc::record_too_large));
     CHECK_FALSE(f.has_failed());
+  }
+
+  TEST_CASE("store applier: a replica far behind is fed no more than it holds") {
+    Fixture f;
+    // The store's writes wait at a gate: the applier holds what it was fed.
+    auto gated = std::make_shared<GatedStore>(f.store);
+    StoreApplier applier(gated, kStoreShard, [](const std::string&) {});
+    engine::RunStore::Batch batch;
+    batch.put_streams("big", std::string(StoreApplier::kQueuedBytesMax / 8, 'x'));
+    const std::string record = as_text(encode_store_batch(batch));
+    replication::Seq fed = 0;
+    while (fed < 20 && applier.committed(fed + 1, 1, body_of(fed + 1, {record}))) ++fed;
+    // Records a little over an eighth of the bound each: seven held (the
+    // one being applied counts until it is), the eighth refused.
+    CHECK(fed == 7);
+    gated->open();
+    // Refused batches come again (the feed's next turns), and go in as it applies.
+    const auto give_up = std::chrono::steady_clock::now() + 60s;
+    while (fed < 20 && std::chrono::steady_clock::now() < give_up) {
+      if (applier.committed(fed + 1, 1, body_of(fed + 1, {record}))) {
+        ++fed;
+      } else {
+        std::this_thread::sleep_for(1ms);
+      }
+    }
+    REQUIRE(applier.wait_done(20, 1));
+    CHECK(applier.stats().records_applied == 20);
+    CHECK(testing::value_or_fail(f.store->replica_applied()) == engine::ReplicaApplied{20, 1});
   }
 
   TEST_CASE("store applier: an expiry removes the same runs on every replica and says how many") {
     Fixture f;
     auto applier = f.applier();
     applier->committed(1, 1, body_of(1, {batch_record("old", 1000), batch_record("new", 5000)}));
-    auto expired = std::async(std::launch::async, [&] {
-      return applier->submit(1, []() -> Result<wal::Lsn> { return wal::Lsn{3}; });
-    });
-    REQUIRE(expired.wait_for(50ms) == std::future_status::timeout);
+    auto expired = submit_async(*applier, 1, 1, 3);
     applier->committed(2, 1, body_of(3, {as_text(encode_store_expiry(2000))}));
     CHECK(testing::value_or_fail(expired.get()) == 1);
     CHECK_FALSE(stored(*f.store, "old"));
@@ -165,10 +269,7 @@ TEST_SUITE("unit") {
       CAPTURE(bad);
       Fixture f;
       auto applier = f.applier();
-      auto writer = std::async(std::launch::async, [&] {
-        return applier->submit(1, []() -> Result<wal::Lsn> { return wal::Lsn{1}; });
-      });
-      REQUIRE(writer.wait_for(50ms) == std::future_status::timeout);
+      auto writer = submit_async(*applier, 1, 1, 1);
       applier->committed(1, 1, body_of(1, {bad}));
       auto outcome = writer.get();
       REQUIRE_FALSE(outcome.has_value());
