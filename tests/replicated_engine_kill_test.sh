@@ -5,6 +5,9 @@
 # (a backup answers 503: errc::unavailable), starts runs on it, signals the
 # last round's runs, and SIGKILLs it, then starts it again as a backup.
 # In every other round a backup is SIGKILLed and started again first.
+# Then etcd is SIGSTOPped for three leases (the primary must stay), the
+# primary SIGSTOPped past its lease (another takes over) and resumed, and a
+# backup's directory wiped and rebuilt, each under starts.
 # Every call is sent again until it is acknowledged (to whichever replica is
 # primary then; the same run id and signal id, which the engine keeps once).
 # At the end every acknowledged start must be a run, every acknowledged
@@ -113,14 +116,49 @@ for round in $(seq 0 $((rounds - 1))); do
   { kill -9 "${app_pids[$victim]}"; killed_at=$(date +%s%N); wait "${app_pids[$victim]}"; } 2>/dev/null || true
   start_app "$victim"
 done
+# Faults other than a kill, each under starts (every one acknowledged is
+# checked at the end with the rest):
+more() {  # COUNT: starts of new runs
+  for _ in $(seq "$1"); do
+    post /v1/runs "{\"workflow\": \"order\", \"id\": \"order-$started\", \"input\": $started}"
+    started=$((started + 1))
+  done
+}
+# etcd SIGSTOPped for three leases: no view can change, and none needs to.
+before=$(primary) || fail "no primary before etcd's SIGSTOP"
+kill -STOP "${pids[0]}"
+more 5
+sleep 3
+more 5
+after=$(primary) || fail "no primary during etcd's SIGSTOP"
+kill -CONT "${pids[0]}"
+[ "$before" = "$after" ] || fail "the primary changed across etcd's SIGSTOP ($before to $after) though none failed"
+# The primary SIGSTOPped past its lease: another takes over; resumed, the
+# old one must not answer as primary for what it no longer leads.
+stopped=$(primary) || fail "no primary to SIGSTOP"
+kill -STOP "${app_pids[$stopped]}"
+more 5
+kill -CONT "${app_pids[$stopped]}"
+more 5
+# A backup's disk lost: its directory wiped and rebuilt (`fusee replica init
+# --rebuild`); its engine's run store comes back from the log.
+wiped=$((($(primary) + 1) % 3))
+{ kill -9 "${app_pids[$wiped]}"; wait "${app_pids[$wiped]}"; } 2>/dev/null || true
+rm -rf "$scratch/r$wiped"
+"$fusee" replica init --dir "$scratch/r$wiped" --cluster kill --rebuild >/dev/null
+start_app "$wiped"
+more 5
+# The runs started above are signalled with the last round's.
+last_from=$(((rounds - 1) * per_round))
+
 # The last round's runs had no signal yet.
-for n in $(seq $(((rounds - 1) * per_round)) $((started - 1))); do
+for n in $(seq "$last_from" $((started - 1))); do
   post "/v1/runs/order-$n/signals/go" "{\"value\": 100, \"signal_id\": \"last-$n\"}"
 done
 violations=0
 for n in $(seq 0 $((started - 1))); do
   go=7
-  [ "$n" -ge $(((rounds - 1) * per_round)) ] && go=100
+  [ "$n" -ge "$last_from" ] && go=100
   want=$((2 * n + go))
   got=""
   for _ in $(seq 300); do
@@ -160,6 +198,6 @@ sys.exit(0 if len(rows) == 2 and all(r["checkpoint"] for r in rows) else 1)' "$s
 done
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
-echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, $started runs, every acknowledged start and signal kept;" \
+echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt; $started runs, every acknowledged start and signal kept;" \
   "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
   "max $(echo "$sorted" | tail -1) ms over $count failovers)"
