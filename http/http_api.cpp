@@ -826,7 +826,14 @@ std::map<std::string, std::uint64_t> HttpApi::runs_by_status() {
 
 HttpResponse HttpApi::metrics() {
   auto stats = engine_.stats();
-  auto by_status = runs_by_status();
+  // A replica that runs nothing now (a backup) counts no runs, but shows
+  // its part in the cluster.
+  std::map<std::string, std::uint64_t> by_status;
+  try {
+    by_status = runs_by_status();
+  } catch (const Error& failure) {
+    if (failure.error() != errc::unavailable) throw;
+  }
   std::string text;
   auto metric = [&](const char* name, const char* type, const char* help, auto value) {
     append_metric(text, name, type, help, value);
@@ -902,6 +909,7 @@ HttpResponse HttpApi::metrics() {
            "Age of the newest log batch the backup holds (0 before the first upload).",
            covered_ms > 0 ? static_cast<double>(std::max<std::int64_t>(0, now_ms - covered_ms)) / 1000 : 0.0);
   }
+  if (stats.replica.enabled) append_replica_metrics(text, stats.replica);
   text += "# HELP fusee_runs Runs by status.\n# TYPE fusee_runs gauge\n";
   for (const auto& [status, count] : by_status) text += fmt::format("fusee_runs{{status=\"{}\"}} {}\n", status, count);
   HttpResponse response;

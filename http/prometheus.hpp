@@ -67,4 +67,42 @@ inline void append_limit_metrics(std::string& text, const std::vector<LimitStats
          [](const LimitStats& limit) { return static_cast<double>(limit.waited_us) / 1e6; });
 }
 
+// Replicated mode (docs/replication.md, "Operating it"): this replica's
+// part in its cluster.
+inline void append_replica_metrics(std::string& text, const ReplicaStats& replica) {
+  static constexpr const char* kRoles[] = {"booting", "wiped", "backup", "candidate", "primary"};
+  text += "# HELP fusee_replica_role 1 for this replica's role now.\n# TYPE fusee_replica_role gauge\n";
+  for (const char* role : kRoles) {
+    text += fmt::format("fusee_replica_role{{role=\"{}\"}} {}\n", role, replica.role == role ? 1 : 0);
+  }
+  append_metric(text, "fusee_replica_id", "gauge", "This replica's id in its cluster.", replica.replica_id);
+  append_metric(text, "fusee_replica_view", "gauge", "The view this replica promised.", replica.view);
+  append_metric(text, "fusee_replica_primary", "gauge",
+                "The id of that view's primary, as this replica knows it (-1: none known).",
+                replica.primary ? static_cast<std::int64_t>(*replica.primary) : std::int64_t{-1});
+  append_metric(text, "fusee_replica_commit_batches", "gauge", "Batches of the log this replica knows committed.",
+                replica.commit);
+  append_metric(text, "fusee_replica_log_end_batches", "gauge", "Batches in this replica's log.", replica.log_end);
+  append_metric(text, "fusee_replica_durable_end_batches", "gauge", "Of those, batches durable on its disk.",
+                replica.durable_end);
+  append_metric(text, "fusee_replica_store_applied_batches", "gauge",
+                "Committed batches its run store has applied through.", replica.store_applied);
+  append_metric(text, "fusee_replica_suspect", "gauge",
+                "1 while this replica lost a write it had acknowledged and vouches for nothing.",
+                replica.suspect ? 1 : 0);
+  append_metric(text, "fusee_replica_view_changes_total", "counter", "Views this replica moved to.",
+                replica.view_changes);
+  append_metric(text, "fusee_replica_leads_total", "counter", "Views this replica led.", replica.leads);
+  if (!replica.lag_batches.empty()) {
+    text += "# HELP fusee_replica_lag_batches A primary's view of each replica: batches behind its log's end.\n"
+            "# TYPE fusee_replica_lag_batches gauge\n";
+    for (std::size_t id = 0; id < replica.lag_batches.size(); ++id) {
+      text += fmt::format("fusee_replica_lag_batches{{replica=\"{}\"}} {}\n", id, replica.lag_batches[id]);
+    }
+  }
+  append_seconds_histogram(text, "fusee_replica_publish_duration_seconds",
+                           "A primary's batches from proposal to publication (a quorum holds them durably).",
+                           kFlushLatencyBoundsUs, replica.publish_latency_counts, replica.publish_latency_sum_us);
+}
+
 }  // namespace fusee::http

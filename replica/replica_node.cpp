@@ -10,6 +10,7 @@
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
+#include "replica/node_stats.hpp"
 #include "replica/primary_log.hpp"
 #include "replica/replica_segments.hpp"
 #include "replica/replica_store.hpp"
@@ -284,7 +285,10 @@ struct ReplicaNode::Impl {
       for (const CoordinatorCall& call : out.calls) etcd_queue.push_back(call);
       etcd_wake.notify_one();
     }
-    if (out.published_through) publish(*out.published_through);
+    if (out.published_through) {
+      stats.published(*out.published_through);
+      publish(*out.published_through);
+    }
     if (!out.writes.empty() && !options.disk_thread) {
       // On this thread, after the sends above have gone out: a primary's
       // flush overlaps its backups' receipt, and whatever arrives meanwhile
@@ -298,6 +302,7 @@ struct ReplicaNode::Impl {
     }
     follow_role();
     feed_committed();
+    stats.turn(*core, options.self, options.addresses.size(), batches_read_back);
     if (options.engine.primary_known && core->known_primary() != last_known_primary) {
       last_known_primary = core->known_primary();
       options.engine.primary_known(last_known_primary);
@@ -463,6 +468,7 @@ struct ReplicaNode::Impl {
     for (const EarlyAppend& append : early) reply_append(append.waiter, {AppendStatus::not_primary, 0, kNoReplica, 0});
     early.clear();
     early_bytes = 0;
+    stats.stopped_serving();
     primary_log->close();
   }
 
@@ -512,15 +518,7 @@ struct ReplicaNode::Impl {
         break;
       }
       case FrameType::status: {
-        ReplicaStatus status{options.self,       core->role(),         core->promised(),
-                             core->lead(),       core->commit(),       core->log().size(),
-                             core->durable_end(), core->suspect(),     core->held_from(),
-                             batches_read_back};
-        if (core->role() == Role::primary) {
-          for (ReplicaId r = 0; r < options.addresses.size(); ++r) {
-            status.holds.push_back(r == options.self ? core->durable_end() : core->match_of(r));
-          }
-        }
+        const auto status = status_of(*core, options.self, options.addresses.size(), batches_read_back);
         from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
         return;
       }
@@ -673,6 +671,7 @@ struct ReplicaNode::Impl {
   static constexpr std::uint64_t kFeedBytesPerTurn = 8u << 20;
   std::unique_ptr<CommittedFeed> committed_feed;  // with an engine's committed hook
   bool feed_posted = false;
+  NodeStats stats;
   replication::ReplicaId last_known_primary = replication::kNoReplica;
   std::map<wal::Lsn, PendingAppend> pending;  // by their record's LSN
   std::vector<EarlyAppend> early;             // taken while the primary's log opens
@@ -716,6 +715,7 @@ Result<std::unique_ptr<ReplicaNode>> ReplicaNode::open(io::FileSystem& fs, Repli
   hooks.propose = [&m](Seq seq, std::string body) {
     Output out;
     const bool taken = m.core->propose(std::move(body), out, seq).has_value();
+    if (taken) m.stats.proposed(seq);
     m.handle(out);
     return taken;
   };
@@ -787,6 +787,8 @@ Result<void> ReplicaNode::run() {
   if (m.failure) return m.failure;
   return ok();
 }
+
+NodeStatsSnapshot ReplicaNode::stats() const { return impl_->stats.snapshot(); }
 
 void ReplicaNode::stop() {
   asio::post(impl_->io, [m = impl_.get()] { m->shut_down(); });

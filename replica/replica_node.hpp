@@ -29,6 +29,7 @@
 
 #include "base/result.hpp"
 #include "replica/committed_feed.hpp"
+#include "replica/node_stats.hpp"
 #include "replication/etcd_coordinator.hpp"
 #include "replication/replica_core.hpp"
 #include "wal/io/file_system.hpp"
@@ -116,6 +117,9 @@ class ReplicaNode {
   Result<void> run();
   // From any thread.
   void stop();
+  // What it shows of itself (node_stats.hpp), as of its loop's last turn;
+  // from any thread.
+  NodeStatsSnapshot stats() const;
 
  private:
   struct Impl;

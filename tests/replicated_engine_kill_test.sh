@@ -179,6 +179,17 @@ except Exception:
   fi
 done
 [ "$violations" = 0 ] || fail "$violations violations after $rounds kills of the primary"
+# Every replica's /metrics shows its part in the cluster, and promtool takes it.
+lead=$(primary) || fail "no primary at the end"
+for id in 0 1 2; do
+  curl -s -m 5 "http://127.0.0.1:${http[$id]}/metrics" >"$scratch/metrics$id" || fail "no /metrics from replica $id"
+  promtool check metrics <"$scratch/metrics$id" >/dev/null 2>&1 ||
+    fail "promtool check metrics refuses replica $id's /metrics: $(promtool check metrics <"$scratch/metrics$id" 2>&1 | head -5)"
+  role=primary
+  [ "$id" = "$lead" ] || role=backup
+  grep -q "^fusee_replica_role{role=\"$role\"} 1" "$scratch/metrics$id" ||
+    fail "replica $id's /metrics does not say $role: $(grep fusee_replica_role "$scratch/metrics$id")"
+done
 # Every replica's run store followed the log (the primary's engine writes it
 # through the log, every replica applies it): stopped, each one's holds
 # every shard's checkpoint, and `fusee inspect` reads its log, the run

@@ -353,7 +353,9 @@ EngineStats Engine::stats() const {
   if (impl_->replica_host) {
     // A backup's: nothing runs here (shards_held 0).
     auto led = impl_->replica_host->engine_if_any();
-    return led ? led->stats() : EngineStats{};
+    auto stats = led ? led->stats() : EngineStats{};
+    stats.replica = impl_->replica_host->replica_stats();
+    return stats;
   }
   auto log = impl_->sink->stats();
   EngineStats stats{log.records_written, log.batches_written, log.inline_writes, log.direct_io};

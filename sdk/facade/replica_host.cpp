@@ -234,6 +234,28 @@ void ReplicaHost::close_engine(std::shared_ptr<Engine> closing) {
   cv_.notify_all();
 }
 
+ReplicaStats ReplicaHost::replica_stats() const {
+  ReplicaStats stats;
+  stats.enabled = true;
+  stats.replica_id = config_.replica_id;
+  if (!node_) return stats;
+  const auto node = node_->stats();
+  stats.role = replication::role_name(node.status.role);
+  stats.view = node.status.promised;
+  if (node.known_primary != replication::kNoReplica) stats.primary = node.known_primary;
+  stats.commit = node.status.commit;
+  stats.log_end = node.status.log_end;
+  stats.durable_end = node.status.durable_end;
+  stats.suspect = node.status.suspect;
+  stats.view_changes = node.view_changes;
+  stats.leads = node.leads;
+  for (auto holds : node.status.holds) stats.lag_batches.push_back(node.status.log_end - std::min(holds, node.status.log_end));
+  stats.publish_latency_counts = node.publish_latency_counts;
+  stats.publish_latency_sum_us = node.publish_latency_sum_us;
+  if (applier_) stats.store_applied = applier_->stats().batches_done;
+  return stats;
+}
+
 std::shared_ptr<Engine> ReplicaHost::engine_if_any() {
   std::lock_guard lock(mu_);
   return engine_;

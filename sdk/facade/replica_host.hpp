@@ -54,6 +54,8 @@ class ReplicaHost {
                          const WorkflowRegistration& registration);
   void limit(const std::string& name, const StepLimit& limit);
   bool has_workflow(const std::string& name);
+  // This replica's part in its cluster (EngineStats::replica).
+  ReplicaStats replica_stats() const;
 
   // The replica stops serving; the view's engine shuts down. Idempotent.
   void stop();

@@ -131,6 +131,25 @@ TEST_SUITE("unit") {
     }
     CHECK(error_of([&] { (void)engines[backup]->get_run(run_name(0)); }) == errc::unavailable);
     CHECK(engines[backup]->stats().shards_held == 0);
+    // Each shows its part in the cluster.
+    const auto primary_stats = primary.stats().replica;
+    CHECK(primary_stats.enabled);
+    CHECK(primary_stats.role == "primary");
+    CHECK(primary_stats.primary == *first);
+    CHECK(primary_stats.leads == 1);
+    CHECK(primary_stats.lag_batches.size() == 3);
+    CHECK(primary_stats.commit > 0);
+    CHECK(primary_stats.store_applied > 0);  // the run store's records, or batches without any
+    std::uint64_t published = 0;
+    for (auto count : primary_stats.publish_latency_counts) published += count;
+    CHECK(published > 0);
+    const auto backup_stats = engines[backup]->stats().replica;
+    CHECK(backup_stats.role == "backup");
+    CHECK(backup_stats.replica_id == backup);
+    CHECK(backup_stats.view == primary_stats.view);
+    CHECK(backup_stats.primary == *first);
+    CHECK(backup_stats.leads == 0);
+    CHECK(backup_stats.lag_batches.empty());
     CHECK(engines[backup]->has_workflow("order"));
     // What a view's engine would refuse is refused on a backup too, rather
     // than when it leads (where it could not open).

@@ -238,6 +238,31 @@ struct BackupStats {
   std::string error;                   // the last upload's failure; empty once one succeeded
 };
 
+// Replicated mode (Config::replicated): this replica's part in its cluster
+// (docs/replication.md, "Operating it"), whatever its role. Counts since
+// this Engine opened.
+struct ReplicaStats {
+  bool enabled = false;
+  std::uint32_t replica_id = 0;
+  std::string role;                       // booting, wiped, backup, candidate, primary
+  std::uint64_t view = 0;                 // the view it promised
+  std::optional<std::uint32_t> primary;   // that view's primary, when it knows it
+  std::uint64_t commit = 0;               // batches it knows committed (a quorum's)
+  std::uint64_t log_end = 0;              // batches in its log
+  std::uint64_t durable_end = 0;          // of those, durable on its disk
+  bool suspect = false;                   // it lost a write it had acknowledged: it vouches for nothing
+  std::uint64_t view_changes = 0;         // views it moved to
+  std::uint64_t leads = 0;                // views it led (an engine opened for each)
+  std::uint64_t store_applied = 0;        // committed batches its run store has applied through
+  // A primary's: each replica's batches behind its log's end, by id (its
+  // own: what is not yet durable here). Empty on a replica not primary.
+  std::vector<std::uint64_t> lag_batches;
+  // A primary's batches from proposal to publication (a quorum's durability),
+  // as flush_latency_counts are kept.
+  std::array<std::uint64_t, kFlushLatencyBoundsUs.size() + 1> publish_latency_counts{};
+  std::uint64_t publish_latency_sum_us = 0;
+};
+
 struct EngineStats {
   std::uint64_t records_written = 0;  // journal records made durable
   std::uint64_t batches_written = 0;  // log batches (each one durable write)
@@ -272,6 +297,7 @@ struct EngineStats {
   std::uint32_t shards_held = 0;
   std::vector<LimitStats> limits;  // by name
   BackupStats backup;
+  ReplicaStats replica;
 };
 
 // One interval (about a second) of an engine's work: Engine::activity, GET
