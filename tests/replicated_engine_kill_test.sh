@@ -10,9 +10,11 @@
 # backup's directory wiped and rebuilt, each under starts.
 # Every call is sent again until it is acknowledged (to whichever replica is
 # primary then; the same run id and signal id, which the engine keeps once).
-# At the end every acknowledged start must be a run, every acknowledged
-# signal must be the one its run took (go = 7, not the last round's 100),
-# and every run must finish with 2n + go. Then every replica's run store
+# Before each signal a run gets an update (a bump of 3, answered with the
+# bumps' sum: 3 whenever it is sent again). At the end every acknowledged
+# start must be a run, every acknowledged signal and update the one its run
+# took (go = 7 and one bump, not the last round's 100), every run must finish
+# with 2n + go + bumps, and its stream must hold its one chunk. Then every replica's run store
 # must hold the checkpoints (they travel in the log, applied by every
 # replica), and `fusee inspect` must read each replica's log.
 # Usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR
@@ -101,6 +103,11 @@ for round in $(seq 0 $((rounds - 1))); do
   started=$(((round + 1) * per_round))
   if [ "$round" -gt 0 ]; then
     for n in $(seq $(((round - 1) * per_round)) $((round * per_round - 1))); do
+      # A bump of 3, answered with the sum so far: 3, however often it is
+      # sent (the same update id), across every failover.
+      post "/v1/runs/order-$n/updates/bump?timeout_ms=20000" "{\"arg\": 3, \"update_id\": \"bump-$n\"}"
+      answer=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("status"), r.get("result"))' "$scratch/reply")
+      [ "$answer" = "completed 3" ] || fail "order-$n's bump was answered $(cat "$scratch/reply"), not 3"
       post "/v1/runs/order-$n/signals/go" "{\"value\": 7, \"signal_id\": \"go-$n\"}"
     done
   fi
@@ -157,7 +164,7 @@ for n in $(seq "$last_from" $((started - 1))); do
 done
 violations=0
 for n in $(seq 0 $((started - 1))); do
-  go=7
+  go=10  # 7, and a bump of 3
   [ "$n" -ge "$last_from" ] && go=100
   want=$((2 * n + go))
   got=""
@@ -175,6 +182,15 @@ except Exception:
   done
   if [ "$got" != "$want" ]; then
     echo "replicated_engine_kill: order-$n ended with '$got', not $want: $(cat "$scratch/run")" >&2
+    violations=$((violations + 1))
+  fi
+done
+# Every run's stream holds its one chunk, a = 2n, once.
+for n in $(seq 0 $((started - 1))); do
+  id=$(primary) || fail "no primary at the end"
+  chunks=$(curl -s -m 10 "http://127.0.0.1:${http[$id]}/v1/runs/order-$n/streams/progress" || true)
+  if [ "$chunks" != "{\"offset\":0,\"value\":$((2 * n))}" ]; then
+    echo "replicated_engine_kill: order-$n's stream holds '$chunks', not its one chunk $((2 * n))" >&2
     violations=$((violations + 1))
   fi
 done
@@ -209,6 +225,6 @@ sys.exit(0 if len(rows) == 2 and all(r["checkpoint"] for r in rows) else 1)' "$s
 done
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
-echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt; $started runs, every acknowledged start and signal kept;" \
+echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt; $started runs, every acknowledged start, signal and update kept, every stream's chunk once;" \
   "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
   "max $(echo "$sorted" | tail -1) ms over $count failovers)"

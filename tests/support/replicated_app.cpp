@@ -1,7 +1,9 @@
 // An application in replicated mode, for tests/replicated_engine_kill_test.sh:
 // one replica of a cluster (Config::replicated) serving the HTTP API, with
-// the `order` workflow -- step "a" (2n), a wait for the signal "go", step
-// "b" (a + go) -- until SIGTERM or SIGINT (or SIGKILL, which is the point).
+// the `order` workflow -- step "a" (2n), a chunk of stream "progress" (a),
+// updates "bump" (each answered with the sum of the bumps so far) until the
+// signal "go", step "b" (a + go + the bumps) -- until SIGTERM or SIGINT (or
+// SIGKILL, which is the point).
 //
 // Usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN
 //   REPLICAS: every replica's HOST:PORT, comma-separated, in id order.
@@ -44,8 +46,21 @@ int main(int argc, char** argv) {
     auto engine = Engine::open(config);
     engine->register_workflow(WorkflowRef<int, int>{"order"}, [](Ctx& ctx, int n) -> Task<int> {
       int a = co_await ctx.step("a", [n] { return 2 * n; });
-      auto go = co_await ctx.wait_for(Signal<int>{"go"});
-      co_return co_await ctx.step("b", [a, go] { return a + go.value_or(-1000); });
+      co_await ctx.stream("progress").write(a);  // one chunk: a
+      // Bumps (updates, each answered with the total so far) until "go".
+      const Update<int, int> bump{"bump"};
+      ctx.on_update(bump);
+      auto next_bump = ctx.next_update(bump).start();
+      auto go = ctx.wait_for(Signal<int>{"go"}).start();
+      int bumped = 0;
+      while (co_await ctx.any(next_bump, go) == 0) {
+        auto request = co_await next_bump;
+        bumped += request.arg;
+        co_await ctx.reply(request, bumped);
+        next_bump = ctx.next_update(bump).start();
+      }
+      const int go_value = (co_await go).value_or(-1000);
+      co_return co_await ctx.step("b", [a, go_value, bumped] { return a + go_value + bumped; });
     });
     fmt::print(stderr, "replicated_app: replica {} serves HTTP on {}\n", argv[2], engine->http_endpoint());
     int received = 0;
