@@ -17,6 +17,7 @@
 
 #include "replica/local_etcd.hpp"
 #include "replica/replica_store.hpp"
+#include "tests/replica/replicated_runs.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -32,7 +33,6 @@ constexpr int kRuns = 12;
 
 const WorkflowRef<int, int> kOrder{"order"};
 const Signal<int> kGo{"go"};
-const Signal<int> kNoise{"noise"};
 
 // How often each step ran, in every replica's engine.
 std::atomic<int> a_runs{0};
@@ -56,7 +56,7 @@ void register_order(Engine& engine) {
 // directory while it runs, and opens an engine for each view it leads, on
 // a thread of its own (never the replica's loop), shutting it down when
 // the view ends.
-std::string run_name(int n) { return "order-" + std::to_string(n); }
+using testing::run_name;
 
 // Three applications' Engines (Config::replicated) in this process.
 class EngineCluster {
@@ -95,14 +95,7 @@ class EngineCluster {
   }
   // The replica whose Engine runs workflows, other than `not_this`, within 30 s.
   std::optional<ReplicaId> leader(std::optional<ReplicaId> not_this = {}) {
-    const auto give_up = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < give_up) {
-      for (ReplicaId id = 0; id < engines_.size(); ++id) {
-        if (id != not_this && engines_[id] && engines_[id]->stats().shards_held > 0) return id;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
+    return testing::primary_of(engines_, 30s, not_this);
   }
   Engine& engine(ReplicaId id) { return *engines_[id]; }
 
@@ -114,17 +107,6 @@ class EngineCluster {
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<Engine>> engines_;
 };
-
-void take_to_wait(Engine& engine, int n) {
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  for (;;) {
-    auto info = engine.get_run(run_name(n));
-    if (info && !info->waiting_on.empty()) break;
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::sleep_for(1ms);
-  }
-  engine.signal(run_name(n), kNoise, 0, "noise-" + std::to_string(n));
-}
 
 TEST_SUITE("unit") {
   TEST_CASE("engine failover: each new primary's engine finishes the last one's runs; no durable step runs again") {
@@ -160,7 +142,7 @@ TEST_SUITE("unit") {
       }
       if (round == kRounds) break;
       for (int n = round * kRuns; n < (round + 1) * kRuns; ++n) engine->start(kOrder, run_name(n), n);
-      for (int n = round * kRuns; n < (round + 1) * kRuns; ++n) take_to_wait(*engine, n);
+      for (int n = round * kRuns; n < (round + 1) * kRuns; ++n) testing::take_to_wait(*engine, n, 10s);
       // A caller waiting on this primary is told to go elsewhere. The run's
       // shard takes calls in order: once get_run is answered, the result
       // waits on the run.

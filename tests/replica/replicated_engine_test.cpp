@@ -14,6 +14,7 @@
 #include "engine/run_store.hpp"
 #include "replica/local_etcd.hpp"
 #include "replica/replica_store.hpp"
+#include "tests/replica/replicated_runs.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -25,7 +26,6 @@ using namespace std::chrono_literals;
 
 const WorkflowRef<int, int> kOrder{"order"};
 const Signal<int> kGo{"go"};
-const Signal<int> kNoise{"noise"};
 constexpr int kRuns = 10;
 
 std::atomic<int> a_runs{0};
@@ -45,7 +45,7 @@ void register_order(Engine& engine) {
   });
 }
 
-std::string run_name(int n) { return "order-" + std::to_string(n); }
+using testing::run_name;
 
 Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint32_t id,
                       const std::vector<std::string>& addresses) {
@@ -61,15 +61,8 @@ Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint
 }
 
 // The replica whose Engine runs workflows now, within 20 s.
-std::optional<std::size_t> primary_of(const std::vector<std::unique_ptr<Engine>>& engines) {
-  const auto give_up = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < give_up) {
-    for (std::size_t id = 0; id < engines.size(); ++id) {
-      if (engines[id] && engines[id]->stats().shards_held > 0) return id;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return std::nullopt;
+std::optional<std::uint32_t> primary_of(const std::vector<std::unique_ptr<Engine>>& engines) {
+  return testing::primary_of(engines, 20s);
 }
 
 errc error_of(const std::function<void()>& call) {
@@ -106,17 +99,7 @@ TEST_SUITE("unit") {
     REQUIRE(first.has_value());
     Engine& primary = *engines[*first];
     for (int n = 0; n < kRuns; ++n) primary.start(kOrder, run_name(n), n);
-    for (int n = 0; n < kRuns; ++n) {
-      const auto give_up = std::chrono::steady_clock::now() + 10s;
-      for (;;) {
-        auto info = primary.get_run(run_name(n));
-        if (info && !info->waiting_on.empty()) break;
-        REQUIRE(std::chrono::steady_clock::now() < give_up);
-        std::this_thread::sleep_for(1ms);
-      }
-      // Durable with every earlier record of its shard: step a's too.
-      primary.signal(run_name(n), kNoise, 0, "noise-" + std::to_string(n));
-    }
+    for (int n = 0; n < kRuns; ++n) testing::take_to_wait(primary, n, 10s);  // step a durable
     CHECK(a_runs == kRuns);
     // A backup runs nothing and says so.
     const std::size_t backup = (*first + 1) % 3;

@@ -16,6 +16,7 @@
 
 #include "replica/local_etcd.hpp"
 #include "replica/replica_store.hpp"
+#include "tests/replica/replicated_runs.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/tcp_proxy.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -28,7 +29,6 @@ using namespace std::chrono_literals;
 
 const WorkflowRef<int, int> kOrder{"order"};
 const Signal<int> kGo{"go"};
-const Signal<int> kNoise{"noise"};
 
 // How often each run's steps ran, by run input.
 struct StepLedger {
@@ -58,7 +58,7 @@ void register_order(Engine& engine) {
   });
 }
 
-std::string run_name(int n) { return "order-" + std::to_string(n); }
+using testing::run_name;
 
 std::uint16_t port_of(const std::string& address) {
   return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
@@ -108,14 +108,7 @@ class ProxiedCluster {
 
   // The replica whose Engine runs workflows, other than `not_this`, within 30 s.
   std::optional<std::uint32_t> primary(std::optional<std::uint32_t> not_this = std::nullopt) {
-    const auto give_up = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < give_up) {
-      for (std::uint32_t id = 0; id < 3; ++id) {
-        if (id != not_this && engines_[id]->stats().shards_held > 0) return id;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
+    return testing::primary_of(engines_, 30s, not_this);
   }
   // Waits up to 30 s for `holds`.
   template <typename Holds>
@@ -161,16 +154,7 @@ class ProxiedCluster {
 // once durable with every earlier record of its shard).
 void start_waiting(Engine& engine, int from, int to) {
   for (int n = from; n < to; ++n) engine.start(kOrder, run_name(n), n);
-  for (int n = from; n < to; ++n) {
-    const auto give_up = std::chrono::steady_clock::now() + 20s;
-    for (;;) {
-      auto info = engine.get_run(run_name(n));
-      if (info && !info->waiting_on.empty()) break;
-      REQUIRE(std::chrono::steady_clock::now() < give_up);
-      std::this_thread::sleep_for(1ms);
-    }
-    engine.signal(run_name(n), kNoise, 0, "noise-" + std::to_string(n));
-  }
+  for (int n = from; n < to; ++n) testing::take_to_wait(engine, n, 20s);
 }
 
 TEST_SUITE("unit") {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <string>
 
+#include "engine/forwarding_run_store.hpp"
 #include "engine/run_store.hpp"
 #include "fusee/error.hpp"
 #include "replica/replica_segments.hpp"
@@ -72,9 +73,9 @@ std::future<Result<std::size_t>> submit_async(StoreApplier& applier, std::uint64
 }
 
 // A store whose writes wait until open() (reads and the rest go through).
-class GatedStore final : public engine::RunStore {
+class GatedStore final : public engine::ForwardingRunStore {
  public:
-  explicit GatedStore(std::shared_ptr<engine::RunStore> inner) : inner_(std::move(inner)) {}
+  explicit GatedStore(std::shared_ptr<engine::RunStore> inner) : ForwardingRunStore(std::move(inner)) {}
   void open() {
     {
       std::lock_guard lock(mu_);
@@ -86,43 +87,10 @@ class GatedStore final : public engine::RunStore {
   Result<void> write_unsynced(Batch batch) override {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return open_; });
-    return inner_->write_unsynced(std::move(batch));
+    return inner().write_unsynced(std::move(batch));
   }
-  Result<std::optional<engine::FinishedRun>> finished(const std::string& id) override { return inner_->finished(id); }
-  Result<engine::RunPage> list(const engine::RunQuery& query) override { return inner_->list(query); }
-  Result<std::optional<engine::Checkpoint>> checkpoint(std::uint32_t shard) override {
-    return inner_->checkpoint(shard);
-  }
-  Result<std::optional<std::string>> streams(const std::string& id) override { return inner_->streams(id); }
-  Result<std::optional<std::string>> journal_of_finished(const std::string& id) override {
-    return inner_->journal_of_finished(id);
-  }
-  Result<void> load_journals(std::uint32_t shard, const JournalVisitor& visit) override {
-    return inner_->load_journals(shard, visit);
-  }
-  Result<void> read_journal(engine::JournalPlace place, std::uint32_t shard, const std::string& id,
-                            const JournalVisitor& visit) override {
-    return inner_->read_journal(place, shard, id, visit);
-  }
-  Result<std::optional<engine::ParkedRun>> parked(std::uint32_t shard, const std::string& id) override {
-    return inner_->parked(shard, id);
-  }
-  Result<void> parked_by_wake(std::uint32_t shard, std::int64_t from_ms,
-                              const std::function<bool(const engine::ParkedRun&)>& visit) override {
-    return inner_->parked_by_wake(shard, from_ms, visit);
-  }
-  Result<void> all_parked(std::uint32_t shard, const std::function<void(const engine::ParkedRun&)>& visit) override {
-    return inner_->all_parked(shard, visit);
-  }
-  std::uint64_t size_bytes() const override { return inner_->size_bytes(); }
-  Result<std::size_t> expire_finished(std::int64_t before_ms) override { return inner_->expire_finished(before_ms); }
-  Result<void> stored_ids(const std::function<void(std::string_view id)>& visit) override {
-    return inner_->stored_ids(visit);
-  }
-  Result<engine::ReplicaApplied> replica_applied() override { return inner_->replica_applied(); }
 
  private:
-  std::shared_ptr<engine::RunStore> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
