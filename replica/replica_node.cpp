@@ -10,6 +10,7 @@
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
+#include "replica/frame_writer.hpp"
 #include "replica/node_stats.hpp"
 #include "replica/primary_log.hpp"
 #include "replica/replica_segments.hpp"
@@ -40,52 +41,6 @@ static_assert(kAppendBytesMax + 64 <= payload_bytes_max(kSegmentBytesDefault),
               "a batch of one largest append fits a replica's segment");
 // A client that sends and does not read its replies is cut off here.
 constexpr std::size_t kClientQueueBytesMax = 16u << 20;
-
-std::vector<std::byte> frame_of(FrameType type, std::uint64_t request_id, std::span<const std::byte> payload) {
-  std::vector<std::byte> out;
-  protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, out);
-  return out;
-}
-
-// A queue of frames written in order to one socket.
-class Writer {
- public:
-  explicit Writer(tcp::socket& socket) : socket_(socket) {}
-  // Returns false when dropped (over the bound).
-  bool push(std::vector<std::byte> frame, std::size_t bytes_max) {
-    if (queued_bytes_ + frame.size() > bytes_max) return false;
-    queued_bytes_ += frame.size();
-    queue_.push_back(std::move(frame));
-    return true;
-  }
-  template <typename OnError>
-  void pump(std::shared_ptr<void> keep, OnError on_error) {
-    if (writing_ || queue_.empty()) return;
-    writing_ = true;
-    asio::async_write(socket_, asio::buffer(queue_.front()),
-                      [this, keep, on_error](boost::system::error_code error, std::size_t) {
-                        writing_ = false;
-                        if (error) {
-                          on_error(error);
-                          return;
-                        }
-                        queued_bytes_ -= queue_.front().size();
-                        queue_.pop_front();
-                        pump(keep, on_error);
-                      });
-  }
-  void clear() {
-    queue_.clear();
-    queued_bytes_ = 0;
-  }
-  bool empty() const { return queue_.empty(); }
-
- private:
-  tcp::socket& socket_;
-  std::deque<std::vector<std::byte>> queue_;
-  std::size_t queued_bytes_ = 0;
-  bool writing_ = false;
-};
 
 }  // namespace
 
@@ -124,7 +79,7 @@ struct ReplicaNode::Impl {
     }
     Impl& impl;
     tcp::socket socket;
-    Writer writer;
+    FrameWriter writer;
     protocol::FrameDecoder decoder;
     std::array<std::byte, 64 * 1024> buffer{};
     bool closed = false;
@@ -178,7 +133,7 @@ struct ReplicaNode::Impl {
     ReplicaId id;
     tcp::endpoint endpoint;
     tcp::socket socket;
-    Writer writer;
+    FrameWriter writer;
     asio::steady_timer retry;
     bool connected = false;
     bool connecting = false;
@@ -517,6 +472,33 @@ struct ReplicaNode::Impl {
         }
         break;
       }
+      case FrameType::call: {
+        auto call = decode_call(frame.payload);
+        if (!call) {
+          say("a forwarded call that does not decode; closing its connection");
+          from.close();
+          return;
+        }
+        // Sent from whatever thread answers, through the loop.
+        auto reply = [replies = call_replies, client = from.weak_from_this(), request = frame.request_id](
+                         CallPart part, std::vector<std::byte> body) {
+          std::lock_guard lock(replies->mu);
+          if (replies->io == nullptr) return;
+          asio::post(*replies->io, [client, request, part, body = std::move(body)]() mutable {
+            if (auto connection = client.lock()) {
+              connection->send(frame_of(FrameType::call_reply, request, encode_call_reply({part, std::move(body)})));
+            }
+          });
+        };
+        if (!options.engine.call) {
+          const std::string why = "replica " + std::to_string(options.self) + " runs no engine";
+          reply(CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
+                                                           reinterpret_cast<const std::byte*>(why.data()) + why.size()));
+          return;
+        }
+        options.engine.call(call->shard, std::move(call->body), std::move(reply));
+        return;
+      }
       case FrameType::status: {
         const auto status = status_of(*core, options.self, options.addresses.size(), batches_read_back);
         from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
@@ -568,6 +550,10 @@ struct ReplicaNode::Impl {
   void shut_down() {
     if (stopping) return;
     stopping = true;
+    {
+      std::lock_guard lock(call_replies->mu);
+      call_replies->io = nullptr;  // the connections close below: later replies go nowhere
+    }
     primary_log->close();  // nothing more is published: the clients' connections close below
     boost::system::error_code ignored;
     acceptor.close(ignored);
@@ -660,6 +646,14 @@ struct ReplicaNode::Impl {
   io::FileSystem& fs;
   ReplicaNodeOptions options;
   asio::io_context io;
+  // Where the engine's replies to forwarded calls are posted, from any
+  // thread, until the replica stops.
+  struct CallReplies {
+    explicit CallReplies(asio::io_context* loop) : io(loop) {}
+    std::mutex mu;
+    asio::io_context* io;
+  };
+  std::shared_ptr<CallReplies> call_replies = std::make_shared<CallReplies>(&io);
   tcp::acceptor acceptor;
   asio::steady_timer ticker;
   std::unique_ptr<ReplicaStore> store;

@@ -30,6 +30,7 @@
 #include "base/result.hpp"
 #include "replica/committed_feed.hpp"
 #include "replica/node_stats.hpp"
+#include "replica/replica_wire.hpp"
 #include "replication/etcd_coordinator.hpp"
 #include "replication/replica_core.hpp"
 #include "wal/io/file_system.hpp"
@@ -65,6 +66,14 @@ struct ReplicaEngineHooks {
   // kNoReplica while it knows none), for telling callers where to go. On
   // the loop thread; it must be quick.
   std::function<void(replication::ReplicaId primary)> primary_known;
+  // A call a backup's application forwarded to this replica's engine
+  // (replica_wire.hpp, frame 6), on the loop thread: it must only hand the
+  // call on. `reply` may be called from any thread, any number of parts
+  // `more`, then one `last` or `not_here`; a reply after the caller's
+  // connection closed, or after the replica stopped, is dropped. Unset: the
+  // replica answers every call `not_here`.
+  using CallReply = std::function<void(CallPart, std::vector<std::byte>)>;
+  std::function<void(std::uint32_t shard, std::vector<std::byte> body, CallReply reply)> call;
 };
 
 struct ReplicaNodeOptions {

@@ -181,4 +181,31 @@ std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes) {
   });
 }
 
+std::vector<std::byte> encode_call(const ForwardedCall& call) {
+  Writer w;
+  w.u32(call.shard).bytes(call.body);
+  return w.take();
+}
+
+std::optional<ForwardedCall> decode_call(std::span<const std::byte> bytes) {
+  return protocol::decode_with<ForwardedCall>(bytes, [](Reader& r, ForwardedCall& m) {
+    return r.u32(m.shard) && r.bytes(m.body);
+  });
+}
+
+std::vector<std::byte> encode_call_reply(const CallReply& reply) {
+  Writer w;
+  w.u8(static_cast<std::uint8_t>(reply.part)).bytes(reply.body);
+  return w.take();
+}
+
+std::optional<CallReply> decode_call_reply(std::span<const std::byte> bytes) {
+  return protocol::decode_with<CallReply>(bytes, [](Reader& r, CallReply& m) {
+    std::uint8_t part = 0;
+    if (!r.u8(part) || part > 2) return false;
+    m.part = static_cast<CallPart>(part);
+    return r.bytes(m.body);
+  });
+}
+
 }  // namespace fusee::replica

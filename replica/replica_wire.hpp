@@ -13,6 +13,10 @@
 //                    as known, u64 the record's LSN
 //   4 status         (empty)
 //   5 status reply   ReplicaStatus's fields
+//   6 call           u32 shard, bytes: a call of the engine's forwarded from
+//                    a backup's application to the primary's engine
+//                    (remote/forwarded_call.hpp; sdk/facade/primary_router.hpp)
+//   7 call reply     u8 CallPart, bytes: a part of its answer
 #pragma once
 
 #include <cstdint>
@@ -34,6 +38,8 @@ enum class FrameType : std::uint8_t {
   append_reply = 3,
   status = 4,
   status_reply = 5,
+  call = 6,
+  call_reply = 7,
 };
 
 std::vector<std::byte> encode_message(const replication::Message& message);
@@ -76,5 +82,24 @@ struct ReplicaStatus {
 };
 std::vector<std::byte> encode_status(const ReplicaStatus& status);
 std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes);
+
+struct ForwardedCall {
+  std::uint32_t shard = 0;
+  std::vector<std::byte> body;
+};
+std::vector<std::byte> encode_call(const ForwardedCall& call);
+std::optional<ForwardedCall> decode_call(std::span<const std::byte> bytes);
+
+enum class CallPart : std::uint8_t {
+  more = 0,      // a part of the answer (a stream's chunk); more follow
+  last = 1,      // the answer
+  not_here = 2,  // nothing was done: this replica runs no engine that could take it now
+};
+struct CallReply {
+  CallPart part = CallPart::last;
+  std::vector<std::byte> body;
+};
+std::vector<std::byte> encode_call_reply(const CallReply& reply);
+std::optional<CallReply> decode_call_reply(std::span<const std::byte> bytes);
 
 }  // namespace fusee::replica

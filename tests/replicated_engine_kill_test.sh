@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Replicated mode's promise, kill -9 by kill -9: three application processes
 # (tests/support/replicated_app.cpp, Engine::open(Config::replicated)) and an
-# etcd of the test's own. Each round the test finds the primary over HTTP
-# (a backup answers 503: errc::unavailable), starts runs on it, signals the
-# last round's runs, and SIGKILLs it, then starts it again as a backup.
+# etcd of the test's own. Each round the test starts runs and signals the
+# last round's runs, each call through a replica picked at random (a
+# backup's API sends it on to the primary), then finds the primary (by its
+# /metrics) and SIGKILLs it, and starts it again as a backup.
 # In every other round a backup is SIGKILLed and started again first.
 # Then etcd is SIGSTOPped for three leases (the primary must stay), the
 # primary SIGSTOPped past its lease (another takes over) and resumed, and a
 # backup's directory wiped and rebuilt, each under starts.
-# Every call is sent again until it is acknowledged (to whichever replica is
-# primary then; the same run id and signal id, which the engine keeps once).
+# Every call is sent again until it is acknowledged (through whichever
+# replica; the same run id and signal id, which the engine keeps once).
 # Before each signal a run gets an update (a bump of 3, answered with the
 # bumps' sum: 3 whenever it is sent again). At the end every acknowledged
 # start must be a run, every acknowledged signal and update the one its run
@@ -64,25 +65,30 @@ for id in 0 1 2; do
   start_app "$id"
 done
 
-# The replica whose API answers 200 (a backup's says 503), within 30 s.
+# The replica that is primary now (its /metrics says so), within 30 s.
 primary() {
   for _ in $(seq 300); do
     for id in 0 1 2; do
-      code=$(curl -s -o /dev/null -w '%{http_code}' -m 2 "http://127.0.0.1:${http[$id]}/v1/runs?limit=1" || true)
-      if [ "$code" = 200 ]; then echo "$id"; return 0; fi
+      if curl -s -m 2 "http://127.0.0.1:${http[$id]}/metrics" 2>/dev/null |
+        grep -q '^fusee_replica_role{role="primary"} 1'; then
+        echo "$id"
+        return 0
+      fi
     done
     sleep 0.1
   done
   return 1
 }
-# POST PATH BODY to the primary until it is acknowledged (2xx), within 60 s.
+# POST PATH BODY until it is acknowledged (2xx), within 60 s, each time
+# through a replica picked at random: a backup's API sends the call on to
+# the primary (503 while it cannot: a failover; 000: that replica is down).
 post() {
   local deadline=$((SECONDS + 60)) id code
   while [ $SECONDS -lt $deadline ]; do
-    id=$(primary) || continue
+    id=$((RANDOM % 3))
     code=$(curl -s -o "$scratch/reply" -w '%{http_code}' -m 10 -X POST -H 'Content-Type: application/json' \
       -d "$2" "http://127.0.0.1:${http[$id]}$1" || true)
-    case "$code" in 2??) return 0 ;; 503 | 000) sleep 0.05 ;; *) fail "POST $1 $2: $code $(cat "$scratch/reply")" ;; esac
+    case "$code" in 2??) return 0 ;; 503 | 000) sleep 0.05 ;; *) fail "POST $1 $2 through replica $id: $code $(cat "$scratch/reply")" ;; esac
   done
   fail "POST $1 $2 was never acknowledged"
 }
@@ -170,6 +176,7 @@ for n in $(seq 0 $((started - 1))); do
   got=""
   for _ in $(seq 300); do
     id=$(primary) || fail "no primary at the end"
+    id=$(((id + 1 + n % 2) % 3))  # read through a backup: it asks the primary
     curl -s -m 5 "http://127.0.0.1:${http[$id]}/v1/runs/order-$n" >"$scratch/run" || true
     got=$(python3 -c 'import json,sys
 try:
@@ -188,6 +195,7 @@ done
 # Every run's stream holds its one chunk, a = 2n, once.
 for n in $(seq 0 $((started - 1))); do
   id=$(primary) || fail "no primary at the end"
+  id=$(((id + 1 + n % 2) % 3))
   chunks=$(curl -s -m 10 "http://127.0.0.1:${http[$id]}/v1/runs/order-$n/streams/progress" || true)
   if [ "$chunks" != "{\"offset\":0,\"value\":$((2 * n))}" ]; then
     echo "replicated_engine_kill: order-$n's stream holds '$chunks', not its one chunk $((2 * n))" >&2

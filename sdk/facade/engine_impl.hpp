@@ -118,13 +118,19 @@ struct Engine::Impl final : engine::EngineCore {
   // Config::http_listen's server over `engine`; `front_token`: a token the
   // API takes besides Config::http_token (remote mode's server's).
   static void start_http(Engine& engine, const Config& config, std::function<std::string()> front_token);
-  // Replicated mode: the view's engine (throws errc::unavailable on a
-  // backup); null in every other mode.
+  // Replicated mode: the engine of the view this replica leads; null on a
+  // backup (and while a view's engine opens), whose calls then go on as a
+  // split worker's for a shard it does not hold: to the primary
+  // (sdk/facade/primary_router.hpp). Null in every other mode.
   std::shared_ptr<Engine> led() {
     if (!replica_host) return nullptr;
     check_open();
-    return replica_host->engine();
+    return replica_host->engine_if_any();
   }
+  // The primary's side of those calls: `engine` is a view's.
+  static void serve_forwarded(Engine& engine, remote::ShardRouter::Call call);
+  // A view's engine's router for the calls it serves (facade::ServeEveryShard).
+  std::unique_ptr<remote::ShardRouter> serving_router;
   std::unique_ptr<facade::ReplicaHost> replica_host;
 
   Config config;
@@ -212,6 +218,7 @@ struct Engine::Impl final : engine::EngineCore {
   // Every shard is held here and recovered: the index has every run.
   bool all_here() {
     if (!router) return true;
+    if (replica_host) return false;  // a backup: the primary holds them all
     std::lock_guard lock(adopt_mu);
     for (std::uint32_t shard = 0; shard < shards.size(); ++shard) {
       if (!adopted[shard] || !router->holds(shard)) return false;
@@ -438,7 +445,9 @@ struct Engine::Impl final : engine::EngineCore {
                      text));
   }
 
-  std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shards.size()); }
+  std::uint32_t shard_count() const {
+    return replica_host ? replica_host->shard_count() : static_cast<std::uint32_t>(shards.size());
+  }
 
   // A call for a run of a shard another worker holds, as a future of T:
   // convert(the answer), or the answer's Error.

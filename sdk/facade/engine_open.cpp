@@ -3,6 +3,7 @@
 // the backup and the HTTP front; shutdown takes them down in order. Also
 // the clock, a checkpoint on demand and workflow registration.
 #include "sdk/facade/engine_impl.hpp"
+#include "sdk/facade/primary_router.hpp"
 
 namespace fusee {
 
@@ -36,6 +37,51 @@ std::unique_ptr<Engine> Engine::open(Config config) { return Impl::open(std::mov
 
 std::unique_ptr<Engine> facade::open_engine_over_log(Config config, LogOver over) {
   return Engine::Impl::open(std::move(config), &over);
+}
+
+void facade::serve_forwarded(Engine& engine, remote::ShardRouter::Call call) {
+  Engine::Impl::serve_forwarded(engine, std::move(call));
+}
+
+namespace {
+
+// Why an answer says errc::unavailable (an error, or a run's outcome that
+// did not complete), if it does.
+std::optional<std::string> unavailable_in(std::span<const std::byte> body) {
+  auto answer = remote::forwarded::from_bytes(body);
+  if (!answer) return std::nullopt;
+  if (auto failure = remote::forwarded::error_of(*answer); failure && failure->error() == errc::unavailable) {
+    return std::string(failure->what());
+  }
+  if (const auto* outcome = answer->if_contains("outcome"); outcome != nullptr && outcome->is_object()) {
+    const auto& fields = outcome->as_object();
+    const auto* code = fields.if_contains("code");
+    const auto* status = fields.if_contains("status");
+    const auto* message = fields.if_contains("message");
+    if (code != nullptr && code->is_string() && code->as_string() == errc_name(errc::unavailable) &&
+        status != nullptr && status->is_string() && status->as_string() != run_status_name(RunStatus::completed)) {
+      return message != nullptr && message->is_string() ? std::string(message->as_string()) : std::string();
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Engine::Impl::serve_forwarded(Engine& engine, remote::ShardRouter::Call call) {
+  Impl* impl = engine.impl_.get();
+  // A view's engine whose log stepped down tells its waiters
+  // errc::unavailable: the call's outcome is the next primary's to tell,
+  // and the caller is told it is unknown ({"unknown": why},
+  // sdk/facade/primary_router.hpp) rather than given this answer. Replies
+  // come from the engine's shards, while it is alive.
+  call.reply = [impl, reply = std::move(call.reply)](bool last, std::vector<std::byte> body) {
+    if (last && impl->sink->poison() == make_error_code(errc::unavailable)) {
+      if (auto why = unavailable_in(body)) body = remote::forwarded::to_bytes(boost::json::object{{"unknown", *why}});
+    }
+    reply(last, std::move(body));
+  };
+  impl->remote_calls->serve(std::move(call));
 }
 
 std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over) {
@@ -280,6 +326,11 @@ std::unique_ptr<Engine> Engine::Impl::open(Config config, facade::LogOver* over)
                                  }
                                  impl->adopt_cv.notify_all();
                                });
+  } else if (over != nullptr) {
+    // A view's engine serves the calls other replicas' applications
+    // forward to it (sdk/facade/primary_router.hpp).
+    impl->serving_router = std::make_unique<facade::ServeEveryShard>();
+    impl->remote_calls = std::make_unique<remote::RemoteCalls>(*impl->serving_router, impl->shards, &facade::run_info_of);
   }
   if (fill_index) impl->index_fill = std::thread([impl = impl.get()] { impl->fill_index(); });
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -420,8 +471,10 @@ void Engine::shutdown() {
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
   if (impl_->replica_host) {
-    // No new requests; then the replica stops, and its view's engine with it.
+    // No new requests (calls waiting to be sent to the primary again fail
+    // with shut_down); then the replica stops, and its view's engine with it.
     if (impl_->http) impl_->http->stop();
+    impl_->remote_calls->stop();
     impl_->replica_host->stop();
     return;
   }
@@ -491,7 +544,11 @@ void Engine::shutdown() {
 }
 
 void Engine::checkpoint() {
-  if (auto led = impl_->led()) return led->checkpoint();
+  // The primary's engine checkpoints (a backup's says where it is).
+  if (impl_->replica_host) {
+    impl_->check_open();
+    return impl_->replica_host->engine()->checkpoint();
+  }
   impl_->check_open();
   Impl::refuse_on_shard_thread("checkpoint");
   if (!impl_->checkpointer) return;

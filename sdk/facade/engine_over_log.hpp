@@ -20,6 +20,7 @@
 
 #include "engine/data_dir.hpp"
 #include "fusee/engine.hpp"
+#include "remote/shard_router.hpp"
 #include "wal/log.hpp"
 
 namespace fusee::facade {
@@ -35,5 +36,10 @@ struct LogOver {
 // Config::mode must be local; Config::dir names the claimed directory (in
 // messages); a backup target is refused. Throws fusee::Error.
 std::unique_ptr<Engine> open_engine_over_log(Config config, LogOver over);
+
+// A call another replica's application forwarded to this view's engine
+// (sdk/facade/primary_router.hpp): served as a split worker serves one for
+// a shard it holds (remote::RemoteCalls::serve). Only hands the call on.
+void serve_forwarded(Engine& engine, remote::ShardRouter::Call call);
 
 }  // namespace fusee::facade

@@ -1,8 +1,11 @@
 // Replicated mode's Engine (docs/replication.md, "An application's
 // replica"): every replica's application opens one; its calls go to the
-// engine of the view the replica leads (sdk/facade/replica_host.hpp), or
-// fail with errc::unavailable on a backup and during a failover. Each
-// method of Engine turns to that engine first (Impl::led()).
+// engine of the view the replica leads (sdk/facade/replica_host.hpp). Each
+// method of Engine turns to that engine first (Impl::led()); on a backup,
+// and while a view's engine opens, there is none, and a call for a run goes
+// to the primary's engine as a split worker's goes to the holder of a shard
+// (sdk/facade/primary_router.hpp). A backup's finished-run listing reads
+// its own run store, which follows the primary's through the log.
 #include "sdk/facade/engine_impl.hpp"
 
 namespace fusee {
@@ -15,6 +18,9 @@ std::unique_ptr<Engine> Engine::Impl::open_replicated(std::unique_ptr<Impl> impl
   if (config.dir.empty()) throw Error(errc::invalid_argument, "replicated mode needs the replica's directory");
   impl->config = config;
   impl->replica_host = std::make_unique<facade::ReplicaHost>(config);
+  impl->router = &impl->replica_host->router();
+  impl->store = impl->replica_host->store();
+  impl->remote_calls = std::make_unique<remote::RemoteCalls>(*impl->router, impl->shards, &facade::run_info_of);
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
   facade::register_builtins(*engine);
   // The API answers on every replica: a backup's calls say where to go.

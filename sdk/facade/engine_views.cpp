@@ -79,11 +79,13 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
   impl_->check_open();
   Impl::refuse_on_shard_thread("list_runs");
   std::vector<std::future<std::vector<RunInfo>>> parts;
-  for (auto& shard : impl_->shards) {
-    if (!impl_->here(shard->id())) {
-      // Another worker's shard: its runs in memory, from it.
+  // By id: a replica's backup has no shards of its own.
+  for (std::uint32_t id = 0; id < impl_->shard_count(); ++id) {
+    if (!impl_->here(id)) {
+      // Another worker's shard (the primary's, on a backup): its runs in
+      // memory, from it.
       parts.push_back(impl_->forward_as<std::vector<RunInfo>>(
-          shard->id(), boost::json::object{{"op", "list"}, {"filter", remote::forwarded::filter_json(filter)}},
+          id, boost::json::object{{"op", "list"}, {"filter", remote::forwarded::filter_json(filter)}},
           remote::Repeat::yes, remote::kHolderPatience, [](const boost::json::object& answer) {
             std::vector<RunInfo> runs;
             if (!answer.contains("runs") || !answer.at("runs").is_array()) {
@@ -94,6 +96,7 @@ std::vector<RunInfo> Engine::list_runs(const RunFilter& filter) {
           }));
       continue;
     }
+    auto& shard = impl_->shards[id];
     auto promise = std::make_shared<std::promise<std::vector<RunInfo>>>();
     parts.push_back(promise->get_future());
     bool posted = shard->post(

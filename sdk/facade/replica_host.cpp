@@ -92,9 +92,29 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     return applier->committed(seq, view, body);
   };
   options.engine.committed_after = applier_->feed_after();
+  router_ = std::make_unique<PrimaryRouter>(config.replicas);
   options.engine.primary_known = [this](replication::ReplicaId primary) {
-    std::lock_guard lock(mu_);
-    known_primary_ = primary;
+    {
+      std::lock_guard lock(mu_);
+      known_primary_ = primary;
+    }
+    router_->primary_is(primary);
+  };
+  // Another replica's application's call for this replica's engine.
+  options.engine.call = [this](std::uint32_t shard, std::vector<std::byte> body,
+                               replica::ReplicaEngineHooks::CallReply reply) {
+    std::shared_ptr<Engine> engine = engine_if_any();
+    if (!engine) {
+      const std::string why =
+          fmt::format("replica {} runs no engine now (it is not the primary, or its engine is opening)",
+                      config_.replica_id);
+      reply(replica::CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
+                                                                reinterpret_cast<const std::byte*>(why.data()) + why.size()));
+      return;
+    }
+    serve_forwarded(*engine, {shard, std::move(body), [reply = std::move(reply)](bool last, std::vector<std::byte> part) {
+                                reply(last ? replica::CallPart::last : replica::CallPart::more, std::move(part));
+                              }});
   };
   // Each view's engine: a local engine over the replica's log, with no HTTP
   // front of its own (the application's Engine serves it on every replica).
@@ -128,6 +148,8 @@ void ReplicaHost::stop() {
   // What waits on the store's applying (an opening, an engine's writes)
   // is let go: the replica feeds it no more.
   if (applier_) applier_->stop();
+  // Calls still out to the primary fail (the Engine shuts down).
+  if (router_) router_->stop();
   if (host_thread_.joinable()) {
     post([this] { close_engine(nullptr); });
     {

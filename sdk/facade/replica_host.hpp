@@ -10,8 +10,9 @@
 // applies the committed run-store records to its own (store_applier.hpp),
 // and a view's engine opens once its replica has applied its whole log.
 //
-// The application's Engine forwards its calls to the view's engine, or
-// fails them with errc::unavailable while there is none. The workflows and
+// The application's Engine passes its calls to the view's engine; while
+// there is none, they go to the primary's (primary_router.hpp), which its
+// host serves from other replicas' applications. The workflows and
 // step limits it was given are given to each view's engine before anyone
 // can call it.
 #pragma once
@@ -30,6 +31,7 @@
 #include "fusee/config.hpp"
 #include "fusee/engine.hpp"
 #include "replica/replica_node.hpp"
+#include "sdk/facade/primary_router.hpp"
 #include "sdk/facade/store_applier.hpp"
 
 namespace fusee::facade {
@@ -48,6 +50,11 @@ class ReplicaHost {
   std::shared_ptr<Engine> engine();
   std::shared_ptr<Engine> engine_if_any();
   std::uint32_t shard_count() const { return shards_; }
+  // Where this replica's application sends its calls while it leads no
+  // engine: the primary it knows of.
+  PrimaryRouter& router() { return *router_; }
+  // This replica's run store (applied from the log, whatever the role).
+  std::shared_ptr<engine::RunStore> store() const { return store_; }
 
   // Given to every view's engine, now and later.
   void register_workflow(const std::string& name, const WorkflowFn& fn,
@@ -76,6 +83,7 @@ class ReplicaHost {
   std::shared_ptr<StoreApplier> applier_;
   std::unique_ptr<io::FileSystem> own_fs_;
   io::FileSystem* fs_ = nullptr;
+  std::unique_ptr<PrimaryRouter> router_;
   std::unique_ptr<replica::ReplicaNode> node_;
   std::thread node_thread_;
   std::thread host_thread_;

@@ -25,6 +25,8 @@
 #include "engine/data_dir.hpp"
 #include "engine/meta.hpp"
 #include "engine/reshard.hpp"
+#include "engine/run_hash.hpp"
+#include "remote/forwarded_call.hpp"
 #include "replica/primary_log.hpp"
 #include "replica/replica_store.hpp"
 #include "sdk/facade/engine_over_log.hpp"
@@ -322,12 +324,29 @@ TEST_SUITE("unit") {
     }
     CHECK(signal.wait_for(100ms) == std::future_status::timeout);  // proposed is not published
     auto result = std::async(std::launch::async, [&] { return engine.result(kOrder, "o1"); });
+    // The same from a backup's application (forwarded: primary_router.hpp).
+    auto forward = [&](boost::json::object call) {
+      auto answer = std::make_shared<std::promise<boost::json::object>>();
+      facade::serve_forwarded(engine, {engine::shard_of("o1", engine.shard_count()), remote::forwarded::to_bytes(call),
+                                       [answer](bool last, std::vector<std::byte> body) {
+                                         if (last) answer->set_value(*remote::forwarded::from_bytes(body));
+                                       }});
+      return answer->get_future();
+    };
+    auto forwarded_signal = forward({{"op", "signal"}, {"id", "o1"}, {"signal", "go"}, {"value", 11}, {"signal_id", "go-f"}});
+    auto forwarded_result = forward({{"op", "result"}, {"id", "o1"}});
+    CHECK(forwarded_signal.wait_for(100ms) == std::future_status::timeout);
 
-    // The view ends: both calls are told to try the next primary.
+    // The view ends: both calls are told to try the next primary; a
+    // backup's, that their outcome is unknown (not an answer of this view).
     const Seq published = replica.published();
     replica.step_down();
     CHECK(error_of([&] { signal.get(); }) == errc::unavailable);
     CHECK(error_of([&] { (void)result.get(); }) == errc::unavailable);
+    REQUIRE(forwarded_signal.wait_for(10s) == std::future_status::ready);
+    CHECK(forwarded_signal.get().contains("unknown"));
+    REQUIRE(forwarded_result.wait_for(10s) == std::future_status::ready);
+    CHECK(forwarded_result.get().contains("unknown"));
     CHECK(error_of([&] { engine.start(kOrder, "o2", 1); }) == errc::unavailable);
     replica.close_engine();
 
