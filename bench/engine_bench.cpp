@@ -35,6 +35,12 @@
 //    beside the local cases of the same run; aims (issue 42): p50 within
 //    1.5x local's, steps/s at least 0.7x local's. The three share this
 //    machine's cores and disk.
+//  - failover_replicated: three replicas as processes (this program, run
+//    again) and an etcd, the primary SIGKILLed --failover-kills times with
+//    runs parked on a wait: from the SIGKILL to the first completed step on
+//    the new primary, and to every parked run resumed and finished
+//    (bench/failover_case.hpp); p50 and max over the kills, beside the
+//    etcd lease, which bounds how soon another replica may lead.
 //  - start: --start-runs sequential Engine::execute() calls of a one-step
 //    workflow, local mode, direct writes, each call timed: starting a run and
 //    getting its result, with no HTTP client in front. It needs two durable
@@ -121,6 +127,7 @@
 #include <vector>
 
 #include "bench/bench_cluster.hpp"
+#include "bench/failover_case.hpp"
 #include "bench/bench_json.hpp"
 #include "bench/figures.hpp"
 #include "bench/raw_flush.hpp"
@@ -151,6 +158,7 @@ constexpr std::string_view kCaseFanoutUnix = "fanout_unix";
 constexpr std::string_view kCaseFanoutSplitUnix = "fanout_split_unix";
 constexpr std::string_view kCaseChainReplicated = "chain_replicated";
 constexpr std::string_view kCaseFanoutReplicated = "fanout_replicated";
+constexpr std::string_view kCaseFailoverReplicated = "failover_replicated";
 // Replicated beside local, same run (issue 42): a sequential step's p50
 // within 1.5x local's, the fan-out's steps/s at least 0.7x local's.
 constexpr double kReplicatedChainP50OverLocalAimMax = 1.5;
@@ -215,7 +223,8 @@ struct Options {
                                     std::string(kCaseMemoryLong), std::string(kCaseChainUnix),
                                     std::string(kCaseChainTcp),  std::string(kCaseFanoutUnix),
                                     std::string(kCaseFanoutSplitUnix), std::string(kCaseChainReplicated),
-                                    std::string(kCaseFanoutReplicated), std::string(kCaseStart),
+                                    std::string(kCaseFanoutReplicated), std::string(kCaseFailoverReplicated),
+                                    std::string(kCaseStart),
                                     std::string(kCaseQuery),          std::string(kCaseSignal),
                                     std::string(kCaseUpdate),
                                     std::string(kCaseParallelSteps), std::string(kCaseParallelChildren),
@@ -231,6 +240,8 @@ struct Options {
   std::uint32_t long_steps = 400;  // fanout_long, memory_long
   std::uint32_t shards = 0;  // 0: the engine's default (the number of CPUs)
   std::uint32_t starters = 2;
+  std::uint32_t failover_kills = 20;  // failover_replicated
+  std::string self;                   // this program, run again as failover_replicated's replicas
   std::size_t raw_iterations = fusee::bench::RawFlushOptions{}.iterations;
   RoundRule rounds;
 
@@ -1522,6 +1533,29 @@ int run(const Options& options) {
       fmt::print("{}: {:.3f} durable writes per call\n", result.name, *result.durable_writes_per_call);
   }
 
+  std::optional<fusee::bench::FailoverFigures> failover;
+  if (options.wants(kCaseFailoverReplicated)) {
+    fusee::bench::FailoverOptions failover_options;
+    failover_options.dir = data_dir(kCaseFailoverReplicated);
+    failover_options.self = options.self;
+    failover_options.kills = options.failover_kills;
+    try {
+      failover = fusee::bench::run_failover(failover_options);
+    } catch (const std::exception& failure) {
+      fmt::print(stderr, "engine_bench: {}: {}\n", kCaseFailoverReplicated, failure.what());
+      return 1;
+    }
+    const auto first = fusee::bench::spread_of(failover->first_step_ms);
+    const auto resumed = fusee::bench::spread_of(failover->all_resumed_ms);
+    fmt::print("\nfailover_replicated: three replica processes, the primary SIGKILLed {} times ({} runs parked on a "
+               "wait each time), a {} ms etcd lease\n",
+               failover->first_step_ms.size(), failover_options.parked_runs, failover_options.lease_ms);
+    fmt::print("{:<34} {:>9} {:>9} {:>9}\n", "from the SIGKILL to", "min ms", "p50 ms", "max ms");
+    fmt::print("{:<34} {:>9.0f} {:>9.0f} {:>9.0f}\n", "the first completed step", first.min, first.median, first.max);
+    fmt::print("{:<34} {:>9.0f} {:>9.0f} {:>9.0f}\n", "every parked run resumed, finished", resumed.min,
+               resumed.median, resumed.max);
+  }
+
   auto server_lines = print_server_step_cost(results);
   auto replicated_lines = print_replicated_step_cost(results);
   server_lines.insert(server_lines.end(), replicated_lines.begin(), replicated_lines.end());
@@ -1535,6 +1569,22 @@ int run(const Options& options) {
     print_case_json(result);
   }
   for (auto& line : server_lines) line.print();
+  if (failover) {
+    const auto first = fusee::bench::spread_of(failover->first_step_ms);
+    const auto resumed = fusee::bench::spread_of(failover->all_resumed_ms);
+    fusee::bench::JsonLine line("engine");
+    line.field("case", kCaseFailoverReplicated)
+        .field("kills", failover->first_step_ms.size())
+        .field("parked_runs", failover->parked_runs)
+        .field("lease_ms", failover->lease_ms)
+        .field("first_step_min_ms", round_to_digits(first.min, 1))
+        .field("first_step_p50_ms", round_to_digits(first.median, 1))
+        .field("first_step_max_ms", round_to_digits(first.max, 1))
+        .field("all_resumed_min_ms", round_to_digits(resumed.min, 1))
+        .field("all_resumed_p50_ms", round_to_digits(resumed.median, 1))
+        .field("all_resumed_max_ms", round_to_digits(resumed.max, 1));
+    line.print();
+  }
   for (const auto& result : parallel) {
     print_raw_json(result.name, result.raw, options.dir);
     print_parallel_json(result);
@@ -1546,23 +1596,37 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // failover_replicated's replicas are this program, run again.
+  if (argc > 1 && std::string_view(argv[1]) == "--failover-replica") {
+    return fusee::bench::failover_replica_main(argc, argv);
+  }
   Options options;
+  {
+    std::error_code error;
+    options.self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+    if (error) options.self = argv[0];
+  }
   CLI::App app{"Durable workflow step latency and throughput through the engine, beside the disk's raw flush."};
   app.add_option("--dir", options.dir, "directory on the disk to measure (a scratch directory is made inside)")
       ->capture_default_str();
   app.add_option("--cases", options.cases,
                  "cases to run, comma-separated: chain, fanout, fanout_backup, memory, fanout_long, memory_long, chain_unix, chain_tcp, fanout_unix, "
-                 "fanout_split_unix, chain_replicated, fanout_replicated, start, query, signal, update, parallel_steps, "
+                 "fanout_split_unix, chain_replicated, fanout_replicated, failover_replicated, start, query, signal, "
+                 "update, parallel_steps, "
                  "parallel_children, queue, limit, limit_split_unix")
       ->delimiter(',')
       ->check(CLI::IsMember({std::string(kCaseChain), std::string(kCaseFanout), std::string(kCaseFanoutBackup),
                              std::string(kCaseMemory), std::string(kCaseFanoutLong), std::string(kCaseMemoryLong),
                              std::string(kCaseChainUnix), std::string(kCaseChainTcp), std::string(kCaseFanoutUnix),
                              std::string(kCaseFanoutSplitUnix), std::string(kCaseChainReplicated),
-                             std::string(kCaseFanoutReplicated), std::string(kCaseStart), std::string(kCaseQuery),
+                             std::string(kCaseFanoutReplicated), std::string(kCaseFailoverReplicated),
+                             std::string(kCaseStart), std::string(kCaseQuery),
                              std::string(kCaseSignal), std::string(kCaseUpdate), std::string(kCaseParallelSteps),
                              std::string(kCaseParallelChildren), std::string(kCaseQueue), std::string(kCaseLimit),
                              std::string(kCaseLimitSplitUnix)}))
+      ->capture_default_str();
+  app.add_option("--failover-kills", options.failover_kills, "SIGKILLs of the primary in the failover_replicated case")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--chain-steps", options.chain_steps, "sequential steps of the chain case's one run")
       ->check(CLI::PositiveNumber)

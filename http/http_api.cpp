@@ -284,6 +284,10 @@ std::optional<Routed> HttpApi::route_to(const HttpRequest& request, Later* later
       if (method != "GET") return wrong_method("GET");
       return stats_json();
     }
+    if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "cluster") {
+      if (method != "GET") return wrong_method("GET");
+      return cluster_json();
+    }
     if (parts.size() == 3 && parts[0] == "v1" && parts[1] == "stats" && parts[2] == "activity") {
       if (method != "GET") return wrong_method("GET");
       return activity_json();
@@ -826,13 +830,16 @@ std::map<std::string, std::uint64_t> HttpApi::runs_by_status() {
 
 HttpResponse HttpApi::metrics() {
   auto stats = engine_.stats();
-  // A replica that runs nothing now (a backup) counts no runs, but shows
-  // its part in the cluster.
+  // A replica that runs nothing now (a backup) counts no runs -- the
+  // primary's /metrics does, and a sum over the cluster's replicas must
+  // not count a run twice -- but shows its part in the cluster.
   std::map<std::string, std::uint64_t> by_status;
-  try {
-    by_status = runs_by_status();
-  } catch (const Error& failure) {
-    if (failure.error() != errc::unavailable) throw;
+  if (!stats.replica.enabled || stats.shards_held > 0) {
+    try {
+      by_status = runs_by_status();
+    } catch (const Error& failure) {
+      if (failure.error() != errc::unavailable) throw;
+    }
   }
   std::string text;
   auto metric = [&](const char* name, const char* type, const char* help, auto value) {
@@ -935,6 +942,28 @@ HttpResponse HttpApi::activity_json() {
                                    {"flush_p99_us", sample.flush_p99_us}});
   }
   return json_response(200, json::object{{"samples", std::move(samples)}});
+}
+
+// GET /v1/cluster: in replicated mode, every replica as it answers now
+// (Engine::cluster); elsewhere, none.
+HttpResponse HttpApi::cluster_json() {
+  const auto stats = engine_.stats();
+  json::array replicas;
+  for (const auto& replica : engine_.cluster()) {
+    replicas.push_back(json::object{{"id", replica.id},
+                                    {"address", replica.address},
+                                    {"self", stats.replica.enabled && replica.id == stats.replica.replica_id},
+                                    {"answered", replica.answered},
+                                    {"role", replica.answered ? json::value(replica.role) : json::value(nullptr)},
+                                    {"view", replica.view},
+                                    {"commit", replica.commit},
+                                    {"log_end", replica.log_end},
+                                    {"durable_end", replica.durable_end},
+                                    {"suspect", replica.suspect},
+                                    {"lag_batches", replica.lag_batches ? json::value(*replica.lag_batches)
+                                                                        : json::value(nullptr)}});
+  }
+  return json_response(200, json::object{{"replicated", stats.replica.enabled}, {"replicas", std::move(replicas)}});
 }
 
 // GET /v1/stats: what /metrics says, as one JSON object, for pages and

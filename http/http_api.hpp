@@ -153,6 +153,7 @@ class HttpApi {
   HttpResponse metrics();
   HttpResponse stats_json();
   HttpResponse activity_json();
+  HttpResponse cluster_json();
   // Every status with its count of runs (0 included): /metrics and /v1/stats.
   std::map<std::string, std::uint64_t> runs_by_status();
 

@@ -164,6 +164,72 @@ RunFilter filter_of(const json::value& value) {
   return filter;
 }
 
+json::object list_query_json(const RunListQuery& query) {
+  json::object object{{"workflow_prefix", query.workflow_prefix},
+                      {"id_prefix", query.id_prefix},
+                      {"order", query.order == RunListQuery::Order::id       ? "id"
+                                : query.order == RunListQuery::Order::oldest ? "oldest"
+                                                                             : "newest"},
+                      {"limit", query.limit},
+                      {"cursor", query.cursor}};
+  if (query.status) object["status"] = run_status_name(*query.status);
+  if (query.started_from) object["started_from_ms"] = engine::to_ms(*query.started_from);
+  if (query.started_to) object["started_to_ms"] = engine::to_ms(*query.started_to);
+  return object;
+}
+
+RunListQuery list_query_of(const json::value& value) {
+  const auto& object = object_of(value, "query");
+  RunListQuery query;
+  if (object.contains("status")) query.status = status_of(text(object, "status"));
+  query.workflow_prefix = text(object, "workflow_prefix");
+  query.id_prefix = text(object, "id_prefix");
+  if (object.contains("started_from_ms")) query.started_from = engine::from_ms(number(object, "started_from_ms"));
+  if (object.contains("started_to_ms")) query.started_to = engine::from_ms(number(object, "started_to_ms"));
+  const auto order = text(object, "order");
+  if (order == "id") {
+    query.order = RunListQuery::Order::id;
+  } else if (order == "oldest") {
+    query.order = RunListQuery::Order::oldest;
+  } else if (order == "newest") {
+    query.order = RunListQuery::Order::newest;
+  } else {
+    throw Error(errc::invalid_argument, fmt::format("a forwarded query's order '{}' is none of newest, oldest, id", order));
+  }
+  const auto limit = number(object, "limit");
+  if (limit < 0) throw Error(errc::invalid_argument, "a forwarded query's limit is negative");
+  query.limit = static_cast<std::size_t>(limit);
+  query.cursor = text(object, "cursor");
+  return query;
+}
+
+json::object list_page_json(const RunListPage& page) {
+  json::array runs;
+  for (const auto& run : page.runs) runs.push_back(run_info_json(run));
+  return {{"runs", std::move(runs)},
+          {"next_cursor", page.next_cursor},
+          {"previous_cursor", page.previous_cursor},
+          {"total", page.total},
+          {"total_exact", page.total_exact}};
+}
+
+RunListPage list_page_of(const json::value& value) {
+  const auto& object = object_of(value, "page");
+  RunListPage page;
+  const auto& runs = field(object, "runs");
+  if (!runs.is_array()) throw Error(errc::invalid_argument, "a forwarded page's runs are not an array");
+  for (const auto& run : runs.as_array()) page.runs.push_back(run_info_of(run));
+  page.next_cursor = text(object, "next_cursor");
+  page.previous_cursor = text(object, "previous_cursor");
+  const auto total = number(object, "total");
+  if (total < 0) throw Error(errc::invalid_argument, "a forwarded page's total is negative");
+  page.total = static_cast<std::uint64_t>(total);
+  const auto& exact = field(object, "total_exact");
+  if (!exact.is_bool()) throw Error(errc::invalid_argument, "a forwarded page's total_exact is not a boolean");
+  page.total_exact = exact.get_bool();
+  return page;
+}
+
 json::object from_json(const StreamFrom& from) {
   const char* kind = from.kind == StreamFrom::Kind::earliest ? "earliest"
                      : from.kind == StreamFrom::Kind::latest ? "latest"

@@ -43,6 +43,12 @@ RunInfo run_info_of(const boost::json::value& value);
 boost::json::object filter_json(const RunFilter& filter);
 RunFilter filter_of(const boost::json::value& value);
 
+// A backup's query_runs, asked of the primary (sdk/facade/engine_wide_calls.hpp).
+boost::json::object list_query_json(const RunListQuery& query);
+RunListQuery list_query_of(const boost::json::value& value);
+boost::json::object list_page_json(const RunListPage& page);
+RunListPage list_page_of(const boost::json::value& value);
+
 boost::json::object from_json(const StreamFrom& from);
 StreamFrom stream_from_of(const boost::json::value& value);
 

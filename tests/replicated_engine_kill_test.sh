@@ -18,9 +18,11 @@
 # with 2n + go + bumps, and its stream must hold its one chunk. Then every replica's run store
 # must hold the checkpoints (they travel in the log, applied by every
 # replica), and `fusee inspect` must read each replica's log.
+# The console on each replica must show the cluster (tests/console/cluster.mjs).
 # Usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR
 # (FUSEE_CRASH_WHOLE=1: 20 kills instead of 6.)
 set -euo pipefail
+top=${1:?usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR}
 build=$(cd "${2:?usage: replicated_engine_kill_test.sh SOURCE_DIR BUILD_DIR}" && pwd)
 app="$build/tests/replicated_app"
 fusee="$build/cli/fusee"
@@ -214,6 +216,15 @@ for id in 0 1 2; do
   grep -q "^fusee_replica_role{role=\"$role\"} 1" "$scratch/metrics$id" ||
     fail "replica $id's /metrics does not say $role: $(grep fusee_replica_role "$scratch/metrics$id")"
 done
+# The console on every replica shows the cluster, and a backup's lists the
+# runs (tests/console/cluster.mjs, in headless chromium).
+command -v chromium >/dev/null || fail "no chromium (scripts/install-deps installs it)"
+[ -d "$top/tests/console/node_modules/puppeteer-core" ] ||
+  fail "no puppeteer-core in tests/console (scripts/install-deps runs npm ci there)"
+shots=${CONSOLE_SCREENSHOTS:-$build/console-screenshots}
+mkdir -p "$shots"
+node "$top/tests/console/cluster.mjs" "$shots" "$lead" "http://127.0.0.1:${http[0]}" "http://127.0.0.1:${http[1]}" \
+  "http://127.0.0.1:${http[2]}" || fail "the console's cluster view"
 # Every replica's run store followed the log (the primary's engine writes it
 # through the log, every replica applies it): stopped, each one's holds
 # every shard's checkpoint, and `fusee inspect` reads its log, the run

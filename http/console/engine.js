@@ -1,4 +1,5 @@
-// The engine's pages. #engine: this engine's log, checkpoints and run store
+// The engine's pages. #engine: in replicated mode the cluster's replicas
+// (GET /v1/cluster), then this engine's log, checkpoints and run store
 // (GET /v1/stats), its work over the last minutes as line charts (steps
 // and runs per second, durable write latency: GET /v1/stats/activity), the
 // durable writes' latency as a chart, and under `fusee server --http` the
@@ -165,13 +166,35 @@ function logRows(stats) {
     ["Log", stats.log_error ? el("span", { class: "error" }, stats.log_error) : "working"]];
 }
 
+// Replicated mode's cluster (GET /v1/cluster): each replica as it answers
+// now, this one marked; a replica that did not answer is shown so.
+function clusterPart(cluster) {
+  const cell = (replica, value) => el("td", {}, replica.answered ? String(value) : "");
+  return [
+    el("h2", {}, "Cluster"),
+    el("table", { id: "cluster" },
+      el("thead", {}, el("tr", {}, ["Replica", "Address", "Role", "View", "Commit", "Log end", "Durable end", "Lag (batches)"]
+        .map((h) => el("th", {}, h)))),
+      el("tbody", {}, cluster.replicas.map((replica) => el("tr", { "data-replica": replica.id, "data-role": replica.role ?? "" },
+        el("td", {}, replica.self ? `${replica.id} (this one)` : String(replica.id)),
+        el("td", { class: "mono" }, replica.address),
+        el("td", { class: !replica.answered || replica.suspect ? "status-stuck" : replica.role === "primary" ? "status-completed" : "" },
+          !replica.answered ? "no answer" : replica.suspect ? `${replica.role} (suspect)` : replica.role),
+        cell(replica, replica.view), cell(replica, replica.commit), cell(replica, replica.log_end),
+        cell(replica, replica.durable_end),
+        el("td", {}, replica.lag_batches === null ? "" : String(replica.lag_batches)))))),
+  ];
+}
+
 export async function showEngine(view) {
-  const [stats, server, activity] = await Promise.all([api("/v1/stats"), api("/v1/server"),
-    api("/v1/stats/activity").catch((error) => {
-      if (error.status === 404) return null;
-      throw error;
-    })]);
+  const optional = (path) => api(path).catch((error) => {
+    if (error.status === 404) return null;
+    throw error;
+  });
+  const [stats, server, activity, cluster] = await Promise.all([api("/v1/stats"), api("/v1/server"),
+    optional("/v1/stats/activity"), optional("/v1/cluster")]);
   const parts = [el("h1", {}, "Engine")];
+  if (cluster?.replicated) parts.push(...clusterPart(cluster));
   if (server.server) {
     const held = server.holders.filter((holder) => holder.worker !== null).length;
     parts.push(

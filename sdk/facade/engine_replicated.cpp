@@ -28,4 +28,10 @@ std::unique_ptr<Engine> Engine::Impl::open_replicated(std::unique_ptr<Impl> impl
   return engine;
 }
 
+std::vector<ClusterReplica> Engine::cluster(std::chrono::milliseconds timeout) const {
+  if (!impl_->replica_host) return {};
+  impl_->check_open();
+  return impl_->replica_host->cluster(timeout);
+}
+
 }  // namespace fusee

@@ -147,6 +147,18 @@ RunListPage Engine::query_runs(const RunListQuery& query) {
   if (auto led = impl_->led()) return led->query_runs(query);
   impl_->check_open();
   Impl::refuse_on_shard_thread("query_runs");
+  if (impl_->replica_host) {
+    // A backup keeps no run index: the primary's engine answers from its
+    // own (sdk/facade/engine_wide_calls.hpp).
+    return impl_->forward_as<RunListPage>(
+                    0, boost::json::object{{"op", "query_runs"}, {"query", remote::forwarded::list_query_json(query)}},
+                    remote::Repeat::yes, remote::kHolderPatience,
+                    [](const boost::json::object& answer) {
+                      if (!answer.contains("page")) throw Error(errc::storage, "a forwarded query without its page");
+                      return remote::forwarded::list_page_of(answer.at("page"));
+                    })
+        .get();
+  }
   auto index_query = index_query_of(query);
   engine::IndexPage found;
   if (impl_->all_here()) {
@@ -179,8 +191,28 @@ std::vector<ActivitySample> Engine::activity() const {
 }
 
 std::array<std::uint64_t, kRunStatuses.size()> Engine::count_runs() {
+  using Counts = std::array<std::uint64_t, kRunStatuses.size()>;
   if (auto led = impl_->led()) return led->count_runs();
   impl_->check_open();
+  if (impl_->replica_host) {
+    // The primary's index counts them (a backup keeps none).
+    return impl_->forward_as<Counts>(
+                    0, boost::json::object{{"op", "count_runs"}}, remote::Repeat::yes, remote::kHolderPatience,
+                    [](const boost::json::object& answer) {
+                      const auto* counts = answer.if_contains("counts");
+                      if (counts == nullptr || !counts->is_array() || counts->as_array().size() != kRunStatuses.size()) {
+                        throw Error(errc::storage, "forwarded counts that are not one per status");
+                      }
+                      Counts out{};
+                      for (std::size_t k = 0; k < out.size(); ++k) {
+                        const auto& count = counts->as_array()[k];
+                        if (!count.is_uint64() && !count.is_int64()) throw Error(errc::storage, "a forwarded count is no number");
+                        out[k] = count.to_number<std::uint64_t>();
+                      }
+                      return out;
+                    })
+        .get();
+  }
   if (impl_->all_here()) return impl_->index.counts_by_status();
   std::array<std::uint64_t, kRunStatuses.size()> counts{};
   for (const auto& run : list_runs()) ++counts[static_cast<std::size_t>(run.status)];

@@ -43,8 +43,8 @@ struct PrimaryRouter::Link : std::enable_shared_from_this<Link> {
   std::map<std::uint64_t, OnReply> calls;  // queued or sent, by request id
 };
 
-PrimaryRouter::PrimaryRouter(std::vector<std::string> addresses)
-    : addresses_(std::move(addresses)), work_(asio::make_work_guard(io_)) {
+PrimaryRouter::PrimaryRouter(std::vector<std::string> addresses, std::chrono::milliseconds without_primary_max)
+    : addresses_(std::move(addresses)), without_primary_max_(without_primary_max), work_(asio::make_work_guard(io_)) {
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -58,6 +58,7 @@ void PrimaryRouter::stop() {
       // After every call already handed over: those fail here.
       asio::post(io_, [this] {
         stopped_ = true;
+        no_primary_.cancel();
         drop_link(Part::failed, "the engine is shut down");
       });
     }
@@ -80,6 +81,17 @@ void PrimaryRouter::primary_is(replication::ReplicaId primary) {
       drop_link(link_->connected ? Part::lost : Part::no_holder,
                 fmt::format("replica {} is no longer the primary", link_->target));
     }
+    if (primary != replication::kNoReplica) {
+      no_primary_.cancel();
+      return;
+    }
+    // Cut off, this replica may never hear the next primary, nor the last
+    // one answer: its calls out are lost after a while, not held for ever.
+    no_primary_.expires_after(without_primary_max_);
+    no_primary_.async_wait([this](boost::system::error_code error) {
+      if (error || stopped_ || primary_ != replication::kNoReplica) return;
+      drop_link(Part::lost, fmt::format("no primary known for {} ms", without_primary_max_.count()));
+    });
   });
 }
 

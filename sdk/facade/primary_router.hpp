@@ -21,6 +21,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,7 +38,10 @@ namespace fusee::facade {
 class PrimaryRouter final : public remote::ShardRouter {
  public:
   // `addresses`: every replica's HOST:PORT, by id (Config::replicas).
-  explicit PrimaryRouter(std::vector<std::string> addresses);
+  // `without_primary_max`: how long calls out wait while no primary is
+  // known before they are lost (this replica cut off: its link to the last
+  // primary may be as dead as its view of it; two leases).
+  PrimaryRouter(std::vector<std::string> addresses, std::chrono::milliseconds without_primary_max);
   ~PrimaryRouter() override;  // stop()
   PrimaryRouter(const PrimaryRouter&) = delete;
   PrimaryRouter& operator=(const PrimaryRouter&) = delete;
@@ -69,6 +73,7 @@ class PrimaryRouter final : public remote::ShardRouter {
   void drop_link(Part part, const std::string& why);
 
   std::vector<std::string> addresses_;
+  std::chrono::milliseconds without_primary_max_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
@@ -78,6 +83,7 @@ class PrimaryRouter final : public remote::ShardRouter {
   bool stopped_ = false;
   replication::ReplicaId primary_ = replication::kNoReplica;
   std::shared_ptr<Link> link_;  // to primary_, once a call went to it
+  boost::asio::steady_timer no_primary_{io_};  // runs while primary_ is kNoReplica
   std::uint64_t next_request_ = 1;
 };
 

@@ -1,12 +1,16 @@
 #include "sdk/facade/replica_host.hpp"
 
 #include <fmt/format.h>
+#include <future>
 
 #include "engine/meta.hpp"
 #include "protocol/address.hpp"
 #include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
+#include "remote/forwarded_call.hpp"
+#include "replica/replica_client.hpp"
 #include "sdk/facade/engine_over_log.hpp"
+#include "sdk/facade/engine_wide_calls.hpp"
 #include "sdk/facade/replicated_run_store.hpp"
 #include "wal/errc.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -92,7 +96,8 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     return applier->committed(seq, view, body);
   };
   options.engine.committed_after = applier_->feed_after();
-  router_ = std::make_unique<PrimaryRouter>(config.replicas);
+  router_ = std::make_unique<PrimaryRouter>(config.replicas, 2 * std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                    config.etcd_lease_ttl));
   options.engine.primary_known = [this](replication::ReplicaId primary) {
     {
       std::lock_guard lock(mu_);
@@ -110,6 +115,20 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
                       config_.replica_id);
       reply(replica::CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
                                                                 reinterpret_cast<const std::byte*>(why.data()) + why.size()));
+      return;
+    }
+    if (auto wide = engine_wide_call(body)) {
+      // Read from the index, waiting on the shards: on the host's thread.
+      post([engine = std::move(engine), call = std::move(*wide), reply = std::move(reply)] {
+        auto answer = answer_engine_wide(*engine, call);
+        if (!answer) {
+          const std::string why = "the primary's engine is stopping";
+          reply(replica::CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
+                                                                    reinterpret_cast<const std::byte*>(why.data()) + why.size()));
+          return;
+        }
+        reply(replica::CallPart::last, remote::forwarded::to_bytes(*answer));
+      });
       return;
     }
     serve_forwarded(*engine, {shard, std::move(body), [reply = std::move(reply)](bool last, std::vector<std::byte> part) {
@@ -276,6 +295,49 @@ ReplicaStats ReplicaHost::replica_stats() const {
   stats.publish_latency_sum_us = node.publish_latency_sum_us;
   if (applier_) stats.store_applied = applier_->stats().batches_done;
   return stats;
+}
+
+std::vector<ClusterReplica> ReplicaHost::cluster(std::chrono::milliseconds timeout) const {
+  // Every replica at once, each on a client of its own (a stopped one
+  // answers nothing: the others are not held up behind it).
+  std::vector<std::future<std::optional<replica::ReplicaStatus>>> asked;
+  for (std::uint32_t id = 0; id < config_.replicas.size(); ++id) {
+    asked.push_back(std::async(std::launch::async, [addresses = config_.replicas, id, timeout] {
+      replica::ReplicaClient client(addresses);
+      return client.status(id, timeout);
+    }));
+  }
+  std::vector<ClusterReplica> replicas;
+  std::optional<replica::ReplicaStatus> primary;
+  std::vector<std::optional<replica::ReplicaStatus>> statuses;
+  for (auto& answer : asked) {
+    statuses.push_back(answer.get());
+    const auto& status = statuses.back();
+    // The primary of the newest view, should two say so (one deposed and
+    // not yet told).
+    if (status && status->role == replication::Role::primary && (!primary || status->lead > primary->lead)) {
+      primary = status;
+    }
+  }
+  for (std::uint32_t id = 0; id < statuses.size(); ++id) {
+    ClusterReplica replica;
+    replica.id = id;
+    replica.address = config_.replicas[id];
+    if (const auto& status = statuses[id]) {
+      replica.answered = true;
+      replica.role = replication::role_name(status->role);
+      replica.view = status->promised;
+      replica.commit = status->commit;
+      replica.log_end = status->log_end;
+      replica.durable_end = status->durable_end;
+      replica.suspect = status->suspect;
+    }
+    if (primary && id < primary->holds.size()) {
+      replica.lag_batches = primary->log_end - std::min(primary->holds[id], primary->log_end);
+    }
+    replicas.push_back(std::move(replica));
+  }
+  return replicas;
 }
 
 std::shared_ptr<Engine> ReplicaHost::engine_if_any() {

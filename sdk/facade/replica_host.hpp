@@ -63,6 +63,8 @@ class ReplicaHost {
   bool has_workflow(const std::string& name);
   // This replica's part in its cluster (EngineStats::replica).
   ReplicaStats replica_stats() const;
+  // Every replica as it answers now (Engine::cluster).
+  std::vector<ClusterReplica> cluster(std::chrono::milliseconds timeout) const;
 
   // The replica stops serving; the view's engine shuts down. Idempotent.
   void stop();

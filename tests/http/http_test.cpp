@@ -237,6 +237,12 @@ TEST_SUITE("unit") {
     CHECK(activity.json().at("samples").is_array());
     CHECK(call(at, beast_http::verb::post, "/v1/stats/activity").status == 405);
     CHECK(call(at, beast_http::verb::get, "/v1/stats/nothing").status == 404);
+    // A local engine is no replica: its cluster is empty.
+    auto cluster = call(at, beast_http::verb::get, "/v1/cluster");
+    CHECK(cluster.status == 200);
+    CHECK(cluster.json().at("replicated") == false);
+    CHECK(cluster.json().at("replicas").as_array().empty());
+    CHECK(call(at, beast_http::verb::delete_, "/v1/cluster").status == 405);
   }
 
   TEST_CASE("http: terminate ends a run at once; cancel and terminate of a finished run change nothing") {
@@ -536,6 +542,7 @@ TEST_SUITE("unit") {
     // What the engine did, as for /v1/stats: the token's.
     CHECK(call(at, beast_http::verb::get, "/v1/stats/activity").status == 401);
     CHECK(call(at, beast_http::verb::get, "/v1/stats/activity", {}, {{"Authorization", "Bearer s3cret"}}).status == 200);
+    CHECK(call(at, beast_http::verb::get, "/v1/cluster").status == 401);
     CHECK(call(at, beast_http::verb::post, "/v1/runs", R"({"workflow":"echo","id":"t","input":"x"})",
                {{"Authorization", "Basic s3cret"}}).status == 401);
     CHECK(served.engine->list_runs().empty());

@@ -165,7 +165,30 @@ TEST_SUITE("unit") {
     CHECK(!info->waiting_on.empty());
     CHECK(!backup.get_run("no-such-run").has_value());
     CHECK(other.list_runs().size() == kRuns);
+    // Counted and paged by the primary's index (a backup keeps none).
     CHECK(other.count_runs()[static_cast<std::size_t>(RunStatus::running)] == kRuns);
+    RunListQuery query;
+    query.order = RunListQuery::Order::id;
+    query.limit = 3;
+    auto page = backup.query_runs(query);
+    REQUIRE(page.runs.size() == 3);
+    CHECK(page.runs[0].id == run_name(0));
+    CHECK(page.total == kRuns);
+    query.cursor = page.next_cursor;
+    page = other.query_runs(query);
+    REQUIRE(page.runs.size() == 1);
+    CHECK(page.runs[0].id == run_name(3));
+    CHECK(page.next_cursor.empty());
+    // Every replica, as each answers: one primary, every lag known.
+    const auto replicas = backup.cluster();
+    REQUIRE(replicas.size() == 3);
+    for (const auto& replica : replicas) {
+      CAPTURE(replica.id);
+      CHECK(replica.answered);
+      CHECK(replica.role == (replica.id == *first ? "primary" : "backup"));
+      CHECK(replica.address == cluster.addresses[replica.id]);
+      CHECK(replica.lag_batches.has_value());
+    }
     CHECK(backup.journal_json(run_name(1)).find("\"a\"") != std::string::npos);
     backup.signal(run_name(0), kGo, 1);  // no signal id: sent once
     CHECK(other.result(kOrder, run_name(0)) == 1);  // 0 + 1 + 0
@@ -190,6 +213,12 @@ TEST_SUITE("unit") {
     for (int n = 1; n < kRuns; ++n) {
       still_backup.signal(run_name(n), kGo, 100, "go-" + std::to_string(n));  // again: dropped
     }
+    // The stopped replica answers nothing; the others show the new view.
+    const auto after = still_backup.cluster();
+    REQUIRE(after.size() == 3);
+    CHECK(!after[*first].answered);
+    CHECK(after[*second].role == "primary");
+    CHECK(after[*second].view > replicas[*first].view);
     REQUIRE(waited.wait_for(30s) == std::future_status::ready);
     CHECK(waited.get() == 2 + 100 + 8);
     for (int n = 2; n < kRuns; ++n) CHECK(still_backup.result(kOrder, run_name(n)) == 2 * n + 100);

@@ -101,7 +101,7 @@ TEST_SUITE("unit") {
   TEST_CASE("a backup's router: an answer, and parts then an answer, reach the caller; the call is sent as given") {
     FakePrimary primary({{replica::CallPart::more, bytes_of(R"({"chunk": 1})")},
                          {replica::CallPart::last, bytes_of(R"({"outcome": "started"})")}});
-    PrimaryRouter router({primary.address()});
+    PrimaryRouter router({primary.address()}, 10s);
     router.primary_is(0);
     Told told;
     router.forward(3, bytes_of(R"({"op": "start"})"), told.on_reply());
@@ -117,7 +117,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("a backup's router: not here, and no primary known, are sent again; a step-down's answer is unknown") {
     {
-      PrimaryRouter router({"127.0.0.1:1"});
+      PrimaryRouter router({"127.0.0.1:1"}, 10s);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());  // no primary_is yet
       REQUIRE(told.ended());
@@ -125,7 +125,7 @@ TEST_SUITE("unit") {
     }
     {
       FakePrimary primary({{replica::CallPart::not_here, bytes_of("no engine")}});
-      PrimaryRouter router({primary.address()});
+      PrimaryRouter router({primary.address()}, 10s);
       router.primary_is(0);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());
@@ -134,7 +134,7 @@ TEST_SUITE("unit") {
     }
     {
       FakePrimary primary({{replica::CallPart::last, bytes_of(R"({"unknown": "stepped down"})")}});
-      PrimaryRouter router({primary.address()});
+      PrimaryRouter router({primary.address()}, 10s);
       router.primary_is(0);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());
@@ -146,7 +146,7 @@ TEST_SUITE("unit") {
       // An error is an answer, errc::unavailable too: only the primary
       // knows whether it stepped down.
       FakePrimary primary({{replica::CallPart::last, bytes_of(R"({"error": "unavailable", "message": "m"})")}});
-      PrimaryRouter router({primary.address()});
+      PrimaryRouter router({primary.address()}, 10s);
       router.primary_is(0);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());
@@ -159,7 +159,7 @@ TEST_SUITE("unit") {
             "never reached is not") {
     {
       FakePrimary primary({});  // reads the call, closes
-      PrimaryRouter router({primary.address()});
+      PrimaryRouter router({primary.address()}, 10s);
       router.primary_is(0);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());
@@ -168,7 +168,7 @@ TEST_SUITE("unit") {
     }
     {
       FakePrimary primary({}, true);  // reads the call, never answers
-      PrimaryRouter router({primary.address(), "127.0.0.1:1"});
+      PrimaryRouter router({primary.address(), "127.0.0.1:1"}, 10s);
       router.primary_is(0);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());
@@ -181,8 +181,23 @@ TEST_SUITE("unit") {
       primary.release();
     }
     {
+      // No primary known for longer than the router waits: this replica
+      // is cut off, and so may its link be.
+      FakePrimary primary({}, true);
+      PrimaryRouter router({primary.address()}, 300ms);
+      router.primary_is(0);
+      Told told;
+      router.forward(0, bytes_of("{}"), told.on_reply());
+      REQUIRE(primary.call().has_value());
+      router.primary_is(replication::kNoReplica);
+      REQUIRE(told.ended());
+      CHECK(told.parts.back().first == Part::lost);
+      CHECK(told.parts.back().second.find("no primary known") != std::string::npos);
+      primary.release();
+    }
+    {
       // Nobody listens there: nothing was sent.
-      PrimaryRouter router({"127.0.0.1:" + std::to_string(replica::free_loopback_port())});
+      PrimaryRouter router({"127.0.0.1:" + std::to_string(replica::free_loopback_port())}, 10s);
       router.primary_is(0);
       Told told;
       router.forward(0, bytes_of("{}"), told.on_reply());
@@ -193,7 +208,7 @@ TEST_SUITE("unit") {
 
   TEST_CASE("a backup's router: a stop fails the calls out and every later one") {
     FakePrimary primary({}, true);
-    PrimaryRouter router({primary.address()});
+    PrimaryRouter router({primary.address()}, 10s);
     router.primary_is(0);
     Told out;
     router.forward(0, bytes_of("{}"), out.on_reply());

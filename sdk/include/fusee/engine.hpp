@@ -263,6 +263,24 @@ struct ReplicaStats {
   std::uint64_t publish_latency_sum_us = 0;
 };
 
+// Replicated mode: one replica of the cluster as it answers for itself
+// (Engine::cluster), asked over its replica address.
+struct ClusterReplica {
+  std::uint32_t id = 0;
+  std::string address;          // its replica address (Config::replicas)
+  bool answered = false;        // false: it did not answer in time (down, stopped, cut off)
+  std::string role;             // booting, wiped, backup, candidate, primary
+  std::uint64_t view = 0;       // the view it promised
+  std::uint64_t commit = 0;     // batches it knows committed
+  std::uint64_t log_end = 0;    // batches in its log
+  std::uint64_t durable_end = 0;  // of those, durable on its disk
+  bool suspect = false;         // it lost a write it had acknowledged
+  // Batches it lacks, as the replica that answered as primary counts them
+  // (that primary's log end less what this one holds durably); absent when
+  // none answered as primary.
+  std::optional<std::uint64_t> lag_batches;
+};
+
 struct EngineStats {
   std::uint64_t records_written = 0;  // journal records made durable
   std::uint64_t batches_written = 0;  // log batches (each one durable write)
@@ -704,6 +722,10 @@ class Engine {
 
   std::uint32_t shard_count() const;
   EngineStats stats() const;
+  // Replicated mode: every replica of the cluster as it answers now, in id
+  // order, each asked over its replica address (all at once, waiting up to
+  // `timeout`); empty in every other mode.
+  std::vector<ClusterReplica> cluster(std::chrono::milliseconds timeout = std::chrono::milliseconds(500)) const;
 
   struct Impl;
 
