@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,9 +128,14 @@ class Cluster {
     std::vector<char*> argv;
     for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
+      // A replica dies with the benchmark (the thread that forked it: the
+      // main one), rather than serve on as an orphan.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
@@ -211,7 +217,7 @@ class Cluster {
 }  // namespace
 
 int failover_replica_main(int argc, char** argv) {
-  if (argc != 9) {
+  if (argc != 8) {
     fmt::print(stderr, "usage: engine_bench --failover-replica DIR ID REPLICAS ETCD HTTP LEASE_S\n");
     return 2;
   }

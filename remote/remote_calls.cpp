@@ -13,7 +13,6 @@ using protocol::text_of;
 namespace {
 
 constexpr auto kFirstPause = std::chrono::milliseconds(20);
-constexpr auto kLongestPause = std::chrono::milliseconds(500);
 
 errc code_of(std::error_code error) {
   return error.category() == error_category() ? static_cast<errc>(error.value()) : errc::storage;
@@ -36,8 +35,8 @@ struct RemoteCalls::Pending {
 };
 
 RemoteCalls::RemoteCalls(ShardRouter& router, std::vector<std::unique_ptr<engine::Shard>>& shards,
-                         RunInfo (*from_finished)(const engine::FinishedRun&))
-    : router_(router), shards_(shards), from_finished_(from_finished) {
+                         RunInfo (*from_finished)(const engine::FinishedRun&), std::chrono::milliseconds longest_pause)
+    : router_(router), shards_(shards), from_finished_(from_finished), longest_pause_(longest_pause) {
   retry_thread_ = std::thread([this] { retry_loop(); });
 }
 
@@ -156,7 +155,7 @@ void RemoteCalls::again(const std::shared_ptr<Pending>& pending, const std::stri
     return;
   }
   auto when = now + pending->pause;
-  pending->pause = std::min<std::chrono::steady_clock::duration>(pending->pause * 2, kLongestPause);
+  pending->pause = std::min<std::chrono::steady_clock::duration>(pending->pause * 2, longest_pause_);
   {
     std::lock_guard lock(mu_);
     if (!stopping_) {

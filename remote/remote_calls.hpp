@@ -37,8 +37,11 @@ class RemoteCalls {
   using Answer = std::variant<boost::json::object, Error>;
   // shards: the engine's, by id; only those the router says this engine
   // holds are touched. from_finished: RunInfo of a finished run.
+  // `longest_pause`: the most a call waits before it is sent again (the
+  // pauses double from 20 ms up to it).
   RemoteCalls(ShardRouter& router, std::vector<std::unique_ptr<engine::Shard>>& shards,
-              RunInfo (*from_finished)(const engine::FinishedRun&));
+              RunInfo (*from_finished)(const engine::FinishedRun&),
+              std::chrono::milliseconds longest_pause = std::chrono::milliseconds(500));
   ~RemoteCalls();  // stop()
 
   // Holder side: a call another worker forwarded (runs on the router's
@@ -67,6 +70,7 @@ class RemoteCalls {
   ShardRouter& router_;
   std::vector<std::unique_ptr<engine::Shard>>& shards_;
   RunInfo (*from_finished_)(const engine::FinishedRun&);
+  std::chrono::milliseconds longest_pause_;
 
   std::mutex mu_;
   std::condition_variable cv_;

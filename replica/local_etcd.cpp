@@ -2,20 +2,20 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "replication/etcd_coordinator.hpp"
-
-extern char** environ;
 
 namespace fusee::replica {
 
@@ -60,10 +60,38 @@ LocalEtcd::LocalEtcd(const std::string& dir) : client_port_(free_loopback_port()
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  if (posix_spawnp(&pid_, "etcd", nullptr, nullptr, argv.data(), environ) != 0) {
-    pid_ = 0;
+  // etcd's path, found before the fork (the child calls only what is safe
+  // between a fork and an exec in a process with threads).
+  std::string program;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string entry; std::getline(dirs, entry, ':');) {
+      const std::string candidate = (entry.empty() ? std::string(".") : entry) + "/etcd";
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        program = candidate;
+        break;
+      }
+    }
+  }
+  if (program.empty()) {
     problem_ = "cannot start etcd (Debian's etcd-server; scripts/install-deps installs it)";
     return;
+  }
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    pid_ = 0;
+    problem_ = "cannot start etcd: fork failed";
+    return;
+  }
+  if (pid_ == 0) {
+    // etcd dies with the process that started it (with the thread that
+    // did: every user starts it on its main thread), so a test or a
+    // benchmark that crashes leaves no etcd behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    ::execv(program.c_str(), argv.data());
+    ::_exit(127);
   }
   replication::EtcdOptions options;
   options.port = client_port_;

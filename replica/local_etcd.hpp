@@ -18,7 +18,9 @@ std::uint16_t free_loopback_port();
 
 class LocalEtcd {
  public:
-  // Starts it and waits until it answers; check ready().
+  // Starts it and waits until it answers; check ready(). Start it on the
+  // thread that outlives it (the main one): etcd is killed when that
+  // thread ends (PR_SET_PDEATHSIG), so a crash leaves none behind.
   explicit LocalEtcd(const std::string& dir);
   ~LocalEtcd();
   LocalEtcd(const LocalEtcd&) = delete;

@@ -10,7 +10,8 @@ using replication::Seq;
 
 ReplicaStatus status_of(const replication::ReplicaCore& core, ReplicaId self, std::size_t replicas,
                         std::uint64_t batches_read_back) {
-  ReplicaStatus status{self,         core.role(),   core.promised(),   core.lead(),     core.commit(),
+  // What it knows committed, whatever its role (a backup's commit() is 0).
+  ReplicaStatus status{self,         core.role(),   core.promised(),   core.lead(),     core.known_committed(),
                        core.log().size(), core.durable_end(), core.suspect(), core.held_from(), batches_read_back};
   if (core.role() == Role::primary) {
     for (ReplicaId r = 0; r < replicas; ++r) status.holds.push_back(r == self ? core.durable_end() : core.match_of(r));
@@ -38,8 +39,6 @@ void NodeStats::published(Seq through) {
 void NodeStats::turn(const replication::ReplicaCore& core, ReplicaId self, std::size_t replicas,
                      std::uint64_t batches_read_back) {
   auto status = status_of(core, self, replicas, batches_read_back);
-  // What it knows committed, whatever its role (a backup's commit() is 0).
-  status.commit = core.known_committed();
   std::lock_guard lock(mu_);
   if (core.promised() != last_view_) {
     last_view_ = core.promised();

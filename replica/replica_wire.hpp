@@ -69,7 +69,7 @@ struct ReplicaStatus {
   replication::Role role = replication::Role::booting;
   replication::View promised = 0;
   replication::View lead = 0;
-  replication::Seq commit = 0;
+  replication::Seq commit = 0;  // what it knows committed (ReplicaCore::known_committed), whatever its role
   replication::Seq log_end = 0;
   replication::Seq durable_end = 0;
   bool suspect = false;

@@ -194,7 +194,7 @@ export async function showEngine(view) {
   const [stats, server, activity, cluster] = await Promise.all([api("/v1/stats"), api("/v1/server"),
     optional("/v1/stats/activity"), optional("/v1/cluster")]);
   const parts = [el("h1", {}, "Engine")];
-  if (cluster?.replicated) parts.push(...clusterPart(cluster));
+  if (cluster?.replicated) parts.push(...clusterPart(cluster), el("h2", {}, "This replica"));
   if (server.server) {
     const held = server.holders.filter((holder) => holder.worker !== null).length;
     parts.push(

@@ -20,7 +20,11 @@ std::unique_ptr<Engine> Engine::Impl::open_replicated(std::unique_ptr<Impl> impl
   impl->replica_host = std::make_unique<facade::ReplicaHost>(config);
   impl->router = &impl->replica_host->router();
   impl->store = impl->replica_host->store();
-  impl->remote_calls = std::make_unique<remote::RemoteCalls>(*impl->router, impl->shards, &facade::run_info_of);
+  // Sent again soon while a failover runs: a call waits at most this
+  // long past the moment the next primary's engine could take it (a split
+  // worker's 500 ms would add up to that to every failover a caller sees).
+  impl->remote_calls = std::make_unique<remote::RemoteCalls>(*impl->router, impl->shards, &facade::run_info_of,
+                                                             std::chrono::milliseconds(50));
   auto engine = std::unique_ptr<Engine>(new Engine(std::move(impl)));
   facade::register_builtins(*engine);
   // The API answers on every replica: a backup's calls say where to go.

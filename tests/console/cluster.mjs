@@ -51,6 +51,8 @@ try {
     if (!rows[id]?.cells[0].includes("(this one)")) fail(`replica ${id}: its own row is not marked: ${JSON.stringify(rows[id])}`);
     for (const row of rows) {
       if (row.role !== "primary" && row.cells[7] === "") fail(`replica ${id}: replica ${row.replica} shows no lag`);
+      // Every replica knows what was committed, a backup too.
+      if (!(Number(row.cells[4]) > 0)) fail(`replica ${id}: replica ${row.replica} shows commit ${row.cells[4]}`);
     }
     if (id !== primary) {
       // A backup's runs page: the runs, as the primary's index pages them.

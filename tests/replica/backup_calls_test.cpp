@@ -188,6 +188,7 @@ TEST_SUITE("unit") {
       CHECK(replica.role == (replica.id == *first ? "primary" : "backup"));
       CHECK(replica.address == cluster.addresses[replica.id]);
       CHECK(replica.lag_batches.has_value());
+      CHECK(replica.commit > 0);  // a backup knows it too
     }
     CHECK(backup.journal_json(run_name(1)).find("\"a\"") != std::string::npos);
     backup.signal(run_name(0), kGo, 1);  // no signal id: sent once
