@@ -85,6 +85,9 @@ assert server["records_written"] > 0 and sum(server["flush_latency"]["counts"]) 
 ' || fail "GET /v1/server: $(curl -s "$api/v1/server")"
 curl -s "$api/v1/stats" | grep -q '"shards_held":2' || fail "GET /v1/stats through the server: $(curl -s "$api/v1/stats")"
 [ "$(curl -H "Content-Type: application/json" -s -o /dev/null -w '%{http_code}' -X POST "$api/v1/server")" = 405 ] || fail "POST /v1/server is not 405"
+# The front is no replica: its cluster is empty, as a local engine's.
+[ "$(curl -s "$api/v1/cluster")" = '{"replicated":false,"replicas":[]}' ] || fail "GET /v1/cluster: $(curl -s "$api/v1/cluster")"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$api/v1/cluster")" = 405 ] || fail "DELETE /v1/cluster is not 405"
 metrics=$(curl -s "$api/metrics")
 echo "$metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $metrics"
 for name in fusee_records_per_flush fusee_checkpoints_total fusee_segments_retired_total fusee_wal_segments \

@@ -298,6 +298,18 @@ ReplicaStats ReplicaHost::replica_stats() const {
 }
 
 std::vector<ClusterReplica> ReplicaHost::cluster(std::chrono::milliseconds timeout) const {
+  // One asking at a time, and an answer younger than kClusterFresh serves
+  // every caller: a flood of GET /v1/cluster costs the replicas a few
+  // status requests a second, and ties up no more threads than one asking.
+  std::lock_guard asking(cluster_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (cluster_asked_ && now - *cluster_asked_ < kClusterFresh) return cluster_answer_;
+  cluster_answer_ = ask_cluster(timeout);
+  cluster_asked_ = std::chrono::steady_clock::now();
+  return cluster_answer_;
+}
+
+std::vector<ClusterReplica> ReplicaHost::ask_cluster(std::chrono::milliseconds timeout) const {
   // Every replica at once, each on a client of its own (a stopped one
   // answers nothing: the others are not held up behind it).
   std::vector<std::future<std::optional<replica::ReplicaStatus>>> asked;

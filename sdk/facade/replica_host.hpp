@@ -17,12 +17,14 @@
 // can call it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,13 +65,16 @@ class ReplicaHost {
   bool has_workflow(const std::string& name);
   // This replica's part in its cluster (EngineStats::replica).
   ReplicaStats replica_stats() const;
-  // Every replica as it answers now (Engine::cluster).
+  // Every replica as it answers now (Engine::cluster), or as it answered
+  // within kClusterFresh.
   std::vector<ClusterReplica> cluster(std::chrono::milliseconds timeout) const;
+  static constexpr std::chrono::milliseconds kClusterFresh{250};
 
   // The replica stops serving; the view's engine shuts down. Idempotent.
   void stop();
 
  private:
+  std::vector<ClusterReplica> ask_cluster(std::chrono::milliseconds timeout) const;
   Result<void> configure(wal::LogOptions& options);
   void lead(std::uint64_t lead, replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail);
   void close_engine(std::shared_ptr<Engine> closing);  // null: the current one
@@ -90,6 +95,9 @@ class ReplicaHost {
   std::thread node_thread_;
   std::thread host_thread_;
 
+  mutable std::mutex cluster_mu_;  // one cluster() asking at a time
+  mutable std::optional<std::chrono::steady_clock::time_point> cluster_asked_;
+  mutable std::vector<ClusterReplica> cluster_answer_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool busy_ = false;         // a view was led whose engine has not shut down yet

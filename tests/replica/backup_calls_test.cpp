@@ -19,6 +19,7 @@
 #include "replica/local_etcd.hpp"
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
+#include "sdk/facade/replica_host.hpp"
 #include "tests/replica/replicated_runs.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -214,7 +215,9 @@ TEST_SUITE("unit") {
     for (int n = 1; n < kRuns; ++n) {
       still_backup.signal(run_name(n), kGo, 100, "go-" + std::to_string(n));  // again: dropped
     }
-    // The stopped replica answers nothing; the others show the new view.
+    // The stopped replica answers nothing; the others show the new view
+    // (asked past the answer kept for a flood of callers).
+    std::this_thread::sleep_for(facade::ReplicaHost::kClusterFresh);
     const auto after = still_backup.cluster();
     REQUIRE(after.size() == 3);
     CHECK(!after[*first].answered);
@@ -301,6 +304,15 @@ TEST_SUITE("unit") {
     for (int n = 0; n < kCalls; ++n) again.push_back(backup.start_json_async("order", "flood-" + std::to_string(n), n, {}));
     for (auto& attached : again) CHECK(attached.get() == StartOutcome::attached);
     CHECK(backup.list_runs().size() == kCalls);
+    // A flood of cluster views from many threads at once: each answered
+    // whole (one asks the replicas; the rest take its answer).
+    std::vector<std::future<std::vector<ClusterReplica>>> views;
+    for (int n = 0; n < 64; ++n) views.push_back(std::async(std::launch::async, [&backup] { return backup.cluster(); }));
+    for (auto& view : views) {
+      auto replicas = view.get();
+      REQUIRE(replicas.size() == 3);
+      CHECK(replicas[*primary].role == "primary");
+    }
   }
 }
 
