@@ -246,6 +246,22 @@ TEST_SUITE("unit") {
     auto no_shards = replica_config(dir.sub("r"), 2379, 0, addresses);
     no_shards.shards = 0;
     CHECK(error_of([&] { (void)Engine::open(no_shards); }) == errc::invalid_argument);
+    // A second writer where one is assumed: a second Engine on a replica's
+    // directory in use is refused, naming the lock, and so is a local
+    // Engine there; the first goes on.
+    auto first = Engine::open(replica_config(dir.sub("r"), 2379, 0, addresses));
+    try {
+      (void)Engine::open(replica_config(dir.sub("r"), 2379, 0, addresses));
+      FAIL("a second Engine opened a replica's directory in use");
+    } catch (const Error& error) {
+      CHECK(error.error() == errc::storage);
+      CHECK(std::string(error.what()).find("in use by another engine") != std::string::npos);
+    }
+    auto local = Config::local(dir.sub("r"));
+    local.warn = [](const std::string&) {};
+    CHECK(error_of([&] { (void)Engine::open(local); }) != errc{});
+    CHECK(first->stats().replica.enabled);
+    first->shutdown();
   }
 }
 
