@@ -15,7 +15,9 @@
 # bumps' sum: 3 whenever it is sent again). At the end every acknowledged
 # start must be a run, every acknowledged signal and update the one its run
 # took (go = 7 and one bump, not the last round's 100), every run must finish
-# with 2n + go + bumps, and its stream must hold its one chunk. Then every replica's run store
+# with 2n + go + bumps, and its stream must hold its one chunk; every step
+# must have run, and none again once its result was durable (the apps'
+# shared step ledger against the acknowledgements). Then every replica's run store
 # must hold the checkpoints (they travel in the log, applied by every
 # replica), and `fusee inspect` must read each replica's log.
 # The console on each replica must show the cluster (tests/console/cluster.mjs).
@@ -59,7 +61,8 @@ pids+=($!)
 cluster="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
 http=("$(port)" "$(port)" "$(port)")
 start_app() {
-  "$app" "$scratch/r$1" "$1" "$cluster" "127.0.0.1:$client_port" "127.0.0.1:${http[$1]}" 2>>"$scratch/app$1.err" &
+  "$app" "$scratch/r$1" "$1" "$cluster" "127.0.0.1:$client_port" "127.0.0.1:${http[$1]}" "$scratch/steps" \
+    2>>"$scratch/app$1.err" &
   app_pids[$1]=$!
 }
 for id in 0 1 2; do
@@ -116,6 +119,8 @@ for round in $(seq 0 $((rounds - 1))); do
       post "/v1/runs/order-$n/updates/bump?timeout_ms=20000" "{\"arg\": 3, \"update_id\": \"bump-$n\"}"
       answer=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r.get("status"), r.get("result"))' "$scratch/reply")
       [ "$answer" = "completed 3" ] || fail "order-$n's bump was answered $(cat "$scratch/reply"), not 3"
+      # Acknowledged after step a's result was durable: a must not run again.
+      echo "a $n $(date +%s%N)" >>"$scratch/durable"
       post "/v1/runs/order-$n/signals/go" "{\"value\": 7, \"signal_id\": \"go-$n\"}"
     done
   fi
@@ -204,6 +209,28 @@ for n in $(seq 0 $((started - 1))); do
     violations=$((violations + 1))
   fi
 done
+# The step ledger: every run's steps ran, and none ran again once durable
+# (a step may run twice only when the primary died before its result was).
+steps_again=$(python3 -c '
+import sys
+ran = {}
+for line in open(sys.argv[1]):
+    step, n, at, pid = line.split()
+    ran.setdefault((step, int(n)), []).append(int(at))
+bad = []
+for line in open(sys.argv[2]):
+    step, n, durable_at = line.split()
+    late = [at for at in ran.get((step, int(n)), []) if at > int(durable_at)]
+    if late:
+        bad.append(f"{step} of order-{n} ran {len(late)} time(s) after it was durable")
+for n in range(int(sys.argv[3])):
+    for step in ("a", "b"):
+        if (step, n) not in ran:
+            bad.append(f"{step} of order-{n} never ran")
+for problem in bad:
+    print(problem, file=sys.stderr)
+print(sum(len(times) - 1 for times in ran.values()))
+sys.exit(1 if bad else 0)' "$scratch/steps" "$scratch/durable" "$started") || violations=$((violations + 1))
 [ "$violations" = 0 ] || fail "$violations violations after $rounds kills of the primary"
 # Every replica's /metrics shows its part in the cluster, and promtool takes it.
 lead=$(primary) || fail "no primary at the end"
@@ -245,5 +272,6 @@ done
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
 echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt; $started runs, every acknowledged start, signal and update kept, every stream's chunk once;" \
+  "no step run again once durable ($steps_again run again before);" \
   "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
   "max $(echo "$sorted" | tail -1) ms over $count failovers)"

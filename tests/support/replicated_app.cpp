@@ -5,12 +5,20 @@
 // signal "go", step "b" (a + go + the bumps) -- until SIGTERM or SIGINT (or
 // SIGKILL, which is the point).
 //
-// Usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN
+// Each time a step's body runs, it appends a line to the step ledger,
+// "STEP N REALTIME_NS PID" (one write to a file opened O_APPEND, which
+// every replica shares): the test checks that no step ran again once it was
+// durable (once a later call on its run was acknowledged).
+//
+// Usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN STEP_LEDGER
 //   REPLICAS: every replica's HOST:PORT, comma-separated, in id order.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fusee/fusee.hpp>
 #include <sstream>
 #include <string>
@@ -19,11 +27,35 @@
 using namespace fusee;
 using namespace std::chrono_literals;
 
+namespace {
+
+int ledger = -1;  // the step ledger, O_APPEND
+
+// A step's body ran: one write per line (appends of a few bytes do not
+// interleave). A global, not a capture: the workflow's coroutine must not
+// hold on to its lambda's captures.
+void ran(const char* step, int n) {
+  const auto line = fmt::format("{} {} {} {}\n", step, n,
+                                std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count(),
+                                ::getpid());
+  if (::write(ledger, line.data(), line.size()) != static_cast<ssize_t>(line.size())) std::abort();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    fmt::print(stderr, "usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN\n");
+  if (argc != 7) {
+    fmt::print(stderr, "usage: replicated_app DIR ID REPLICAS ETCD HTTP_LISTEN STEP_LEDGER\n");
     return 2;
   }
+  ledger = ::open(argv[6], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (ledger < 0) {
+    fmt::print(stderr, "replicated_app: cannot open the step ledger {}\n", argv[6]);
+    return 2;
+  }
+
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
@@ -45,7 +77,10 @@ int main(int argc, char** argv) {
   try {
     auto engine = Engine::open(config);
     engine->register_workflow(WorkflowRef<int, int>{"order"}, [](Ctx& ctx, int n) -> Task<int> {
-      int a = co_await ctx.step("a", [n] { return 2 * n; });
+      int a = co_await ctx.step("a", [n] {
+        ran("a", n);
+        return 2 * n;
+      });
       co_await ctx.stream("progress").write(a);  // one chunk: a
       // Bumps (updates, each answered with the total so far) until "go".
       const Update<int, int> bump{"bump"};
@@ -60,7 +95,10 @@ int main(int argc, char** argv) {
         next_bump = ctx.next_update(bump).start();
       }
       const int go_value = (co_await go).value_or(-1000);
-      co_return co_await ctx.step("b", [a, go_value, bumped] { return a + go_value + bumped; });
+      co_return co_await ctx.step("b", [a, go_value, bumped, n] {
+        ran("b", n);
+        return a + go_value + bumped;
+      });
     });
     fmt::print(stderr, "replicated_app: replica {} serves HTTP on {}\n", argv[2], engine->http_endpoint());
     int received = 0;
