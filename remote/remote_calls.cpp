@@ -283,7 +283,15 @@ void RemoteCalls::serve(ShardRouter::Call call) {
       auto id = forwarded::text(*body, "id");
       auto reason = forwarded::text(*body, "reason");
       ResetPoint point;
-      if (body->contains("position")) point.position = static_cast<std::uint32_t>(body->at("position").to_number<std::uint64_t>());
+      if (body->contains("position")) {
+        const auto& position = body->at("position");
+        if (!position.is_uint64() && !(position.is_int64() && position.get_int64() >= 0)) {
+          throw Error(errc::invalid_argument, "a forwarded reset's position is not a whole number");
+        }
+        const auto value = position.to_number<std::uint64_t>();
+        if (value > UINT32_MAX) throw Error(errc::invalid_argument, "a forwarded reset's position is out of range");
+        point.position = static_cast<std::uint32_t>(value);
+      }
       if (body->contains("after_step")) point.after_step = forwarded::text(*body, "after_step");
       post([&shard, id, point, reason, reply_to] { shard.handle_reset(id, point, reason, reply_to); }, true);
     } else if (op == "query") {
@@ -388,6 +396,10 @@ void RemoteCalls::serve(ShardRouter::Call call) {
     }
   } catch (const Error& error) {
     answer(forwarded::error_json(error.error(), error.what()));
+  } catch (const std::exception& error) {
+    // A field of the wrong kind (Boost.JSON's own errors): the caller's
+    // mistake, not a reason to stop the thread that reads calls.
+    answer(forwarded::error_json(errc::invalid_argument, fmt::format("a malformed forwarded call: {}", error.what())));
   }
 }
 

@@ -40,7 +40,11 @@ class FrameWriter {
     if (writing_ || queue_.empty()) return;
     writing_ = true;
     boost::asio::async_write(socket_, boost::asio::buffer(queue_.front()),
-                             [this, keep, on_error](boost::system::error_code error, std::size_t) {
+                             [this, keep, on_error, generation = generation_](boost::system::error_code error,
+                                                                              std::size_t) {
+                               // Cleared meanwhile (its socket closed): the
+                               // queue is not the one this write began on.
+                               if (generation != generation_) return;
                                writing_ = false;
                                if (error) {
                                  on_error(error);
@@ -51,9 +55,12 @@ class FrameWriter {
                                pump(keep, on_error);
                              });
   }
+  // After its socket was closed: a write still out completes into nothing.
   void clear() {
     queue_.clear();
     queued_bytes_ = 0;
+    writing_ = false;
+    ++generation_;
   }
   bool empty() const { return queue_.empty(); }
 
@@ -62,6 +69,7 @@ class FrameWriter {
   std::deque<std::vector<std::byte>> queue_;
   std::size_t queued_bytes_ = 0;
   bool writing_ = false;
+  std::uint64_t generation_ = 0;  // bumped by clear()
 };
 
 }  // namespace fusee::replica

@@ -10,6 +10,7 @@
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
+#include "replica/call_replies.hpp"
 #include "replica/frame_writer.hpp"
 #include "replica/node_stats.hpp"
 #include "replica/primary_log.hpp"
@@ -39,8 +40,9 @@ constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
 constexpr std::size_t kEarlyBytesMax = 16u << 20;
 static_assert(kAppendBytesMax + 64 <= payload_bytes_max(kSegmentBytesDefault),
               "a batch of one largest append fits a replica's segment");
-// A client that sends and does not read its replies is cut off here.
-constexpr std::size_t kClientQueueBytesMax = 16u << 20;
+// A client that sends and does not read its replies is cut off here: two
+// of the largest frames (a forwarded call's answer may be one).
+constexpr std::size_t kClientQueueBytesMax = 2 * protocol::kFrameBytesMax;
 
 }  // namespace
 
@@ -480,23 +482,20 @@ struct ReplicaNode::Impl {
           return;
         }
         // Sent from whatever thread answers, through the loop.
-        auto reply = [replies = call_replies, client = from.weak_from_this(), request = frame.request_id](
-                         CallPart part, std::vector<std::byte> body) {
-          std::lock_guard lock(replies->mu);
-          if (replies->io == nullptr) return;
-          asio::post(*replies->io, [client, request, part, body = std::move(body)]() mutable {
-            if (auto connection = client.lock()) {
-              connection->send(frame_of(FrameType::call_reply, request, encode_call_reply({part, std::move(body)})));
-            }
-          });
-        };
+        auto reply = call_reply(call_replies, frame.request_id, [client = from.weak_from_this()](std::vector<std::byte> out) {
+          if (auto connection = client.lock()) connection->send(std::move(out));
+        });
         if (!options.engine.call) {
-          const std::string why = "replica " + std::to_string(options.self) + " runs no engine";
-          reply(CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
-                                                           reinterpret_cast<const std::byte*>(why.data()) + why.size()));
+          reply(CallPart::not_here, bytes_of("replica " + std::to_string(options.self) + " runs no engine"));
           return;
         }
-        options.engine.call(call->shard, std::move(call->body), std::move(reply));
+        try {
+          options.engine.call(call->shard, std::move(call->body), reply);
+        } catch (const std::exception& error) {
+          // Nothing a caller sends may stop the loop.
+          say(std::string("a forwarded call failed: ") + error.what());
+          reply(CallPart::not_here, bytes_of("the replica could not take the call"));
+        }
         return;
       }
       case FrameType::status: {
@@ -647,12 +646,7 @@ struct ReplicaNode::Impl {
   ReplicaNodeOptions options;
   asio::io_context io;
   // Where the engine's replies to forwarded calls are posted, from any
-  // thread, until the replica stops.
-  struct CallReplies {
-    explicit CallReplies(asio::io_context* loop) : io(loop) {}
-    std::mutex mu;
-    asio::io_context* io;
-  };
+  // thread, until the replica stops (call_replies.hpp).
   std::shared_ptr<CallReplies> call_replies = std::make_shared<CallReplies>(&io);
   tcp::acceptor acceptor;
   asio::steady_timer ticker;

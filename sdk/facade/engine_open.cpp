@@ -471,11 +471,15 @@ void Engine::shutdown() {
   std::lock_guard lock(impl_->shutdown_mu);
   if (impl_->shut.exchange(true)) return;
   if (impl_->replica_host) {
-    // No new requests (calls waiting to be sent to the primary again fail
-    // with shut_down); then the replica stops, and its view's engine with it.
-    if (impl_->http) impl_->http->stop();
+    // Calls out to the primary fail with shut_down first -- those waiting to
+    // be sent again, then those sent -- so that an HTTP request waiting on
+    // one lets the listener stop; then no new requests; then the replica
+    // stops, and its view's engine with it; the store the lists read last.
     impl_->remote_calls->stop();
+    impl_->replica_host->router().stop();
+    if (impl_->http) impl_->http->stop();
     impl_->replica_host->stop();
+    impl_->store.reset();
     return;
   }
   // The index fill first: it stops at its next page and releases what

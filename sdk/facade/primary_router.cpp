@@ -1,7 +1,11 @@
 #include "sdk/facade/primary_router.hpp"
 
-#include <array>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <array>
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
@@ -138,6 +142,14 @@ void PrimaryRouter::open_link() {
     }
     boost::system::error_code ignored;
     link->socket.set_option(tcp::no_delay(true), ignored);
+    // A connection a middlebox dropped while idle is found within about
+    // 8 s (5 s idle, then 3 probes a second apart), rather than holding a
+    // result's call for ever.
+    link->socket.set_option(asio::socket_base::keep_alive(true), ignored);
+    const int idle_s = 5, interval_s = 1, probes = 3;
+    ::setsockopt(link->socket.native_handle(), IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+    ::setsockopt(link->socket.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
+    ::setsockopt(link->socket.native_handle(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
     link->connected = true;
     read(link);
     pump(link);

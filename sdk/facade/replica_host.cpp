@@ -8,6 +8,7 @@
 #include "queue/queue_state.hpp"
 #include "schedule/schedule_state.hpp"
 #include "remote/forwarded_call.hpp"
+#include "replica/call_replies.hpp"
 #include "replica/replica_client.hpp"
 #include "sdk/facade/engine_over_log.hpp"
 #include "sdk/facade/engine_wide_calls.hpp"
@@ -106,34 +107,47 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     router_->primary_is(primary);
   };
   // Another replica's application's call for this replica's engine.
+  // Another replica's application's call for this replica's engine: off
+  // the loop (parsing a call's body is not quick), bounded.
   options.engine.call = [this](std::uint32_t shard, std::vector<std::byte> body,
                                replica::ReplicaEngineHooks::CallReply reply) {
     std::shared_ptr<Engine> engine = engine_if_any();
     if (!engine) {
-      const std::string why =
-          fmt::format("replica {} runs no engine now (it is not the primary, or its engine is opening)",
-                      config_.replica_id);
-      reply(replica::CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
-                                                                reinterpret_cast<const std::byte*>(why.data()) + why.size()));
+      reply(replica::CallPart::not_here,
+            replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its engine is "
+                                          "opening)",
+                                          config_.replica_id)));
       return;
     }
-    if (auto wide = engine_wide_call(body)) {
-      // Read from the index, waiting on the shards: on the host's thread.
-      post([engine = std::move(engine), call = std::move(*wide), reply = std::move(reply)] {
-        auto answer = answer_engine_wide(*engine, call);
-        if (!answer) {
-          const std::string why = "the primary's engine is stopping";
-          reply(replica::CallPart::not_here, std::vector<std::byte>(reinterpret_cast<const std::byte*>(why.data()),
-                                                                    reinterpret_cast<const std::byte*>(why.data()) + why.size()));
-          return;
+    const std::size_t bytes = body.size();
+    auto serve = [this, engine, shard, body = std::move(body), reply]() mutable {
+      if (auto wide = engine_wide_call(body)) {
+        // Read from the index, waiting on the shards: on a thread of their
+        // own, a few at a time.
+        auto read = [engine, call = std::move(*wide), reply] {
+          auto answer = answer_engine_wide(*engine, call);
+          if (!answer) return reply(replica::CallPart::not_here, replica::bytes_of("the primary's engine is stopping"));
+          reply(replica::CallPart::last, remote::forwarded::to_bytes(*answer));
+        };
+        if (!engine_wide_.try_post(1, std::move(read))) {
+          reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: too many lists wait"));
         }
-        reply(replica::CallPart::last, remote::forwarded::to_bytes(*answer));
-      });
-      return;
+        return;
+      }
+      try {
+        serve_forwarded(*engine, {shard, std::move(body), [reply](bool last, std::vector<std::byte> part) {
+                                    reply(last ? replica::CallPart::last : replica::CallPart::more, std::move(part));
+                                  }});
+      } catch (const std::exception& error) {
+        // Nothing a caller sends may stop this thread; it is answered.
+        reply(replica::CallPart::last,
+              remote::forwarded::to_bytes(remote::forwarded::error_json(
+                  errc::invalid_argument, fmt::format("a forwarded call that could not be served: {}", error.what()))));
+      }
+    };
+    if (!calls_.try_post(bytes, std::move(serve))) {
+      reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: its forwarded calls' queue is full"));
     }
-    serve_forwarded(*engine, {shard, std::move(body), [reply = std::move(reply)](bool last, std::vector<std::byte> part) {
-                                reply(last ? replica::CallPart::last : replica::CallPart::more, std::move(part));
-                              }});
   };
   // Each view's engine: a local engine over the replica's log, with no HTTP
   // front of its own (the application's Engine serves it on every replica).
@@ -164,6 +178,10 @@ void ReplicaHost::stop() {
     node_->stop();  // its log steps down: stepped_down posts the engine's shutdown
     node_thread_.join();
   }
+  // No call comes in any more: those queued go unanswered (their
+  // connections closed with the replica).
+  calls_.stop();
+  engine_wide_.stop();
   // What waits on the store's applying (an opening, an engine's writes)
   // is let go: the replica feeds it no more.
   if (applier_) applier_->stop();

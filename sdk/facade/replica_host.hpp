@@ -34,6 +34,7 @@
 #include "fusee/engine.hpp"
 #include "replica/replica_node.hpp"
 #include "sdk/facade/primary_router.hpp"
+#include "sdk/facade/work_queue.hpp"
 #include "sdk/facade/store_applier.hpp"
 
 namespace fusee::facade {
@@ -91,6 +92,11 @@ class ReplicaHost {
   std::unique_ptr<io::FileSystem> own_fs_;
   io::FileSystem* fs_ = nullptr;
   std::unique_ptr<PrimaryRouter> router_;
+  // Other replicas' applications' calls, off the replica's loop: parsed and
+  // handed to the view's engine (64 MiB of bodies at most), and the
+  // engine-wide reads, which wait on the shards (16 at most).
+  WorkQueue calls_{64u << 20};
+  WorkQueue engine_wide_{16};
   std::unique_ptr<replica::ReplicaNode> node_;
   std::thread node_thread_;
   std::thread host_thread_;

@@ -103,6 +103,15 @@ struct Cluster {
   }
 };
 
+errc error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error.error();
+  }
+  return errc{};
+}
+
 // One frame to a replica's port, and the first frame back (nothing when the
 // replica closed the connection instead).
 std::optional<protocol::Frame> exchange(const std::string& address, FrameType type, std::span<const std::byte> payload) {
@@ -192,6 +201,17 @@ TEST_SUITE("unit") {
       CHECK(replica.commit > 0);  // a backup knows it too
     }
     CHECK(backup.journal_json(run_name(1)).find("\"a\"") != std::string::npos);
+    // Cancelled and terminated through a backup: the run's wait sees the
+    // cancellation (no step b), and a terminated one ends at once.
+    CHECK(backup.start(kOrder, "cancelled", 1) == StartOutcome::started);
+    testing::take_to_wait_id(backup, "cancelled", 10s);
+    backup.cancel("cancelled", "through a backup");
+    CHECK(other.get_run("cancelled").has_value());
+    CHECK(error_of([&] { (void)other.result(kOrder, "cancelled"); }) == errc::cancelled);
+    CHECK(other.start(kOrder, "terminated", 2) == StartOutcome::started);
+    testing::take_to_wait_id(other, "terminated", 10s);
+    other.terminate("terminated", "through a backup");
+    CHECK(backup.get_run("terminated")->status == RunStatus::cancelled);
     backup.signal(run_name(0), kGo, 1);  // no signal id: sent once
     CHECK(other.result(kOrder, run_name(0)) == 1);  // 0 + 1 + 0
     // What only the primary's engine does, a backup refuses, naming it.
@@ -240,7 +260,7 @@ TEST_SUITE("unit") {
     });
     CHECK(still_backup.execute(kOrder, "executed", 4) == 8 + 10);
     go.join();
-    CHECK(a_runs == kRuns + 1);  // durable on the first primary: not run again
+    CHECK(a_runs == kRuns + 3);  // durable on the first primary: not run again (the cancelled and terminated ran a)
     CHECK(b_runs == kRuns + 1);
   }
 
@@ -276,6 +296,18 @@ TEST_SUITE("unit") {
     reply = decode_call_reply(answer->payload);
     REQUIRE(reply.has_value());
     CHECK(protocol::text_of(reply->body).find("retry") != std::string::npos);
+    // A field of the wrong kind (Boost.JSON's own error, not Fusee's): an
+    // answer, and the primary goes on.
+    answer = exchange(at, FrameType::call,
+                      encode_call({0, bytes_of(R"({"op": "reset", "id": "x", "reason": "", "position": "a"})")}));
+    REQUIRE(answer.has_value());
+    reply = decode_call_reply(answer->payload);
+    REQUIRE(reply.has_value());
+    CHECK(protocol::text_of(reply->body).find("invalid_argument") != std::string::npos);
+    answer = exchange(at, FrameType::call,
+                      encode_call({0, bytes_of(R"({"op": "reset", "id": "x", "reason": "", "position": -1.5})")}));
+    REQUIRE(answer.has_value());
+    CHECK(!cluster.engines[*primary]->get_run("x").has_value());
     // A backup runs no engine: not_here, and the replica goes on.
     const std::string backup = cluster.addresses[(*primary + 1) % 3];
     answer = exchange(backup, FrameType::call, encode_call({0, bytes_of(R"({"op": "get", "id": "x"})")}));

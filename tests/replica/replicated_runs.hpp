@@ -35,15 +35,18 @@ inline std::optional<std::uint32_t> primary_of(const std::vector<std::unique_ptr
 // Waits (up to `within`) until run `n` waits for its signal, then sends it
 // the signal "noise", which it ignores: acknowledged only once durable with
 // every earlier record of its shard, so its first step is durable too.
-inline void take_to_wait(Engine& engine, int n, std::chrono::seconds within) {
+inline void take_to_wait_id(Engine& engine, const std::string& id, std::chrono::seconds within) {
   const auto give_up = std::chrono::steady_clock::now() + within;
   for (;;) {
-    auto info = engine.get_run(run_name(n));
+    auto info = engine.get_run(id);
     if (info && !info->waiting_on.empty()) break;
     REQUIRE(std::chrono::steady_clock::now() < give_up);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  engine.signal(run_name(n), Signal<int>{"noise"}, 0, "noise-" + std::to_string(n));
+  engine.signal(id, Signal<int>{"noise"}, 0, "noise-" + id);
+}
+inline void take_to_wait(Engine& engine, int n, std::chrono::seconds within) {
+  take_to_wait_id(engine, run_name(n), within);
 }
 
 }  // namespace fusee::testing
