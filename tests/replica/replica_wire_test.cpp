@@ -116,6 +116,35 @@ TEST_SUITE("unit") {
     claims_one[claims_one.size() - 4] = std::byte{1};
     CHECK_FALSE(decode_status(claims_one).has_value());
   }
+
+  TEST_CASE("replica wire: forwarded calls and their replies, whole, cut short or with a bad part") {
+    const std::string text = R"({"op":"get","id":"x"})";
+    ForwardedCall call{7, std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                                 reinterpret_cast<const std::byte*>(text.data()) + text.size())};
+    auto bytes = encode_call(call);
+    auto back = decode_call(bytes);
+    REQUIRE(back.has_value());
+    CHECK(back->shard == 7);
+    CHECK(back->body == call.body);
+    for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
+      CHECK_FALSE(decode_call(std::span(bytes.data(), cut)).has_value());
+    }
+    bytes.push_back(std::byte{0});
+    CHECK_FALSE(decode_call(bytes).has_value());
+    for (auto part : {CallPart::more, CallPart::last, CallPart::not_here}) {
+      auto reply = decode_call_reply(encode_call_reply({part, call.body}));
+      REQUIRE(reply.has_value());
+      CHECK(reply->part == part);
+      CHECK(reply->body == call.body);
+    }
+    auto reply = encode_call_reply({CallPart::last, call.body});
+    reply[0] = std::byte{3};  // no such part
+    CHECK_FALSE(decode_call_reply(reply).has_value());
+    // A length past the bytes there: nothing, and nothing reserved for it.
+    std::vector<std::byte> hostile{std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                                   std::byte{0xff}, std::byte{0xff}, std::byte{0xff}, std::byte{0x7f}};
+    CHECK_FALSE(decode_call(hostile).has_value());
+  }
 }
 
 }  // namespace
