@@ -1554,6 +1554,10 @@ int run(const Options& options) {
     fmt::print("{:<34} {:>9.0f} {:>9.0f} {:>9.0f}\n", "the first completed step", first.min, first.median, first.max);
     fmt::print("{:<34} {:>9.0f} {:>9.0f} {:>9.0f}\n", "every parked run resumed, finished", resumed.min,
                resumed.median, resumed.max);
+    const auto opened = fusee::bench::spread_of(failover->open_ms);
+    fmt::print("of which the next primary's opening (its log's opening to its engine's, as after a crash): "
+               "min {:.1f} ms, p50 {:.1f} ms, max {:.1f} ms over {}\n",
+               opened.min, opened.median, opened.max, failover->open_ms.size());
   }
 
   auto server_lines = print_server_step_cost(results);
@@ -1582,7 +1586,9 @@ int run(const Options& options) {
         .field("first_step_max_ms", round_to_digits(first.max, 1))
         .field("all_resumed_min_ms", round_to_digits(resumed.min, 1))
         .field("all_resumed_p50_ms", round_to_digits(resumed.median, 1))
-        .field("all_resumed_max_ms", round_to_digits(resumed.max, 1));
+        .field("all_resumed_max_ms", round_to_digits(resumed.max, 1))
+        .field("open_p50_ms", round_to_digits(fusee::bench::spread_of(failover->open_ms).median, 2))
+        .field("open_max_ms", round_to_digits(fusee::bench::spread_of(failover->open_ms).max, 2));
     line.print();
   }
   for (const auto& result : parallel) {

@@ -278,6 +278,22 @@ FailoverFigures run_failover(const FailoverOptions& options) {
     cluster.kill(primary);
     const auto first_step = cluster.post_until_done(
         primary, "/v1/runs/execute", json::serialize(json::object{{"workflow", "probe"}, {"id", fmt::format("probe-{}", round)}, {"input", 1}}));
+    // The next primary's own account of its opening.
+    for (std::uint32_t via : {(primary + 1) % 3, (primary + 2) % 3}) {
+      auto replicas = cluster.cluster_of(via);
+      if (!replicas) continue;
+      for (const auto& value : *replicas) {
+        const auto& replica = value.as_object();
+        if (replica.at("role") != "primary") continue;
+        auto metrics = http(cluster.port(static_cast<std::uint32_t>(replica.at("id").to_number<int>())),
+                            beast::http::verb::get, "/metrics", "", 2s);
+        const std::string name = "\nfusee_replica_last_open_seconds ";
+        if (auto at = metrics.body.find(name); at != std::string::npos) {
+          figures.open_ms.push_back(std::stod(metrics.body.substr(at + name.size())) * 1000);
+        }
+      }
+      break;
+    }
     std::vector<std::thread> signals;
     std::vector<Clock::time_point> done(parked.size());
     std::exception_ptr failed;

@@ -32,6 +32,10 @@ struct FailoverFigures {
   std::uint32_t parked_runs = 0;
   std::vector<double> first_step_ms;   // one per kill
   std::vector<double> all_resumed_ms;  // one per kill
+  // Of the first: the next primary's opening, from its log's opening to its
+  // engine's (fusee_replica_last_open_seconds): what a local open after a
+  // crash would take over the same log and run store.
+  std::vector<double> open_ms;
 };
 
 // Throws std::runtime_error (etcd missing, a replica that will not start,

@@ -93,6 +93,9 @@ inline void append_replica_metrics(std::string& text, const ReplicaStats& replic
   append_metric(text, "fusee_replica_view_changes_total", "counter", "Views this replica moved to.",
                 replica.view_changes);
   append_metric(text, "fusee_replica_leads_total", "counter", "Views this replica led.", replica.leads);
+  append_metric(text, "fusee_replica_last_open_seconds", "gauge",
+                "The last view this replica led: from its log's opening to its engine's.",
+                static_cast<double>(replica.last_open_us) / 1e6);
   if (!replica.lag_batches.empty()) {
     text += "# HELP fusee_replica_lag_batches A primary's view of each replica: batches behind its log's end.\n"
             "# TYPE fusee_replica_lag_batches gauge\n";

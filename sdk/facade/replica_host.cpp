@@ -211,6 +211,7 @@ Result<void> ReplicaHost::configure(wal::LogOptions& options) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !busy_ || stopping_; });
   if (stopping_) return make_error_code(wal::errc::closed);
+  opening_since_ = std::chrono::steady_clock::now();
   engine::ShardBases bases;
   try {
     bases = engine::read_checkpoints(*store_, shards_, config_.dir);
@@ -256,6 +257,9 @@ void ReplicaHost::lead(std::uint64_t lead, replication::View view, std::shared_p
       for (const auto& [name, step_limit] : limits_) opened->limit(name, step_limit);
       engine_ = opened;
       engine_error_.clear();
+      last_open_us_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                     std::chrono::steady_clock::now() - opening_since_)
+                                                     .count());
       return;
     } catch (const std::exception& failed) {
       error = failed.what();
@@ -312,6 +316,7 @@ ReplicaStats ReplicaHost::replica_stats() const {
   stats.publish_latency_counts = node.publish_latency_counts;
   stats.publish_latency_sum_us = node.publish_latency_sum_us;
   if (applier_) stats.store_applied = applier_->stats().batches_done;
+  stats.last_open_us = last_open_us_.load();
   return stats;
 }
 

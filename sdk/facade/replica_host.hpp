@@ -17,6 +17,7 @@
 // can call it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -109,6 +110,8 @@ class ReplicaHost {
   bool busy_ = false;         // a view was led whose engine has not shut down yet
   std::shared_ptr<Engine> engine_;
   std::string engine_error_;  // why the last view's engine did not open
+  std::chrono::steady_clock::time_point opening_since_;  // the last view's log began to open
+  std::atomic<std::uint64_t> last_open_us_{0};           // ReplicaStats::last_open_us
   replication::ReplicaId known_primary_ = replication::kNoReplica;  // the node's, for messages
   // Leads so far (the loop thread's: lead and stepped_down come in pairs),
   // numbered for the store's writers (StoreApplier).

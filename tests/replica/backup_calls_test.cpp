@@ -243,6 +243,8 @@ TEST_SUITE("unit") {
     CHECK(!after[*first].answered);
     CHECK(after[*second].role == "primary");
     CHECK(after[*second].view > replicas[*first].view);
+    // The next primary timed its opening (its log's to its engine's).
+    CHECK(engines[*second]->stats().replica.last_open_us > 0);
     REQUIRE(waited.wait_for(30s) == std::future_status::ready);
     CHECK(waited.get() == 2 + 100 + 8);
     for (int n = 2; n < kRuns; ++n) CHECK(still_backup.result(kOrder, run_name(n)) == 2 * n + 100);

@@ -254,6 +254,10 @@ struct ReplicaStats {
   std::uint64_t view_changes = 0;         // views it moved to
   std::uint64_t leads = 0;                // views it led (an engine opened for each)
   std::uint64_t store_applied = 0;        // committed batches its run store has applied through
+  // The last view it led: from its log's opening to its engine's (the log
+  // read, its run store caught up, the runs recovered as after a crash), µs;
+  // 0 before it led one.
+  std::uint64_t last_open_us = 0;
   // A primary's: each replica's batches behind its log's end, by id (its
   // own: what is not yet durable here). Empty on a replica not primary.
   std::vector<std::uint64_t> lag_batches;
