@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   replica_run->add_option("--id", replica.id, "This replica's index in --replicas (0-based)")->required();
   replica_run->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
       ->required()->delimiter(',');
-  replica_run->add_option("--etcd", replica.etcd, "etcd's client address (HOST:PORT)")->capture_default_str();
+  replica_run->add_option("--etcd", replica.etcd, "etcd's client address (HOST:PORT), or its members' (HOST:PORT,HOST:PORT,...), tried in turn")->capture_default_str();
   replica_run->add_option("--tick-ms", replica.tick_ms, "The protocol's clock")->capture_default_str()
       ->check(CLI::Range(1, 1000));
   replica_run->add_option("--lease-ttl-s", replica.lease_ttl_s, "The primary's etcd lease")->capture_default_str()

@@ -10,6 +10,7 @@
 #include "fusee/error.hpp"
 #include "protocol/address.hpp"
 #include "replica/replica_client.hpp"
+#include "replica/etcd_members.hpp"
 #include "replica/replica_node.hpp"
 #include "replica/replica_store.hpp"
 #include "cli/table.hpp"
@@ -41,9 +42,7 @@ int run_replica(const ReplicaCommandOptions& options) {
   node_options.disk_thread = options.disk_thread;
   node_options.held_bytes_max = options.held_mib << 20;
   try {
-    const auto etcd = protocol::parse_address(options.etcd, "--etcd address", false);
-    node_options.etcd.host = etcd.tcp.address().to_string();
-    node_options.etcd.port = etcd.tcp.port();
+    replica::set_etcd_members(options.etcd, "--etcd address", node_options.etcd);
     for (const std::string& address : options.replicas) protocol::parse_address(address, "replica address", false);
   } catch (const Error& error) {
     fmt::print(stderr, "fusee replica run: {}\n", error.what());

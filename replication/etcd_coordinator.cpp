@@ -94,28 +94,35 @@ Result<Register> parse_register_json(const std::string& text) {
 
 class EtcdCoordinator::Http {
  public:
-  Http(std::string host, std::uint16_t port, std::chrono::milliseconds timeout)
-      : host_(std::move(host)), port_(port), timeout_(timeout) {}
+  // `members`: etcd's members' HOST and PORT, the first tried first.
+  Http(std::vector<std::pair<std::string, std::uint16_t>> members, std::chrono::milliseconds timeout)
+      : members_(std::move(members)), timeout_(timeout) {}
 
   // POSTs a JSON body to an etcd gateway path and returns the JSON answer;
-  // an error when etcd did not answer 200 within the timeout.
+  // an error when etcd did not answer 200 within the timeout. A member that
+  // cannot be reached is passed over for the next at once (nothing was
+  // sent); after any other error the next call starts at the next member.
   Result<json::object> post(const std::string& path, const json::object& body) {
     boost::system::error_code error;
     json::object answer;
     io_.restart();
-    if (!stream_) {
+    for (std::size_t tried = 0; !stream_ && tried < members_.size(); ++tried) {
+      if (tried > 0) at_ = (at_ + 1) % members_.size();
+      error = {};
       stream_.emplace(io_);
       net::ip::tcp::resolver resolver(io_);
-      auto endpoints = resolver.resolve(host_, std::to_string(port_), error);
-      if (error) return close(error);
-      stream_->expires_after(timeout_);
-      stream_->async_connect(endpoints, [&](boost::system::error_code e, const auto&) { error = e; });
-      io_.run();
-      if (error) return close(error);
-      io_.restart();
+      auto endpoints = resolver.resolve(members_[at_].first, std::to_string(members_[at_].second), error);
+      if (!error) {
+        stream_->expires_after(timeout_);
+        stream_->async_connect(endpoints, [&](boost::system::error_code e, const auto&) { error = e; });
+        io_.run();
+        io_.restart();
+      }
+      if (error) stream_.reset();
     }
+    if (!stream_) return close(error);
     http::request<http::string_body> request{http::verb::post, path, 11};
-    request.set(http::field::host, host_);
+    request.set(http::field::host, members_[at_].first);
     request.set(http::field::content_type, "application/json");
     request.body() = json::serialize(body);
     request.prepare_payload();
@@ -140,11 +147,12 @@ class EtcdCoordinator::Http {
   std::error_code close(boost::system::error_code error) {
     stream_.reset();
     buffer_.clear();
+    at_ = (at_ + 1) % members_.size();  // the next call asks another member
     return error == boost::beast::error::timeout ? std::make_error_code(std::errc::timed_out) : std::error_code(error);
   }
 
-  std::string host_;
-  std::uint16_t port_;
+  std::vector<std::pair<std::string, std::uint16_t>> members_;
+  std::size_t at_ = 0;  // the member asked now
   std::chrono::milliseconds timeout_;
   net::io_context io_;
   std::optional<boost::beast::tcp_stream> stream_;
@@ -164,7 +172,13 @@ struct EtcdCoordinator::Stored {
 
 EtcdCoordinator::EtcdCoordinator(EtcdOptions options)
     : options_(std::move(options)),
-      http_(std::make_unique<Http>(options_.host, options_.port, options_.timeout)) {}
+      http_(std::make_unique<Http>(
+          [&] {
+            std::vector<std::pair<std::string, std::uint16_t>> members{{options_.host, options_.port}};
+            members.insert(members.end(), options_.more.begin(), options_.more.end());
+            return members;
+          }(),
+          options_.timeout)) {}
 
 EtcdCoordinator::~EtcdCoordinator() = default;
 

@@ -20,6 +20,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/result.hpp"
 #include "replication/replica_messages.hpp"
@@ -29,6 +31,11 @@ namespace fusee::replication {
 struct EtcdOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 2379;
+  // Other members of the same etcd cluster, tried in turn when a member
+  // cannot be reached (a connection refused or timed out) or a call on it
+  // failed: a replica whose one member is down could neither campaign nor
+  // keep its lease while etcd's majority is up.
+  std::vector<std::pair<std::string, std::uint16_t>> more;
   std::string cluster = "default";
   std::chrono::milliseconds timeout{2000};  // per HTTP call
   // The primary's lease. etcd rounds a short TTL up to its own minimum

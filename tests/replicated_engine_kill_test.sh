@@ -60,8 +60,13 @@ etcd --name k --data-dir "$scratch/etcd" --listen-client-urls "http://127.0.0.1:
 pids+=($!)
 cluster="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
 http=("$(port)" "$(port)" "$(port)")
+# Replica 1 names a dead etcd member first: it must pass it over for the
+# live one every time (Config::etcd lists a cluster's members).
+dead_etcd=$(port)
 start_app() {
-  "$app" "$scratch/r$1" "$1" "$cluster" "127.0.0.1:$client_port" "127.0.0.1:${http[$1]}" "$scratch/steps" \
+  local etcd="127.0.0.1:$client_port"
+  [ "$1" = 1 ] && etcd="127.0.0.1:$dead_etcd,$etcd"
+  "$app" "$scratch/r$1" "$1" "$cluster" "$etcd" "127.0.0.1:${http[$1]}" "$scratch/steps" \
     2>>"$scratch/app$1.err" &
   app_pids[$1]=$!
 }

@@ -9,6 +9,7 @@
 #include "schedule/schedule_state.hpp"
 #include "remote/forwarded_call.hpp"
 #include "replica/call_replies.hpp"
+#include "replica/etcd_members.hpp"
 #include "replica/replica_client.hpp"
 #include "sdk/facade/engine_over_log.hpp"
 #include "sdk/facade/engine_wide_calls.hpp"
@@ -39,9 +40,7 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   options.addresses = config.replicas;
   options.dir = config.dir;
   options.cluster = config.cluster;
-  const auto etcd = protocol::parse_address(config.etcd, "Config::etcd", false);
-  options.etcd.host = etcd.tcp.address().to_string();
-  options.etcd.port = etcd.tcp.port();
+  replica::set_etcd_members(config.etcd, "Config::etcd", options.etcd);
   for (const std::string& address : config.replicas) protocol::parse_address(address, "Config::replicas", false);
   replica::set_timings_from_lease(options, static_cast<std::uint32_t>(config.etcd_lease_ttl.count()),
                                   static_cast<std::uint32_t>(config.replica_tick.count()));

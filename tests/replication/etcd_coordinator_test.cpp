@@ -11,6 +11,7 @@
 
 #include "replication/etcd_coordinator.hpp"
 #include "replica/local_cluster.hpp"
+#include "replica/etcd_members.hpp"
 #include "replica/local_etcd.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -224,6 +225,45 @@ TEST_SUITE("unit") {
     CHECK(round_trip->view == 3);
     CHECK(round_trip->primary == 1);
     CHECK(round_trip->starts == reg.starts);
+  }
+
+  TEST_CASE("etcd coordinator: a member that cannot be reached is passed over for the next") {
+    testing::TempDir dir;
+    replica::LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
+      MESSAGE("etcd is not installed (scripts/install-deps installs etcd-server): skipped");
+      return;
+    }
+    // The first member named is down (nobody listens there); the second
+    // is etcd. Every call is answered, a campaign too.
+    auto options = options_for(replica::free_loopback_port(), "members");
+    options.more.emplace_back("127.0.0.1", etcd.client_port());
+    EtcdCoordinator coordinator(options);
+    CHECK(run(coordinator, 0, CoordinatorOp::read).succeeded);
+    CHECK(run(coordinator, 0, CoordinatorOp::campaign, 1).succeeded);
+    CHECK(run(coordinator, 0, CoordinatorOp::keepalive, 1).succeeded);
+    // Only dead members: not reached, and it says so.
+    auto dead = options_for(replica::free_loopback_port(), "members");
+    dead.more.emplace_back("127.0.0.1", replica::free_loopback_port());
+    EtcdCoordinator nowhere(dead);
+    CHECK_FALSE(run(nowhere, 0, CoordinatorOp::read).reached);
+  }
+
+  TEST_CASE("etcd members: one, a list, and lists that name none or a malformed one") {
+    EtcdOptions options;
+    replica::set_etcd_members("127.0.0.1:2379", "etcd", options);
+    CHECK(options.host == "127.0.0.1");
+    CHECK(options.port == 2379);
+    CHECK(options.more.empty());
+    replica::set_etcd_members("10.0.0.1:1,10.0.0.2:2,10.0.0.3:3", "etcd", options);
+    CHECK(options.host == "10.0.0.1");
+    CHECK(options.port == 1);
+    REQUIRE(options.more.size() == 2);
+    CHECK(options.more[1] == std::make_pair(std::string("10.0.0.3"), std::uint16_t{3}));
+    for (const char* bad : {"", ",", "127.0.0.1:1,", "127.0.0.1:1,,127.0.0.1:2", "127.0.0.1", "127.0.0.1:1,nothing"}) {
+      CAPTURE(bad);
+      CHECK_THROWS_AS(replica::set_etcd_members(bad, "etcd", options), Error);
+    }
   }
 }
 
