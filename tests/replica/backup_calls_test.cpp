@@ -67,6 +67,17 @@ void register_order(Engine& engine) {
   });
 }
 
+// An awakeable: its token as a query, then the value sent with it, plus one.
+const WorkflowRef<int, int> kPayment{"payment"};
+
+void register_payment(Engine& engine) {
+  engine.register_workflow(kPayment, [](Ctx& ctx, int) -> Task<int> {
+    auto paid = ctx.awakeable<int>("paid");
+    ctx.on_query("token", [token = paid.token] { return token; });
+    co_return (co_await paid.future) + 1;
+  });
+}
+
 Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint32_t id,
                       const std::vector<std::string>& addresses) {
   auto config = Config::replicated(dir, "127.0.0.1:" + std::to_string(etcd_port), "app", id, addresses);
@@ -93,6 +104,7 @@ struct Cluster {
       testing::ok_or_fail(ReplicaStore::initialize(fs, replica_dir, "app", false));
       engines.push_back(Engine::open(replica_config(replica_dir, etcd->client_port(), id, addresses)));
       register_order(*engines.back());
+      register_payment(*engines.back());
     }
     return true;
   }
@@ -214,6 +226,29 @@ TEST_SUITE("unit") {
     CHECK(backup.get_run("terminated")->status == RunStatus::cancelled);
     backup.signal(run_name(0), kGo, 1);  // no signal id: sent once
     CHECK(other.result(kOrder, run_name(0)) == 1);  // 0 + 1 + 0
+    // Reset through a backup, after step a: the new generation keeps a and
+    // the signal it took, and runs b again (once).
+    backup.reset(run_name(0), ResetPoint::after("a"), "through a backup");
+    const auto reset_give_up = std::chrono::steady_clock::now() + 10s;
+    while (other.get_run(run_name(0))->generation == 0) {
+      REQUIRE(std::chrono::steady_clock::now() < reset_give_up);
+      std::this_thread::sleep_for(5ms);
+    }
+    CHECK(other.result(kOrder, run_name(0)) == 1);
+    // An awakeable completed through a backup, its token asked through the other.
+    CHECK(backup.start(kPayment, "pay", 0) == StartOutcome::started);
+    std::string token;
+    const auto token_give_up = std::chrono::steady_clock::now() + 10s;
+    while (token.empty()) {
+      try {
+        token = other.query<std::string>("pay", "token");
+      } catch (const Error&) {
+        REQUIRE(std::chrono::steady_clock::now() < token_give_up);  // not there yet
+        std::this_thread::sleep_for(5ms);
+      }
+    }
+    backup.complete_awakeable(token, 41);
+    CHECK(other.result(kPayment, "pay") == 42);
     // What only the primary's engine does, a backup refuses, naming it.
     try {
       backup.checkpoint();
@@ -263,7 +298,7 @@ TEST_SUITE("unit") {
     CHECK(still_backup.execute(kOrder, "executed", 4) == 8 + 10);
     go.join();
     CHECK(a_runs == kRuns + 3);  // durable on the first primary: not run again (the cancelled and terminated ran a)
-    CHECK(b_runs == kRuns + 1);
+    CHECK(b_runs == kRuns + 2);  // and run_name(0)'s b again after its reset
   }
 
   TEST_CASE("replicated mode: a replica's port refuses a forwarded call that is not one, and says not_here with "
