@@ -1,12 +1,14 @@
 #include "replica/replica_segments.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "base/assert.hpp"
 #include "base/crc32c.hpp"
+#include "wal/errc.hpp"
 #include "wal/segment_file.hpp"
 
 namespace fusee::replica {
@@ -104,6 +106,51 @@ wal::SegmentHeader first_segment_header(const std::string& cluster, std::uint64_
   return {1, segment_salt(cluster, 1), 1, capacity, 0, true};
 }
 
+ChainPoint point_before(const wal::SegmentHeader& header) {
+  ChainPoint point;
+  point.segment = header.segment_number;
+  point.salt = header.salt;
+  point.capacity = header.segment_bytes;
+  point.seq = header.first_sequence - 1;
+  point.crc = header.prev_crc;
+  return point;
+}
+
+std::string log_start_path(const std::string& dir) { return io::join_path(io::join_path(dir, "replica"), "start"); }
+
+Result<LogStart> read_log_start(io::FileSystem& fs, const std::string& dir) {
+  const std::string path = log_start_path(dir);
+  if (!FUSEE_TRY(fs.exists(path))) return LogStart{};
+  const auto bytes = FUSEE_TRY(io::read_file(fs, path));
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  LogStart start;
+  unsigned long long segment = 0;
+  unsigned long long first_seq = 0;
+  unsigned crc = 0;
+  char end = 0;
+  if (std::sscanf(text.c_str(), "segment %llu first %llu crc %u%c", &segment, &first_seq, &crc, &end) != 4 ||
+      end != '\n' || segment < 1 || first_seq < 1) {
+    return make_error_code(wal::errc::corrupt);
+  }
+  start.segment = segment;
+  start.first_seq = first_seq;
+  start.prev_crc = crc;
+  return start;
+}
+
+Result<void> write_log_start(io::FileSystem& fs, const std::string& dir, const LogStart& start) {
+  const std::string path = log_start_path(dir);
+  const std::string text = fmt::format("segment {} first {} crc {}\n", start.segment, start.first_seq, start.prev_crc);
+  {
+    auto file = FUSEE_TRY(fs.open(path + ".new", {.write = true, .create = true}));
+    FUSEE_TRY_VOID(file->truncate(0));
+    FUSEE_TRY_VOID(wal::write_fully(*file, 0, std::as_bytes(std::span(text)), io::WriteFlags::none));
+    FUSEE_TRY_VOID(file->sync_data());
+  }
+  FUSEE_TRY_VOID(fs.rename(path + ".new", path));
+  return fs.sync_dir(io::parent_path(path));
+}
+
 ChainPoint start_point(const std::string& cluster, std::uint64_t capacity) {
   ChainPoint point;
   point.segment = 1;
@@ -192,25 +239,36 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
   auto present = [&](std::uint64_t number) {
     return std::binary_search(chain.segments.begin(), chain.segments.end(), number);
   };
-  std::uint64_t end_segment = 1;  // the segment the chain ends in
+  chain.start = FUSEE_TRY(read_log_start(fs, dir));
+  const LogStart& start = chain.start;
+  std::uint64_t end_segment = start.segment;  // the segment the chain ends in
   auto damaged = [&](std::string what) {
     chain.damaged = true;
-    chain.damage = fmt::format("{} (after batch {})", what, chain.entries.size());
+    chain.damage = fmt::format("{} (after batch {})", what,
+                               chain.points.empty() ? start.first_seq - 1 : chain.points.back().seq);
   };
 
-  if (!present(1)) {
-    damaged(fmt::format("{} is missing", segment_path(dir, 1)));
+  const std::string start_path = segment_path(dir, start.segment);
+  if (!present(start.segment)) {
+    damaged(fmt::format("{} is missing{}", start_path, start.segment == 1 ? "" : " (the log's start)"));
   } else {
-    auto first = FUSEE_TRY(io::read_file(fs, segment_path(dir, 1)));
+    auto first = FUSEE_TRY(io::read_file(fs, start_path));
     chain.file_bytes += first.size();
     const auto decoded = wal::decode_segment_header(first);
-    if (decoded.status != wal::SegmentHeaderStatus::valid ||
-        decoded.header != first_segment_header(cluster, decoded.header.segment_bytes) ||
+    // The segment the log starts in: the cluster's first, or the one the
+    // start records (its header is the chain's start: nothing before it is
+    // read to check it).
+    const wal::SegmentHeader expected{start.segment, segment_salt(cluster, start.segment), start.first_seq,
+                                      decoded.header.segment_bytes, start.prev_crc, true};
+    if (decoded.status != wal::SegmentHeaderStatus::valid || decoded.header != expected ||
         decoded.header.segment_bytes < kSegmentBytesMin || decoded.header.segment_bytes > kSegmentBytesMax ||
         decoded.header.segment_bytes % wal::kBlockBytes != 0) {
-      damaged(fmt::format("{} has no valid header of this cluster's first segment", segment_path(dir, 1)));
+      damaged(start.segment == 1
+                  ? fmt::format("{} has no valid header of this cluster's first segment", start_path)
+                  : fmt::format("{} has no valid header of this cluster's segment starting the log at batch {}",
+                                start_path, start.first_seq));
     } else {
-      chain.points.push_back(start_point(cluster, decoded.header.segment_bytes));
+      chain.points.push_back(point_before(decoded.header));
       std::vector<std::byte> image = std::move(first);
       for (;;) {
         const ChainPoint& point = chain.points.back();
@@ -297,6 +355,10 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
   // cut left (it empties later segments before it cuts the chain). One that
   // holds more is batches the chain lost: damage, never left over.
   for (const std::uint64_t number : chain.segments) {
+    if (number < start.segment) {
+      chain.retired_segments.push_back(number);
+      continue;
+    }
     if (number <= end_segment) continue;
     auto file = FUSEE_TRY(fs.open(segment_path(dir, number), {}));
     const std::uint64_t size = FUSEE_TRY(file->size());

@@ -20,6 +20,11 @@
 //    roll may carry records) and takes no sequence of its own: the shared
 //    log's sequences are the replicated log's.
 //
+// Segments retire from the oldest on (ReplicaStore::retire): the log then
+// starts at a later segment, whose header holds the sequence of its first
+// batch and the chain's CRC before it -- the chain's start, which
+// <dir>/replica/start records durably before any segment goes (LogStart).
+//
 // Segments are not preallocated: a segment file ends where its last batch
 // does, and reading it back is strict about that (replica_store.hpp says
 // why: a zeroed sector where an acknowledged batch was must not read as
@@ -74,6 +79,26 @@ constexpr std::uint64_t payload_bytes_max(std::uint64_t capacity) {
 wal::SegmentHeader first_segment_header(const std::string& cluster, std::uint64_t capacity);
 ChainPoint start_point(const std::string& cluster, std::uint64_t capacity);
 
+// Where the log starts once segments have retired: the first segment kept,
+// and what its header says comes before it. Absent, the log starts at
+// segment 1, sequence 1. Segments below it are retired: one still present
+// is what a retirement stopped before removing (never damage, never read).
+struct LogStart {
+  std::uint64_t segment = 1;
+  replication::Seq first_seq = 1;  // the first batch kept
+  std::uint32_t prev_crc = 0;      // the chain's CRC before it
+  friend bool operator==(const LogStart&, const LogStart&) = default;
+};
+std::string log_start_path(const std::string& dir);
+// The start <dir>/replica/start records; LogStart{} when there is none.
+// A record that does not parse is corrupt (wal::errc::corrupt).
+Result<LogStart> read_log_start(io::FileSystem& fs, const std::string& dir);
+// Records `start` durably (a new file renamed over the old, the directory
+// synced): after it, a crash never brings back an earlier start.
+Result<void> write_log_start(io::FileSystem& fs, const std::string& dir, const LogStart& start);
+// The point before segment `header`'s first batch.
+ChainPoint point_before(const wal::SegmentHeader& header);
+
 // A body of one section: `records` of `shard` from `first_lsn` on.
 std::string encode_records_body(wal::ShardId shard, wal::Lsn first_lsn, const std::vector<std::string>& records);
 // The records of `shard` in a body, in order; nothing when the bytes are no
@@ -108,8 +133,13 @@ Result<std::unique_ptr<io::File>> create_replica_segment(io::FileSystem& fs, con
 // What a replica's segment files hold, read strictly.
 struct ReadChain {
   std::vector<replication::Entry> entries;
-  // points[k]: the chain after batch k (points[0]: before the first).
+  // points[k]: the chain after batch start.first_seq - 1 + k (points[0]:
+  // before the first batch kept, the log's start; point_after() finds one).
   std::vector<ChainPoint> points;
+  LogStart start;
+  // Segment files below the start: what a retirement stopped before
+  // removing (never damage, never part of the chain).
+  std::vector<std::uint64_t> retired_segments;
   bool damaged = false;
   std::string damage;
   // Segment files past the one the chain ends in, holding their header at
@@ -117,9 +147,13 @@ struct ReadChain {
   // cut left (never damage; one holding more is).
   std::vector<std::uint64_t> leftover_segments;
   std::vector<std::uint64_t> segments;  // every segment file found
-  std::uint64_t file_bytes = 0;         // of all of them
+  std::uint64_t file_bytes = 0;         // of all of them (the retired ones' left out)
+
+  // The last batch retired (0: none); the chain holds the batches after it.
+  replication::Seq retired_through() const { return start.first_seq - 1; }
+  const ChainPoint& point_after(replication::Seq seq) const { return points[seq - retired_through()]; }
 };
-// Reads <dir>/wal of a replica of `cluster` (read-only). Past
+// Reads <dir>/wal of a replica of `cluster` (read-only), from its start. Past
 // `held_bytes_max` of payloads, the oldest batches' are released as it reads
 // (Entry::elided), so a long log is not held in memory whole. The chain must run
 // to the end of each segment file: past its last whole batch only fewer
@@ -127,7 +161,8 @@ struct ReadChain {
 // Anything else is damage -- a batch that fails its checksum or is cut
 // short, zeros where one should be, one that does not follow, a roll to a
 // segment that is missing, a segment past the chain's end holding more than
-// its header -- and the chain ends before it.
+// its header, a start segment missing or whose header is not the one
+// recorded -- and the chain ends before it.
 Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const std::string& cluster,
                              std::uint64_t held_bytes_max = UINT64_MAX);
 

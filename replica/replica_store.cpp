@@ -67,6 +67,7 @@ Result<void> ReplicaStore::initialize(io::FileSystem& fs, const std::string& dir
   if (FUSEE_TRY(fs.exists(path_in(dir, "cluster")))) return make_error_code(StoreErrc::already_initialized);
   if (rebuild) FUSEE_TRY_VOID(create_marker(fs, path_in(dir, "suspect"), "rebuilt\n"));
   FUSEE_TRY_VOID(remove_segments(fs, dir, 0));  // whatever a lost directory left
+  if (FUSEE_TRY(fs.exists(log_start_path(dir)))) FUSEE_TRY_VOID(fs.remove(log_start_path(dir)));
   FUSEE_TRY_VOID(fs.create_dir(wal_dir_of(dir)));
   FUSEE_TRY(create_replica_segment(fs, dir, first_segment_header(cluster, segment_bytes)));
   FUSEE_TRY_VOID(fs.sync_dir(dir));  // wal/ itself, before the directory is the cluster's
@@ -124,11 +125,18 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
   }
   store->writable_ = true;
   if (chain.points.empty()) {
-    // The first segment itself is lost: the log starts again, empty (and
-    // suspect, above).
+    // The segment the log starts in is lost: the log starts again, empty,
+    // at the cluster's first segment (and suspect, above).
     FUSEE_TRY_VOID(remove_segments(fs, dir, 0));
+    if (FUSEE_TRY(fs.exists(log_start_path(dir)))) {
+      FUSEE_TRY_VOID(fs.remove(log_start_path(dir)));
+      FUSEE_TRY_VOID(fs.sync_dir(replica_dir(dir)));
+    }
     FUSEE_TRY(create_replica_segment(fs, dir, first_segment_header(cluster, segment_bytes)));
   } else {
+    // What a retirement stopped before removing: its start is durable.
+    for (const std::uint64_t number : chain.retired_segments) FUSEE_TRY_VOID(fs.remove(segment_path(dir, number)));
+    if (!chain.retired_segments.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal_dir_of(dir)));
     store->points_ = std::move(chain.points);
     // What the core is handed must be durable: it may acknowledge it at
     // once. An earlier life killed before its sync may have left batches
@@ -154,11 +162,12 @@ Result<io::File*> ReplicaStore::segment_file(std::uint64_t number) {
 
 Result<void> ReplicaStore::cut(replication::Seq keep_through) {
   FUSEE_ASSERT(keep_through <= end(), "a cut within the log");
+  FUSEE_ASSERT(keep_through >= retired_through(), "no cut reaches a retired batch");
   // (Its bookkeeping goes first: a failed write stops the replica, which
   // recovers from what the disk holds.)
   {
     std::lock_guard lock(mu_);
-    points_.resize(keep_through + 1);
+    points_.resize(keep_through - retired_through() + 1);
     reading_.clear();
   }
   const ChainPoint& end_point = points_.back();
@@ -251,8 +260,9 @@ Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
     // place found here holds it while the read below runs unlocked.
     std::lock_guard lock(mu_);
     FUSEE_ASSERT(seq >= 1 && seq <= end(), "a read within the log");
-    point = points_[seq - 1];
-    after = points_[seq];
+    if (seq <= retired_through()) return make_error_code(StoreErrc::retired_batch);
+    point = points_[seq - 1 - retired_through()];
+    after = points_[seq - retired_through()];
     auto& open = reading_[point.segment];
     if (!open) {
       open = FUSEE_TRY(fs_.open(segment_path(dir_, point.segment), {}));
@@ -280,6 +290,36 @@ Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
   entry.acked = header->acked;
   entry.payload.assign(reinterpret_cast<const char*>(bytes.data() + wal::kBatchHeaderBytes), header->body_length);
   return entry;
+}
+
+Result<replication::Seq> ReplicaStore::retire(replication::Seq below) {
+  FUSEE_ASSERT(below <= end() + 1, "a retirement within the log");
+  const replication::Seq base = retired_through();
+  if (below <= base + 1) return base;
+  // The segment batch `below` lies in (or the next goes into) starts the
+  // log; everything before it retires.
+  const std::uint64_t segment = points_[below - 1 - base].segment;
+  const std::uint64_t old_segment = points_.front().segment;
+  if (segment == old_segment) return base;
+  std::size_t first = below - 1 - base;  // the point after the batch that rolled into it
+  while (points_[first - 1].segment == segment) --first;
+  const ChainPoint& at = points_[first];
+  FUSEE_ASSERT(at.offset == wal::kSegmentHeaderBytes, "a segment's chain starts after its header");
+  // Durable before any file goes: recovery then takes what is left below
+  // it for a retirement's leftovers, never for a lost start.
+  FUSEE_TRY_VOID(write_log_start(fs_, dir_, {segment, at.seq + 1, at.crc}));
+  {
+    std::lock_guard lock(mu_);
+    points_.erase(points_.begin(), points_.begin() + static_cast<std::ptrdiff_t>(first));
+    reading_.erase(reading_.begin(), reading_.lower_bound(segment));
+  }
+  files_.erase(files_.begin(), files_.lower_bound(segment));
+  unsynced_.erase(unsynced_.begin(), unsynced_.lower_bound(segment));
+  for (std::uint64_t number = old_segment; number < segment; ++number) {
+    FUSEE_TRY_VOID(fs_.remove(segment_path(dir_, number)));
+  }
+  FUSEE_TRY_VOID(fs_.sync_dir(wal_dir_of(dir_)));
+  return retired_through();
 }
 
 Result<void> ReplicaStore::sync() {

@@ -9,6 +9,8 @@
 //   <dir>/replica/suspect   present while recovery found damage not yet
 //                           repaired (durable before the damaged tail is cut)
 //   <dir>/replica/lock      held while a process writes the directory
+//   <dir>/replica/start     where the log starts once segments retired
+//                           (replica_segments.hpp, LogStart)
 //   <dir>/wal/              the batches, as the shared log's segments
 //                           (replica/replica_segments.hpp): byte-identical on
 //                           every replica up to where each ends
@@ -88,11 +90,21 @@ class ReplicaStore {
   // knows durable -- no write in flight cuts it -- so what is read is what
   // was synced; a batch that reads back otherwise (its checksum, sequence,
   // the chain's CRC before it, or its own CRC not the one the chain
-  // recorded: a bad sector, a stale page) is StoreErrc::unreadable_batch.
+  // recorded: a bad sector, a stale page) is StoreErrc::unreadable_batch;
+  // one retired is StoreErrc::retired_batch.
   Result<replication::Entry> read(replication::Seq seq);
 
+  // Retires every segment whose batches all come before `below` (never the
+  // one the chain ends in): the start is recorded durably, then the files go,
+  // oldest first. The writing thread's, and only for batches no cut will
+  // reach (committed ones: a cut within the retired batches is a bug).
+  // Returns the last batch retired: the log holds those after it.
+  Result<replication::Seq> retire(replication::Seq below);
+
   // The writing thread's: it alone changes the chain.
-  replication::Seq end() const { return points_.size() - 1; }
+  replication::Seq end() const { return points_.front().seq + points_.size() - 1; }
+  // The last batch retired (0: none); the log holds those after it.
+  replication::Seq retired_through() const { return points_.front().seq; }
   // The largest payload a batch may carry.
   std::uint64_t payload_bytes_max() const { return replica::payload_bytes_max(points_.front().capacity); }
 
@@ -112,7 +124,9 @@ class ReplicaStore {
   // its batch (its file read runs outside it, so a slow read never holds up
   // a write); the writing thread reads points_ without it.
   std::mutex mu_;
-  std::vector<ChainPoint> points_;  // points_[k]: the chain after batch k
+  // points_[k]: the chain after batch retired_through() + k (points_[0]:
+  // the log's start)
+  std::vector<ChainPoint> points_;
   // Segments open for reading, a few (backups catching up at different
   // places); cut closes them all: a segment removed and made again must not
   // be read through the old file.

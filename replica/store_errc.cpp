@@ -16,6 +16,7 @@ class StoreCategory final : public std::error_category {
       case StoreErrc::payload_too_large: return "a batch is larger than the replica's segments take";
       case StoreErrc::malformed_batch: return "a batch's payload is no body of the shared log's sections";
       case StoreErrc::unreadable_batch: return "a durable batch reads back other than the chain holds it";
+      case StoreErrc::retired_batch: return "the batch lies below the log's start: its segment was retired";
     }
     return "unknown replica store error";
   }

@@ -13,6 +13,7 @@
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
+#include "wal/errc.hpp"
 #include "wal/recovery.hpp"
 #include "wal/segment_file.hpp"
 
@@ -470,6 +471,156 @@ TEST_SUITE("unit") {
     CHECK(recovered.log.entries.empty());
     CHECK_FALSE(recover(*fs).log.entries.size());
     CHECK(recover(*fs->crash_image(CrashOutcome::drop_all())).log.suspect);
+  }
+
+  TEST_CASE("replica store: retirement removes the oldest segments whole; the log starts after them, on reopen too") {
+    auto fs = with_log(entries_through(80, 1), kSmallSegmentBytes);
+    StoreRecovery recovered;
+    auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered));
+    const ReadChain before = chain_of(*fs);
+    REQUIRE(before.segments.size() >= 6);
+    // Below a batch of the first segment, or below 1: nothing goes.
+    CHECK(value_or_fail(store->retire(1)) == 0);
+    CHECK(value_or_fail(store->retire(2)) == 0);
+    // Below batch 50: every segment before the one it lies in.
+    const std::uint64_t kept_segment = before.point_after(49).segment;
+    REQUIRE(kept_segment > 2);
+    const replication::Seq retired = value_or_fail(store->retire(50));
+    CHECK(retired < 50);
+    CHECK(before.point_after(retired).segment == kept_segment);  // the batch that rolled into it
+    CHECK(before.point_after(retired - 1).segment == kept_segment - 1);
+    CHECK(store->retired_through() == retired);
+    CHECK(store->end() == 80);
+    for (std::uint64_t number = 1; number < kept_segment; ++number) {
+      CHECK_FALSE(value_or_fail(fs->exists(segment_path(kDir, number))));
+    }
+    CHECK(store->read(retired).error() == make_error_code(StoreErrc::retired_batch));
+    CHECK(store->read(1).error() == make_error_code(StoreErrc::retired_batch));
+    for (replication::Seq seq = retired + 1; seq <= 80; ++seq) CHECK(value_or_fail(store->read(seq)) == entry(seq, 1));
+    // Again, lower: nothing more goes.
+    CHECK(value_or_fail(store->retire(retired)) == retired);
+    // A cut down to the start, then on in view 2: the chain goes on from it.
+    std::vector<Entry> view_two;
+    for (replication::Seq seq = retired + 1; seq <= 90; ++seq) view_two.push_back(entry(seq, 2));
+    ok_or_fail(store->apply({2, retired, view_two, false}));
+    ok_or_fail(store->sync());
+    store.reset();
+
+    const ReadChain after = chain_of(*fs);
+    CHECK_FALSE(after.damaged);
+    CHECK(after.retired_through() == retired);
+    CHECK(after.retired_segments.empty());
+    CHECK(after.start == LogStart{kept_segment, retired + 1, before.point_after(retired).crc});
+    const StoreRecovery again = recover(*fs->crash_image(CrashOutcome::drop_all()));
+    CHECK_FALSE(again.log.suspect);
+    REQUIRE(again.log.entries.size() == 90 - retired);
+    CHECK(again.log.entries.front() == entry(retired + 1, 2));
+    CHECK(again.log.entries.back() == entry(90, 2));
+    // The shared log's own recovery reads the chain from its start too --
+    // when the checkpoints allow it to start there, and only then.
+    const auto refused = value_or_fail(wal::plan_recovery(*fs, wal_dir_of(kDir), 1, {}, true, true));
+    CHECK(refused.refused);
+    CHECK(refused.refusal.find("no segment holds sequences 1 to") != std::string::npos);
+    const auto plan =
+        value_or_fail(wal::plan_recovery(*fs, wal_dir_of(kDir), 1, {retired + 1, {retired}, {}}, true, /*replica_files=*/true));
+    CHECK_MESSAGE(!plan.refused, plan.refusal);
+    CHECK(plan.first_sequence == retired + 1);
+    CHECK(plan.last_sequence == 90);
+    REQUIRE(plan.shards.size() == 1);
+    CHECK(plan.shards[0].first_lsn == retired + 1);
+  }
+
+  TEST_CASE("replica store: a crash anywhere in a retirement leaves the old start or the new, never damage") {
+    const auto retire_in = [](io::FileSystem& fs) {
+      StoreRecovery recovered;
+      auto store = value_or_fail(ReplicaStore::open(fs, kDir, "c", recovered));
+      return store->retire(60);
+    };
+    std::uint64_t operations = 0;
+    replication::Seq retired = 0;
+    {
+      auto fs = with_log(entries_through(80, 1), kSmallSegmentBytes);
+      StoreRecovery recovered;
+      auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered));
+      const std::uint64_t before = fs->operation_count();
+      retired = value_or_fail(store->retire(60));
+      operations = fs->operation_count() - before;
+    }
+    REQUIRE(retired > 0);
+    REQUIRE(operations >= 5);  // the start written, renamed, synced; segments removed; the directory synced
+    bool old_start_seen = false;
+    bool new_start_seen = false;
+    for (std::uint64_t stop = 0; stop <= operations; ++stop) {
+      CAPTURE(stop);
+      auto fs = with_log(entries_through(80, 1), kSmallSegmentBytes);
+      {
+        StoreRecovery recovered;
+        auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered));
+        fs->set_crash_after_ops(fs->operation_count() + stop);
+        (void)store->retire(60);
+      }
+      for (const CrashOutcome& outcome : {CrashOutcome::drop_all(), CrashOutcome::keep_all(),
+                                          CrashOutcome::drop_all(CrashOutcome::Names::keep)}) {
+        CAPTURE(outcome.describe());
+        auto image = fs->crash_image(outcome);
+        const StoreRecovery after = recover(*image);
+        CHECK_FALSE(after.log.suspect);
+        REQUIRE_FALSE(after.log.entries.empty());
+        CHECK(after.log.entries.back() == entry(80, 1));
+        const replication::Seq first = after.log.entries.front().seq;
+        CHECK((first == 1 || first == retired + 1));
+        (first == 1 ? old_start_seen : new_start_seen) = true;
+        for (const Entry& got : after.log.entries) CHECK(got == entry(got.seq, 1));
+        // Recovery removed what the retirement left: the chain reads clean
+        // from its start, and the retirement goes on from there.
+        const ReadChain clean = chain_of(*image);
+        CHECK_FALSE(clean.damaged);
+        CHECK(clean.retired_segments.empty());
+        CHECK(value_or_fail(retire_in(*image)) == retired);
+        CHECK(chain_of(*image).retired_through() == retired);
+      }
+    }
+    CHECK(old_start_seen);
+    CHECK(new_start_seen);
+  }
+
+  TEST_CASE("replica store: a lost start segment, or one whose header is not the start recorded, is damage") {
+    for (const bool lost : {true, false}) {
+      CAPTURE(lost);
+      auto fs = with_log(entries_through(80, 1), kSmallSegmentBytes);
+      LogStart start;
+      {
+        StoreRecovery recovered;
+        auto store = value_or_fail(ReplicaStore::open(*fs, kDir, "c", recovered));
+        REQUIRE(value_or_fail(store->retire(60)) > 0);
+        start = chain_of(*fs).start;
+      }
+      if (lost) {
+        ok_or_fail(fs->remove(segment_path(kDir, start.segment)));
+      } else {
+        // The record says another chain: the header no longer matches it.
+        ok_or_fail(write_log_start(*fs, kDir, {start.segment, start.first_seq, start.prev_crc ^ 1}));
+      }
+      const ReadChain chain = chain_of(*fs);
+      CHECK(chain.damaged);
+      CHECK(chain.damage.find(segment_path(kDir, start.segment)) != std::string::npos);
+      // The replica is suspect, its log empty from the cluster's first
+      // segment: only a primary's log repairs it.
+      const StoreRecovery recovered = recover(*fs);
+      CHECK(recovered.log.suspect);
+      CHECK(recovered.log.entries.empty());
+      CHECK_FALSE(value_or_fail(fs->exists(log_start_path(kDir))));
+      CHECK(recover(*fs->crash_image(CrashOutcome::drop_all())).log.suspect);
+      CHECK(chain_of(*fs).retired_through() == 0);
+    }
+    // A start record that does not parse is refused, not guessed at.
+    auto fs = with_log(entries_through(3, 1));
+    auto file = value_or_fail(fs->open(log_start_path(kDir), {.write = true, .create = true}));
+    const std::string text = "segment two\n";
+    ok_or_fail(wal::write_fully(*file, 0, std::as_bytes(std::span(text)), io::WriteFlags::none));
+    CHECK(read_chain(*fs, kDir, "c").error() == make_error_code(wal::errc::corrupt));
+    StoreRecovery recovered;
+    CHECK_FALSE(ReplicaStore::open(*fs, kDir, "c", recovered).has_value());
   }
 
   TEST_CASE("replica store: a lost directory is wiped, not an empty log; a rebuilt one starts suspect") {
