@@ -17,7 +17,7 @@ Result<std::uint64_t> CommittedFeed::feed(const replication::ReplicaCore& core, 
   // nothing is ready until the core learns more.
   while (fed_ < ready && bytes < bytes_max) {
     const Seq seq = fed_ + 1;
-    const Entry& held = core.log()[seq - 1];
+    const Entry& held = core.log().at(seq);
     bool taken = false;
     if (held.elided) {
       // Durable and committed: no write in flight cuts it (ReplicaStore::read).

@@ -12,7 +12,7 @@ ReplicaStatus status_of(const replication::ReplicaCore& core, ReplicaId self, st
                         std::uint64_t batches_read_back) {
   // What it knows committed, whatever its role (a backup's commit() is 0).
   ReplicaStatus status{self,         core.role(),   core.promised(),   core.lead(),     core.known_committed(),
-                       core.log().size(), core.durable_end(), core.suspect(), core.held_from(), batches_read_back};
+                       core.log().end(), core.durable_end(), core.suspect(), core.held_from(), batches_read_back};
   if (core.role() == Role::primary) {
     for (ReplicaId r = 0; r < replicas; ++r) status.holds.push_back(r == self ? core.durable_end() : core.match_of(r));
   }

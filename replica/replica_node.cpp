@@ -272,7 +272,7 @@ struct ReplicaNode::Impl {
       last_role = core->role();
       last_lead = core->lead();
       say("role " + std::string(role_name(last_role)) + ", view " + std::to_string(core->promised()) +
-          (last_role == Role::primary ? ", serving from batch " + std::to_string(core->log().size() + 1) : ""));
+          (last_role == Role::primary ? ", serving from batch " + std::to_string(core->log().end() + 1) : ""));
     }
   }
 
@@ -355,12 +355,12 @@ struct ReplicaNode::Impl {
     const bool primary = core->role() == Role::primary;
     if (primary_log->view() != 0 && (!primary || core->lead() != primary_log->view())) stop_serving();
     if (!primary && !early.empty()) stop_serving();
-    if (primary && primary_log->view() == 0 && core->disk_idle() && core->durable_end() == core->log().size()) {
+    if (primary && primary_log->view() == 0 && core->disk_idle() && core->durable_end() == core->log().end()) {
       // What its batches say was published, or what it has published since:
       // a new primary's commit starts again from 0, and the log would hold
       // every batch before it as in flight.
-      const Seq published = std::max(core->commit(), std::min<Seq>(core->acked_seen(), core->log().size()));
-      primary_log->open(core->lead(), core->log().size(), published);
+      const Seq published = std::max(core->commit(), std::min<Seq>(core->acked_seen(), core->log().end()));
+      primary_log->open(core->lead(), core->log().end(), published);
     }
   }
 

@@ -23,16 +23,22 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
   FUSEE_ASSERT(options_.self < options_.replica_count, "replica id out of range");
   wiped_on_disk_ = recovered.wiped;
   suspect_ = recovered.suspect;
-  log_ = std::move(recovered.entries);
-  durable_end_ = log_.size();
-  for (const Entry& entry : log_) {
+  // The log starts after the batches its segments retired: published ones.
+  if (!recovered.entries.empty()) {
+    log_.start_after(recovered.entries.front().seq - 1, recovered.retired_view);
+    held_from_ = log_.retired_through() + 1;
+    known_committed_ = log_.retired_through();
+  }
+  for (Entry& entry : recovered.entries) {
     acked_seen_ = std::max(acked_seen_, entry.acked);
-    bytes_through_.push_back(bytes_through_.back() + (entry.elided ? entry.elided_bytes : entry.payload.size()));
     if (entry.elided) {
       FUSEE_ASSERT(held_from_ == entry.seq, "recovery releases the oldest payloads only");
       ++held_from_;
     }
+    const std::uint64_t bytes = entry.elided ? entry.elided_bytes : entry.payload.size();
+    log_.push(std::move(entry), bytes);
   }
+  durable_end_ = log_.end();
   release_payloads();
   match_.assign(options_.replica_count, 0);
   next_.assign(options_.replica_count, 1);
@@ -47,9 +53,10 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
 Seq ReplicaCore::surviving_end() const {
   // Called for every append and durable write: scanning the whole log each
   // time made a long log's appends cost in proportion to its length.
-  surviving_known_ = std::min<Seq>(surviving_known_, log_.size());
+  // Retired batches are published: every history keeps them.
+  surviving_known_ = std::clamp<Seq>(surviving_known_, log_.retired_through(), log_.end());
   surviving_known_ =
-      surviving_length(log_.size(), [&](std::uint64_t i) { return log_[i].view; }, starts_, surviving_known_);
+      surviving_length(log_.end(), [&](std::uint64_t i) { return log_.at(i + 1).view; }, starts_, surviving_known_);
   return surviving_known_;
 }
 
@@ -74,28 +81,26 @@ void ReplicaCore::reset_election_timer() { heard_at_ = ticks_; }
 // --- Disk ------------------------------------------------------------------
 
 void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired) {
-  FUSEE_ASSERT(keep_through <= log_.size(), "a write cuts past the log's end");
-  log_.resize(keep_through);
-  bytes_through_.resize(keep_through + 1);
+  FUSEE_ASSERT(keep_through <= log_.end(), "a write cuts past the log's end");
+  log_.cut(keep_through);
   held_from_ = std::min(held_from_, keep_through + 1);
   durable_end_ = std::min(durable_end_, keep_through);
   surviving_known_ = std::min(surviving_known_, keep_through);
   for (const Entry& entry : entries) {
-    FUSEE_ASSERT(entry.seq == log_.size() + 1, "a write leaves a gap");
+    FUSEE_ASSERT(entry.seq == log_.end() + 1, "a write leaves a gap");
     FUSEE_ASSERT(!entry.elided, "a batch written holds its payload");
     acked_seen_ = std::max(acked_seen_, entry.acked);
-    log_.push_back(entry);
-    bytes_through_.push_back(bytes_through_.back() + entry.payload.size());
+    log_.push(entry, entry.payload.size());
   }
   const std::uint64_t id = next_write_id_++;
-  writes_.push_back({id, keep_through, log_.size(), repaired});
+  writes_.push_back({id, keep_through, log_.end(), repaired});
   out.writes.push_back({id, keep_through, std::move(entries), repaired});
 }
 
 void ReplicaCore::cut_to_history(Output& out) {
   if (weakened(Weakening::longest_log)) return;
   const Seq end = surviving_end();
-  if (end < log_.size()) write(end, {}, out);
+  if (end < log_.end()) write(end, {}, out);
 }
 
 bool ReplicaCore::disk_done(std::uint64_t write_id, bool succeeded, Output& out) {
@@ -123,8 +128,8 @@ void ReplicaCore::release_payloads() {
   // Oldest first, and durable ones only: the disk holds those, and no write
   // in flight cuts them, so the driver can read them back.
   while (held_from_ <= durable_end_ &&
-         bytes_through_[durable_end_] - bytes_through_[held_from_ - 1] > options_.held_bytes_max) {
-    Entry& entry = log_[held_from_ - 1];
+         log_.bytes_through(durable_end_) - log_.bytes_through(held_from_ - 1) > options_.held_bytes_max) {
+    Entry& entry = log_.at(held_from_);
     entry.elided_bytes = entry.payload.size();
     std::string().swap(entry.payload);
     entry.elided = true;
@@ -145,7 +150,7 @@ void ReplicaCore::after_durable(Output& out) {
   if (pending_seal_ && disk_idle()) {
     if (pending_seal_->second != promised_ || role_ != Role::backup) {
       pending_seal_.reset();
-    } else if (surviving_end() < log_.size() && !weakened(Weakening::longest_log)) {
+    } else if (surviving_end() < log_.end() && !weakened(Weakening::longest_log)) {
       cut_to_history(out);  // a start learnt since: answer once the cut is durable
     } else {
       send(pending_seal_->first, pending_seal_->second, seal_answer(), out);
@@ -153,7 +158,7 @@ void ReplicaCore::after_durable(Output& out) {
     }
   }
   if (role_ == Role::candidate && own_answer_pending_ && disk_idle()) {
-    if (surviving_end() < log_.size() && !weakened(Weakening::longest_log)) {
+    if (surviving_end() < log_.end() && !weakened(Weakening::longest_log)) {
       cut_to_history(out);
     } else {
       own_answer_pending_ = false;
@@ -161,16 +166,16 @@ void ReplicaCore::after_durable(Output& out) {
       try_choose(out);
     }
   }
-  if (role_ == Role::candidate && copy_complete_ && !chosen_ && disk_idle() && durable_end_ == log_.size()) {
-    FUSEE_ASSERT(log_.size() == best_end_, "the copy ends at the chosen end");
+  if (role_ == Role::candidate && copy_complete_ && !chosen_ && disk_idle() && durable_end_ == log_.end()) {
+    FUSEE_ASSERT(log_.end() == best_end_, "the copy ends at the chosen end");
     chosen_ = true;
-    start_call_ = call(CoordinatorOp::publish_start, lead_, log_.size() + 1, out);
+    start_call_ = call(CoordinatorOp::publish_start, lead_, log_.end() + 1, out);
   }
   if (role_ == Role::primary) advance_commit(out);
 }
 
 SealReply ReplicaCore::seal_answer() const {
-  return SealReply{log_.size(), log_.empty() ? 0 : log_.back().view, acked_seen_, suspect_};
+  return SealReply{log_.end(), log_.empty() ? 0 : log_.back().view, acked_seen_, suspect_};
 }
 
 // --- Roles -----------------------------------------------------------------
@@ -258,12 +263,12 @@ void ReplicaCore::try_choose(Output& out) {
     after_durable(out);
     return;
   }
-  fetch_after_ = std::min<Seq>(log_.size(), best_end_);
+  fetch_after_ = std::min<Seq>(log_.end(), best_end_);
   fetch_from_best(out);
 }
 
 void ReplicaCore::fetch_from_best(Output& out) {
-  const View after_view = fetch_after_ == 0 ? 0 : log_[fetch_after_ - 1].view;
+  const View after_view = fetch_after_ == 0 ? 0 : log_.view_at(fetch_after_);
   send(*best_, lead_, FetchRequest{fetch_after_, after_view, best_end_}, out);
 }
 
@@ -271,14 +276,14 @@ void ReplicaCore::become_primary(Output& out) {
   role_ = Role::primary;
   commit_ = 0;
   std::fill(match_.begin(), match_.end(), 0);
-  std::fill(next_.begin(), next_.end(), log_.size() + 1);
+  std::fill(next_.begin(), next_.end(), log_.end() + 1);
   std::fill(heard_from_at_.begin(), heard_from_at_.end(), ticks_);
   lease_confirmed_at_ = ticks_;
   // Its log is the one chosen over a quorum that vouches: a suspect
   // candidate that won holds the cluster's whole log, so it is repaired.
   if (suspect_ && !repair_in_flight_) {
     repair_in_flight_ = true;
-    write(log_.size(), {}, out, true);
+    write(log_.end(), {}, out, true);
   }
   for (ReplicaId r = 0; r < options_.replica_count; ++r) {
     if (r != options_.self) send_append(r, out);
@@ -298,14 +303,14 @@ Seq ReplicaCore::last_to_send(Seq first, Seq last) const {
 }
 
 void ReplicaCore::send_append(ReplicaId to, Output& out) {
-  const Seq next = std::clamp<Seq>(next_[to], 1, log_.size() + 1);
+  const Seq next = std::clamp<Seq>(next_[to], log_.retired_through() + 1, log_.end() + 1);
   AppendRequest request;
   request.prev_seq = next - 1;
-  request.prev_view = request.prev_seq == 0 ? 0 : log_[request.prev_seq - 1].view;
-  const Seq last = last_to_send(next, std::min<Seq>(log_.size(), next - 1 + options_.entries_per_append_max));
-  for (Seq seq = next; seq <= last; ++seq) request.entries.push_back(log_[seq - 1]);
+  request.prev_view = log_.view_at(request.prev_seq);
+  const Seq last = last_to_send(next, std::min<Seq>(log_.end(), next - 1 + options_.entries_per_append_max));
+  for (Seq seq = next; seq <= last; ++seq) request.entries.push_back(log_.at(seq));
   request.commit = commit_;
-  request.primary_end = log_.size();
+  request.primary_end = log_.end();
   request.starts = starts_through(starts_, lead_);
   request.to_incarnation = incarnation_of_[to];
   next_[to] = last + 1;
@@ -328,12 +333,12 @@ void ReplicaCore::advance_commit(Output& out) {
 
 std::optional<Seq> ReplicaCore::propose(std::string payload, Output& out, std::optional<Seq> expected) {
   if (role_ != Role::primary) return std::nullopt;
-  if (expected && *expected != log_.size() + 1) return std::nullopt;
-  Entry entry{log_.size() + 1, lead_, commit_, std::move(payload)};
+  if (expected && *expected != log_.end() + 1) return std::nullopt;
+  Entry entry{log_.end() + 1, lead_, commit_, std::move(payload)};
   const Seq seq = entry.seq;
   std::vector<Entry> entries;
   entries.push_back(std::move(entry));
-  write(log_.size(), std::move(entries), out);
+  write(log_.end(), std::move(entries), out);
   for (ReplicaId r = 0; r < options_.replica_count; ++r) {
     if (r != options_.self && next_[r] == seq) send_append(r, out);
   }
@@ -345,7 +350,6 @@ void ReplicaCore::rebuilt() {
   wiped_on_disk_ = false;
   suspect_ = true;
   log_.clear();
-  bytes_through_.assign(1, 0);
   held_from_ = 1;
   surviving_known_ = 0;
   durable_end_ = 0;
@@ -360,7 +364,7 @@ void ReplicaCore::rebuilt() {
 void ReplicaCore::accept_loss(Output& out) {
   if (!suspect_ || repair_in_flight_ || role_ == Role::wiped || role_ == Role::booting) return;
   repair_in_flight_ = true;
-  write(log_.size(), {}, out, true);
+  write(log_.end(), {}, out, true);
 }
 
 // --- Inputs ----------------------------------------------------------------
@@ -402,7 +406,7 @@ void ReplicaCore::tick(Output& out) {
       if (beat) {
         if (!best_) send_seals(out);
         if (best_ && !copy_complete_) fetch_from_best(out);
-        if (chosen_ && !start_call_) start_call_ = call(CoordinatorOp::publish_start, lead_, log_.size() + 1, out);
+        if (chosen_ && !start_call_) start_call_ = call(CoordinatorOp::publish_start, lead_, log_.end() + 1, out);
         if (!keepalive_call_) {
           keepalive_sent_at_ = ticks_;
           keepalive_call_ = call(CoordinatorOp::keepalive, lead_, 0, out);
@@ -481,9 +485,17 @@ void ReplicaCore::on_seal_reply(const Message& message, const SealReply& reply, 
 
 void ReplicaCore::on_fetch_request(const Message& message, const FetchRequest& request, Output& out) {
   if (message.view != promised_ || role_ != Role::backup) return;
-  const Seq end = std::min<Seq>(log_.size(), durable_end_);
+  const Seq end = std::min<Seq>(log_.end(), durable_end_);
+  if (request.after_seq < log_.retired_through()) {
+    // Batches it retired: it cannot send them, and the candidate's log,
+    // which lacks published ones, cannot win (it waits out its candidacy).
+    send(message.from, message.view, FetchReply{true, 0, {}}, out);
+    return;
+  }
+  // (A retired batch is published: the same in every log, so only later
+  // ones are compared.)
   if (request.after_seq > end ||
-      (request.after_seq > 0 && log_[request.after_seq - 1].view != request.after_view)) {
+      (request.after_seq > log_.retired_through() && log_.at(request.after_seq).view != request.after_view)) {
     const Seq hint = request.after_seq == 0 ? 0 : std::min(request.after_seq - 1, end);
     send(message.from, message.view, FetchReply{false, hint, {}}, out);
     return;
@@ -491,7 +503,7 @@ void ReplicaCore::on_fetch_request(const Message& message, const FetchRequest& r
   FetchReply reply{true, 0, {}};
   const Seq last = last_to_send(request.after_seq + 1,
                                 std::min({end, request.up_to, request.after_seq + options_.entries_per_append_max}));
-  for (Seq seq = request.after_seq + 1; seq <= last; ++seq) reply.entries.push_back(log_[seq - 1]);
+  for (Seq seq = request.after_seq + 1; seq <= last; ++seq) reply.entries.push_back(log_.at(seq));
   send(message.from, message.view, std::move(reply), out);
 }
 
@@ -517,7 +529,7 @@ void ReplicaCore::on_fetch_reply(const Message& message, const FetchReply& reply
     return;  // it no longer has what it answered; the candidacy times out
   }
   // Through the chosen end: cut what this replica held past it.
-  if (log_.size() > best_end_) write(best_end_, {}, out);
+  if (log_.end() > best_end_) write(best_end_, {}, out);
   copy_complete_ = true;
   after_durable(out);
 }
@@ -539,7 +551,7 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   learn_starts(starts_through(request.starts, message.view));
   const Seq end = surviving_end();
   if (request.prev_seq > end ||
-      (request.prev_seq > 0 && log_[request.prev_seq - 1].view != request.prev_view)) {
+      (request.prev_seq > log_.retired_through() && log_.at(request.prev_seq).view != request.prev_view)) {
     const Seq hint = request.prev_seq == 0 ? 0 : std::min(request.prev_seq - 1, end);
     send(message.from, message.view, AppendReply{false, 0, hint, promised_, options_.incarnation}, out);
     return;
@@ -549,7 +561,8 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   std::size_t first_new = request.entries.size();
   for (std::size_t i = 0; i < request.entries.size(); ++i) {
     const Seq seq = request.prev_seq + 1 + i;
-    if (seq > end || log_[seq - 1].view != request.entries[i].view) {
+    if (seq <= log_.retired_through()) continue;  // published: the same batch
+    if (seq > end || log_.at(seq).view != request.entries[i].view) {
       first_new = i;
       break;
     }
@@ -567,8 +580,11 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
     // past the primary's end (its log has no such batch; later ones are its
     // own view's).
     Seq keep = end;
-    if (through == request.primary_end && keep > through && log_[through].view < message.view) keep = through;
-    if (keep < log_.size()) write(keep, {}, out);
+    if (through == request.primary_end && keep > through && through >= log_.retired_through() &&
+        log_.at(through + 1).view < message.view) {
+      keep = through;
+    }
+    if (keep < log_.end()) write(keep, {}, out);
   }
   pending_acks_.push_back({message.from, message.view, through, ticks_});
   // Only an append sent to this life repairs: one sent before this replica
@@ -576,7 +592,7 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   if (suspect_ && !repair_in_flight_ && through == request.primary_end &&
       request.to_incarnation == options_.incarnation) {
     repair_in_flight_ = true;
-    write(log_.size(), {}, out, true);
+    write(log_.end(), {}, out, true);
   }
   after_durable(out);
 }
@@ -596,7 +612,7 @@ void ReplicaCore::on_append_reply(const Message& message, const AppendReply& rep
     match_[from] = std::max(match_[from], reply.match_end);
     next_[from] = std::max(next_[from], match_[from] + 1);
     advance_commit(out);
-    if (next_[from] <= log_.size()) send_append(from, out);
+    if (next_[from] <= log_.end()) send_append(from, out);
     return;
   }
   // Its log does not continue where this primary thought. Below what it

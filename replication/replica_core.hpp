@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "replication/core_log.hpp"
 #include "replication/replica_messages.hpp"
 
 namespace fusee::replication {
@@ -88,11 +89,14 @@ struct ReplicaOptions {
 // entry must be durable (recovery syncs what it keeps): the core may
 // acknowledge them at once.
 struct RecoveredLog {
-  // The valid chain, sequences 1..n; the oldest may come elided (recovery
-  // holds the newest held_bytes_max of payloads, not the whole log).
+  // The valid chain, from the first batch its segments did not retire to
+  // its end; the oldest may come elided (recovery holds the newest
+  // held_bytes_max of payloads, not the whole log).
   std::vector<Entry> entries;
   bool suspect = false;        // the chain ended at a damaged batch
   bool wiped = false;          // the directory is not this cluster's (lost, or new)
+  // The view of the last batch retired, when the chain starts past 1.
+  View retired_view = 0;
 };
 
 class ReplicaCore {
@@ -149,11 +153,11 @@ class ReplicaCore {
   // log and its own agree on, up to the commit the primary sent), or what
   // its batches' `acked` say. A replica applying committed batches (the run
   // store, part 2) applies those it also holds durably.
-  Seq known_committed() const { return std::min<Seq>(std::max(known_committed_, acked_seen_), log_.size()); }
+  Seq known_committed() const { return std::min<Seq>(std::max(known_committed_, acked_seen_), log_.end()); }
   bool suspect() const { return suspect_; }
-  // Its batches; those before held_from() without their payloads (elided:
-  // on the disk only).
-  const std::vector<Entry>& log() const { return log_; }
+  // Its batches, from the first not retired; those before held_from()
+  // without their payloads (elided: on the disk only).
+  const CoreLog& log() const { return log_; }
   Seq held_from() const { return held_from_; }
   Seq durable_end() const { return durable_end_; }
   // No write in flight: what its log holds is on the disk.
@@ -191,7 +195,7 @@ class ReplicaCore {
   void after_durable(Output& out);
   // Releases the payloads of the oldest durable batches past held_bytes_max.
   void release_payloads();
-  std::uint64_t payload_bytes(Seq seq) const { return bytes_through_[seq] - bytes_through_[seq - 1]; }
+  std::uint64_t payload_bytes(Seq seq) const { return log_.payload_bytes(seq); }
 
   // Roles.
   void become_backup(View promised, Output& out);
@@ -227,9 +231,7 @@ class ReplicaCore {
   bool suspect_ = false;
 
   // The log as this replica has written it (durable or in flight).
-  std::vector<Entry> log_;
-  // bytes_through_[k]: the payload bytes of batches 1..k (held or not).
-  std::vector<std::uint64_t> bytes_through_{0};
+  CoreLog log_;
   // Batches from here on hold their payloads; earlier ones are elided.
   Seq held_from_ = 1;
   Seq durable_end_ = 0;

@@ -114,10 +114,10 @@ TEST_SUITE("unit") {
     REQUIRE(replica.core->role() == Role::backup);
     CHECK(replica.core->held_from() == 4);
     for (Seq seq = 1; seq <= 3; ++seq) {
-      CHECK(replica.core->log()[seq - 1].elided);
-      CHECK(replica.core->log()[seq - 1].payload.empty());
+      CHECK(replica.core->log().at(seq).elided);
+      CHECK(replica.core->log().at(seq).payload.empty());
     }
-    CHECK(replica.core->log()[3] == held[3]);
+    CHECK(replica.core->log().at(4) == held[3]);
     // A fetch: the reply names the released batches for the driver to read
     // back, and its byte budget counts their real sizes (two of 100 fit in
     // 250, a third does not), not the empty strings held.

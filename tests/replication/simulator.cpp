@@ -228,7 +228,7 @@ class Simulation {
       }
       const ReplicaCore& core = *node.core;
       text += fmt::format("  r{}: {} lead {} promised {} log {} (last view {}) durable {} commit {}{}{}\n", node.id,
-                          role_name(core.role()), core.lead(), core.promised(), core.log().size(),
+                          role_name(core.role()), core.lead(), core.promised(), core.log().end(),
                           core.log().empty() ? 0 : core.log().back().view, core.durable_end(), core.commit(),
                           core.suspect() ? " suspect" : "", node.wiped ? " wiped" : "");
       if (core.role() == Role::primary) {
@@ -417,13 +417,17 @@ class Simulation {
     if (!read) fail(fmt::format("r{}: its durable segments cannot be read", node.id));
     const replica::ReadChain& chain = *read;
     const ReplicaCore& core = *node.core;
-    if (chain.entries.size() < core.durable_end()) {
+    const Seq disk_end = chain.retired_through() + chain.entries.size();
+    if (disk_end < core.durable_end()) {
       fail(fmt::format("r{} believes batches through {} durable, its disk holds {}", node.id,
-                       core.durable_end(), chain.entries.size()));
+                       core.durable_end(), disk_end));
     }
-    for (Seq i = 0; i < core.durable_end(); ++i) {
-      if (!same(chain.entries[i], core.log()[i])) {
-        fail(fmt::format("r{}: durable batch {} differs on disk", node.id, i + 1));
+    // Compared where both hold them: the disk may have retired fewer (whole
+    // segments only), the core fewer (its segments retire after it).
+    for (Seq seq = std::max(chain.retired_through(), core.log().retired_through()) + 1; seq <= core.durable_end();
+         ++seq) {
+      if (!same(chain.entries[seq - chain.retired_through() - 1], core.log().at(seq))) {
+        fail(fmt::format("r{}: durable batch {} differs on disk", node.id, seq));
       }
     }
   }
@@ -595,8 +599,8 @@ class Simulation {
     }
     publishers_[core.lead()].insert(node.id);
     if (publishers_[core.lead()].size() > 1) fail(fmt::format("two replicas published in view {}", core.lead()));
-    for (Seq seq = node.published_through + 1; seq <= through; ++seq) {
-      Entry entry = core.log()[seq - 1];
+    for (Seq seq = std::max(node.published_through, core.log().retired_through()) + 1; seq <= through; ++seq) {
+      Entry entry = core.log().at(seq);
       entry.payload = payload_of(entry);
       entry.elided = false;
       entry.elided_bytes = 0;
@@ -878,7 +882,7 @@ class Simulation {
       mix(node.core->lead());
       mix(node.core->promised());
       mix(node.core->commit());
-      mix(node.core->log().size());
+      mix(node.core->log().end());
     }
     return hash;
   }
@@ -890,7 +894,8 @@ class Simulation {
       const auto& log = node.core->log();
       for (const auto& [seq, published] : published_) {
         if (published.pview > node.core->lead()) continue;
-        if (seq > log.size() || !same(log[seq - 1], published.entry)) {
+        // (A batch it retired was published, the same everywhere.)
+        if (seq > log.end() || (log.holds(seq) && !same(log.at(seq), published.entry))) {
           fail(fmt::format("AckedNeverLost: batch {} (view {}) published in view {} is not in r{}'s log as primary "
                            "of view {}",
                            seq, published.entry.view, published.pview, node.id, node.core->lead()));
@@ -910,16 +915,17 @@ class Simulation {
       }
       if (node.known_checked > 0) {
         const auto checked = published_.find(node.known_checked);
-        if (log.size() < node.known_checked || !same(log[node.known_checked - 1], checked->second.entry)) {
+        if (log.end() < node.known_checked ||
+            (log.holds(node.known_checked) && !same(log.at(node.known_checked), checked->second.entry))) {
           fail(fmt::format("KnownCommitted: r{} cut or replaced batch {}, which it knew was committed", node.id,
                            node.known_checked));
         }
       }
-      for (Seq seq = node.known_checked + 1; seq <= known; ++seq) {
+      for (Seq seq = std::max(node.known_checked, log.retired_through()) + 1; seq <= known; ++seq) {
         const auto published = published_.find(seq);
-        if (published == published_.end() || !same(log[seq - 1], published->second.entry)) {
+        if (published == published_.end() || !same(log.at(seq), published->second.entry)) {
           fail(fmt::format("KnownCommitted: r{} ({}) takes batch {} (view {}) as committed, which {}", node.id,
-                           role_name(node.core->role()), seq, log[seq - 1].view,
+                           role_name(node.core->role()), seq, log.at(seq).view,
                            published == published_.end() ? "was never published" : "is not the published one"));
         }
       }
@@ -931,12 +937,14 @@ class Simulation {
         if (!nodes_[a].up || !nodes_[b].up) continue;
         const auto& la = nodes_[a].core->log();
         const auto& lb = nodes_[b].core->log();
-        Seq top = std::min(la.size(), lb.size());
-        while (top > 0 && la[top - 1].view != lb[top - 1].view) --top;
-        for (Seq i = 0; i < top; ++i) {
-          if (!same(la[i], lb[i])) {
+        // Over the batches both hold (retired ones were published).
+        const Seq bottom = std::max(la.retired_through(), lb.retired_through());
+        Seq top = std::min(la.end(), lb.end());
+        while (top > bottom && la.at(top).view != lb.at(top).view) --top;
+        for (Seq seq = bottom + 1; seq <= top; ++seq) {
+          if (!same(la.at(seq), lb.at(seq))) {
             fail(fmt::format("LogMatching: r{} and r{} both hold batch {} of view {} but differ at {}", a, b, top,
-                             la[top - 1].view, i + 1));
+                             la.at(top).view, seq));
           }
         }
       }
@@ -951,12 +959,13 @@ class Simulation {
           continue;
         }
         const auto& log = node.core->log();
-        const Seq cut =
-            replication::surviving_length(log.size(), [&](std::uint64_t i) { return log[i].view; }, coordinator_.starts);
-        for (Seq i = 0; i < std::min<Seq>(cut, primary.core->commit()); ++i) {
-          if (!same(log[i], lp[i])) {
+        const Seq cut = replication::surviving_length(
+            log.end(), [&](std::uint64_t i) { return log.at(i + 1).view; }, coordinator_.starts, log.retired_through());
+        for (Seq seq = std::max(log.retired_through(), lp.retired_through()) + 1;
+             seq <= std::min<Seq>(cut, primary.core->commit()); ++seq) {
+          if (!same(log.at(seq), lp.at(seq))) {
             fail(fmt::format("AgreeBelowCommit: r{} differs from primary r{} at {} below its commit {}", node.id,
-                             primary.id, i + 1, primary.core->commit()));
+                             primary.id, seq, primary.core->commit()));
           }
         }
       }
@@ -976,33 +985,41 @@ class Simulation {
                        coordinator_.normal ? "" : " (recovering)"));
     }
     const auto& lp = primary.log();
-    if (primary.commit() != lp.size()) {
-      fail(fmt::format("the primary published {} of its {} batches after healing", primary.commit(), lp.size()));
+    if (primary.commit() != lp.end()) {
+      fail(fmt::format("the primary published {} of its {} batches after healing", primary.commit(), lp.end()));
     }
     bool progressed = false;
     for (const std::string& payload : proposed_after_heal_) progressed = progressed || acknowledged_.contains(payload);
     if (!progressed) fail("nothing proposed after healing was acknowledged");
     std::set<std::string> held;
-    for (const Entry& entry : lp) held.insert(payload_of(entry));
+    for (const Entry& entry : lp.entries()) held.insert(payload_of(entry));
+    for (const auto& [seq, published] : published_) {
+      if (seq <= lp.retired_through()) held.insert(payload_of(published.entry));  // retired: published
+    }
     for (const std::string& payload : acknowledged_) {
       if (!held.contains(payload)) fail(fmt::format("acknowledged {} is not in the final log", payload));
     }
     for (Node& node : nodes_) {
       const ReplicaCore& core = *node.core;
       if (core.suspect() || core.role() == Role::wiped) fail(fmt::format("r{} is not repaired", node.id));
-      bool matches = core.log().size() == lp.size();
-      for (Seq i = 0; matches && i < lp.size(); ++i) matches = same(core.log()[i], lp[i]);
-      if (!matches || core.durable_end() != lp.size()) {
-        fail(fmt::format("r{} holds {} batches ({} durable), the primary {}", node.id, core.log().size(),
-                         core.durable_end(), lp.size()));
+      bool matches = core.log().end() == lp.end();
+      for (Seq seq = std::max(core.log().retired_through(), lp.retired_through()) + 1; matches && seq <= lp.end(); ++seq) {
+        matches = same(core.log().at(seq), lp.at(seq));
+      }
+      if (!matches || core.durable_end() != lp.end()) {
+        fail(fmt::format("r{} holds batches through {} ({} durable), the primary {}", node.id, core.log().end(),
+                         core.durable_end(), lp.end()));
       }
       check_durable(node);
       auto image = node.fs->crash_image(CrashOutcome::drop_all());
       replica::StoreRecovery recovered;
       auto store = replica::ReplicaStore::open(*image, kDir, kCluster, recovered, kSegmentBytes);
-      bool recovers = store && !recovered.log.suspect && !recovered.log.wiped &&
-                      recovered.log.entries.size() == lp.size();
-      for (Seq i = 0; recovers && i < lp.size(); ++i) recovers = same(recovered.log.entries[i], lp[i]);
+      bool recovers = store && !recovered.log.suspect && !recovered.log.wiped && !recovered.log.entries.empty() &&
+                      recovered.log.entries.back().seq == lp.end();
+      for (std::size_t i = 0; recovers && i < recovered.log.entries.size(); ++i) {
+        const Entry& entry = recovered.log.entries[i];
+        recovers = entry.seq <= lp.retired_through() || same(entry, lp.at(entry.seq));
+      }
       if (!recovers) {
         fail(fmt::format("r{}'s directory does not recover to the cluster's log", node.id));
       }
