@@ -206,14 +206,26 @@ struct ReplicaNode::Impl {
   // The batches the core sends without their payload (it released them:
   // ReplicaOptions::held_bytes_max) are read back from the segments -- before
   // this turn's writes go to the disk, since a later one may cut them.
+  // A message the disk has retired batches of since the core last heard
+  // (the disk retires as it takes the write, the core learns it when the
+  // write completes) is dropped, as the network might: it is sent again,
+  // from the new start, at the next heartbeat.
   Result<void> fill_elided(std::vector<Message>& sends) {
-    for (Message& message : sends) {
-      for (Entry* entry : replication::elided_entries(message)) {
-        Entry read = FUSEE_TRY(store->read(entry->seq));
-        if (read.view != entry->view || read.acked != entry->acked) return make_error_code(StoreErrc::unreadable_batch);
-        *entry = std::move(read);
+    std::erase_if(sends, [&](Message& message) { return !replica::fill_anchor(message, store->start()); });
+    for (auto it = sends.begin(); it != sends.end();) {
+      bool retired = false;
+      for (Entry* entry : replication::elided_entries(*it)) {
+        auto read = store->read(entry->seq);
+        if (!read && read.error() == make_error_code(StoreErrc::retired_batch)) {
+          retired = true;
+          break;
+        }
+        if (!read) return read.error();
+        if (read->view != entry->view || read->acked != entry->acked) return make_error_code(StoreErrc::unreadable_batch);
+        *entry = std::move(*read);
         ++batches_read_back;
       }
+      it = retired ? sends.erase(it) : std::next(it);
     }
     return ok();
   }
@@ -538,7 +550,7 @@ struct ReplicaNode::Impl {
   void on_disk_done(const std::vector<std::uint64_t>& ids, bool succeeded) {
     for (std::uint64_t id : ids) {
       Output out;
-      if (!core->disk_done(id, succeeded, out)) {
+      if (!core->disk_done(id, succeeded, out, store->start().first_seq - 1)) {
         stop_on_disk_error("a disk write failed", disk_error);
         return;
       }

@@ -116,6 +116,17 @@ ChainPoint point_before(const wal::SegmentHeader& header) {
   return point;
 }
 
+bool fill_anchor(replication::Message& message, const LogStart& start) {
+  std::optional<replication::LogAnchor>* anchor = nullptr;
+  if (auto* append = std::get_if<replication::AppendRequest>(&message.body)) anchor = &append->anchor;
+  if (auto* fetched = std::get_if<replication::FetchReply>(&message.body)) anchor = &fetched->anchor;
+  if (anchor == nullptr || !*anchor) return true;
+  if ((*anchor)->seq != start.first_seq - 1) return false;
+  (*anchor)->segment = start.segment;
+  (*anchor)->crc = start.prev_crc;
+  return true;
+}
+
 std::string log_start_path(const std::string& dir) { return io::join_path(io::join_path(dir, "replica"), "start"); }
 
 Result<LogStart> read_log_start(io::FileSystem& fs, const std::string& dir) {
@@ -127,20 +138,24 @@ Result<LogStart> read_log_start(io::FileSystem& fs, const std::string& dir) {
   unsigned long long segment = 0;
   unsigned long long first_seq = 0;
   unsigned crc = 0;
+  unsigned long long view = 0;
   char end = 0;
-  if (std::sscanf(text.c_str(), "segment %llu first %llu crc %u%c", &segment, &first_seq, &crc, &end) != 4 ||
+  if (std::sscanf(text.c_str(), "segment %llu first %llu crc %u view %llu%c", &segment, &first_seq, &crc, &view,
+                  &end) != 5 ||
       end != '\n' || segment < 1 || first_seq < 1) {
     return make_error_code(wal::errc::corrupt);
   }
   start.segment = segment;
   start.first_seq = first_seq;
   start.prev_crc = crc;
+  start.prev_view = view;
   return start;
 }
 
 Result<void> write_log_start(io::FileSystem& fs, const std::string& dir, const LogStart& start) {
   const std::string path = log_start_path(dir);
-  const std::string text = fmt::format("segment {} first {} crc {}\n", start.segment, start.first_seq, start.prev_crc);
+  const std::string text = fmt::format("segment {} first {} crc {} view {}\n", start.segment, start.first_seq,
+                                       start.prev_crc, start.prev_view);
   {
     auto file = FUSEE_TRY(fs.open(path + ".new", {.write = true, .create = true}));
     FUSEE_TRY_VOID(file->truncate(0));

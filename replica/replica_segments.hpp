@@ -87,6 +87,7 @@ struct LogStart {
   std::uint64_t segment = 1;
   replication::Seq first_seq = 1;  // the first batch kept
   std::uint32_t prev_crc = 0;      // the chain's CRC before it
+  replication::View prev_view = 0;  // the view of the batch before it
   friend bool operator==(const LogStart&, const LogStart&) = default;
 };
 std::string log_start_path(const std::string& dir);
@@ -96,6 +97,10 @@ Result<LogStart> read_log_start(io::FileSystem& fs, const std::string& dir);
 // Records `start` durably (a new file renamed over the old, the directory
 // synced): after it, a crash never brings back an earlier start.
 Result<void> write_log_start(io::FileSystem& fs, const std::string& dir, const LogStart& start);
+// Fills what only the disk knows into an append or a fetch's answer anchored
+// at the log's start (AppendRequest::anchor, FetchReply::anchor); false when the anchor is not the disk's start any
+// more (it retired further since the core asked): the message is dropped.
+bool fill_anchor(replication::Message& message, const LogStart& start);
 // The point before segment `header`'s first batch.
 ChainPoint point_before(const wal::SegmentHeader& header);
 

@@ -138,6 +138,9 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
     for (const std::uint64_t number : chain.retired_segments) FUSEE_TRY_VOID(fs.remove(segment_path(dir, number)));
     if (!chain.retired_segments.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal_dir_of(dir)));
     store->points_ = std::move(chain.points);
+    store->start_ = chain.start;
+    recovered.log.retired_through = chain.retired_through();
+    recovered.log.retired_view = chain.start.prev_view;
     // What the core is handed must be durable: it may acknowledge it at
     // once. An earlier life killed before its sync may have left batches
     // in the page cache only -- in any segment of the chain, a rolling
@@ -212,6 +215,7 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
   // Durable before anything is written past it: a crash that kept the new
   // batches but not the cut would leave pieces of the old ones past their
   // end, which read as damage. Cuts are rare (a divergent tail).
+  if (write.restart) FUSEE_TRY_VOID(restart_after(*write.restart));
   if (write.keep_through < end()) FUSEE_TRY_VOID(cut(write.keep_through));
   // The batches that go into one segment are written at once.
   std::vector<std::byte> run;
@@ -247,7 +251,37 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
       points_.push_back(batch.after);
     }
   }
-  return write_run();
+  FUSEE_TRY_VOID(write_run());
+  // (Only segments before the one being written go: those are synced.)
+  if (write.retire_below > 0) FUSEE_TRY(retire(std::min(write.retire_below, end())));
+  return ok();
+}
+
+replica::LogStart ReplicaStore::start() const {
+  std::lock_guard lock(mu_);
+  return start_;
+}
+
+Result<void> ReplicaStore::restart_after(const replication::LogAnchor& anchor) {
+  if (anchor.segment < 1 || anchor.seq < 1) return make_error_code(StoreErrc::malformed_batch);
+  const std::uint64_t capacity = points_.front().capacity;
+  const LogStart start{anchor.segment, anchor.seq + 1, anchor.crc, anchor.view};
+  FUSEE_TRY_VOID(write_log_start(fs_, dir_, start));
+  {
+    std::lock_guard lock(mu_);
+    points_.clear();
+    reading_.clear();
+    start_ = start;
+  }
+  files_.clear();
+  unsynced_.clear();
+  FUSEE_TRY_VOID(remove_segments(fs_, dir_, 0));
+  const wal::SegmentHeader header{anchor.segment, segment_salt(cluster_, anchor.segment), anchor.seq + 1, capacity,
+                                  anchor.crc, true};
+  FUSEE_TRY(create_replica_segment(fs_, dir_, header));
+  std::lock_guard lock(mu_);
+  points_.push_back(point_before(header));
+  return ok();
 }
 
 Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
@@ -305,11 +339,15 @@ Result<replication::Seq> ReplicaStore::retire(replication::Seq below) {
   while (points_[first - 1].segment == segment) --first;
   const ChainPoint& at = points_[first];
   FUSEE_ASSERT(at.offset == wal::kSegmentHeaderBytes, "a segment's chain starts after its header");
+  // The view of the last batch retired: a primary anchors its appends there.
+  const replication::View view = FUSEE_TRY(read(at.seq)).view;
+  const LogStart start{segment, at.seq + 1, at.crc, view};
   // Durable before any file goes: recovery then takes what is left below
   // it for a retirement's leftovers, never for a lost start.
-  FUSEE_TRY_VOID(write_log_start(fs_, dir_, {segment, at.seq + 1, at.crc}));
+  FUSEE_TRY_VOID(write_log_start(fs_, dir_, start));
   {
     std::lock_guard lock(mu_);
+    start_ = start;
     points_.erase(points_.begin(), points_.begin() + static_cast<std::ptrdiff_t>(first));
     reading_.erase(reading_.begin(), reading_.lower_bound(segment));
   }

@@ -100,6 +100,14 @@ class ReplicaStore {
   // reach (committed ones: a cut within the retired batches is a bug).
   // Returns the last batch retired: the log holds those after it.
   Result<replication::Seq> retire(replication::Seq below);
+  // Discards the whole log and starts it after `anchor`, as the replica it
+  // copies holds it (the same segment, sequence, chain CRC): a suspect
+  // replica that lost batches its primary retired (ReplicaCore). The start
+  // is durable first; a crash before the new segment is leaves the start
+  // segment missing, which recovery takes for damage (it is suspect anyway).
+  Result<void> restart_after(const replication::LogAnchor& anchor);
+  // Where the log starts (any thread): the driver fills a LogAnchor from it.
+  LogStart start() const;
 
   // The writing thread's: it alone changes the chain.
   replication::Seq end() const { return points_.front().seq + points_.size() - 1; }
@@ -123,7 +131,8 @@ class ReplicaStore {
   // points_ and reading_ change under mu_, which read() takes only to find
   // its batch (its file read runs outside it, so a slow read never holds up
   // a write); the writing thread reads points_ without it.
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  LogStart start_;  // under mu_
   // points_[k]: the chain after batch retired_through() + k (points_[0]:
   // the log's start)
   std::vector<ChainPoint> points_;

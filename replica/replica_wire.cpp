@@ -76,16 +76,29 @@ bool get_bool(Reader& r, bool& value) {
 void put(Writer& w, const SealRequest& m) { put_starts(w, m.starts); }
 void put(Writer& w, const SealReply& m) { w.u64(m.end).u64(m.last_view).u64(m.acked_seen).u8(m.suspect); }
 void put(Writer& w, const FetchRequest& m) { w.u64(m.after_seq).u64(m.after_view).u64(m.up_to); }
+void put_anchor(Writer& w, const std::optional<replication::LogAnchor>& anchor) {
+  w.u8(anchor.has_value());
+  if (anchor) w.u64(anchor->seq).u64(anchor->view).u64(anchor->segment).u32(anchor->crc);
+}
+bool get_anchor(Reader& r, std::optional<replication::LogAnchor>& anchor) {
+  bool anchored = false;
+  if (!get_bool(r, anchored)) return false;
+  if (!anchored) return true;
+  replication::LogAnchor& got = anchor.emplace();
+  return r.u64(got.seq) && r.u64(got.view) && r.u64(got.segment) && r.u32(got.crc);
+}
 void put(Writer& w, const FetchReply& m) {
   w.u8(m.match).u64(m.hint);
   put_entries(w, m.entries);
+  put_anchor(w, m.anchor);
 }
 void put(Writer& w, const AppendRequest& m) {
   w.u64(m.prev_seq).u64(m.prev_view);
   put_entries(w, m.entries);
   w.u64(m.commit).u64(m.primary_end);
   put_starts(w, m.starts);
-  w.u64(m.to_incarnation);
+  w.u64(m.to_incarnation).u64(m.retire_below);
+  put_anchor(w, m.anchor);
 }
 void put(Writer& w, const replication::AppendReply& m) {
   w.u8(m.ok).u64(m.match_end).u64(m.hint).u64(m.promised).u64(m.incarnation);
@@ -98,10 +111,13 @@ bool get(Reader& r, SealReply& m) {
   return r.u64(m.end) && r.u64(m.last_view) && r.u64(m.acked_seen) && get_bool(r, m.suspect);
 }
 bool get(Reader& r, FetchRequest& m) { return r.u64(m.after_seq) && r.u64(m.after_view) && r.u64(m.up_to); }
-bool get(Reader& r, FetchReply& m) { return get_bool(r, m.match) && r.u64(m.hint) && get_entries(r, m.entries); }
+bool get(Reader& r, FetchReply& m) {
+  return get_bool(r, m.match) && r.u64(m.hint) && get_entries(r, m.entries) && get_anchor(r, m.anchor);
+}
 bool get(Reader& r, AppendRequest& m) {
   return r.u64(m.prev_seq) && r.u64(m.prev_view) && get_entries(r, m.entries) && r.u64(m.commit) &&
-         r.u64(m.primary_end) && get_starts(r, m.starts) && r.u64(m.to_incarnation);
+         r.u64(m.primary_end) && get_starts(r, m.starts) && r.u64(m.to_incarnation) && r.u64(m.retire_below) &&
+         get_anchor(r, m.anchor);
 }
 bool get(Reader& r, replication::AppendReply& m) {
   return get_bool(r, m.ok) && r.u64(m.match_end) && r.u64(m.hint) && r.u64(m.promised) && r.u64(m.incarnation);

@@ -24,11 +24,11 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
   wiped_on_disk_ = recovered.wiped;
   suspect_ = recovered.suspect;
   // The log starts after the batches its segments retired: published ones.
-  if (!recovered.entries.empty()) {
-    log_.start_after(recovered.entries.front().seq - 1, recovered.retired_view);
-    held_from_ = log_.retired_through() + 1;
-    known_committed_ = log_.retired_through();
-  }
+  FUSEE_ASSERT(recovered.entries.empty() || recovered.entries.front().seq == recovered.retired_through + 1,
+               "a recovered log starts after its retired batches");
+  log_.start_after(recovered.retired_through, recovered.retired_view);
+  held_from_ = log_.retired_through() + 1;
+  known_committed_ = log_.retired_through();
   for (Entry& entry : recovered.entries) {
     acked_seen_ = std::max(acked_seen_, entry.acked);
     if (entry.elided) {
@@ -80,10 +80,18 @@ void ReplicaCore::reset_election_timer() { heard_at_ = ticks_; }
 
 // --- Disk ------------------------------------------------------------------
 
-void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired) {
-  FUSEE_ASSERT(keep_through <= log_.end(), "a write cuts past the log's end");
-  log_.cut(keep_through);
-  held_from_ = std::min(held_from_, keep_through + 1);
+void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired,
+                        std::optional<LogAnchor> restart, Seq retire_below) {
+  if (restart) {
+    log_.clear();
+    log_.start_after(restart->seq, restart->view);
+    keep_through = restart->seq;
+    held_from_ = restart->seq + 1;
+  } else {
+    FUSEE_ASSERT(keep_through <= log_.end(), "a write cuts past the log's end");
+    log_.cut(keep_through);
+    held_from_ = std::min(held_from_, keep_through + 1);
+  }
   durable_end_ = std::min(durable_end_, keep_through);
   surviving_known_ = std::min(surviving_known_, keep_through);
   for (const Entry& entry : entries) {
@@ -94,7 +102,33 @@ void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& ou
   }
   const std::uint64_t id = next_write_id_++;
   writes_.push_back({id, keep_through, log_.end(), repaired});
-  out.writes.push_back({id, keep_through, std::move(entries), repaired});
+  out.writes.push_back({id, keep_through, std::move(entries), repaired, restart, retire_below});
+}
+
+Seq ReplicaCore::held_by_all() const {
+  Seq held = commit_;
+  for (ReplicaId r = 0; r < options_.replica_count; ++r) {
+    if (r != options_.self) held = std::min(held, match_[r]);
+  }
+  return held;
+}
+
+Seq ReplicaCore::retire_target() const {
+  // Below what its driver is done with, what every replica holds (none will
+  // ask for it again), what it knows published and holds durably -- and
+  // never its last batch (its log always ends in one it holds).
+  Seq target = std::min(retire_allowed_, role_ == Role::primary ? held_by_all() + 1 : retire_known_);
+  target = std::min({target, known_committed() + 1, durable_end_ + 1, log_.end()});
+  return target;
+}
+
+void ReplicaCore::retire(Output& out) {
+  // A suspect replica's log waits for its repair.
+  if ((role_ != Role::backup && role_ != Role::primary) || suspect_) return;
+  const Seq target = retire_target();
+  if (target <= std::max(retire_asked_, log_.retired_through() + 1)) return;
+  retire_asked_ = target;
+  write(log_.end(), {}, out, false, std::nullopt, target);
 }
 
 void ReplicaCore::cut_to_history(Output& out) {
@@ -103,7 +137,7 @@ void ReplicaCore::cut_to_history(Output& out) {
   if (end < log_.end()) write(end, {}, out);
 }
 
-bool ReplicaCore::disk_done(std::uint64_t write_id, bool succeeded, Output& out) {
+bool ReplicaCore::disk_done(std::uint64_t write_id, bool succeeded, Output& out, Seq retired_through) {
   FUSEE_ASSERT(!writes_.empty() && writes_.front().id == write_id, "disk writes complete in order");
   if (!succeeded) return false;
   const WriteInFlight done = writes_.front();
@@ -113,6 +147,12 @@ bool ReplicaCore::disk_done(std::uint64_t write_id, bool succeeded, Output& out)
   Seq durable = done.last_seq;
   for (const WriteInFlight& later : writes_) durable = std::min(durable, later.keep_through);
   durable_end_ = std::max(durable_end_, durable);
+  // What its disk retired it no longer holds: a backup behind is sent the
+  // log from after it.
+  if (retired_through > log_.retired_through()) {
+    log_.retire_through(std::min(retired_through, log_.end()));
+    held_from_ = std::max(held_from_, log_.retired_through() + 1);
+  }
   release_payloads();
   if (done.repaired) {
     // Issued once it held a primary's whole log: every batch it ever
@@ -175,7 +215,7 @@ void ReplicaCore::after_durable(Output& out) {
 }
 
 SealReply ReplicaCore::seal_answer() const {
-  return SealReply{log_.end(), log_.empty() ? 0 : log_.back().view, acked_seen_, suspect_};
+  return SealReply{log_.end(), log_.view_at(log_.end()), acked_seen_, suspect_};
 }
 
 // --- Roles -----------------------------------------------------------------
@@ -313,6 +353,10 @@ void ReplicaCore::send_append(ReplicaId to, Output& out) {
   request.primary_end = log_.end();
   request.starts = starts_through(starts_, lead_);
   request.to_incarnation = incarnation_of_[to];
+  request.retire_below = held_by_all() + 1;
+  if (request.prev_seq > 0 && request.prev_seq == log_.retired_through()) {
+    request.anchor = LogAnchor{request.prev_seq, log_.view_at(request.prev_seq)};
+  }
   next_[to] = last + 1;
   send(to, lead_, std::move(request), out);
 }
@@ -350,6 +394,7 @@ void ReplicaCore::rebuilt() {
   wiped_on_disk_ = false;
   suspect_ = true;
   log_.clear();
+  retire_asked_ = 0;
   held_from_ = 1;
   surviving_known_ = 0;
   durable_end_ = 0;
@@ -372,6 +417,7 @@ void ReplicaCore::accept_loss(Output& out) {
 void ReplicaCore::tick(Output& out) {
   ++ticks_;
   const bool beat = ticks_ % options_.heartbeat_ticks == 0;
+  if (beat) retire(out);
   switch (role_) {
     case Role::booting:
     case Role::wiped:
@@ -487,9 +533,13 @@ void ReplicaCore::on_fetch_request(const Message& message, const FetchRequest& r
   if (message.view != promised_ || role_ != Role::backup) return;
   const Seq end = std::min<Seq>(log_.end(), durable_end_);
   if (request.after_seq < log_.retired_through()) {
-    // Batches it retired: it cannot send them, and the candidate's log,
-    // which lacks published ones, cannot win (it waits out its candidacy).
-    send(message.from, message.view, FetchReply{true, 0, {}}, out);
+    // Batches it retired: published, and nobody holds them any more. The
+    // candidate starts its log after them (FetchReply::anchor).
+    FetchReply reply{true, 0, {}, LogAnchor{log_.retired_through(), log_.view_at(log_.retired_through())}};
+    const Seq first = log_.retired_through() + 1;
+    const Seq last = last_to_send(first, std::min({end, request.up_to, first - 1 + options_.entries_per_append_max}));
+    for (Seq seq = first; seq <= last; ++seq) reply.entries.push_back(log_.at(seq));
+    send(message.from, message.view, std::move(reply), out);
     return;
   }
   // (A retired batch is published: the same in every log, so only later
@@ -517,7 +567,19 @@ void ReplicaCore::on_fetch_reply(const Message& message, const FetchReply& reply
     fetch_from_best(out);
     return;
   }
-  if (!reply.entries.empty()) {
+  if (reply.anchor) {
+    // Its log starts after what the best one retired: published batches.
+    if (reply.entries.empty() || reply.entries.front().seq != reply.anchor->seq + 1 ||
+        reply.anchor->seq <= fetch_after_ || reply.anchor->seq >= best_end_) {
+      return;  // an answer to an earlier request, or none to take
+    }
+    fetch_after_ = reply.entries.back().seq;
+    write(reply.anchor->seq, reply.entries, out, false, *reply.anchor);
+    if (fetch_after_ < best_end_) {
+      fetch_from_best(out);
+      return;
+    }
+  } else if (!reply.entries.empty()) {
     if (reply.entries.front().seq != fetch_after_ + 1) return;  // an answer to an earlier request
     fetch_after_ = reply.entries.back().seq;
     write(reply.entries.front().seq - 1, reply.entries, out);
@@ -549,7 +611,19 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   primary_heard_at_ = ticks_;
   heard_primary_ = {message.view, message.from};
   learn_starts(starts_through(request.starts, message.view));
-  const Seq end = surviving_end();
+  retire_known_ = std::max(retire_known_, request.retire_below);
+  Seq end = surviving_end();
+  // A suspect replica that cannot continue where the primary's log starts
+  // (it lost batches the primary retired, or holds others there) starts its
+  // log after the primary's start: what comes before is published, and no
+  // replica will ever send it. Its repair still waits for the whole of the
+  // primary's log from there.
+  if (suspect_ && request.anchor && request.anchor->seq == request.prev_seq &&
+      request.prev_seq > log_.retired_through() &&
+      (request.prev_seq > end || log_.at(request.prev_seq).view != request.prev_view)) {
+    write(request.prev_seq, {}, out, false, *request.anchor);
+    end = surviving_end();
+  }
   if (request.prev_seq > end ||
       (request.prev_seq > log_.retired_through() && log_.at(request.prev_seq).view != request.prev_view)) {
     const Seq hint = request.prev_seq == 0 ? 0 : std::min(request.prev_seq - 1, end);

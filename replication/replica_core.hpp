@@ -95,7 +95,9 @@ struct RecoveredLog {
   std::vector<Entry> entries;
   bool suspect = false;        // the chain ended at a damaged batch
   bool wiped = false;          // the directory is not this cluster's (lost, or new)
-  // The view of the last batch retired, when the chain starts past 1.
+  // The last batch its segments retired (0: none) and its view: the chain
+  // starts after it.
+  Seq retired_through = 0;
   View retired_view = 0;
 };
 
@@ -109,7 +111,17 @@ class ReplicaCore {
   void receive(const Message& message, Output& out);
   // A disk write completed (they complete in the order issued). Returns false
   // when it failed: the replica must stop (fail-stop; its disk is suspect).
-  [[nodiscard]] bool disk_done(std::uint64_t write_id, bool succeeded, Output& out);
+  // `retired_through`: the last batch the disk has retired by now (whole
+  // segments: at or below what the core asked); the core forgets those.
+  [[nodiscard]] bool disk_done(std::uint64_t write_id, bool succeeded, Output& out, Seq retired_through = 0);
+
+  // The driver no longer needs the batches below `below` (the run store
+  // applied them and the engine's checkpoints cover them). The core retires
+  // them once every replica holds them and they are published: the primary
+  // says so in its appends (AppendRequest::retire_below), and its own
+  // disk writes ask for it (DiskWrite::retire_below), a heartbeat at a time.
+  // Never its last batch. Monotonic: a lower value is ignored.
+  void allow_retire(Seq below) { retire_allowed_ = std::max(retire_allowed_, below); }
   void coordinator_answer(const CoordinatorAnswer& answer, Output& out);
 
   // The primary appends a batch; its sequence, or nullopt when this replica
@@ -169,6 +181,10 @@ class ReplicaCore {
   Seq next_of(ReplicaId replica) const { return next_[replica]; }
   // Its log cut by the view history it knows.
   Seq surviving_end() const;
+  // What it may retire below now, and what its primary said every replica
+  // holds (for status pages and the simulator's checks).
+  Seq retire_target() const;
+  Seq retire_known() const { return retire_known_; }
 
  private:
   struct PendingAck {
@@ -188,7 +204,13 @@ class ReplicaCore {
   bool weakened(Weakening rule) const { return options_.weakening == rule; }
 
   // Disk.
-  void write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired = false);
+  void write(Seq keep_through, std::vector<Entry> entries, Output& out, bool repaired = false,
+             std::optional<LogAnchor> restart = std::nullopt, Seq retire_below = 0);
+  // On a heartbeat: asks the disk to retire what retire_target() allows.
+  void retire(Output& out);
+  // The primary's: the batches every replica holds durably in this view, and
+  // it has published.
+  Seq held_by_all() const;
   void cut_to_history(Output& out);
   // Merges starts into the history this replica knows.
   void learn_starts(const ViewStarts& starts);
@@ -239,6 +261,9 @@ class ReplicaCore {
   std::uint64_t next_write_id_ = 1;
   Seq acked_seen_ = 0;
   Seq known_committed_ = 0;  // known_committed()'s, learnt from publications and appends
+  Seq retire_allowed_ = 0;   // allow_retire()'s
+  Seq retire_known_ = 0;     // the highest retire_below a primary sent
+  Seq retire_asked_ = 0;     // the last DiskWrite::retire_below
   std::pair<View, ReplicaId> heard_primary_{0, kNoReplica};  // the last append's view and sender
 
   ViewStarts starts_;

@@ -60,6 +60,19 @@ struct SealReply {
   Seq acked_seen = 0;   // the highest `acked` of its batches
   bool suspect = false; // its recovery cut the log at a damaged batch
 };
+// Where a log starts once its oldest segments retired: the batch before its
+// first, as the disk records it. The core knows its sequence and view; its
+// driver fills in what only the disk knows -- the chain's CRC after it and
+// the segment the next batch lies in -- so that a replica starting its log
+// there holds the same bytes as the one it copies.
+struct LogAnchor {
+  Seq seq = 0;                // the last batch retired
+  View view = 0;              // its view
+  std::uint64_t segment = 0;  // the segment batch seq + 1 lies in (the driver's)
+  std::uint32_t crc = 0;      // the chain's CRC after batch seq (the driver's)
+  friend bool operator==(const LogAnchor&, const LogAnchor&) = default;
+};
+
 // A candidate asks the replica with the best log for the batches after
 // `after_seq` (which must be the replica's batch of view `after_view`) up to
 // `up_to`, the end that replica answered.
@@ -72,6 +85,10 @@ struct FetchReply {
   bool match = false;  // false: its batch at after_seq differs; retry below `hint`
   Seq hint = 0;
   std::vector<Entry> entries;
+  // Set when after_seq lies below its log's start: the entries follow the
+  // anchor, and the candidate starts its log there (what comes before is
+  // published, and nobody holds it any more).
+  std::optional<LogAnchor> anchor;
 };
 // The primary ships batches (none: a heartbeat) following <<prev_seq,
 // prev_view>>, with its published sequence and where its log ends.
@@ -87,6 +104,14 @@ struct AppendRequest {
   // its primary_end covers everything the receiver acknowledged before
   // (only such an append may repair a suspect replica).
   std::uint64_t to_incarnation = 0;
+  // Every replica holds the batches below this one durably, and they are
+  // published: a replica may retire them once its own driver is done with
+  // them (ReplicaCore::allow_retire).
+  Seq retire_below = 0;
+  // Set when prev_seq is the primary's last retired batch: a suspect replica
+  // that cannot continue there starts its log after it (the batches before
+  // are published, and the primary has no more of them to send).
+  std::optional<LogAnchor> anchor;
 };
 // A backup's answer, sent once what it holds is durable. ok: it holds the
 // primary's log through match_end. Not ok: its log does not continue at
@@ -126,6 +151,12 @@ struct DiskWrite {
   // Once durable, the replica is repaired: its disk forgets that recovery
   // found damage (until then a restart finds it suspect again).
   bool repaired = false;
+  // Before anything else: the log is discarded and starts after the anchor
+  // (keep_through is its sequence).
+  std::optional<LogAnchor> restart;
+  // After the batches: the segments holding only batches below this one
+  // retire (0: none).
+  Seq retire_below = 0;
 };
 
 // --- The coordinator (etcd). Each call is a linearizable transaction:

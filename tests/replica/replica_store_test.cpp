@@ -510,7 +510,7 @@ TEST_SUITE("unit") {
     CHECK_FALSE(after.damaged);
     CHECK(after.retired_through() == retired);
     CHECK(after.retired_segments.empty());
-    CHECK(after.start == LogStart{kept_segment, retired + 1, before.point_after(retired).crc});
+    CHECK(after.start == LogStart{kept_segment, retired + 1, before.point_after(retired).crc, 1});
     const StoreRecovery again = recover(*fs->crash_image(CrashOutcome::drop_all()));
     CHECK_FALSE(again.log.suspect);
     REQUIRE(again.log.entries.size() == 90 - retired);
@@ -582,6 +582,74 @@ TEST_SUITE("unit") {
     }
     CHECK(old_start_seen);
     CHECK(new_start_seen);
+  }
+
+  TEST_CASE("replica store: a log restarted at another's start holds the same bytes from there; a crash in it is never a mix") {
+    auto primary = with_log(entries_through(80, 1), kSmallSegmentBytes);
+    LogStart start;
+    {
+      StoreRecovery recovered;
+      auto store = value_or_fail(ReplicaStore::open(*primary, kDir, "c", recovered));
+      REQUIRE(value_or_fail(store->retire(60)) > 0);
+      start = store->start();
+    }
+    const replication::LogAnchor anchor{start.first_seq - 1, start.prev_view, start.segment, start.prev_crc};
+    std::vector<Entry> rest;
+    for (replication::Seq seq = start.first_seq; seq <= 80; ++seq) rest.push_back(entry(seq, 1));
+    const auto restart = [&](FaultFileSystem& fs) -> Result<void> {
+      StoreRecovery recovered;
+      auto store = FUSEE_TRY(ReplicaStore::open(fs, kDir, "c", recovered, kSmallSegmentBytes));
+      FUSEE_TRY_VOID(store->apply({2, anchor.seq, rest, false, anchor}));
+      return store->sync();
+    };
+    // A replica holding another log (of view 2, shorter) restarts at the
+    // primary's start: its segments from there are the primary's, byte for byte.
+    std::vector<Entry> other;
+    for (replication::Seq seq = 1; seq <= 9; ++seq) other.push_back(entry(seq, 2));
+    auto backup = with_log(other, kSmallSegmentBytes);
+    ok_or_fail(restart(*backup));
+    const ReadChain copied = chain_of(*backup);
+    CHECK_FALSE(copied.damaged);
+    CHECK(copied.start == start);
+    REQUIRE(copied.segments.front() == start.segment);
+    for (const std::uint64_t number : copied.segments) {
+      CHECK(value_or_fail(io::read_file(*backup, segment_path(kDir, number))) ==
+            value_or_fail(io::read_file(*primary, segment_path(kDir, number))));
+    }
+    const StoreRecovery recovered = recover(*backup->crash_image(CrashOutcome::drop_all()));
+    CHECK(recovered.log.retired_through == anchor.seq);
+    CHECK(recovered.log.retired_view == 1);
+    REQUIRE_FALSE(recovered.log.entries.empty());
+    CHECK(recovered.log.entries.front() == entry(anchor.seq + 1, 1));
+
+    // A crash anywhere in it: the old log, the new one (maybe short), or an
+    // empty suspect one -- never the old log's batches after the new start.
+    std::uint64_t operations = 0;
+    {
+      auto fs = with_log(other, kSmallSegmentBytes);
+      const std::uint64_t before = fs->operation_count();
+      ok_or_fail(restart(*fs));
+      operations = fs->operation_count() - before;
+    }
+    for (std::uint64_t stop = 0; stop <= operations; ++stop) {
+      CAPTURE(stop);
+      auto fs = with_log(other, kSmallSegmentBytes);
+      fs->set_crash_after_ops(fs->operation_count() + stop);
+      (void)restart(*fs);
+      for (const CrashOutcome& outcome : {CrashOutcome::drop_all(), CrashOutcome::keep_all(),
+                                          CrashOutcome::drop_all(CrashOutcome::Names::keep)}) {
+        CAPTURE(outcome.describe());
+        const StoreRecovery after = recover(*fs->crash_image(outcome));
+        for (const Entry& got : after.log.entries) {
+          CHECK(got == (got.seq <= 9 && after.log.retired_through == 0 ? entry(got.seq, 2) : entry(got.seq, 1)));
+        }
+        if (after.log.retired_through > 0) {
+          CHECK(after.log.retired_through == anchor.seq);
+        } else if (after.log.entries.empty()) {
+          CHECK(after.log.suspect);
+        }
+      }
+    }
   }
 
   TEST_CASE("replica store: a lost start segment, or one whose header is not the start recorded, is damage") {

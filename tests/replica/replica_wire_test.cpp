@@ -21,10 +21,13 @@ std::vector<Message> every_kind() {
       {1, 2, 7, FetchReply{true, 0, entries}},
       {1, 2, 7, FetchReply{false, 3, {}}},
       {0, 2, 8, AppendRequest{3, 2, entries, 4, 5, starts, 0x1234567890abcdefULL}},
+      {0, 2, 8,
+       AppendRequest{3, 2, entries, 4, 5, starts, 7, 3, replication::LogAnchor{3, 2, 0x1122334455ULL, 0xdeadbeefu}}},
       {2, 0, 8, replication::AppendReply{true, 5, 0, 8, 42}},
       {2, 0, 8, replication::AppendReply{false, 0, 2, 9, 43}},
       {1, 0, 9, ProbeRequest{}},
       {0, 1, 9, ProbeReply{true}},
+      {1, 2, 7, FetchReply{true, 0, entries, replication::LogAnchor{3, 2, 9, 0xabcu}}},
   };
 }
 
@@ -49,6 +52,18 @@ TEST_SUITE("unit") {
     CHECK(got.entries == append->entries);
     CHECK(got.starts == append->starts);
     CHECK(got.to_incarnation == append->to_incarnation);
+    CHECK_FALSE(got.anchor.has_value());
+    // An append anchored at the primary's start, and what it may retire.
+    const auto& anchored = std::get<AppendRequest>(messages[6].body);
+    const auto decoded_anchored = decode_message(encode_message(messages[6]));
+    REQUIRE(decoded_anchored.has_value());
+    const auto& back = std::get<AppendRequest>(decoded_anchored->body);
+    CHECK(back.retire_below == 3);
+    REQUIRE(back.anchor.has_value());
+    CHECK(*back.anchor == *anchored.anchor);
+    const auto fetched = decode_message(encode_message(messages.back()));
+    REQUIRE(fetched.has_value());
+    CHECK(std::get<FetchReply>(fetched->body).anchor == std::get<FetchReply>(messages.back().body).anchor);
   }
 
   TEST_CASE("replica wire: a message cut short or with bytes left over decodes to nothing") {

@@ -58,6 +58,8 @@ void run_seeds(std::uint32_t replicas, std::uint64_t default_seeds) {
     CHECK(totals.disk_losses > 0);
     CHECK(totals.partitions > 0);
     CHECK(totals.outages > 0);
+    CHECK(totals.retired > 0);
+    CHECK(totals.restarts > 0);
     CHECK(totals.pauses > 0);
     CHECK(totals.stale_primaries > 0);
     CHECK(totals.views > count);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -46,6 +47,8 @@ SimReport& SimReport::operator+=(const SimReport& other) {
   pauses += other.pauses;
   stale_primaries += other.stale_primaries;
   read_back += other.read_back;
+  retired = std::max(retired, other.retired);
+  restarts += other.restarts;
   return *this;
 }
 
@@ -53,9 +56,9 @@ std::string SimReport::summary() const {
   return fmt::format(
       "{} events, {} proposals, {} acknowledged, {} views, {} crashes ({} torn), {} damaged, "
       "{} disks lost, {} partitions, {} etcd outages, {} pauses ({} primaries resumed deposed), "
-      "{} batches read back",
+      "{} batches read back, {} retired at most, {} logs restarted at a primary's start",
       events, proposals, acknowledged, views, crashes, torn_crashes, damages, disk_losses, partitions,
-      outages, pauses, stale_primaries, read_back);
+      outages, pauses, stale_primaries, read_back, retired, restarts);
 }
 
 namespace {
@@ -88,9 +91,11 @@ struct BatchPlace {
 };
 std::optional<BatchPlace> batch_place(io::FileSystem& fs, Seq seq) {
   auto chain = replica::read_chain(fs, kDir, kCluster);
-  if (!chain || seq == 0 || seq > chain->entries.size()) return std::nullopt;
-  const replica::ChainPoint& before = chain->points[seq - 1];
-  const replica::ChainPoint& after = chain->points[seq];
+  if (!chain || seq <= chain->retired_through() || seq > chain->retired_through() + chain->entries.size()) {
+    return std::nullopt;
+  }
+  const replica::ChainPoint& before = chain->point_after(seq - 1);
+  const replica::ChainPoint& after = chain->point_after(seq);
   BatchPlace place{replica::segment_path(kDir, before.segment), before.offset, 0};
   if (after.segment == before.segment) {
     place.bytes = after.offset - before.offset;
@@ -338,6 +343,9 @@ class Simulation {
     if (!node.up || node.life != life) return;
     if (paused(node, [this, &node, life] { tick(node, life); })) return;
     Output out;
+    // Its driver is done with what is committed, most of the time some way
+    // behind (a run store applying, an engine's checkpoint).
+    if (chance(4)) node.core->allow_retire(node.core->known_committed() + 1 - std::min<Seq>(node.core->known_committed(), below(8)));
     node.core->tick(out);
     process(node, out);
     schedule(now_ + kTickUs, [this, &node, life] { tick(node, life); });
@@ -347,6 +355,16 @@ class Simulation {
   void process(Node& node, Output& out) {
     // Batches a core released are read back from its disk, before this
     // output's writes (which may cut them), as a replica process does.
+    // An append anchored at the log's start takes what only the disk knows;
+    // one whose batches the disk retired since the core last heard is
+    // dropped, as a replica process drops it.
+    std::erase_if(out.sends, [&](Message& message) { return !replica::fill_anchor(message, node.disk->start()); });
+    std::erase_if(out.sends, [&](Message& message) {
+      for (Entry* entry : replication::elided_entries(message)) {
+        if (entry->seq <= node.disk->retired_through()) return true;
+      }
+      return false;
+    });
     for (Message& message : out.sends) {
       for (Entry* entry : replication::elided_entries(message)) {
         // Only a durable batch is released: one no write in flight cuts.
@@ -367,7 +385,10 @@ class Simulation {
       }
     }
     for (Message& message : out.sends) send(std::move(message));
-    for (DiskWrite& write : out.writes) issue(node, std::move(write));
+    for (DiskWrite& write : out.writes) {
+      if (write.restart) ++report_.restarts;
+      issue(node, std::move(write));
+    }
     for (const CoordinatorCall& call : out.calls) coordinate(node, call);
     if (out.published_through) record_publication(node, *out.published_through);
   }
@@ -459,7 +480,9 @@ class Simulation {
     if (!node.disk->sync() || !node.disk->finish(write)) fail(fmt::format("r{}: a sync failed", node.id));
     ++disk_events_;
     Output out;
-    if (!node.core->disk_done(write.id, true, out)) fail("disk_done refused a completed write");
+    if (!node.core->disk_done(write.id, true, out, node.disk->start().first_seq - 1)) {
+      fail("disk_done refused a completed write");
+    }
     process(node, out);
   }
 
@@ -888,6 +911,16 @@ class Simulation {
   }
 
   void check_invariants() {
+    // RetiredPublished: a replica retires only published batches, those
+    // every replica held, and its disk no more than its core asked.
+    for (const Node& node : nodes_) {
+      if (!node.up) continue;
+      const Seq retired = node.core->log().retired_through();
+      if (retired > 0 && !published_.contains(retired)) {
+        fail(fmt::format("RetiredPublished: r{} retired through batch {}, which was never published", node.id, retired));
+      }
+      report_.retired = std::max<std::uint64_t>(report_.retired, retired);
+    }
     // AckedNeverLost.
     for (const Node& node : nodes_) {
       if (!node.up || node.core->role() != Role::primary) continue;
@@ -1022,6 +1055,32 @@ class Simulation {
       }
       if (!recovers) {
         fail(fmt::format("r{}'s directory does not recover to the cluster's log", node.id));
+      }
+    }
+    // Every replica's segments are byte-identical where two hold the same
+    // one -- a log restarted at a primary's start included.
+    const Node& first = *primaries.front();
+    const auto segments_of = [](io::FileSystem& fs) {
+      const replica::ReadChain chain = *replica::read_chain(fs, kDir, kCluster);
+      std::map<std::uint64_t, std::vector<std::byte>> files;
+      for (const std::uint64_t number : chain.segments) {
+        if (number < chain.start.segment) continue;
+        if (std::find(chain.leftover_segments.begin(), chain.leftover_segments.end(), number) !=
+            chain.leftover_segments.end()) {
+          continue;
+        }
+        files[number] = *io::read_file(fs, replica::segment_path(kDir, number));
+      }
+      return files;
+    };
+    const auto reference = segments_of(*first.fs);
+    for (const Node& node : nodes_) {
+      if (node.id == first.id) continue;
+      for (const auto& [number, bytes] : segments_of(*node.fs)) {
+        const auto other = reference.find(number);
+        if (other != reference.end() && other->second != bytes) {
+          fail(fmt::format("r{}'s segment {} differs from the primary's", node.id, number));
+        }
       }
     }
   }

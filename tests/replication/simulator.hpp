@@ -69,6 +69,8 @@ struct SimReport {
   std::uint64_t pauses = 0;
   std::uint64_t stale_primaries = 0;  // resumed as primary of a view etcd has moved past
   std::uint64_t read_back = 0;        // batches sent elided and read back from a disk
+  std::uint64_t retired = 0;          // the most batches one replica retired
+  std::uint64_t restarts = 0;         // suspect replicas that started their log at a primary's start
   // isolate_primary_ms: proposals acknowledged by another primary while the
   // isolated one was cut off.
   std::uint64_t acknowledged_while_isolated = 0;
