@@ -138,11 +138,11 @@ int run_replica_status(const ReplicaCommandOptions& options) {
       ++unreachable;
       continue;
     }
-    fmt::print("replica {} ({}): {}, view {}, log through {} (durable {}), published through {}{}; payloads held "
+    fmt::print("replica {} ({}): {}, view {}, log {}..{} (durable {}), published through {}{}; payloads held "
                "from batch {}, {} batches read back from the segments\n",
-               id, options.replicas[id], replication::role_name(status->role), status->promised, status->log_end,
-               status->durable_end, status->commit, status->suspect ? ", suspect" : "", status->held_from,
-               status->batches_read_back);
+               id, options.replicas[id], replication::role_name(status->role), status->promised,
+               status->retired_through + 1, status->log_end, status->durable_end, status->commit,
+               status->suspect ? ", suspect" : "", status->held_from, status->batches_read_back);
     if (!status->holds.empty()) {
       // The primary's word on each backup: what it holds durably in this
       // view, and how many batches it lags.
@@ -150,8 +150,10 @@ int run_replica_status(const ReplicaCommandOptions& options) {
       for (replication::ReplicaId other = 0; other < status->holds.size(); ++other) {
         if (other == id) continue;
         const replication::Seq holds = status->holds[other];
-        backups += fmt::format("{}replica {} holds through {} (lag {})", backups.empty() ? "" : "; ", other, holds,
-                               status->log_end - std::min(holds, status->log_end));
+        backups += fmt::format("{}replica {} holds through {} (lag {} batches, {} bytes, {:.3f} s)",
+                               backups.empty() ? "" : "; ", other, holds, status->log_end - std::min(holds, status->log_end),
+                               other < status->lag_bytes.size() ? status->lag_bytes[other] : 0,
+                               other < status->lag_us.size() ? static_cast<double>(status->lag_us[other]) / 1e6 : 0.0);
       }
       fmt::print("  backups: {}\n", backups);
     }

@@ -960,8 +960,12 @@ HttpResponse HttpApi::cluster_json() {
                                     {"log_end", replica.log_end},
                                     {"durable_end", replica.durable_end},
                                     {"suspect", replica.suspect},
+                                    {"retired_through", replica.retired_through},
                                     {"lag_batches", replica.lag_batches ? json::value(*replica.lag_batches)
-                                                                        : json::value(nullptr)}});
+                                                                        : json::value(nullptr)},
+                                    {"lag_bytes", replica.lag_bytes ? json::value(*replica.lag_bytes)
+                                                                    : json::value(nullptr)},
+                                    {"lag_us", replica.lag_us ? json::value(*replica.lag_us) : json::value(nullptr)}});
   }
   return json_response(200, json::object{{"replicated", stats.replica.enabled}, {"replicas", std::move(replicas)}});
 }

@@ -103,6 +103,25 @@ inline void append_replica_metrics(std::string& text, const ReplicaStats& replic
       text += fmt::format("fusee_replica_lag_batches{{replica=\"{}\"}} {}\n", id, replica.lag_batches[id]);
     }
   }
+  if (!replica.lag_bytes.empty()) {
+    text += "# HELP fusee_replica_lag_bytes A primary's view of each replica: payload bytes behind its log's end.\n"
+            "# TYPE fusee_replica_lag_bytes gauge\n";
+    for (std::size_t id = 0; id < replica.lag_bytes.size(); ++id) {
+      text += fmt::format("fusee_replica_lag_bytes{{replica=\"{}\"}} {}\n", id, replica.lag_bytes[id]);
+    }
+  }
+  if (!replica.lag_us.empty()) {
+    text += "# HELP fusee_replica_lag_seconds A primary's view of each replica: how long ago the oldest batch it "
+            "lacks was proposed.\n"
+            "# TYPE fusee_replica_lag_seconds gauge\n";
+    for (std::size_t id = 0; id < replica.lag_us.size(); ++id) {
+      text += fmt::format("fusee_replica_lag_seconds{{replica=\"{}\"}} {}\n", id,
+                          static_cast<double>(replica.lag_us[id]) / 1e6);
+    }
+  }
+  append_metric(text, "fusee_replica_retired_batches", "gauge",
+                "The last batch this replica's log retired (its log holds the batches after it).",
+                replica.retired_through);
   append_seconds_histogram(text, "fusee_replica_publish_duration_seconds",
                            "A primary's batches from proposal to publication (a quorum holds them durably).",
                            kFlushLatencyBoundsUs, replica.publish_latency_counts, replica.publish_latency_sum_us);

@@ -13,13 +13,43 @@ ReplicaStatus status_of(const replication::ReplicaCore& core, ReplicaId self, st
   // What it knows committed, whatever its role (a backup's commit() is 0).
   ReplicaStatus status{self,         core.role(),   core.promised(),   core.lead(),     core.known_committed(),
                        core.log().end(), core.durable_end(), core.suspect(), core.held_from(), batches_read_back};
+  status.retired_through = core.log().retired_through();
   if (core.role() == Role::primary) {
-    for (ReplicaId r = 0; r < replicas; ++r) status.holds.push_back(r == self ? core.durable_end() : core.match_of(r));
+    const auto& log = core.log();
+    for (ReplicaId r = 0; r < replicas; ++r) {
+      const Seq holds = std::clamp(r == self ? core.durable_end() : core.match_of(r), log.retired_through(), log.end());
+      status.holds.push_back(r == self ? core.durable_end() : core.match_of(r));
+      status.lag_bytes.push_back(log.bytes_through(log.end()) - log.bytes_through(holds));
+    }
   }
   return status;
 }
 
-void NodeStats::proposed(Seq seq) { proposed_at_.emplace(seq, std::chrono::steady_clock::now()); }
+void NodeStats::proposed(Seq seq) {
+  const auto now = std::chrono::steady_clock::now();
+  proposed_at_.emplace(seq, now);
+  sent_at_.emplace_back(seq, now);
+  if (sent_at_.size() > kSentAtMax) sent_at_.pop_front();
+}
+
+std::vector<std::uint64_t> NodeStats::lag_us(const ReplicaStatus& status) const {
+  std::vector<std::uint64_t> lags;
+  const auto now = std::chrono::steady_clock::now();
+  for (const Seq holds : status.holds) {
+    std::uint64_t lag = 0;
+    if (holds < status.log_end && !sent_at_.empty()) {
+      // The oldest batch it lacks, or (proposed before what is recorded)
+      // the oldest recorded: a lower bound.
+      auto at = std::lower_bound(sent_at_.begin(), sent_at_.end(), holds + 1,
+                                 [](const auto& sent, Seq seq) { return sent.first < seq; });
+      if (at == sent_at_.end()) at = std::prev(sent_at_.end());
+      if (at->first > holds + 1) at = sent_at_.begin();
+      lag = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - at->second).count());
+    }
+    lags.push_back(lag);
+  }
+  return lags;
+}
 
 void NodeStats::published(Seq through) {
   const auto now = std::chrono::steady_clock::now();
@@ -39,6 +69,12 @@ void NodeStats::published(Seq through) {
 void NodeStats::turn(const replication::ReplicaCore& core, ReplicaId self, std::size_t replicas,
                      std::uint64_t batches_read_back) {
   auto status = status_of(core, self, replicas, batches_read_back);
+  status.lag_us = lag_us(status);
+  // What every replica holds is no replica's lag any more.
+  if (!status.holds.empty()) {
+    const Seq held = *std::min_element(status.holds.begin(), status.holds.end());
+    while (!sent_at_.empty() && sent_at_.front().first <= held) sent_at_.pop_front();
+  }
   std::lock_guard lock(mu_);
   if (core.promised() != last_view_) {
     last_view_ = core.promised();

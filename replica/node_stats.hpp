@@ -12,7 +12,10 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <utility>
+#include <vector>
 #include <mutex>
 
 #include "replica/replica_wire.hpp"
@@ -40,7 +43,13 @@ class NodeStats {
   // The loop thread's.
   void proposed(replication::Seq seq);
   void published(replication::Seq through);
-  void stopped_serving() { proposed_at_.clear(); }
+  void stopped_serving() {
+    proposed_at_.clear();
+    sent_at_.clear();
+  }
+  // Each replica's lag in time, by the status's holds (the loop thread's):
+  // how long ago the oldest batch it lacks was proposed, µs.
+  std::vector<std::uint64_t> lag_us(const ReplicaStatus& status) const;
   void turn(const replication::ReplicaCore& core, replication::ReplicaId self, std::size_t replicas,
             std::uint64_t batches_read_back);
 
@@ -48,6 +57,11 @@ class NodeStats {
 
  private:
   std::map<replication::Seq, std::chrono::steady_clock::time_point> proposed_at_;  // not yet published
+  // When this lead's batches were proposed, oldest first, while some
+  // replica lacks them (at most kSentAtMax: past it the oldest go, and a lag
+  // reads as at least their age).
+  static constexpr std::size_t kSentAtMax = 1u << 20;
+  std::deque<std::pair<replication::Seq, std::chrono::steady_clock::time_point>> sent_at_;
   replication::View last_view_ = 0;
   replication::View last_led_ = 0;
 

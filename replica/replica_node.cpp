@@ -511,7 +511,8 @@ struct ReplicaNode::Impl {
         return;
       }
       case FrameType::status: {
-        const auto status = status_of(*core, options.self, options.addresses.size(), batches_read_back);
+        auto status = status_of(*core, options.self, options.addresses.size(), batches_read_back);
+        status.lag_us = stats.lag_us(status);
         from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
         return;
       }

@@ -184,6 +184,11 @@ std::vector<std::byte> encode_status(const ReplicaStatus& s) {
   w.u64(s.log_end).u64(s.durable_end).u8(s.suspect).u64(s.held_from).u64(s.batches_read_back);
   w.u32(static_cast<std::uint32_t>(s.holds.size()));
   for (replication::Seq seq : s.holds) w.u64(seq);
+  for (const auto* values : {&s.lag_bytes, &s.lag_us}) {
+    w.u32(static_cast<std::uint32_t>(values->size()));
+    for (std::uint64_t value : *values) w.u64(value);
+  }
+  w.u64(s.retired_through);
   return w.take();
 }
 
@@ -193,7 +198,8 @@ std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes) {
     if (!r.u32(s.self) || !r.u8(role) || role > static_cast<std::uint8_t>(Role::primary)) return false;
     s.role = static_cast<Role>(role);
     return r.u64(s.promised) && r.u64(s.lead) && r.u64(s.commit) && r.u64(s.log_end) && r.u64(s.durable_end) &&
-           get_bool(r, s.suspect) && r.u64(s.held_from) && r.u64(s.batches_read_back) && get_holds(r, s.holds);
+           get_bool(r, s.suspect) && r.u64(s.held_from) && r.u64(s.batches_read_back) && get_holds(r, s.holds) &&
+           get_holds(r, s.lag_bytes) && get_holds(r, s.lag_us) && r.u64(s.retired_through);
   });
 }
 

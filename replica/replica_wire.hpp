@@ -79,6 +79,13 @@ struct ReplicaStatus {
   // own: its durable end); a backup's lag is log_end less its entry. Empty
   // on a replica that is not the primary.
   std::vector<replication::Seq> holds;
+  // A primary's too, by id: the payload bytes each replica lacks of its log,
+  // and how long ago the oldest batch it lacks was proposed, µs (0: it
+  // lacks none; for a batch proposed before this primary's lead, the age
+  // of its lead's first proposal: a lower bound).
+  std::vector<std::uint64_t> lag_bytes;
+  std::vector<std::uint64_t> lag_us;
+  replication::Seq retired_through = 0;  // the last batch its log retired (0: none)
 };
 std::vector<std::byte> encode_status(const ReplicaStatus& status);
 std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes);

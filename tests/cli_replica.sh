@@ -130,7 +130,7 @@ done
 cp "$scratch/status" "$scratch/status.all"
 [ "$(grep -c ': primary, view' "$scratch/status")" = 1 ] || fail "status names no one primary: $(cat "$scratch/status")"
 [ "$(grep -c ': backup, view' "$scratch/status")" = 2 ] || fail "status names no two backups: $(cat "$scratch/status")"
-grep -Eq "^  backups: replica [0-9] holds through [0-9]+ \(lag [0-9]+\); replica [0-9] holds through [0-9]+ \(lag [0-9]+\)$" \
+grep -Eq "^  backups: replica [0-9] holds through [0-9]+ \(lag [0-9]+ batches, [0-9]+ bytes, [0-9]+\.[0-9]{3} s\); replica [0-9] holds through [0-9]+ \(lag [0-9]+ batches, [0-9]+ bytes, [0-9]+\.[0-9]{3} s\)$" \
   "$scratch/status" || fail "the primary does not say what its backups hold: $(cat "$scratch/status")"
 primary=$(sed -n 's/^replica \([0-9]\) .*: primary, view.*/\1/p' "$scratch/status")
 backup=$(( (primary + 1) % 3 ))

@@ -312,6 +312,9 @@ ReplicaStats ReplicaHost::replica_stats() const {
   stats.view_changes = node.view_changes;
   stats.leads = node.leads;
   for (auto holds : node.status.holds) stats.lag_batches.push_back(node.status.log_end - std::min(holds, node.status.log_end));
+  stats.lag_bytes = node.status.lag_bytes;
+  stats.lag_us = node.status.lag_us;
+  stats.retired_through = node.status.retired_through;
   stats.publish_latency_counts = node.publish_latency_counts;
   stats.publish_latency_sum_us = node.publish_latency_sum_us;
   if (applier_) stats.store_applied = applier_->stats().batches_done;
@@ -365,9 +368,12 @@ std::vector<ClusterReplica> ReplicaHost::ask_cluster(std::chrono::milliseconds t
       replica.log_end = status->log_end;
       replica.durable_end = status->durable_end;
       replica.suspect = status->suspect;
+      replica.retired_through = status->retired_through;
     }
     if (primary && id < primary->holds.size()) {
       replica.lag_batches = primary->log_end - std::min(primary->holds[id], primary->log_end);
+      if (id < primary->lag_bytes.size()) replica.lag_bytes = primary->lag_bytes[id];
+      if (id < primary->lag_us.size()) replica.lag_us = primary->lag_us[id];
     }
     replicas.push_back(std::move(replica));
   }

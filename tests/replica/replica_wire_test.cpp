@@ -103,7 +103,8 @@ TEST_SUITE("unit") {
     bytes[0] = std::byte{3};
     CHECK_FALSE(decode_append_reply(bytes).has_value());
 
-    ReplicaStatus status{2, Role::primary, 5, 5, 100, 104, 103, true, 40, 77, {90, 104, 103}};
+    ReplicaStatus status{2, Role::primary, 5, 5, 100, 104, 103, true, 40, 77, {90, 104, 103}, {5000, 0, 1},
+                         {1500000, 0, 20}, 33};
     auto decoded = decode_status(encode_status(status));
     REQUIRE(decoded.has_value());
     CHECK(decoded->holds == std::vector<replication::Seq>{90, 104, 103});
@@ -114,6 +115,9 @@ TEST_SUITE("unit") {
     CHECK(decoded->log_end == 104);
     CHECK(decoded->durable_end == 103);
     CHECK(decoded->suspect);
+    CHECK(decoded->lag_bytes == std::vector<std::uint64_t>{5000, 0, 1});
+    CHECK(decoded->lag_us == std::vector<std::uint64_t>{1500000, 0, 20});
+    CHECK(decoded->retired_through == 33);
     auto bad_role = encode_status(status);
     bad_role[4] = std::byte{9};
     CHECK_FALSE(decode_status(bad_role).has_value());
@@ -123,12 +127,14 @@ TEST_SUITE("unit") {
     for (std::size_t cut = 0; cut < whole.size(); ++cut) {
       CHECK_FALSE(decode_status(std::span(whole).first(cut)).has_value());
     }
+    // (The holdings' count comes before two more counts and the retired batch.)
+    constexpr std::size_t kHoldsCountFromEnd = 4 + 4 + 4 + 8;
     auto too_many = encode_status(ReplicaStatus{});
-    too_many[too_many.size() - 4] = std::byte{0xff};
-    too_many[too_many.size() - 3] = std::byte{0xff};
+    too_many[too_many.size() - kHoldsCountFromEnd] = std::byte{0xff};
+    too_many[too_many.size() - kHoldsCountFromEnd + 1] = std::byte{0xff};
     CHECK_FALSE(decode_status(too_many).has_value());
     auto claims_one = encode_status(ReplicaStatus{});
-    claims_one[claims_one.size() - 4] = std::byte{1};
+    claims_one[claims_one.size() - kHoldsCountFromEnd] = std::byte{1};
     CHECK_FALSE(decode_status(claims_one).has_value());
   }
 

@@ -122,6 +122,8 @@ TEST_SUITE("unit") {
     CHECK(primary_stats.primary == *first);
     CHECK(primary_stats.leads == 1);
     CHECK(primary_stats.lag_batches.size() == 3);
+    CHECK(primary_stats.lag_bytes.size() == 3);
+    CHECK(primary_stats.lag_us.size() == 3);
     CHECK(primary_stats.commit > 0);
     CHECK(primary_stats.store_applied > 0);  // the run store's records, or batches without any
     std::uint64_t published = 0;
@@ -134,6 +136,7 @@ TEST_SUITE("unit") {
     CHECK(backup_stats.primary == *first);
     CHECK(backup_stats.leads == 0);
     CHECK(backup_stats.lag_batches.empty());
+    CHECK(backup_stats.lag_bytes.empty());
     CHECK(engines[backup]->has_workflow("order"));
     // What a view's engine would refuse is refused on a backup too, rather
     // than when it leads (where it could not open).

@@ -261,6 +261,13 @@ struct ReplicaStats {
   // A primary's: each replica's batches behind its log's end, by id (its
   // own: what is not yet durable here). Empty on a replica not primary.
   std::vector<std::uint64_t> lag_batches;
+  // A primary's too, by id: the payload bytes each replica lacks of its log,
+  // and how long ago the oldest batch it lacks was proposed, µs (0: it lacks
+  // none; a batch proposed before this view's lead counts from the lead's
+  // first proposal, a lower bound).
+  std::vector<std::uint64_t> lag_bytes;
+  std::vector<std::uint64_t> lag_us;
+  std::uint64_t retired_through = 0;      // the last batch its log retired (0: none)
   // A primary's batches from proposal to publication (a quorum's durability),
   // as flush_latency_counts are kept.
   std::array<std::uint64_t, kFlushLatencyBoundsUs.size() + 1> publish_latency_counts{};
@@ -283,6 +290,9 @@ struct ClusterReplica {
   // (that primary's log end less what this one holds durably); absent when
   // none answered as primary.
   std::optional<std::uint64_t> lag_batches;
+  std::optional<std::uint64_t> lag_bytes;  // as lag_batches, in payload bytes
+  std::optional<std::uint64_t> lag_us;     // as lag_batches: the oldest batch it lacks, proposed this long ago
+  std::uint64_t retired_through = 0;       // the last batch its log retired (0: none)
 };
 
 struct EngineStats {
