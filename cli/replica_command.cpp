@@ -106,6 +106,14 @@ int run_replica_inspect(const ReplicaCommandOptions& options) {
                chain.entries.back().acked);
   }
   fmt::print("\n");
+  if (chain.retired_through() > 0) {
+    fmt::print("start: batches through {} retired; the log starts at segment {} (recorded in replica/start)\n",
+               chain.retired_through(), chain.start.segment);
+  }
+  if (!chain.retired_segments.empty()) {
+    fmt::print("below the start: {} segment(s) a retirement had not removed yet (recovery removes them)\n",
+               chain.retired_segments.size());
+  }
   if (chain.damaged) fmt::print("damage: {} (recovery marks the replica suspect and cuts the log there)\n", chain.damage);
   if (!chain.leftover_segments.empty() && !chain.damaged) {
     fmt::print("past the chain: {} segment(s) a crash left behind a roll or a cut (recovery removes them)\n",

@@ -8,18 +8,12 @@
 
 #include "engine/engine_core.hpp"
 #include "remote/forwarded_call.hpp"
+#include "tests/support/error_checks.hpp"
 
 namespace fusee::remote::forwarded {
 namespace {
 
-errc error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.error();
-  }
-  return errc{};
-}
+using testing::error_of;
 
 TEST_SUITE("unit") {
   TEST_CASE("forwarded calls: a run-list query and its page travel whole") {

@@ -20,6 +20,7 @@
 #include "replica/replica_store.hpp"
 #include "replica/replica_wire.hpp"
 #include "tests/replica/replicated_runs.hpp"
+#include "tests/support/error_checks.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -114,14 +115,7 @@ struct Cluster {
   }
 };
 
-errc error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.error();
-  }
-  return errc{};
-}
+using testing::error_of;
 
 // One frame to a replica's port, and the first frame back (nothing when the
 // replica closed the connection instead).

@@ -30,6 +30,7 @@
 #include "replica/primary_log.hpp"
 #include "replica/replica_store.hpp"
 #include "sdk/facade/engine_over_log.hpp"
+#include "tests/support/error_checks.hpp"
 #include "tests/support/fault_file_system.hpp"
 #include "wal/io/file_system.hpp"
 #include "tests/support/result_checks.hpp"
@@ -286,14 +287,7 @@ void until_waiting(Engine& engine, const std::string& run) {
   }
 }
 
-errc error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.error();
-  }
-  return errc{};
-}
+using testing::error_of;
 
 TEST_SUITE("unit") {
   TEST_CASE("engine over a primary's log: answered on publication; a step-down says unavailable; the next view "

@@ -15,6 +15,7 @@
 #include "replica/local_etcd.hpp"
 #include "replica/replica_store.hpp"
 #include "tests/replica/replicated_runs.hpp"
+#include "tests/support/error_checks.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -65,14 +66,7 @@ std::optional<std::uint32_t> primary_of(const std::vector<std::unique_ptr<Engine
   return testing::primary_of(engines, 20s);
 }
 
-errc error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.error();
-  }
-  return errc{};
-}
+using testing::error_of;
 
 TEST_SUITE("unit") {
   TEST_CASE("replicated mode: the primary's Engine runs the workflows, a backup's none; another "
