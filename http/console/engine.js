@@ -173,7 +173,8 @@ function clusterPart(cluster) {
   return [
     el("h2", {}, "Cluster"),
     el("table", { id: "cluster" },
-      el("thead", {}, el("tr", {}, ["Replica", "Address", "Role", "View", "Commit", "Log end", "Durable end", "Lag (batches)"]
+      el("thead", {}, el("tr", {}, ["Replica", "Address", "Role", "View", "Commit", "Log end", "Durable end", "Lag (batches)",
+        "Lag (bytes)", "Lag (time)"]
         .map((h) => el("th", {}, h)))),
       el("tbody", {}, cluster.replicas.map((replica) => el("tr", { "data-replica": replica.id, "data-role": replica.role ?? "" },
         el("td", {}, replica.self ? `${replica.id} (this one)` : String(replica.id)),
@@ -182,7 +183,10 @@ function clusterPart(cluster) {
           !replica.answered ? "no answer" : replica.suspect ? `${replica.role} (suspect)` : replica.role),
         cell(replica, replica.view), cell(replica, replica.commit), cell(replica, replica.log_end),
         cell(replica, replica.durable_end),
-        el("td", {}, replica.lag_batches === null ? "" : String(replica.lag_batches)))))),
+        el("td", {}, replica.lag_batches === null ? "" : String(replica.lag_batches)),
+        el("td", {}, replica.lag_bytes === null ? "" : bytes(replica.lag_bytes)),
+        // How long ago the oldest batch it lacks was proposed.
+        el("td", {}, replica.lag_us === null ? "" : `${(replica.lag_us / 1000).toFixed(1)} ms`))))),
   ];
 }
 
