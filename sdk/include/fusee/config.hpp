@@ -127,7 +127,8 @@ struct Config {
   std::chrono::milliseconds server_open_timeout{std::chrono::seconds(30)};
   // Replicated mode (docs/replication.md, "An application's replica"): this
   // replica's id, its index in `replicas`, every replica's "HOST:PORT" (3,
-  // 5, 7...: the replica listens on its own), etcd's client address, the
+  // 5, 7...: the replica listens on its own), etcd's members ("HOST:PORT"
+  // or "HOST:PORT,HOST:PORT,...": one down is passed over for the next), the
   // cluster's name (<dir> is made a replica of it by `fusee replica init`),
   // the protocol's clock and the primary's etcd lease, from which every
   // timeout is derived as `fusee replica run` derives them. `shards` must be
@@ -186,10 +187,12 @@ struct Config {
     return config;
   }
   // Replicated mode: <dir> is replica `replica_id` of `cluster`, whose
-  // replicas listen on `replicas`, coordinated through etcd at `etcd`. Only
-  // the primary runs workflows; on a backup, calls fail with
-  // errc::unavailable (try the primary) and, during a failover, everywhere
-  // until the new primary has recovered.
+  // replicas listen on `replicas`, coordinated through etcd's members
+  // `etcd` ("HOST:PORT,..."). Only the primary runs workflows; a backup
+  // sends each call on a run to the primary (docs/replication.md, "Calls on
+  // a backup"), and answers errc::unavailable naming the primary where it
+  // cannot; during a failover a call waits for the new primary up to its
+  // deadline, or fails with a retryable error.
   static Config replicated(std::string dir, std::string etcd, std::string cluster, std::uint32_t replica_id,
                            std::vector<std::string> replicas) {
     Config config;
