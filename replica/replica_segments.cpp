@@ -254,7 +254,13 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
   auto present = [&](std::uint64_t number) {
     return std::binary_search(chain.segments.begin(), chain.segments.end(), number);
   };
-  chain.start = FUSEE_TRY(read_log_start(fs, dir));
+  // A start record that does not parse says nothing of where the log
+  // starts: damage, as a lost start segment is (the replica is suspect,
+  // its log empty, until a primary's log repairs it).
+  auto recorded = read_log_start(fs, dir);
+  if (!recorded && recorded.error() != make_error_code(wal::errc::corrupt)) return recorded.error();
+  const bool start_unreadable = !recorded;
+  chain.start = recorded ? *recorded : LogStart{};
   const LogStart& start = chain.start;
   std::uint64_t end_segment = start.segment;  // the segment the chain ends in
   auto damaged = [&](std::string what) {
@@ -264,7 +270,9 @@ Result<ReadChain> read_chain(io::FileSystem& fs, const std::string& dir, const s
   };
 
   const std::string start_path = segment_path(dir, start.segment);
-  if (!present(start.segment)) {
+  if (start_unreadable) {
+    damaged(fmt::format("{} does not parse: where the log starts is lost", log_start_path(dir)));
+  } else if (!present(start.segment)) {
     damaged(fmt::format("{} is missing{}", start_path, start.segment == 1 ? "" : " (the log's start)"));
   } else {
     auto first = FUSEE_TRY(io::read_file(fs, start_path));

@@ -266,21 +266,19 @@ Result<void> ReplicaStore::restart_after(const replication::LogAnchor& anchor) {
   if (anchor.segment < 1 || anchor.seq < 1) return make_error_code(StoreErrc::malformed_batch);
   const std::uint64_t capacity = points_.front().capacity;
   const LogStart start{anchor.segment, anchor.seq + 1, anchor.crc, anchor.view};
+  const wal::SegmentHeader header{anchor.segment, segment_salt(cluster_, anchor.segment), anchor.seq + 1, capacity,
+                                  anchor.crc, true};
   FUSEE_TRY_VOID(write_log_start(fs_, dir_, start));
-  {
-    std::lock_guard lock(mu_);
-    points_.clear();
-    reading_.clear();
-    start_ = start;
-  }
   files_.clear();
   unsynced_.clear();
   FUSEE_TRY_VOID(remove_segments(fs_, dir_, 0));
-  const wal::SegmentHeader header{anchor.segment, segment_salt(cluster_, anchor.segment), anchor.seq + 1, capacity,
-                                  anchor.crc, true};
   FUSEE_TRY(create_replica_segment(fs_, dir_, header));
+  // One swap: a reader meanwhile finds the old chain, whose files may be
+  // gone (an error, never a chain without points).
   std::lock_guard lock(mu_);
-  points_.push_back(point_before(header));
+  points_.assign(1, point_before(header));
+  reading_.clear();
+  start_ = start;
   return ok();
 }
 
@@ -293,7 +291,9 @@ Result<replication::Entry> ReplicaStore::read(replication::Seq seq) {
     // The core reads only a durable batch no write in flight cuts, so the
     // place found here holds it while the read below runs unlocked.
     std::lock_guard lock(mu_);
-    FUSEE_ASSERT(seq >= 1 && seq <= end(), "a read within the log");
+    // A reader that lost a race with a cut or a restart (a stepped-down
+    // primary's engine reading its log) is told so, never stopped.
+    if (seq < 1 || seq > end()) return make_error_code(StoreErrc::unreadable_batch);
     if (seq <= retired_through()) return make_error_code(StoreErrc::retired_batch);
     point = points_[seq - 1 - retired_through()];
     after = points_[seq - retired_through()];

@@ -215,7 +215,8 @@ void ReplicaCore::after_durable(Output& out) {
 }
 
 SealReply ReplicaCore::seal_answer() const {
-  return SealReply{log_.end(), log_.view_at(log_.end()), acked_seen_, suspect_};
+  // (What it retired was published: it counts as seen published.)
+  return SealReply{log_.end(), log_.view_at(log_.end()), std::max(acked_seen_, log_.retired_through()), suspect_};
 }
 
 // --- Roles -----------------------------------------------------------------
@@ -562,16 +563,27 @@ void ReplicaCore::on_fetch_reply(const Message& message, const FetchReply& reply
     return;
   }
   if (!reply.match) {
-    if (fetch_after_ == 0) return;
-    fetch_after_ = std::min(reply.hint, fetch_after_ - 1);
+    // Never below its own start: a batch it retired is published, so the
+    // best log holds it too (a lower hint answers an earlier request, or a
+    // duplicate of one).
+    if (fetch_after_ <= log_.retired_through()) return;
+    fetch_after_ = std::max(log_.retired_through(), std::min(reply.hint, fetch_after_ - 1));
     fetch_from_best(out);
     return;
   }
   if (reply.anchor) {
     // Its log starts after what the best one retired: published batches.
     if (reply.entries.empty() || reply.entries.front().seq != reply.anchor->seq + 1 ||
-        reply.anchor->seq <= fetch_after_ || reply.anchor->seq >= best_end_) {
+        reply.anchor->seq <= fetch_after_ || reply.anchor->seq >= best_end_ || reply.anchor->segment < 1) {
       return;  // an answer to an earlier request, or none to take
+    }
+    if (log_.holds(reply.anchor->seq) && log_.at(reply.anchor->seq).view == reply.anchor->view) {
+      // It holds that published batch: its log goes on from there, its own
+      // batches before it kept (never a restart that forgets batches it may
+      // have acknowledged).
+      fetch_after_ = reply.anchor->seq;
+      fetch_from_best(out);
+      return;
     }
     fetch_after_ = reply.entries.back().seq;
     write(reply.anchor->seq, reply.entries, out, false, *reply.anchor);
@@ -619,6 +631,7 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   // replica will ever send it. Its repair still waits for the whole of the
   // primary's log from there.
   if (suspect_ && request.anchor && request.anchor->seq == request.prev_seq &&
+      request.anchor->view == request.prev_view && request.anchor->segment >= 1 &&
       request.prev_seq > log_.retired_through() &&
       (request.prev_seq > end || log_.at(request.prev_seq).view != request.prev_view)) {
     write(request.prev_seq, {}, out, false, *request.anchor);

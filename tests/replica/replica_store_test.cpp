@@ -681,14 +681,21 @@ TEST_SUITE("unit") {
       CHECK(recover(*fs->crash_image(CrashOutcome::drop_all())).log.suspect);
       CHECK(chain_of(*fs).retired_through() == 0);
     }
-    // A start record that does not parse is refused, not guessed at.
+    // A start record that does not parse (a bit flipped) is damage, not
+    // guessed at: the replica is suspect, its log empty.
     auto fs = with_log(entries_through(3, 1));
-    auto file = value_or_fail(fs->open(log_start_path(kDir), {.write = true, .create = true}));
-    const std::string text = "segment two\n";
-    ok_or_fail(wal::write_fully(*file, 0, std::as_bytes(std::span(text)), io::WriteFlags::none));
-    CHECK(read_chain(*fs, kDir, "c").error() == make_error_code(wal::errc::corrupt));
-    StoreRecovery recovered;
-    CHECK_FALSE(ReplicaStore::open(*fs, kDir, "c", recovered).has_value());
+    {
+      auto file = value_or_fail(fs->open(log_start_path(kDir), {.write = true, .create = true}));
+      const std::string text = "segment two\n";
+      ok_or_fail(wal::write_fully(*file, 0, std::as_bytes(std::span(text)), io::WriteFlags::none));
+    }
+    const ReadChain unparsed = chain_of(*fs);
+    CHECK(unparsed.damaged);
+    CHECK(unparsed.damage.find("does not parse") != std::string::npos);
+    const StoreRecovery recovered = recover(*fs);
+    CHECK(recovered.log.suspect);
+    CHECK(recovered.log.entries.empty());
+    CHECK_FALSE(value_or_fail(fs->exists(log_start_path(kDir))));
   }
 
   TEST_CASE("replica store: a lost directory is wiped, not an empty log; a rebuilt one starts suspect") {

@@ -85,13 +85,14 @@ std::optional<CoordinatorCall> campaign_after_probes(ReplicaCore& core, int tick
   return campaign;
 }
 
-// A candidate of view 1 (replica 0, empty log) that has sent its seals.
-std::unique_ptr<ReplicaCore> candidate(Output& out) {
+// A candidate of view 1 (replica 0, empty log unless given) that has sent
+// its seals.
+std::unique_ptr<ReplicaCore> candidate(Output& out, RecoveredLog recovered = {}) {
   ReplicaOptions options;
   options.self = 0;
   options.replica_count = 3;
   Output boot;
-  auto core = std::make_unique<ReplicaCore>(options, RecoveredLog{}, boot);
+  auto core = std::make_unique<ReplicaCore>(options, std::move(recovered), boot);
   core->coordinator_answer({call_of(boot, CoordinatorOp::read)->id, true, true, Register{}}, out);
   const auto campaign = campaign_after_probes(*core, 1000);
   REQUIRE(campaign);
@@ -438,6 +439,74 @@ TEST_SUITE("unit") {
     other->receive({1, 0, 1, SealReply{1, 1, 3, false}}, second);
     CHECK(sent<FetchRequest>(second).empty());  // best ends at 1, acked says 3: wait
     CHECK_FALSE(call_of(second, CoordinatorOp::publish_start));
+  }
+
+  TEST_CASE("replica core: a candidate's fetch never goes below its own start; an anchor it already holds is no restart") {
+    // Its log retired through batch 5 (view 1) and holds 6 to 8.
+    const auto retired_log = [] {
+      RecoveredLog log;
+      for (Seq seq = 6; seq <= 8; ++seq) log.entries.push_back(entry(seq, 1));
+      log.retired_through = 5;
+      log.retired_view = 1;
+      return log;
+    };
+    const auto choose_r2 = [](ReplicaCore& core) {
+      Output chosen;
+      core.receive({2, 0, 1, SealReply{12, 1, 0, false}}, chosen);  // longer, the same last view: the best
+      const auto fetch = sent<FetchRequest>(chosen);
+      REQUIRE(fetch.size() == 1);
+      CHECK(fetch[0].second.after_seq == 8);
+    };
+    Output out;
+    auto core = candidate(out, retired_log());
+    choose_r2(*core);
+    // A "no match" far below its start (an answer to another request, or a
+    // duplicate): it asks again from its start, which the best holds too.
+    Output low;
+    core->receive({2, 0, 1, FetchReply{false, 2, {}}}, low);
+    auto again = sent<FetchRequest>(low);
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].second.after_seq == 5);
+    CHECK(again[0].second.after_view == 1);
+    Output lower;
+    core->receive({2, 0, 1, FetchReply{false, 1, {}}}, lower);
+    CHECK(sent<FetchRequest>(lower).empty());  // at its start already: it waits out the candidacy
+    CHECK(core->log().retired_through() == 5);
+
+    // Told its log differs from the best's after 8, it asks from 5; the best,
+    // which retired through 6, answers from its start -- batch 6 of view 1,
+    // which this candidate holds: it goes on from there, keeping its log.
+    const auto differ = [](ReplicaCore& core) {
+      Output told;
+      core.receive({2, 0, 1, FetchReply{false, 5, {}}}, told);
+      REQUIRE(sent<FetchRequest>(told).size() == 1);
+      CHECK(sent<FetchRequest>(told)[0].second.after_seq == 5);
+    };
+    Output out2;
+    auto holder = candidate(out2, retired_log());
+    choose_r2(*holder);
+    differ(*holder);
+    Output anchored;
+    holder->receive({2, 0, 1, FetchReply{true, 0, {entry(7, 1)}, LogAnchor{6, 1, 3, 77}}}, anchored);
+    CHECK(anchored.writes.empty());
+    const auto from_anchor = sent<FetchRequest>(anchored);
+    REQUIRE(from_anchor.size() == 1);
+    CHECK(from_anchor[0].second.after_seq == 6);
+    CHECK(holder->log().retired_through() == 5);
+
+    // An anchor at a batch it holds of another view: its log from there was
+    // never published, and it starts its log at the anchor.
+    Output out3;
+    auto diverged = candidate(out3, retired_log());
+    choose_r2(*diverged);
+    differ(*diverged);
+    Output restarted;
+    diverged->receive({2, 0, 1, FetchReply{true, 0, {entry(7, 2)}, LogAnchor{6, 2, 3, 77}}}, restarted);
+    REQUIRE(restarted.writes.size() == 1);
+    REQUIRE(restarted.writes[0].restart.has_value());
+    CHECK(restarted.writes[0].restart->seq == 6);
+    CHECK(diverged->log().retired_through() == 6);
+    CHECK(diverged->log().end() == 7);
   }
 }
 
