@@ -17,9 +17,11 @@ ReplicaStatus status_of(const replication::ReplicaCore& core, ReplicaId self, st
   if (core.role() == Role::primary) {
     const auto& log = core.log();
     for (ReplicaId r = 0; r < replicas; ++r) {
-      const Seq holds = std::clamp(r == self ? core.durable_end() : core.match_of(r), log.retired_through(), log.end());
-      status.holds.push_back(r == self ? core.durable_end() : core.match_of(r));
-      status.lag_bytes.push_back(log.bytes_through(log.end()) - log.bytes_through(holds));
+      const Seq holds = r == self ? core.durable_end() : core.match_of(r);
+      status.holds.push_back(holds);
+      // (A replica behind the start lacks bytes no longer counted.)
+      status.lag_bytes.push_back(log.bytes_through(log.end()) -
+                                 log.bytes_through(std::clamp(holds, log.retired_through(), log.end())));
     }
   }
   return status;

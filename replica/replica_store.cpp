@@ -138,7 +138,7 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::open(io::FileSystem& fs, con
     for (const std::uint64_t number : chain.retired_segments) FUSEE_TRY_VOID(fs.remove(segment_path(dir, number)));
     if (!chain.retired_segments.empty()) FUSEE_TRY_VOID(fs.sync_dir(wal_dir_of(dir)));
     store->points_ = std::move(chain.points);
-    store->start_ = chain.start;
+    store->start_view_ = chain.start.prev_view;
     recovered.log.retired_through = chain.retired_through();
     recovered.log.retired_view = chain.start.prev_view;
     // What the core is handed must be durable: it may acknowledge it at
@@ -259,7 +259,8 @@ Result<void> ReplicaStore::apply(const replication::DiskWrite& write) {
 
 replica::LogStart ReplicaStore::start() const {
   std::lock_guard lock(mu_);
-  return start_;
+  const ChainPoint& first = points_.front();
+  return {first.segment, first.seq + 1, first.crc, start_view_};
 }
 
 Result<void> ReplicaStore::restart_after(const replication::LogAnchor& anchor) {
@@ -278,7 +279,7 @@ Result<void> ReplicaStore::restart_after(const replication::LogAnchor& anchor) {
   std::lock_guard lock(mu_);
   points_.assign(1, point_before(header));
   reading_.clear();
-  start_ = start;
+  start_view_ = start.prev_view;
   return ok();
 }
 
@@ -347,7 +348,7 @@ Result<replication::Seq> ReplicaStore::retire(replication::Seq below) {
   FUSEE_TRY_VOID(write_log_start(fs_, dir_, start));
   {
     std::lock_guard lock(mu_);
-    start_ = start;
+    start_view_ = view;
     points_.erase(points_.begin(), points_.begin() + static_cast<std::ptrdiff_t>(first));
     reading_.erase(reading_.begin(), reading_.lower_bound(segment));
   }

@@ -132,7 +132,9 @@ class ReplicaStore {
   // its batch (its file read runs outside it, so a slow read never holds up
   // a write); the writing thread reads points_ without it.
   mutable std::mutex mu_;
-  LogStart start_;  // under mu_
+  // The view of the batch before the log's start (the rest of the start is
+  // points_.front()'s); under mu_.
+  replication::View start_view_ = 0;
   // points_[k]: the chain after batch retired_through() + k (points_[0]:
   // the log's start)
   std::vector<ChainPoint> points_;

@@ -482,12 +482,18 @@ TEST_SUITE("unit") {
       REQUIRE(sent<FetchRequest>(told).size() == 1);
       CHECK(sent<FetchRequest>(told)[0].second.after_seq == 5);
     };
+    // A candidate told its log differs after 8, answered from the best's start.
+    const auto answered_from_start = [&](Output& out, std::unique_ptr<ReplicaCore>& core, LogAnchor anchor) {
+      core = candidate(out, retired_log());
+      choose_r2(*core);
+      differ(*core);
+      Output answered;
+      core->receive({2, 0, 1, FetchReply{true, 0, {entry(7, anchor.view)}, anchor}}, answered);
+      return answered;
+    };
     Output out2;
-    auto holder = candidate(out2, retired_log());
-    choose_r2(*holder);
-    differ(*holder);
-    Output anchored;
-    holder->receive({2, 0, 1, FetchReply{true, 0, {entry(7, 1)}, LogAnchor{6, 1, 3, 77}}}, anchored);
+    std::unique_ptr<ReplicaCore> holder;
+    const Output anchored = answered_from_start(out2, holder, LogAnchor{6, 1, 3, 77});
     CHECK(anchored.writes.empty());
     const auto from_anchor = sent<FetchRequest>(anchored);
     REQUIRE(from_anchor.size() == 1);
@@ -497,11 +503,8 @@ TEST_SUITE("unit") {
     // An anchor at a batch it holds of another view: its log from there was
     // never published, and it starts its log at the anchor.
     Output out3;
-    auto diverged = candidate(out3, retired_log());
-    choose_r2(*diverged);
-    differ(*diverged);
-    Output restarted;
-    diverged->receive({2, 0, 1, FetchReply{true, 0, {entry(7, 2)}, LogAnchor{6, 2, 3, 77}}}, restarted);
+    std::unique_ptr<ReplicaCore> diverged;
+    const Output restarted = answered_from_start(out3, diverged, LogAnchor{6, 2, 3, 77});
     REQUIRE(restarted.writes.size() == 1);
     REQUIRE(restarted.writes[0].restart.has_value());
     CHECK(restarted.writes[0].restart->seq == 6);
