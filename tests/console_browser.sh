@@ -38,7 +38,7 @@ wait_for() {  # FILE PATTERN
 }
 wait_status() {  # API RUN STATUS
   for _ in $(seq 300); do
-    curl -s "$1/v1/runs/$2" | grep -q "\"status\":\"$3\"" && return
+    curl -s "$1/v1/runs/$2" | grep "\"status\":\"$3\"" >/dev/null && return
     sleep 0.02
   done
   fail "run $2 is not $3: $(curl -s "$1/v1/runs/$2")"
@@ -88,7 +88,7 @@ curl -H "Content-Type: application/json" -s "${auth[@]}" -X POST "$front/v1/runs
 curl -H "Content-Type: application/json" -s "${auth[@]}" -X POST "$front/v1/runs/order-s1/signals/approval" -d '{"value":0}' >/dev/null
 curl -H "Content-Type: application/json" -s "${auth[@]}" -X POST "$front/v1/runs" -d '{"workflow":"order","id":"order-s2","input":2}' >/dev/null
 for _ in $(seq 300); do
-  curl -s "${auth[@]}" "$front/v1/runs/order-s1" | grep -q '"status":"completed"' && break
+  curl -s "${auth[@]}" "$front/v1/runs/order-s1" | grep '"status":"completed"' >/dev/null && break
   sleep 0.02
 done
 FUSEE_TOKEN=$token timeout 120 node "$top/tests/console/e2e.mjs" "$front" "$shots" server

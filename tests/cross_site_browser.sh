@@ -230,7 +230,7 @@ code=$(json_post "$api/v1/runs" '{"workflow":"order","id":"order-1","input":3}')
 # The run must be at its wait before the page, so that its journal now is
 # what it must still be after.
 for _ in $(seq 300); do
-  curl -s "$api/v1/runs/order-1/journal" | grep -q '"kind":"wait_started"' && break
+  curl -s "$api/v1/runs/order-1/journal" | grep '"kind":"wait_started"' >/dev/null && break
   sleep 0.02
 done
 kinds() { curl -s "$api/v1/runs/order-1/journal" | grep -o '"kind":"[a-z_]*"' | tr '\n' ' '; }
@@ -264,10 +264,10 @@ code=$(json_post "$api/v1/runs" '{"workflow":"order","id":"control-1","input":1}
 code=$(json_post "$api/v1/runs/control-1/signals/approval" '{"value":1}' -H "Origin: $api" -H "Sec-Fetch-Site: same-origin")
 [[ $code == 2?? ]] || fail "the console-like signal of control-1 got $code: $(cat "$scratch/answer")"
 for _ in $(seq 300); do
-  curl -s "$api/v1/runs/control-1" | grep -q '"status":"completed"' && break
+  curl -s "$api/v1/runs/control-1" | grep '"status":"completed"' >/dev/null && break
   sleep 0.02
 done
-curl -s "$api/v1/runs/control-1" | grep -q '"status":"completed"' ||
+curl -s "$api/v1/runs/control-1" | grep '"status":"completed"' >/dev/null ||
   fail "control-1 did not complete: $(curl -s "$api/v1/runs/control-1")"
 # DNS rebinding: a page of evil.example whose name now points at 127.0.0.1
 # sends Host: evil.example (and is same-origin to itself); refused for the

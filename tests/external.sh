@@ -24,7 +24,7 @@ stage_install "$build" "$scratch/stage"
 for needed in "$prefix/bin/fusee" "$libdir/libfusee.a" "$libdir/libfusee.so" "$libdir/cmake/Fusee/FuseeConfig.cmake"; do
   [ -e "$needed" ] || { echo "external: the install lacks ${needed#"$scratch/stage"}" >&2; exit 1; }
 done
-"$prefix/bin/fusee" --version | grep -qx "fusee $(pkg-config --modversion fusee)"
+"$prefix/bin/fusee" --version | grep -x "fusee $(pkg-config --modversion fusee)" >/dev/null
 
 # The installed headers, each alone, from the prefix: -MM lists what they
 # include; every Fusee header among it must be the prefix's.
@@ -33,7 +33,7 @@ for compiler in g++ clang++; do
     printf '#include <fusee/%s>\n' "$(basename "$header")" >"$scratch/header.cpp"
     $compiler -std=c++20 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$prefix/include" "$scratch/header.cpp"
     deps=$($compiler -std=c++20 -MM -I"$prefix/include" "$scratch/header.cpp" | tr ' \\' '\n\n' | grep '/fusee/' || true)
-    if grep -v "^$prefix/include/fusee/" <<<"$deps" | grep -q .; then
+    if grep -v "^$prefix/include/fusee/" <<<"$deps" | grep . >/dev/null; then
       echo "external: $(basename "$header") includes a Fusee header from outside the install:" >&2
       grep -v "^$prefix/include/fusee/" <<<"$deps" >&2
       exit 1

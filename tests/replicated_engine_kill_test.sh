@@ -80,7 +80,7 @@ primary() {
   for _ in $(seq 300); do
     for id in 0 1 2; do
       if curl -s -m 2 "http://127.0.0.1:${http[$id]}/metrics" 2>/dev/null |
-        grep -q '^fusee_replica_role{role="primary"} 1'; then
+        grep '^fusee_replica_role{role="primary"} 1' >/dev/null; then
         echo "$id"
         return 0
       fi

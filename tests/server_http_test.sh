@@ -40,7 +40,7 @@ api=$(sed -n 's/.*HTTP on //p' "$scratch/server.out")
 # No worker yet: 503, and it says so.
 code=$(curl -s -o "$scratch/body" -w '%{http_code}' "$api/v1/runs/order-1")
 [ "$code" = 503 ] && grep -q no_worker "$scratch/body" || fail "no worker: $code $(cat "$scratch/body")"
-curl -s "$api/healthz" | grep -q '"status":"ok"' || fail "healthz"
+curl -s "$api/healthz" | grep '"status":"ok"' >/dev/null || fail "healthz"
 # Host: loopback's names and the one it was given; any other is 421.
 port=${api##*:}
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: api.example:$port" "$api/healthz")" = 200 ] ||
@@ -48,7 +48,7 @@ port=${api##*:}
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: evil.example:$port" "$api/healthz")" = 421 ] ||
   fail "Host: evil.example is answered"
 # The console's files come from the server itself, worker or not.
-curl -s "$api/ui/" | grep -q '<script type="module" src="/ui/console.js">' || fail "no console at $api/ui/"
+curl -s "$api/ui/" | grep '<script type="module" src="/ui/console.js">' >/dev/null || fail "no console at $api/ui/"
 [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$api/")" = "302 http://$api/ui/" ] || fail "/ does not lead to /ui/"
 
 start_worker() {
@@ -64,13 +64,13 @@ start_worker() {
   fail "the server never reached worker $1"
 }
 start_worker 1
-curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-1","input":2}' | grep -q '"outcome":"started"' ||
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-1","input":2}' | grep '"outcome":"started"' >/dev/null ||
   fail "start through the server"
 curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs" -d '{"workflow":"order","id":"order-2","input":4}' >/dev/null
-curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/order-1/signals/approval" -d '{"value":5,"signal_id":"a1"}' | grep -q accepted ||
+curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/order-1/signals/approval" -d '{"value":5,"signal_id":"a1"}' | grep accepted >/dev/null ||
   fail "signal through the server"
 result=$(curl -s "$api/v1/runs/order-1")
-echo "$result" | grep -q '"result":55' || fail "order-1: $result"
+echo "$result" | grep '"result":55' >/dev/null || fail "order-1: $result"
 stream=$(curl -s "$api/v1/runs/order-1/streams/progress")
 [ "$stream" = $'{"offset":0,"value":50}\n{"offset":1,"value":55}' ] || fail "stream: $stream"
 # The console's engine page: the server's shards and holders (its own), the
@@ -83,20 +83,20 @@ assert [h["shard"] for h in server["holders"]] == [0, 1], server
 assert all(h["worker"] and h["http"] for h in server["holders"]), server
 assert server["records_written"] > 0 and sum(server["flush_latency"]["counts"]) > 0, server
 ' || fail "GET /v1/server: $(curl -s "$api/v1/server")"
-curl -s "$api/v1/stats" | grep -q '"shards_held":2' || fail "GET /v1/stats through the server: $(curl -s "$api/v1/stats")"
+curl -s "$api/v1/stats" | grep '"shards_held":2' >/dev/null || fail "GET /v1/stats through the server: $(curl -s "$api/v1/stats")"
 [ "$(curl -H "Content-Type: application/json" -s -o /dev/null -w '%{http_code}' -X POST "$api/v1/server")" = 405 ] || fail "POST /v1/server is not 405"
 # The front is no replica: its cluster is empty, as a local engine's.
 [ "$(curl -s "$api/v1/cluster")" = '{"replicated":false,"replicas":[]}' ] || fail "GET /v1/cluster: $(curl -s "$api/v1/cluster")"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$api/v1/cluster")" = 405 ] || fail "DELETE /v1/cluster is not 405"
 metrics=$(curl -s "$api/metrics")
-echo "$metrics" | grep -q 'fusee_shards_leased 2' || fail "metrics: $metrics"
+echo "$metrics" | grep 'fusee_shards_leased 2' >/dev/null || fail "metrics: $metrics"
 for name in fusee_records_per_flush fusee_checkpoints_total fusee_segments_retired_total fusee_wal_segments \
   fusee_run_store_bytes; do
-  echo "$metrics" | grep -q "^$name " || fail "no $name in the server's metrics"
+  echo "$metrics" | grep "^$name " >/dev/null || fail "no $name in the server's metrics"
 done
 appends=$(echo "$metrics" | sed -n 's/^fusee_append_duration_seconds_count //p')
 [ "${appends:-0}" -gt 0 ] || fail "no append latencies: $metrics"
-echo "$metrics" | grep -q '^fusee_flush_duration_seconds_bucket{le="+Inf"} [1-9]' || fail "no flush latencies: $metrics"
+echo "$metrics" | grep '^fusee_flush_duration_seconds_bucket{le="+Inf"} [1-9]' >/dev/null || fail "no flush latencies: $metrics"
 # Prometheus's own linter takes the server's exposition as it is.
 echo "$metrics" | promtool check metrics || fail "promtool check metrics refuses the server's /metrics"
 
@@ -104,7 +104,7 @@ echo "$metrics" | promtool check metrics || fail "promtool check metrics refuses
 # read through a query, is completed after the takeover below.
 answer=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/updates/add_tip" \
   -d '{"arg":5,"update_id":"tip-1","start":{"workflow":"payment","input":100}}')
-echo "$answer" | grep -q '"result":105' || fail "update-with-start through the server: $answer"
+echo "$answer" | grep '"result":105' >/dev/null || fail "update-with-start through the server: $answer"
 token=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/queries/token" | sed 's/.*"answer":"\([^"]*\)".*/\1/')
 [[ "$token" == awk1.* ]] || fail "no awakeable token through the server: $token"
 
@@ -112,18 +112,18 @@ token=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/
 kill -9 "$worker"; wait "$worker" 2>/dev/null || true
 start_worker 2
 answer=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/pay-1/updates/add_tip" -d '{"arg":9,"update_id":"tip-1"}')
-echo "$answer" | grep -q '"result":105' || fail "the same update id after the takeover: $answer"
+echo "$answer" | grep '"result":105' >/dev/null || fail "the same update id after the takeover: $answer"
 answer=$(curl -H "Content-Type: application/json" -s -X POST "$api/v1/awakeables/$token/complete" -d '{"value":105}')
-echo "$answer" | grep -q '"status":"completed"' || fail "completing the awakeable through the server: $answer"
-curl -s "$api/v1/runs/pay-1" | grep -q '"result":105' || fail "pay-1 after its awakeable: $(curl -s "$api/v1/runs/pay-1")"
+echo "$answer" | grep '"status":"completed"' >/dev/null || fail "completing the awakeable through the server: $answer"
+curl -s "$api/v1/runs/pay-1" | grep '"result":105' >/dev/null || fail "pay-1 after its awakeable: $(curl -s "$api/v1/runs/pay-1")"
 code=$(curl -H "Content-Type: application/json" -s -o "$scratch/body" -w '%{http_code}' -X POST "$api/v1/awakeables/nonsense/complete" -d '{}')
 [ "$code" = 400 ] || fail "a malformed token through the server: $code $(cat "$scratch/body")"
 curl -H "Content-Type: application/json" -s -X POST "$api/v1/runs/order-2/signals/approval" -d '{"value":1,"signal_id":"a2"}' >/dev/null
 result=$(curl -s "$api/v1/runs/order-2")
-echo "$result" | grep -q '"result":101' || fail "order-2 after the takeover: $result"
-curl -s "$api/v1/runs/order-1" | grep -q '"result":55' || fail "order-1 after the takeover"
+echo "$result" | grep '"result":101' >/dev/null || fail "order-2 after the takeover: $result"
+curl -s "$api/v1/runs/order-1" | grep '"result":55' >/dev/null || fail "order-1 after the takeover"
 events=$(curl -s -N -H 'Accept: text/event-stream' -H 'Last-Event-ID: 0' "$api/v1/runs/order-2/streams/progress")
-echo "$events" | grep -q 'data: 101' || fail "SSE through the server: $events"
+echo "$events" | grep 'data: 101' >/dev/null || fail "SSE through the server: $events"
 
 # A stream that stays open (order-3 waits for its approval) does not hold
 # up the server's clean stop.
@@ -158,7 +158,7 @@ split_worker() {  # N: starts worker N with at most 2 shards; its API in split_w
 }
 leased() {  # N: waits until the server has N shards leased
   for _ in $(seq 500); do
-    curl -s "$split_api/metrics" | grep -q "^fusee_shards_leased $1\$" && return
+    curl -s "$split_api/metrics" | grep "^fusee_shards_leased $1\$" >/dev/null && return
     sleep 0.02
   done
   fail "the split server never had $1 shards leased: $(curl -s "$split_api/metrics" | grep leased)"
@@ -169,12 +169,12 @@ leased 4
 split_worker 3; standby_pid=$split_pid
 for n in 1 2 3 4 5 6 7 8; do
   curl -H "Content-Type: application/json" -s -X POST "$split_api/v1/runs" -d "{\"workflow\":\"order\",\"id\":\"split-$n\",\"input\":$n}" |
-    grep -q '"outcome":"started"' || fail "split-$n: start through the server"
+    grep '"outcome":"started"' >/dev/null || fail "split-$n: start through the server"
 done
 # Every run answered by each worker's own API, half of them forwarded.
 for n in 1 2 3 4 5 6 7 8; do
   for api_of in "$first_api" "$second_api"; do
-    curl -s "$api_of/v1/runs/split-$n" | grep -q '"status":"running"' || fail "split-$n through $api_of"
+    curl -s "$api_of/v1/runs/split-$n" | grep '"status":"running"' >/dev/null || fail "split-$n through $api_of"
   done
 done
 count=$(curl -s "$first_api/v1/runs?status=running" | grep -o '"id":"split-' | wc -l)
@@ -183,11 +183,11 @@ kill -9 "$first_pid"; wait "$first_pid" 2>/dev/null || true
 leased 4  # the standby took the first worker's half
 for n in 1 2 3 4 5 6 7 8; do
   curl -H "Content-Type: application/json" -s -X POST "$second_api/v1/runs/split-$n/signals/approval" -d "{\"value\":1000,\"signal_id\":\"s$n\"}" |
-    grep -q accepted || fail "split-$n: signal through the second worker after the kill"
+    grep accepted >/dev/null || fail "split-$n: signal through the second worker after the kill"
 done
 for n in 1 2 3 4 5 6 7 8; do
   want=$((n * 25 + 1000))
-  curl -s "$split_api/v1/runs/split-$n" | grep -q "\"result\":$want" || fail "split-$n: no result $want"
+  curl -s "$split_api/v1/runs/split-$n" | grep "\"result\":$want" >/dev/null || fail "split-$n: no result $want"
   stream=$(curl -s "$second_api/v1/runs/split-$n/streams/progress")
   [ "$stream" = $'{"offset":0,"value":'$((n * 25))$'}\n{"offset":1,"value":'$want'}' ] ||
     fail "split-$n: stream through the second worker: $stream"

@@ -6,6 +6,12 @@
 #     FileSystem seam, so the fault-injecting tests could not see its writes.
 #  2. Public headers (sdk/include/fusee/) name no RocksDB or liburing type, so
 #     SDK users need neither installed.
+#  3. No shell script pipes into `grep -q`. Under `set -o pipefail` grep -q
+#     exits at its first match, the writer then dies of SIGPIPE, and the
+#     pipeline fails although the line was there: a test that fails when the
+#     output is longer than one pipe write (a server's /metrics, say). Use
+#     `grep -q PATTERN <<<"$text"`, or `| grep PATTERN >/dev/null`, which
+#     reads to the end.
 # Usage: tidy.sh [source-root]. Exits 1 naming every offending line.
 set -euo pipefail
 
@@ -52,6 +58,25 @@ if [[ -d sdk/include/fusee ]]; then
     fi
   done < <(find sdk/include/fusee -type f | sort)
 fi
+
+shell_scripts() {
+  { find tests scripts .ci demo -type f -name '*.sh' 2>/dev/null; grep -rlE '^#!/usr/bin/env bash|^#!/bin/(ba)?sh' scripts .ci 2>/dev/null; } | sort -u
+}
+while IFS= read -r file; do
+  # A pipe into grep -q, on the line or as the continuation of one ending in |.
+  if hits=$(grep -nE '\|[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q|^[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q[^<]*$' "$file" |
+    while IFS= read -r hit; do
+      line=${hit%%:*}
+      if [[ $hit =~ \|[[:space:]]*grep ]] || sed -n "$((line - 1))p" "$file" | grep -E '\|[[:space:]]*$' >/dev/null; then
+        echo "$hit"
+      fi
+    done) && [[ -n $hits ]]; then
+    while IFS= read -r hit; do
+      echo "$file:$hit: a pipe into grep -q fails under pipefail when the writer gets SIGPIPE; use <<< or grep >/dev/null" >&2
+    done <<<"$hits"
+    failed=1
+  fi
+done < <(shell_scripts)
 
 if [[ $failed -ne 0 ]]; then
   echo "tidy: FAILED (see STYLE.md, Layout)" >&2
