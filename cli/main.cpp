@@ -186,6 +186,21 @@ int main(int argc, char** argv) {
   replica_init->add_option("--cluster", replica.cluster, "The cluster's name (its key in etcd)")->capture_default_str();
   replica_init->add_flag("--rebuild", replica.rebuild,
                          "Remake a replica whose directory was lost: it counts again once it holds a primary's log");
+  replica_init->add_option("--segment-bytes", replica.segment_bytes,
+                           "The log's segment size (the same on every replica; small ones retire sooner)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{64} << 10, std::uint64_t{256} << 20));
+  auto* replica_rebuild = replica_command->add_subcommand(
+      "rebuild", "Make a stopped application replica whole again: the primary's run store, and its log from the "
+                 "primary's start");
+  replica_rebuild->add_option("--dir", replica.dir, "The replica's directory")->required();
+  replica_rebuild->add_option("--cluster", replica.cluster, "The cluster's name")->capture_default_str();
+  replica_rebuild->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
+      ->required()->delimiter(',');
+  replica_rebuild->add_option("--segment-bytes", replica.segment_bytes,
+                              "A lost directory's first segment size (the log restarts in the primary's)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{64} << 10, std::uint64_t{256} << 20));
   auto* replica_run = replica_command->add_subcommand("run", "Serve one replica until SIGTERM or SIGINT");
   replica_run->add_option("--dir", replica.dir, "The replica's directory (made by init)")->required();
   replica_run->add_option("--cluster", replica.cluster, "The cluster's name")->capture_default_str();
@@ -246,6 +261,7 @@ int main(int argc, char** argv) {
   if (replica_command->got_subcommand(replica_run)) return fusee::cli::run_replica(replica);
   if (replica_command->got_subcommand(replica_status)) return fusee::cli::run_replica_status(replica);
   if (replica_command->got_subcommand(replica_inspect)) return fusee::cli::run_replica_inspect(replica);
+  if (replica_command->got_subcommand(replica_rebuild)) return fusee::cli::run_replica_rebuild(replica);
   if (app.got_subcommand(inspect_command)) {
     using fusee::cli::InspectView;
     const std::pair<CLI::App*, InspectView> views[] = {

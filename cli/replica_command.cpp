@@ -21,7 +21,7 @@ namespace fusee::cli {
 
 int run_replica_init(const ReplicaCommandOptions& options) {
   io::PosixFileSystem fs;
-  auto done = replica::ReplicaStore::initialize(fs, options.dir, options.cluster, options.rebuild);
+  auto done = replica::ReplicaStore::initialize(fs, options.dir, options.cluster, options.rebuild, options.segment_bytes);
   if (!done) {
     fmt::print(stderr, "fusee replica init: {}: {}\n", options.dir, done.error().message());
     return 1;

@@ -2,7 +2,8 @@
 // replica process"): `init` makes a directory a replica of a cluster (or,
 // with --rebuild, remakes a lost one), `run` serves it until SIGTERM or
 // SIGINT, `status` asks each replica what it holds, `inspect` reads a
-// replica's directory without changing it.
+// replica's directory without changing it, `rebuild` makes a lost or
+// stranded replica of an application whole again from the primary.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +25,13 @@ struct ReplicaCommandOptions {
   bool disk_thread = false;
   std::uint64_t held_mib = 64;  // run: recent batches' payloads held in memory
   bool batches = false;  // inspect: every batch
+  std::uint64_t segment_bytes = 80ull << 20;  // init, rebuild: the log's segments (the same on every replica)
 };
 
 int run_replica_init(const ReplicaCommandOptions& options);
 int run_replica(const ReplicaCommandOptions& options);
 int run_replica_status(const ReplicaCommandOptions& options);
 int run_replica_inspect(const ReplicaCommandOptions& options);
+int run_replica_rebuild(const ReplicaCommandOptions& options);  // replica_rebuild.cpp
 
 }  // namespace fusee::cli

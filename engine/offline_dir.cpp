@@ -80,6 +80,18 @@ Result<OfflineDir> read_offline_dir(io::FileSystem& fs, const std::string& dir, 
   // A replica's log holds its run store's records too, in a shard of their
   // own, and its segment files are a replica's (not preallocated).
   const bool replica = FUSEE_TRY(is_replica_dir(fs, dir));
+  if (replica && offline.store) {
+    // The run store's shard: the log may have retired its records below
+    // the last one the store applied (ReplicaHost::configure does the same).
+    auto applied = offline.store->replica_applied();
+    if (!applied) {
+      offline.refusal = fmt::format("where the run store in {} stands in the log does not read: {}", runs_dir,
+                                    applied.error().message());
+      return offline;
+    }
+    offline.base.shard_lsn_floors.resize(replica_log_shards(shards), 0);
+    offline.base.shard_lsn_floors[replica_store_shard(shards)] = applied->lsn;
+  }
   offline.plan = FUSEE_TRY(wal::plan_recovery(fs, io::join_path(offline.root, "wal"),
                                               replica ? replica_log_shards(shards) : shards, offline.base,
                                               list_batches, /*replica_files=*/replica));

@@ -328,6 +328,7 @@ void RunStore::Batch::put_replica_applied(const ReplicaApplied& applied) {
   std::string value;
   put_u64(value, applied.seq);
   put_u32(value, applied.records);
+  put_u64(value, applied.lsn);
   (void)impl_->batch.Put(kReplicaAppliedKey, value);
 }
 
@@ -677,8 +678,10 @@ Result<ReplicaApplied> RocksRunStore::replica_applied() {
   auto status = db->Get(rocksdb::ReadOptions(), kReplicaAppliedKey, &value);
   if (status.IsNotFound()) return ReplicaApplied{};
   if (!status.ok()) return to_error(status, nullptr);
-  if (value.size() != 12) return make_error_code(wal::errc::corrupt);
-  return ReplicaApplied{get_u64(value), get_u32(std::string_view(value).substr(8))};
+  // 12 bytes: written before the LSN was kept.
+  if (value.size() != 12 && value.size() != 20) return make_error_code(wal::errc::corrupt);
+  const std::string_view view(value);
+  return ReplicaApplied{get_u64(view), get_u32(view.substr(8)), value.size() == 20 ? get_u64(view.substr(12)) : 0};
 }
 
 Result<std::size_t> RocksRunStore::expire_finished(std::int64_t before_ms) {

@@ -68,6 +68,10 @@ class StoreCopy {
 struct ReplicaApplied {
   std::uint64_t seq = 0;
   std::uint32_t records = 0;
+  // The LSN (of the log's run-store shard) of the last record applied: the
+  // shard's floor when the log opens over a chain that retired the records
+  // before it (0 from a store written before this was kept).
+  std::uint64_t lsn = 0;
   friend bool operator==(const ReplicaApplied&, const ReplicaApplied&) = default;
 };
 

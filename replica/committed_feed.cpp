@@ -17,6 +17,10 @@ Result<std::uint64_t> CommittedFeed::feed(const replication::ReplicaCore& core, 
   // nothing is ready until the core learns more.
   while (fed_ < ready && bytes < bytes_max) {
     const Seq seq = fed_ + 1;
+    // The log no longer holds what the run store has yet to apply: a store
+    // restored from longer ago than the log's start, or one whose unsynced
+    // applies a crash took back past it. Only a store fetched anew helps.
+    if (!core.log().holds(seq)) return make_error_code(StoreErrc::store_behind_log);
     const Entry& held = core.log().at(seq);
     bool taken = false;
     if (held.elided) {

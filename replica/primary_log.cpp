@@ -102,7 +102,12 @@ void PrimaryLog::open(View view, Seq log_end, Seq published) {
     if (auto configured = hooks_.configure ? hooks_.configure(options) : ok(); !configured) {
       log = configured.error();
     } else {
-      log = wal::Log::open(fs_, std::move(options));
+      wal::RecoveryPlan plan;
+      log = wal::Log::open(fs_, std::move(options), &plan);
+      // What recovery refused, said: "recovery refused" alone names no file.
+      if (!log && plan.refused && hooks_.warn) {
+        hooks_.post([warn = hooks_.warn, why = plan.refusal] { warn("the log's recovery refused: " + why); });
+      }
     }
     auto shared = std::make_shared<Result<std::unique_ptr<wal::Log>>>(std::move(log));
     hooks_.post([this, opening, log_end, shared] { adopt(opening, std::move(*shared), log_end); });

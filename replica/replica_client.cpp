@@ -160,4 +160,11 @@ std::optional<ReplicaStatus> ReplicaClient::status(replication::ReplicaId id, st
   return decode_status(frame->payload);
 }
 
+std::optional<CallReply> ReplicaClient::call(replication::ReplicaId id, const ForwardedCall& call,
+                                             std::chrono::milliseconds timeout) {
+  auto frame = impl_->call(id, FrameType::call, encode_call(call), Clock::now() + timeout);
+  if (!frame || frame->type != static_cast<std::uint8_t>(FrameType::call_reply)) return std::nullopt;
+  return decode_call_reply(frame->payload);
+}
+
 }  // namespace fusee::replica

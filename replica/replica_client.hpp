@@ -44,6 +44,12 @@ class ReplicaClient {
   // One replica's status, or nothing when it did not answer within `timeout`.
   std::optional<ReplicaStatus> status(replication::ReplicaId id, std::chrono::milliseconds timeout);
 
+  // One forwarded call (frame 6) to one replica and the first part of its
+  // answer, or nothing when it did not answer within `timeout` (for calls
+  // answered in one part: the run store's transfer, store_transfer.hpp).
+  std::optional<CallReply> call(replication::ReplicaId id, const ForwardedCall& call,
+                                std::chrono::milliseconds timeout);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

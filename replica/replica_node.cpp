@@ -11,6 +11,7 @@
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
 #include "replica/call_replies.hpp"
+#include "replica/merge_sends.hpp"
 #include "replica/frame_writer.hpp"
 #include "replica/node_stats.hpp"
 #include "replica/primary_log.hpp"
@@ -32,14 +33,14 @@ namespace {
 // queue without bound.
 constexpr std::size_t kPeerQueueBytesMax = 64u << 20;
 constexpr std::chrono::milliseconds kReconnectDelay{50};
-// Appends merged into one message stay within the core's own budget for one
-// (ReplicaOptions::append_bytes_max), far below what a frame may carry.
-constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
 // Appends taken while the primary's log opens, appended once it is open;
 // past this, the client is told to try again.
 constexpr std::size_t kEarlyBytesMax = 16u << 20;
 static_assert(kAppendBytesMax + 64 <= payload_bytes_max(kSegmentBytesDefault),
               "a batch of one largest append fits a replica's segment");
+// Appends merged into one message stay within the core's own budget for one
+// (ReplicaOptions::append_bytes_max), far below what a frame may carry.
+constexpr std::uint64_t kMergedAppendBytesMax = 8u << 20;
 // A client that sends and does not read its replies is cut off here: two
 // of the largest frames (a forwarded call's answer may be one).
 constexpr std::size_t kClientQueueBytesMax = 2 * protocol::kFrameBytesMax;
@@ -190,7 +191,7 @@ struct ReplicaNode::Impl {
       stop_on_disk_error("a durable batch could not be read back", filled.error());
       return;
     }
-    merge_sends(now.sends);
+    merge_sends(now.sends, kMergedAppendBytesMax);
     carry_out(now);
   }
 
@@ -230,6 +231,27 @@ struct ReplicaNode::Impl {
     return ok();
   }
 
+  // A log that restarts at another replica's start (its disk lost what the
+  // others retired) must not leave the run store behind: the store must
+  // have been given every batch through the anchor, or it would need
+  // batches no replica holds. Otherwise the replica stops, to be rebuilt
+  // with a run store fetched from the primary (`fusee replica rebuild`).
+  bool restart_allowed(const std::vector<DiskWrite>& writes) {
+    if (!committed_feed) return true;
+    for (const DiskWrite& write : writes) {
+      if (write.restart && write.restart->seq > committed_feed->fed()) {
+        failure = make_error_code(StoreErrc::store_behind_log);
+        say("the log must restart after batch " + std::to_string(write.restart->seq) +
+            ", where the primary's starts (it retired what came before), but the run store was given batches "
+            "through " + std::to_string(committed_feed->fed()) +
+            " only: stopping; stop the process and run `fusee replica rebuild` on this directory");
+        shut_down();
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Fail-stop: a disk that loses a write or a batch is suspect, and the
   // replica stops rather than vouch for it.
   void stop_on_disk_error(const std::string& what, std::error_code error) {
@@ -239,6 +261,7 @@ struct ReplicaNode::Impl {
   }
 
   void carry_out(Output& out) {
+    if (!restart_allowed(out.writes)) return;
     for (Message& message : out.sends) {
       if (message.to >= peers.size() || !peers[message.to]) continue;
       const auto bytes = encode_message(message);
@@ -288,51 +311,6 @@ struct ReplicaNode::Impl {
     }
   }
 
-  // Merges each message into the last one to the same replica when together
-  // they say what both said: appends whose batches follow on (the later one's
-  // published sequence, end and history hold for both), and successful
-  // acknowledgements in one view (the later one covers the earlier).
-  static std::uint64_t payload_bytes(const AppendRequest& request) {
-    std::uint64_t bytes = 0;
-    for (const Entry& entry : request.entries) bytes += entry.payload.size();
-    return bytes;
-  }
-
-  static void merge_sends(std::vector<Message>& sends) {
-    std::vector<Message> merged;
-    std::map<ReplicaId, std::size_t> last_to;
-    for (Message& message : sends) {
-      auto last = last_to.find(message.to);
-      if (last != last_to.end()) {
-        Message& before = merged[last->second];
-        if (before.view == message.view) {
-          auto* a = std::get_if<AppendRequest>(&before.body);
-          auto* b = std::get_if<AppendRequest>(&message.body);
-          if (a && b && b->prev_seq == a->prev_seq + a->entries.size() && !a->entries.empty() &&
-              b->prev_view == a->entries.back().view && a->to_incarnation == b->to_incarnation &&
-              payload_bytes(*a) + payload_bytes(*b) <= kMergedAppendBytesMax) {
-            a->entries.insert(a->entries.end(), std::make_move_iterator(b->entries.begin()),
-                              std::make_move_iterator(b->entries.end()));
-            a->commit = std::max(a->commit, b->commit);
-            a->primary_end = b->primary_end;
-            a->starts = std::move(b->starts);
-            continue;
-          }
-          auto* ra = std::get_if<replication::AppendReply>(&before.body);
-          auto* rb = std::get_if<replication::AppendReply>(&message.body);
-          if (ra && rb && ra->ok && rb->ok && ra->incarnation == rb->incarnation && ra->promised == rb->promised &&
-              rb->match_end >= ra->match_end) {
-            *ra = *rb;
-            continue;
-          }
-        }
-      }
-      last_to[message.to] = merged.size();
-      merged.push_back(std::move(message));
-    }
-    sends = std::move(merged);
-  }
-
   // The records appended this turn, sealed by the primary's log into
   // batches (one, unless they outgrow it) and proposed: one record, one
   // message to each backup and one acknowledgement serve them all.
@@ -350,6 +328,13 @@ struct ReplicaNode::Impl {
   void feed_committed() {
     if (!committed_feed || stopping) return;
     auto more = committed_feed->feed(*core, *store, kFeedBytesPerTurn);
+    if (!more && more.error() == make_error_code(StoreErrc::store_behind_log)) {
+      stop_on_disk_error("the run store has applied through batch " + std::to_string(committed_feed->fed()) +
+                             " but the log starts after batch " + std::to_string(core->log().retired_through()) +
+                             "; stop the process and run `fusee replica rebuild` on this directory",
+                         more.error());
+      return;
+    }
     if (!more) {
       stop_on_disk_error("a committed batch could not be read back", more.error());
       return;
@@ -790,6 +775,12 @@ Result<void> ReplicaNode::run() {
 }
 
 NodeStatsSnapshot ReplicaNode::stats() const { return impl_->stats.snapshot(); }
+
+void ReplicaNode::allow_retire(replication::Seq below) {
+  asio::post(impl_->io, [m = impl_.get(), below] {
+    if (m->core) m->core->allow_retire(below);
+  });
+}
 
 void ReplicaNode::stop() {
   asio::post(impl_->io, [m = impl_.get()] { m->shut_down(); });

@@ -126,6 +126,11 @@ class ReplicaNode {
   Result<void> run();
   // From any thread.
   void stop();
+  // The log may retire the batches below `below`, as far as what runs over
+  // it is concerned (an engine's run store applied them and its checkpoints
+  // need none of them); the replica also waits until every replica holds
+  // them (ReplicaCore::allow_retire). From any thread.
+  void allow_retire(replication::Seq below);
   // What it shows of itself (node_stats.hpp), as of its loop's last turn;
   // from any thread.
   NodeStatsSnapshot stats() const;

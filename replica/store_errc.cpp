@@ -17,6 +17,8 @@ class StoreCategory final : public std::error_category {
       case StoreErrc::malformed_batch: return "a batch's payload is no body of the shared log's sections";
       case StoreErrc::unreadable_batch: return "a durable batch reads back other than the chain holds it";
       case StoreErrc::retired_batch: return "the batch lies below the log's start: its segment was retired";
+      case StoreErrc::store_behind_log:
+        return "the run store needs batches the log retired (rebuild the replica: fusee replica rebuild)";
     }
     return "unknown replica store error";
   }

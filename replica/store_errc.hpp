@@ -13,6 +13,7 @@ enum class StoreErrc {
   malformed_batch,      // a batch whose payload is no body of the shared log's sections
   unreadable_batch,     // a durable batch that reads back other than the chain holds it (a bad sector)
   retired_batch,        // a batch below the log's start: its segment was retired
+  store_behind_log,     // the run store needs batches the log retired: the replica must be rebuilt
 };
 const std::error_category& store_category();
 inline std::error_code make_error_code(StoreErrc e) { return {static_cast<int>(e), store_category()}; }

@@ -8,7 +8,10 @@
 # In every other round a backup is SIGKILLed and started again first.
 # Then etcd is SIGSTOPped for three leases (the primary must stay), the
 # primary SIGSTOPped past its lease (another takes over) and resumed, and a
-# backup's directory wiped and rebuilt, each under starts.
+# backup's directory wiped and rebuilt with `fusee replica rebuild`, each
+# under starts. The replicas' segments are the smallest (64 KiB), so their
+# logs retire all along: every kill lands on a retiring log, and the wiped
+# backup can only come back with the primary's run store.
 # Every call is sent again until it is acknowledged (through whichever
 # replica; the same run id and signal id, which the engine keeps once).
 # Before each signal a run gets an update (a bump of 3, answered with the
@@ -71,7 +74,9 @@ start_app() {
   app_pids[$1]=$!
 }
 for id in 0 1 2; do
-  "$fusee" replica init --dir "$scratch/r$id" --cluster kill >/dev/null
+  # The smallest segments: the logs retire all along (each replica's run
+  # store allows it once checkpointed), so the kills land on retiring logs.
+  "$fusee" replica init --dir "$scratch/r$id" --cluster kill --segment-bytes 65536 >/dev/null
   start_app "$id"
 done
 
@@ -165,12 +170,28 @@ kill -STOP "${app_pids[$stopped]}"
 more 5
 kill -CONT "${app_pids[$stopped]}"
 more 5
-# A backup's disk lost: its directory wiped and rebuilt (`fusee replica init
-# --rebuild`); its engine's run store comes back from the log.
+# A backup's disk lost: its directory wiped and rebuilt (`fusee replica
+# rebuild`: the primary's run store, fetched; the log, from the primary's
+# start, the logs having retired what came before).
+retired_at_wipe=$({ curl -s -m 5 "http://127.0.0.1:${http[$(primary)]}/metrics" || true; } |
+  sed -n 's/^fusee_replica_retired_batches //p')
+[ "${retired_at_wipe:-0}" -gt 0 ] ||
+  fail "the primary's log retired nothing before the wipe (fusee_replica_retired_batches '${retired_at_wipe:-}')"
 wiped=$((($(primary) + 1) % 3))
 { kill -9 "${app_pids[$wiped]}"; wait "${app_pids[$wiped]}"; } 2>/dev/null || true
 rm -rf "$scratch/r$wiped"
-"$fusee" replica init --dir "$scratch/r$wiped" --cluster kill --rebuild >/dev/null
+rebuilt=no
+for _ in $(seq 20); do
+  # A failover under way: no primary answers yet.
+  if "$fusee" replica rebuild --dir "$scratch/r$wiped" --cluster kill --replicas "$cluster" \
+    >"$scratch/rebuild.out" 2>&1; then
+    rebuilt=yes
+    break
+  fi
+  sleep 0.5
+done
+[ "$rebuilt" = yes ] || fail "fusee replica rebuild: $(cat "$scratch/rebuild.out")"
+grep "is in place" "$scratch/rebuild.out" >/dev/null || fail "fusee replica rebuild said: $(cat "$scratch/rebuild.out")"
 start_app "$wiped"
 more 5
 # The runs started above are signalled with the last round's.
@@ -247,6 +268,12 @@ for id in 0 1 2; do
   [ "$id" = "$lead" ] || role=backup
   grep -q "^fusee_replica_role{role=\"$role\"} 1" "$scratch/metrics$id" ||
     fail "replica $id's /metrics does not say $role: $(grep fusee_replica_role "$scratch/metrics$id")"
+  # Every log retired, the rebuilt one's too (it restarted at the primary's
+  # start), and none is suspect.
+  retired=$(sed -n 's/^fusee_replica_retired_batches //p' "$scratch/metrics$id")
+  [ "${retired:-0}" -gt 0 ] || fail "replica $id's log retired nothing: '${retired:-}'"
+  grep -q "^fusee_replica_suspect 0" "$scratch/metrics$id" ||
+    fail "replica $id is suspect at the end: $(grep fusee_replica_suspect "$scratch/metrics$id")"
 done
 # The console on every replica shows the cluster, and a backup's lists the
 # runs (tests/console/cluster.mjs, in headless chromium).
@@ -276,7 +303,7 @@ sys.exit(0 if len(rows) == 2 and all(r["checkpoint"] for r in rows) else 1)' "$s
 done
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
-echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt; $started runs, every acknowledged start, signal and update kept, every stream's chunk once;" \
+echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt when the logs had retired through batch $retired_at_wipe; $started runs, every acknowledged start, signal and update kept, every stream's chunk once;" \
   "no step run again once durable ($steps_again run again before);" \
   "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
   "max $(echo "$sorted" | tail -1) ms over $count failovers)"

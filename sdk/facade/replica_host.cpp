@@ -13,6 +13,7 @@
 #include "replica/replica_client.hpp"
 #include "sdk/facade/engine_over_log.hpp"
 #include "sdk/facade/engine_wide_calls.hpp"
+#include "replica/store_transfer.hpp"
 #include "sdk/facade/replicated_run_store.hpp"
 #include "wal/errc.hpp"
 #include "wal/io/posix_file_system.hpp"
@@ -96,6 +97,7 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     return applier->committed(seq, view, body);
   };
   options.engine.committed_after = applier_->feed_after();
+  sender_ = std::make_unique<StoreSender>(*fs_, store_, config.cluster);
   router_ = std::make_unique<PrimaryRouter>(config.replicas, 2 * std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                     config.etcd_lease_ttl));
   options.engine.primary_known = [this](replication::ReplicaId primary) {
@@ -111,6 +113,22 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   options.engine.call = [this](std::uint32_t shard, std::vector<std::byte> body,
                                replica::ReplicaEngineHooks::CallReply reply) {
     std::shared_ptr<Engine> engine = engine_if_any();
+    if (shard == replica::kStoreTransferShard) {
+      // A replica being rebuilt fetches the primary's run store: only the
+      // primary's (its log's start is where the rebuilt one's will be, and
+      // its store has applied past it), off the loop (it reads files).
+      if (!engine) {
+        reply(replica::CallPart::not_here,
+              replica::bytes_of(fmt::format("replica {} is not the primary: its run store is not sent",
+                                            config_.replica_id)));
+        return;
+      }
+      auto send = [this, body = std::move(body), reply] { reply(replica::CallPart::last, sender_->answer(body)); };
+      if (!engine_wide_.try_post(1, std::move(send))) {
+        reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: too many reads wait"));
+      }
+      return;
+    }
     if (!engine) {
       reply(replica::CallPart::not_here,
             replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its engine is "
@@ -220,6 +238,12 @@ Result<void> ReplicaHost::configure(wal::LogOptions& options) {
   }
   engine::set_log_base(config_.dir, shards_, bases, options);
   options.shard_count = engine::replica_log_shards(shards_);  // the run store's records: StoreApplier
+  // The run store's shard: its records before the last one applied may
+  // have been retired (the log retires below what the store applied).
+  auto applied = store_->replica_applied();
+  if (!applied) return applied.error();
+  options.base.shard_lsn_floors.resize(options.shard_count, 0);
+  options.base.shard_lsn_floors[engine::replica_store_shard(shards_)] = applied->lsn;
   return ok();
 }
 
@@ -443,13 +467,47 @@ void ReplicaHost::post(std::function<void()> work) {
   cv_.notify_all();
 }
 
+Result<replication::Seq> ReplicaHost::retire_allowed() {
+  // Where the store stands, and the checkpoints in it, read before the
+  // sync: the sync makes both durable. The log must keep every batch the
+  // store has not wholly applied (the one it stands in included), and
+  // every batch a checkpoint's recovery reads.
+  const auto applied = FUSEE_TRY(store_->replica_applied());
+  replication::Seq allowed = applied.seq;
+  for (std::uint32_t shard = 0; shard < shards_; ++shard) {
+    auto checkpoint = FUSEE_TRY(store_->checkpoint(shard));
+    allowed = std::min<replication::Seq>(allowed, checkpoint ? checkpoint->keep_from_sequence : 0);
+  }
+  if (allowed <= retire_allowed_) return allowed;  // nothing new: no sync
+  FUSEE_TRY_VOID(store_->sync());
+  return allowed;
+}
+
 void ReplicaHost::run_host() {
+  auto next_retire = std::chrono::steady_clock::now();
   for (;;) {
     std::function<void()> work;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !posted_.empty(); });
-      if (posted_.empty()) return;
+      cv_.wait_until(lock, next_retire, [&] { return stopping_ || !posted_.empty(); });
+      if (stopping_ && posted_.empty()) return;
+      if (posted_.empty()) {
+        // Once a retire interval: the replica may retire what this
+        // replica's run store no longer needs (the core also waits for
+        // every replica to hold it, docs/replication.md).
+        lock.unlock();
+        next_retire = std::chrono::steady_clock::now() + kRetireInterval;
+        sender_->expire_idle();
+        auto allowed = retire_allowed();
+        if (allowed) {
+          if (*allowed > retire_allowed_) node_->allow_retire(*allowed);
+          retire_allowed_ = std::max(retire_allowed_, *allowed);
+        } else if (config_.warn) {
+          config_.warn(fmt::format("replicated mode: cannot tell what the log may retire: {}",
+                                   allowed.error().message()));
+        }
+        continue;
+      }
       work = std::move(posted_.front());
       posted_.pop_front();
     }

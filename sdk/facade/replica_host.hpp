@@ -37,6 +37,7 @@
 #include "sdk/facade/primary_router.hpp"
 #include "sdk/facade/work_queue.hpp"
 #include "sdk/facade/store_applier.hpp"
+#include "sdk/facade/store_sender.hpp"
 
 namespace fusee::facade {
 
@@ -82,6 +83,11 @@ class ReplicaHost {
   void close_engine(std::shared_ptr<Engine> closing);  // null: the current one
   void post(std::function<void()> work);
   void run_host();
+  // Below which batch this replica's log may retire, as its run store has
+  // it (made durable first).
+  Result<replication::Seq> retire_allowed();
+  static constexpr std::chrono::seconds kRetireInterval{1};
+  replication::Seq retire_allowed_ = 0;  // the last allowance given (the host thread's)
 
   Config config_;  // the views' engines' (local mode over the replica's directory)
   std::uint32_t shards_ = 0;
@@ -90,6 +96,8 @@ class ReplicaHost {
   // Applies the log's committed run-store records to store_, whatever the
   // role; a view's engine writes through it (replicated_run_store.hpp).
   std::shared_ptr<StoreApplier> applier_;
+  // The run store sent to a replica being rebuilt (while primary).
+  std::unique_ptr<StoreSender> sender_;
   std::unique_ptr<io::FileSystem> own_fs_;
   io::FileSystem* fs_ = nullptr;
   std::unique_ptr<PrimaryRouter> router_;

@@ -193,7 +193,7 @@ Result<std::size_t> StoreApplier::apply(const Item& item, std::uint32_t index) {
   if (item.undecodable) return make_error_code(wal::errc::corrupt);
   const std::string& record = item.records[index];
   if (record.empty()) return make_error_code(wal::errc::corrupt);
-  const engine::ReplicaApplied place{item.seq, index + 1};
+  const engine::ReplicaApplied place{item.seq, index + 1, item.first_lsn + index};
   const auto body = std::as_bytes(std::span(record)).subspan(1);
   std::size_t expired = 0;
   engine::RunStore::Batch batch;

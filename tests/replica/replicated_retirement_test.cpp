@@ -1,0 +1,240 @@
+// Replicated mode's log retires (docs/replication.md, "Retiring a replica's
+// log"; "Rebuilding a replica's run store"), as an application runs it:
+// three replicas in this process against a real etcd, segments of 1 MiB,
+// runs that fill them. Once the primary checkpoints, every
+// replica retires the segments its run store and checkpoints no longer
+// need; the next primary's engine opens over a log that starts there and
+// finishes the runs. A replica whose disk is lost cannot copy what was
+// retired: started with only its log remade, it stops, saying to rebuild it;
+// rebuilt with the primary's run store, it follows the log again, and its
+// store holds every run.
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+#include <fusee/fusee.hpp>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/run_store.hpp"
+#include "replica/local_etcd.hpp"
+#include "replica/replica_segments.hpp"
+#include "replica/replica_store.hpp"
+#include "replica/store_transfer.hpp"
+#include "tests/replica/replicated_runs.hpp"
+#include "tests/support/result_checks.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "wal/io/posix_file_system.hpp"
+
+namespace fusee::replica {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::value_or_fail;
+
+const WorkflowRef<int, int> kFill{"fill"};
+const WorkflowRef<int, int> kOrder{"order"};
+const Signal<int> kGo{"go"};
+// Rounds of fills, each checkpointed: a checkpoint's run-store record
+// (the runs it finished, journals kept) must fit one batch of a segment.
+constexpr int kFills = 160;
+constexpr int kFillsPerCheckpoint = 40;
+constexpr std::uint64_t kSegmentBytes = 1u << 20;
+constexpr int kOrders = 5;
+
+void register_workflows(Engine& engine) {
+  engine.register_workflow(kFill, [](Ctx& ctx, int input) -> Task<int> {
+    // Three steps of 2 KiB each, kept in the journal and the finished run:
+    // 160 runs fill a few 1 MiB segments.
+    std::size_t total = 0;
+    for (int step = 0; step < 3; ++step) {
+      std::string bulk = co_await ctx.step("bulk-" + std::to_string(step),
+                                           [input] { return std::string(2048, static_cast<char>('a' + input % 26)); });
+      total += bulk.size();
+    }
+    co_return input + static_cast<int>(total);
+  });
+  engine.register_workflow(kOrder, [](Ctx& ctx, int input) -> Task<int> {
+    int a = co_await ctx.step("a", [input] { return input * 2; });
+    auto go = co_await ctx.wait_for(kGo);
+    co_return a + go.value_or(-1000);
+  });
+}
+
+// What a replica's application warns of, kept for the test to read.
+struct Warnings {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  bool saw(const std::string& text) {
+    std::lock_guard lock(mu);
+    for (const auto& line : lines) {
+      if (line.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint32_t id,
+                      const std::vector<std::string>& addresses, Warnings* warnings = nullptr) {
+  auto config = Config::replicated(dir, "127.0.0.1:" + std::to_string(etcd_port), "app", id, addresses);
+  config.shards = 2;
+  config.replica_tick = 5ms;
+  config.etcd_lease_ttl = 2s;
+  config.checkpoint_interval = std::chrono::milliseconds::zero();
+  config.warn = [warnings, id](const std::string& line) {
+    if (std::getenv("FUSEE_TEST_WARN")) fprintf(stderr, "[%u] %s\n", id, line.c_str());
+    if (!warnings) return;
+    std::lock_guard lock(warnings->mu);
+    warnings->lines.push_back(line);
+  };
+  return config;
+}
+
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::seconds within = 20s) {
+  const auto give_up = std::chrono::steady_clock::now() + within;
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+std::string fill_name(int n) { return "fill-" + std::to_string(n); }
+
+TEST_SUITE("unit") {
+  TEST_CASE("replicated mode: the log retires what every replica's run store no longer needs; a lost replica is "
+            "rebuilt from the primary's run store") {
+    testing::TempDir dir;
+    LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
+      MESSAGE("etcd is not installed: skipped");
+      return;
+    }
+    io::PosixFileSystem fs;
+    std::vector<std::string> addresses;
+    std::vector<std::string> dirs;
+    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    std::vector<std::unique_ptr<Engine>> engines;
+    auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) {
+      engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, warnings));
+      register_workflows(*engines[id]);
+    };
+    engines.resize(3);
+    for (std::uint32_t id = 0; id < 3; ++id) {
+      dirs.push_back(dir.sub("replica-" + std::to_string(id)));
+      testing::ok_or_fail(ReplicaStore::initialize(fs, dirs.back(), "app", false, kSegmentBytes));
+      open(id);
+    }
+    const auto first = testing::primary_of(engines, 20s);
+    REQUIRE(first.has_value());
+    Engine& primary = *engines[*first];
+    for (int n = 0; n < kOrders; ++n) primary.start(kOrder, testing::run_name(n), n);
+    for (int n = 0; n < kOrders; ++n) testing::take_to_wait(primary, n, 10s);
+    for (int round = 0; round < kFills / kFillsPerCheckpoint; ++round) {
+      const int from = round * kFillsPerCheckpoint;
+      for (int n = from; n < from + kFillsPerCheckpoint; ++n) primary.start(kFill, fill_name(n), n);
+      for (int n = from; n < from + kFillsPerCheckpoint; ++n) CHECK(primary.result(kFill, fill_name(n)) == n + 3 * 2048);
+      primary.checkpoint();
+    }
+
+    // Checkpointed, every replica's store applies it, and each one's log
+    // retires below it -- the primary's too, once every replica holds it.
+    for (std::uint32_t id = 0; id < 3; ++id) {
+      CAPTURE(id);
+      CHECK(eventually([&] { return engines[id]->stats().replica.retired_through > 0; }));
+    }
+    const auto retired = primary.stats().replica.retired_through;
+    MESSAGE("the primary's log retired through batch " << retired << " of " << primary.stats().replica.log_end);
+
+    // The primary's application stops; the next primary's engine opens over
+    // a log that starts past what was retired, and finishes the runs.
+    engines[*first]->shutdown();
+    engines[*first].reset();
+    const auto second = testing::primary_of(engines, 20s, *first);
+    REQUIRE(second.has_value());
+    Engine& next = *engines[*second];
+    CHECK(next.stats().replica.retired_through > 0);
+    for (int n = 0; n < kOrders; ++n) next.signal(testing::run_name(n), kGo, 100, "go-" + std::to_string(n));
+    for (int n = 0; n < kOrders; ++n) CHECK(next.result(kOrder, testing::run_name(n)) == 2 * n + 100);
+    for (int n = 0; n < kFills; n += 7) CHECK(next.result(kFill, fill_name(n)) == n + 3 * 2048);
+    for (int n = kFills; n < kFills + kFillsPerCheckpoint; ++n) next.start(kFill, fill_name(n), n);
+    for (int n = kFills; n < kFills + kFillsPerCheckpoint; ++n) CHECK(next.result(kFill, fill_name(n)) == n + 3 * 2048);
+    next.checkpoint();
+    // Not past what the stopped replica holds: in this view the primary
+    // knows nothing it holds, and waits for it (a down replica holds
+    // retirement back; the cap that would not is not built).
+    std::this_thread::sleep_for(2s);
+    CHECK(next.stats().replica.retired_through == retired);
+
+    // The old primary's disk is lost. Its log remade alone cannot follow: the
+    // primary retired what its store would have to apply, so it stops and
+    // says what to do.
+    const std::uint32_t lost = *first;
+    testing::ok_or_fail(io::remove_tree(fs, dirs[lost]));
+    testing::ok_or_fail(ReplicaStore::initialize(fs, dirs[lost], "app", true, kSegmentBytes));
+    {
+      Warnings warnings;
+      open(lost, &warnings);
+      CHECK(eventually([&] { return warnings.saw("fusee replica rebuild"); }));
+      CHECK(engines[lost]->stats().shards_held == 0);
+      engines[lost]->shutdown();
+      engines[lost].reset();
+    }
+
+    // Rebuilt with the primary's run store (what `fusee replica rebuild`
+    // does), it follows the log from the primary's start.
+    {
+      const std::string rebuild = io::join_path(dirs[lost], kRebuildDir);
+      testing::ok_or_fail(io::remove_tree(fs, rebuild));
+      testing::ok_or_fail(fs.create_dir(rebuild));
+      std::string problem;
+      auto fetched = fetch_store(fs, transfer_call_to(addresses, *second, 10s), "app", io::join_path(rebuild, "runs"),
+                                 &problem);
+      INFO(problem);
+      REQUIRE(fetched.has_value());
+      CHECK(fetched->applied > retired);
+      // A backup sends no store: only the primary's is where the log starts.
+      std::string refused;
+      const std::uint32_t backup = 3 - lost - *second;
+      CHECK_FALSE(fetch_store(fs, transfer_call_to(addresses, backup, 10s), "app", io::join_path(rebuild, "other"),
+                              &refused)
+                      .has_value());
+      CHECK(refused.find("is not the primary") != std::string::npos);
+      testing::ok_or_fail(install_fetched_store(fs, dirs[lost]));
+    }
+    Warnings warnings;
+    open(lost, &warnings);
+    CHECK(eventually([&] {
+      const auto stats = engines[lost]->stats().replica;
+      return !stats.suspect && stats.store_applied >= next.stats().replica.commit;
+    }));
+    CHECK_FALSE(warnings.saw("rebuild"));
+    // Its log restarted where the primary's started; with every replica
+    // holding the log again, the primary retires on.
+    CHECK(engines[lost]->stats().replica.retired_through >= retired);
+    next.checkpoint();
+    CHECK(eventually([&] { return next.stats().replica.retired_through > retired; }));
+    for (int n = 0; n < kOrders; ++n) CHECK(engines[lost]->result(kOrder, testing::run_name(n)) == 2 * n + 100);
+
+    for (auto& engine : engines) {
+      if (engine) engine->shutdown();
+    }
+    engines.clear();
+    // The rebuilt replica's own store holds every run, finished.
+    auto store = value_or_fail(engine::RunStore::open_read_only(dirs[lost], fs));
+    for (int n = 0; n < kFills + kFillsPerCheckpoint; ++n) {
+      auto run = value_or_fail(store->finished(fill_name(n)));
+      REQUIRE(run.has_value());
+      CHECK(run->result == boost::json::value(n + 3 * 2048));
+    }
+    for (int n = 0; n < kOrders; ++n) {
+      auto run = value_or_fail(store->finished(testing::run_name(n)));
+      REQUIRE(run.has_value());
+      CHECK(run->result == boost::json::value(2 * n + 100));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusee::replica
