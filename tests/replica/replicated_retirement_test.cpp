@@ -176,7 +176,9 @@ TEST_SUITE("unit") {
     {
       Warnings warnings;
       open(lost, &warnings);
+      // Before its log restarts (the feed's own check is the backstop).
       CHECK(eventually([&] { return warnings.saw("fusee replica rebuild"); }));
+      CHECK(warnings.saw("the log must restart after batch"));
       CHECK(engines[lost]->stats().shards_held == 0);
       engines[lost]->shutdown();
       engines[lost].reset();
