@@ -197,10 +197,6 @@ int main(int argc, char** argv) {
   replica_rebuild->add_option("--cluster", replica.cluster, "The cluster's name")->capture_default_str();
   replica_rebuild->add_option("--replicas", replica.replicas, "Every replica's HOST:PORT, in id order")
       ->required()->delimiter(',');
-  replica_rebuild->add_option("--segment-bytes", replica.segment_bytes,
-                              "A lost directory's first segment size (the log restarts in the primary's)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{64} << 10, std::uint64_t{256} << 20));
   auto* replica_run = replica_command->add_subcommand("run", "Serve one replica until SIGTERM or SIGINT");
   replica_run->add_option("--dir", replica.dir, "The replica's directory (made by init)")->required();
   replica_run->add_option("--cluster", replica.cluster, "The cluster's name")->capture_default_str();

@@ -24,16 +24,19 @@ namespace fusee::cli {
 
 namespace {
 
+struct Primary {
+  replication::ReplicaId id = 0;
+  replica::ReplicaStatus status;
+};
+
 // The primary of the newest lead among the replicas that answer, if any.
-std::optional<replication::ReplicaId> find_primary(const std::vector<std::string>& replicas) {
+std::optional<Primary> find_primary(const std::vector<std::string>& replicas) {
   replica::ReplicaClient client(replicas);
-  std::optional<replication::ReplicaId> primary;
-  replication::View lead = 0;
+  std::optional<Primary> primary;
   for (replication::ReplicaId id = 0; id < replicas.size(); ++id) {
     auto status = client.status(id, std::chrono::milliseconds(1000));
-    if (status && status->role == replication::Role::primary && (!primary || status->lead > lead)) {
-      primary = id;
-      lead = status->lead;
+    if (status && status->role == replication::Role::primary && (!primary || status->lead > primary->status.lead)) {
+      primary = Primary{id, *status};
     }
   }
   return primary;
@@ -63,61 +66,104 @@ int run_replica_rebuild(const ReplicaCommandOptions& options) {
   auto engine_lock = fs.lock_exclusive(io::join_path(options.dir, "fusee.lock"));
   if (!engine_lock) {
     return fail(engine_lock.error() == std::errc::operation_would_block
-                    ? "an application runs this replica (it holds fusee.lock): stop it first"
+                    ? "another process holds fusee.lock (an application running this replica, or another "
+                      "rebuild): stop it first"
                     : engine_lock.error().message());
   }
-  // A lost directory is made a rebuilt replica first (it counts in seals
-  // again only once it holds a primary's whole log); a replica's own is
-  // kept: its log restarts at the primary's start by itself.
-  bool remade = false;
-  if (auto made = replica::ReplicaStore::initialize(fs, options.dir, options.cluster, true, options.segment_bytes);
-      made) {
-    remade = true;
-  } else if (made.error() != make_error_code(replica::StoreErrc::already_initialized)) {
-    return fail(made.error() == std::errc::operation_would_block ? "another process runs this replica (it holds "
-                                                                   "replica/lock): stop it first"
-                                                                 : made.error().message());
-  }
-  auto replica_lock = fs.lock_exclusive(io::join_path(io::join_path(options.dir, "replica"), "lock"));
-  if (!replica_lock) return fail("another process runs this replica (it holds replica/lock): stop it first");
   auto inspection = replica::inspect_store(fs, options.dir);
-  if (inspection && !inspection->cluster.empty() && inspection->cluster != options.cluster) {
+  if (!inspection) return fail("cannot read it: " + inspection.error().message());
+  if (!inspection->cluster.empty() && inspection->cluster != options.cluster) {
     return fail(fmt::format("it is a replica of cluster {}, not {}", inspection->cluster, options.cluster));
   }
-
-  const auto primary = find_primary(options.replicas);
-  if (!primary) return fail("no replica answers as the primary (is a majority running, and etcd?)");
-  const std::string rebuild = io::join_path(options.dir, replica::kRebuildDir);
-  if (auto removed = io::remove_tree(fs, rebuild); !removed) return fail(removed.error().message());
-  if (auto made = fs.create_dir(rebuild); !made) return fail(made.error().message());
-  std::string problem;
-  auto fetched = replica::fetch_store(
-      fs, replica::transfer_call_to(options.replicas, *primary, std::chrono::milliseconds(30000)), options.cluster,
-      io::join_path(rebuild, "runs"), &problem);
-  if (!fetched) {
-    return fail(fmt::format("the run store from replica {} ({}): {}", *primary, options.replicas[*primary],
-                            problem.empty() ? fetched.error().message() : problem));
+  // A local engine's directory is never taken for a lost replica's: a
+  // rebuild would remove its log and put another store in place of its own.
+  auto meta = fs.exists(io::join_path(options.dir, "fusee.meta"));
+  if (inspection->cluster.empty() && meta && *meta) {
+    return fail("it holds an engine's data but is no replica's (a local engine's directory?): a rebuild makes only "
+                "a lost replica's directory, or a replica's, whole");
   }
+
+  // A replica's own: refused at once while a process runs it.
+  auto lock_replica = [&]() -> Result<std::unique_ptr<io::FileSystem::Lock>> {
+    return fs.lock_exclusive(io::join_path(io::join_path(options.dir, "replica"), "lock"));
+  };
+  Result<std::unique_ptr<io::FileSystem::Lock>> replica_lock = std::unique_ptr<io::FileSystem::Lock>();
+  if (!inspection->cluster.empty()) {
+    replica_lock = lock_replica();
+    if (!replica_lock) return fail("another process runs this replica (it holds replica/lock): stop it first");
+  }
+
+  auto primary = find_primary(options.replicas);
+  if (!primary) return fail("no replica answers as the primary (is a majority running, and etcd?)");
+  // A lost directory is made a rebuilt replica first, its segments the
+  // cluster's size (it counts in seals again only once it holds a
+  // primary's whole log); a replica's own log is kept: it restarts at the
+  // primary's start by itself.
+  bool remade = false;
+  if (inspection->cluster.empty()) {
+    const std::uint64_t segment_bytes =
+        primary->status.segment_bytes > 0 ? primary->status.segment_bytes : options.segment_bytes;
+    auto made = replica::ReplicaStore::initialize(fs, options.dir, options.cluster, true, segment_bytes);
+    if (!made) {
+      return fail(made.error() == std::errc::operation_would_block
+                      ? "another process runs this replica (it holds replica/lock): stop it first"
+                      : made.error().message());
+    }
+    remade = true;
+    replica_lock = lock_replica();
+    if (!replica_lock) return fail("another process runs this replica (it holds replica/lock): stop it first");
+  }
+
+  // The store must stand at or past where the primary's log starts when
+  // the replica's restarts there: the primary holds its retirement back
+  // while it sends (StoreSender::hold_below), and a primary that moved on
+  // meanwhile (another took over) is asked again.
+  const std::string rebuild = io::join_path(options.dir, replica::kRebuildDir);
+  std::optional<replica::FetchedStore> fetched;
+  std::string problem;
+  for (int attempt = 0; attempt < 3 && !fetched; ++attempt) {
+    if (attempt > 0) primary = find_primary(options.replicas);
+    if (!primary) return fail("no replica answers as the primary (is a majority running, and etcd?)");
+    if (auto removed = io::remove_tree(fs, rebuild); !removed) return fail(removed.error().message());
+    if (auto made = fs.create_dir(rebuild); !made) return fail(made.error().message());
+    auto got = replica::fetch_store(fs, replica::transfer_call_to(options.replicas, primary->id,
+                                                                  std::chrono::milliseconds(30000)),
+                                    options.cluster, io::join_path(rebuild, "runs"), &problem);
+    if (!got) {
+      return fail(fmt::format("the run store from replica {} ({}): {}", primary->id, options.replicas[primary->id],
+                              problem.empty() ? got.error().message() : problem));
+    }
+    auto now = replica::ReplicaClient(options.replicas).status(primary->id, std::chrono::milliseconds(1000));
+    if (now && now->role == replication::Role::primary && now->retired_through + 1 > got->applied) {
+      problem = fmt::format("the primary's log starts after batch {}, past the store it sent (batch {})",
+                            now->retired_through, got->applied);
+      continue;
+    }
+    fetched = *got;
+  }
+  if (!fetched) return fail(problem);
   // The store as RocksDB reads it, without changing a byte: it opens, and
   // it stands where the sender said, or past it.
   {
     std::string error_text;
     auto store = engine::RunStore::open_read_only(rebuild, fs, &error_text);
-    if (!store) return fail("the fetched run store does not open: " + (error_text.empty() ? store.error().message() : error_text));
+    if (!store) {
+      return fail("the fetched run store does not open: " + (error_text.empty() ? store.error().message() : error_text));
+    }
     auto applied = (*store)->replica_applied();
-    if (!applied || applied->seq < fetched->applied) {
-      return fail(fmt::format("the fetched run store stands before batch {}, where the sender said it stood",
-                              fetched->applied));
+    if (!applied) return fail("where the fetched run store stands does not read: " + applied.error().message());
+    if (applied->seq < fetched->applied) {
+      return fail(fmt::format("the fetched run store stands at batch {}, before batch {}, where the sender said",
+                              applied->seq, fetched->applied));
     }
   }
   if (auto installed = replica::install_fetched_store(fs, options.dir); !installed) {
     return fail("putting the fetched run store in place: " + installed.error().message());
   }
-  fmt::print("{}: {}the run store of replica {} ({}: {} files, {} bytes, applied through batch {}) is in place; start "
+  fmt::print("{}: {}the run store of replica {} ({}: {} files, {} bytes, standing at batch {}) is in place; start "
              "the replica: its log restarts where the primary's starts\n",
-             options.dir, remade ? "a replica of cluster " + options.cluster + " again (rebuilt); " : "", *primary,
-             options.replicas[*primary], fetched->files, fetched->bytes,
-             fetched->applied == 0 ? 0 : fetched->applied - 1);
+             options.dir, remade ? "a replica of cluster " + options.cluster + " again (rebuilt); " : "",
+             primary->id, options.replicas[primary->id], fetched->files, fetched->bytes, fetched->applied);
   return 0;
 }
 

@@ -497,6 +497,7 @@ struct ReplicaNode::Impl {
       }
       case FrameType::status: {
         auto status = status_of(*core, options.self, options.addresses.size(), batches_read_back);
+        status.segment_bytes = store->segment_bytes();
         status.lag_us = stats.lag_us(status);
         from.send(frame_of(FrameType::status_reply, frame.request_id, encode_status(status)));
         return;
@@ -751,6 +752,7 @@ Result<void> ReplicaNode::run() {
   core_options.candidacy_ticks = m.options.candidacy_ticks;
   core_options.lease_ticks = m.options.lease_ticks;
   core_options.held_bytes_max = m.options.held_bytes_max;
+  core_options.retire_lag_bytes_max = m.options.retire_lag_bytes_max;
   std::random_device entropy;
   core_options.incarnation = (std::uint64_t(entropy()) << 32) | entropy();
   const std::size_t recovered_batches = m.recovered.log.entries.size();

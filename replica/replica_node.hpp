@@ -95,6 +95,9 @@ struct ReplicaNodeOptions {
   // (ReplicaOptions::held_bytes_max); a backup further behind is sent
   // batches read back from the segments.
   std::uint64_t held_bytes_max = 64u << 20;
+  // ReplicaOptions::retire_lag_bytes_max: past it, a lagging minority no
+  // longer holds the others' retirement back (0: it always does).
+  std::uint64_t retire_lag_bytes_max = 0;
   ReplicaEngineHooks engine;  // configure set: an engine appends, clients do not
 };
 

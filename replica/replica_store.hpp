@@ -115,6 +115,8 @@ class ReplicaStore {
   replication::Seq retired_through() const { return points_.front().seq; }
   // The largest payload a batch may carry.
   std::uint64_t payload_bytes_max() const { return replica::payload_bytes_max(points_.front().capacity); }
+  // The size of the segment the log ends in (what init gave the cluster).
+  std::uint64_t segment_bytes() const { return points_.back().capacity; }
 
  private:
   ReplicaStore(io::FileSystem& fs, std::string dir, std::string cluster);

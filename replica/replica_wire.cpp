@@ -188,7 +188,7 @@ std::vector<std::byte> encode_status(const ReplicaStatus& s) {
     w.u32(static_cast<std::uint32_t>(values->size()));
     for (std::uint64_t value : *values) w.u64(value);
   }
-  w.u64(s.retired_through);
+  w.u64(s.retired_through).u64(s.segment_bytes);
   return w.take();
 }
 
@@ -199,7 +199,8 @@ std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes) {
     s.role = static_cast<Role>(role);
     return r.u64(s.promised) && r.u64(s.lead) && r.u64(s.commit) && r.u64(s.log_end) && r.u64(s.durable_end) &&
            get_bool(r, s.suspect) && r.u64(s.held_from) && r.u64(s.batches_read_back) && get_holds(r, s.holds) &&
-           get_holds(r, s.lag_bytes) && get_holds(r, s.lag_us) && r.u64(s.retired_through);
+           get_holds(r, s.lag_bytes) && get_holds(r, s.lag_us) && r.u64(s.retired_through) &&
+           r.u64(s.segment_bytes);
   });
 }
 

@@ -86,6 +86,7 @@ struct ReplicaStatus {
   std::vector<std::uint64_t> lag_bytes;
   std::vector<std::uint64_t> lag_us;
   replication::Seq retired_through = 0;  // the last batch its log retired (0: none)
+  std::uint64_t segment_bytes = 0;       // its log's segments' size (a rebuilt replica takes the primary's)
 };
 std::vector<std::byte> encode_status(const ReplicaStatus& status);
 std::optional<ReplicaStatus> decode_status(std::span<const std::byte> bytes);

@@ -110,9 +110,10 @@ struct FetchedStore {
 // the offset asked for, the length the manifest implies) and whole (its
 // size), the directory synced. A manifest of another cluster, a file name
 // with a path in it, a chunk damaged, short, long or of another file or
-// offset, or an error answer: `problem` says what, and the error is
-// invalid_argument (protocol_error for an answer that does not decode);
-// what was written stays for the caller to remove.
+// offset: invalid_argument; no answer, one that does not decode, not_here
+// or an error answer: protocol_error; `problem` says what either way. What
+// was written stays for the caller to remove. The sender is trusted with
+// the sizes (a store as large as it says is written).
 Result<FetchedStore> fetch_store(io::FileSystem& fs, const TransferCall& call, const std::string& cluster,
                                  const std::string& into_dir, std::string* problem,
                                  const std::function<void(const std::string&)>& progress = {});

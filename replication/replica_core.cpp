@@ -105,32 +105,6 @@ void ReplicaCore::write(Seq keep_through, std::vector<Entry> entries, Output& ou
   out.writes.push_back({id, keep_through, std::move(entries), repaired, restart, retire_below});
 }
 
-Seq ReplicaCore::held_by_all() const {
-  Seq held = commit_;
-  for (ReplicaId r = 0; r < options_.replica_count; ++r) {
-    if (r != options_.self) held = std::min(held, match_[r]);
-  }
-  return held;
-}
-
-Seq ReplicaCore::retire_target() const {
-  // Below what its driver is done with, what every replica holds (none will
-  // ask for it again), what it knows published and holds durably -- and
-  // never its last batch (its log always ends in one it holds).
-  Seq target = std::min(retire_allowed_, role_ == Role::primary ? held_by_all() + 1 : retire_known_);
-  target = std::min({target, known_committed() + 1, durable_end_ + 1, log_.end()});
-  return target;
-}
-
-void ReplicaCore::retire(Output& out) {
-  // A suspect replica's log waits for its repair.
-  if ((role_ != Role::backup && role_ != Role::primary) || suspect_) return;
-  const Seq target = retire_target();
-  if (target <= std::max(retire_asked_, log_.retired_through() + 1)) return;
-  retire_asked_ = target;
-  write(log_.end(), {}, out, false, std::nullopt, target);
-}
-
 void ReplicaCore::cut_to_history(Output& out) {
   if (weakened(Weakening::longest_log)) return;
   const Seq end = surviving_end();
@@ -625,12 +599,15 @@ void ReplicaCore::on_append_request(const Message& message, const AppendRequest&
   learn_starts(starts_through(request.starts, message.view));
   retire_known_ = std::max(retire_known_, request.retire_below);
   Seq end = surviving_end();
-  // A suspect replica that cannot continue where the primary's log starts
-  // (it lost batches the primary retired, or holds others there) starts its
-  // log after the primary's start: what comes before is published, and no
-  // replica will ever send it. Its repair still waits for the whole of the
-  // primary's log from there.
-  if (suspect_ && request.anchor && request.anchor->seq == request.prev_seq &&
+  // A replica that cannot continue where the primary's log starts starts
+  // its log after the primary's start: what comes before is published, and
+  // no replica will ever send it. A suspect one lost batches the primary
+  // retired, or holds others there (its repair still waits for the whole of
+  // the primary's log from there); a sound one was down or behind past the
+  // lag cap (ReplicaOptions::retire_lag_bytes_max) while the others retired
+  // -- what it holds there is published and retired, or of a view the
+  // primary's log superseded, as a cut would find.
+  if (request.anchor && request.anchor->seq == request.prev_seq &&
       request.anchor->view == request.prev_view && request.anchor->segment >= 1 &&
       request.prev_seq > log_.retired_through() &&
       (request.prev_seq > end || log_.at(request.prev_seq).view != request.prev_view)) {

@@ -79,6 +79,14 @@ struct ReplicaOptions {
   // driver reads back from the disk (Entry::elided). Batches not yet durable
   // are always held.
   std::uint64_t held_bytes_max = 64u << 20;
+  // The cap on what a lagging replica holds back. A primary retires only
+  // what every replica holds -- but a minority of replicas whose logs lag
+  // its commit by more than this many payload bytes (down, say, or far
+  // behind) are not waited for: the others retire without them, and such a
+  // replica, when it returns, restarts its log at the primary's start (an
+  // application's replica is then rebuilt: docs/replication.md). 0: no
+  // cap, every replica is waited for.
+  std::uint64_t retire_lag_bytes_max = 0;
   // Drawn at random at each start: tells messages sent to an earlier life of
   // this replica from those sent to this one (AppendRequest::to_incarnation).
   std::uint64_t incarnation = 0;

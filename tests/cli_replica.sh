@@ -7,9 +7,9 @@
 # - run refuses wrong arguments (exit 2), a missing directory and another
 #   cluster's (exit 1), each with a reason;
 # - a second `run` on a directory in use is refused, and so is a rebuild;
-# - rebuild refuses wrong arguments (exit 2), and with no primary to fetch
-#   the run store from says so (exit 1), the directory left a rebuilt
-#   replica and no store put in place;
+# - rebuild refuses wrong arguments (exit 2), another cluster's directory
+#   and a local engine's (exit 1), and with no primary to fetch the run
+#   store from says so, the directory unchanged;
 # - `status` of a running cluster names its primary and what each backup
 #   holds, and a replica that is down.
 # Usage: cli_replica.sh SOURCE_DIR BUILD_DIR
@@ -85,18 +85,18 @@ expect_exit 1 "another cluster" "$fusee" replica run --dir "$scratch/r0" --clust
 # second try goes on from there), nothing put in place of a store.
 expect_exit 2 "3, 5, 7" "$fusee" replica rebuild --dir "$scratch/lost" --cluster blue --replicas 127.0.0.1:1,127.0.0.1:2
 expect_exit 2 "address" "$fusee" replica rebuild --dir "$scratch/lost" --cluster blue --replicas a,b,c
-expect_exit 2 "segment-bytes" "$fusee" replica rebuild --dir "$scratch/lost" --cluster blue --replicas "$peers" \
-  --segment-bytes 1
 expect_exit 1 "no replica answers as the primary" "$fusee" replica rebuild --dir "$scratch/lost" --cluster blue \
   --replicas "$peers"
 "$fusee" replica inspect --dir "$scratch/lost" >"$scratch/out"
-grep -q "a replica of cluster blue" "$scratch/out" || fail "rebuild did not make a replica: $(cat "$scratch/out")"
-grep -q "suspect: rebuilt" "$scratch/out" || fail "a rebuilt replica is not suspect: $(cat "$scratch/out")"
+grep -q "not a replica of any cluster" "$scratch/out" || fail "a rebuild with no primary changed the directory: $(cat "$scratch/out")"
 [ ! -e "$scratch/lost/runs" ] || fail "a failed rebuild put a run store in place"
-expect_exit 1 "no replica answers as the primary" "$fusee" replica rebuild --dir "$scratch/lost" --cluster blue \
+expect_exit 1 "cluster blue, not green" "$fusee" replica rebuild --dir "$scratch/r0" --cluster green \
   --replicas "$peers"
-expect_exit 1 "cluster blue, not green" "$fusee" replica rebuild --dir "$scratch/lost" --cluster green \
-  --replicas "$peers"
+# A local engine's directory is never taken for a lost replica's.
+mkdir "$scratch/local"
+echo "not a replica" >"$scratch/local/fusee.meta"
+expect_exit 1 "no replica's" "$fusee" replica rebuild --dir "$scratch/local" --cluster blue --replicas "$peers"
+[ "$(cat "$scratch/local/fusee.meta")" = "not a replica" ] || fail "a rebuild touched a local engine's directory"
 expect_exit 2 "segment-bytes" "$fusee" replica init --dir "$scratch/small" --segment-bytes 4096
 
 # One writer per directory: a second run is refused while the first runs.
@@ -115,7 +115,8 @@ got=$?
 set -e
 [ "$got" = 1 ] || fail "a second run on a directory in use exited $got: $(cat "$scratch/err")"
 grep -q "another process runs this replica" "$scratch/err" || fail "a second run did not say why: $(cat "$scratch/err")"
-expect_exit 1 "stop it first" "$fusee" replica rebuild --dir "$scratch/r1" --cluster blue --replicas "$mine"
+expect_exit 1 "it holds replica/lock): stop it first" "$fusee" replica rebuild --dir "$scratch/r1" --cluster blue \
+  --replicas "$mine"
 kill -TERM "${pids[0]}"
 wait "${pids[0]}" || fail "the first run did not stop cleanly on SIGTERM: $(cat "$scratch/first.err")"
 pids=()

@@ -41,6 +41,7 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   options.addresses = config.replicas;
   options.dir = config.dir;
   options.cluster = config.cluster;
+  options.retire_lag_bytes_max = config.replica_retire_lag_max_bytes;
   replica::set_etcd_members(config.etcd, "Config::etcd", options.etcd);
   for (const std::string& address : config.replicas) protocol::parse_address(address, "Config::replicas", false);
   replica::set_timings_from_lease(options, static_cast<std::uint32_t>(config.etcd_lease_ttl.count()),
@@ -119,7 +120,8 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
       // its store has applied past it), off the loop (it reads files).
       if (!engine) {
         reply(replica::CallPart::not_here,
-              replica::bytes_of(fmt::format("replica {} is not the primary: its run store is not sent",
+              replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its "
+                                            "engine is opening): its run store is not sent",
                                             config_.replica_id)));
         return;
       }
@@ -199,6 +201,8 @@ void ReplicaHost::stop() {
   // connections closed with the replica).
   calls_.stop();
   engine_wide_.stop();
+  // A copy it holds keeps the store's files from deletion, and the store open.
+  sender_.reset();
   // What waits on the store's applying (an opening, an engine's writes)
   // is let go: the replica feeds it no more.
   if (applier_) applier_->stop();
@@ -473,7 +477,13 @@ Result<replication::Seq> ReplicaHost::retire_allowed() {
   // store has not wholly applied (the one it stands in included), and
   // every batch a checkpoint's recovery reads.
   const auto applied = FUSEE_TRY(store_->replica_applied());
-  replication::Seq allowed = applied.seq;
+  // A store written before it kept the run-store shard's last LSN: a log
+  // retired below it would have no floor for that shard at its next open
+  // (ReplicaHost::configure), so nothing retires until an apply writes one.
+  if (applied.seq > 0 && applied.lsn == 0) return replication::Seq{0};
+  // Nor past the store a replica being rebuilt fetched from here: its log
+  // restarts at this log's start, which must not pass what it fetched.
+  replication::Seq allowed = std::min(applied.seq, sender_->hold_below());
   for (std::uint32_t shard = 0; shard < shards_; ++shard) {
     auto checkpoint = FUSEE_TRY(store_->checkpoint(shard));
     allowed = std::min<replication::Seq>(allowed, checkpoint ? checkpoint->keep_from_sequence : 0);

@@ -49,6 +49,12 @@ std::vector<std::byte> StoreSender::answer(std::span<const std::byte> bytes) {
   return replica::encode_transfer_answer(error_answer("an unknown transfer request"));
 }
 
+std::uint64_t StoreSender::hold_below() {
+  std::lock_guard lock(mu_);
+  if (std::chrono::steady_clock::now() >= held_until_) return UINT64_MAX;
+  return held_applied_;
+}
+
 void StoreSender::expire_idle() {
   std::lock_guard lock(mu_);
   if (session_ && std::chrono::steady_clock::now() - session_->used > kIdle) session_.reset();
@@ -73,6 +79,8 @@ TransferAnswer StoreSender::open(const TransferRequest& request) {
   manifest.cluster = cluster_;
   manifest.session = session->id;
   manifest.applied = applied->seq;
+  held_applied_ = applied->seq;
+  held_until_ = session->used + kHold;
   for (const engine::StoreFile& file : session->copy->files) {
     session->files[file.name] = &file;
     manifest.files.push_back({file.name, file.contents ? file.contents->size() : file.bytes});
@@ -88,6 +96,7 @@ TransferAnswer StoreSender::read(const TransferRequest& request) {
     return error_answer("no such transfer (it was closed, replaced by another, or idle for a minute): start again");
   }
   session_->used = std::chrono::steady_clock::now();
+  held_until_ = session_->used + kHold;
   auto found = session_->files.find(request.file);
   if (found == session_->files.end()) return error_answer("the copy has no file " + request.file);
   const engine::StoreFile& file = *found->second;

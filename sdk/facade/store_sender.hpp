@@ -35,6 +35,11 @@ class StoreSender {
   // Lets a copy no call has used for kIdle go.
   void expire_idle();
   static constexpr std::chrono::seconds kIdle{60};
+  // The log must not retire past the store last sent (the rebuilt
+  // replica's log restarts at this one's start) until kHold after the last
+  // call of that transfer: UINT64_MAX when none is that recent.
+  std::uint64_t hold_below();
+  static constexpr std::chrono::minutes kHold{10};
 
  private:
   replica::TransferAnswer open(const replica::TransferRequest& request);
@@ -51,6 +56,8 @@ class StoreSender {
     std::chrono::steady_clock::time_point used;
   };
   std::unique_ptr<Session> session_;
+  std::uint64_t held_applied_ = 0;  // the last manifest's applied batch
+  std::chrono::steady_clock::time_point held_until_{};
   std::uint64_t next_id_;
 };
 

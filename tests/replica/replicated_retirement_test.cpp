@@ -75,8 +75,10 @@ struct Warnings {
 };
 
 Config replica_config(const std::string& dir, std::uint16_t etcd_port, std::uint32_t id,
-                      const std::vector<std::string>& addresses, Warnings* warnings = nullptr) {
+                      const std::vector<std::string>& addresses, std::uint64_t lag_cap_bytes,
+                      Warnings* warnings = nullptr) {
   auto config = Config::replicated(dir, "127.0.0.1:" + std::to_string(etcd_port), "app", id, addresses);
+  config.replica_retire_lag_max_bytes = lag_cap_bytes;
   config.shards = 2;
   config.replica_tick = 5ms;
   config.etcd_lease_ttl = 2s;
@@ -102,6 +104,41 @@ bool eventually(Predicate predicate, std::chrono::seconds within = 20s) {
 
 std::string fill_name(int n) { return "fill-" + std::to_string(n); }
 
+// What `fusee replica rebuild` does to a stopped replica's directory that
+// is a cluster's: the primary's run store fetched and put in place (its
+// log is kept: it restarts at the primary's start by itself).
+FetchedStore rebuild_store(io::FileSystem& fs, const std::string& replica_dir,
+                           const std::vector<std::string>& addresses, std::uint32_t primary) {
+  const std::string rebuild = io::join_path(replica_dir, kRebuildDir);
+  testing::ok_or_fail(io::remove_tree(fs, rebuild));
+  testing::ok_or_fail(fs.create_dir(rebuild));
+  std::string problem;
+  auto fetched = fetch_store(fs, transfer_call_to(addresses, primary, 10s), "app", io::join_path(rebuild, "runs"),
+                             &problem);
+  INFO(problem);
+  REQUIRE(fetched.has_value());
+  testing::ok_or_fail(install_fetched_store(fs, replica_dir));
+  return *fetched;
+}
+
+// Runs fills [from, to) on `engine` to their end, then checkpoints.
+void fill(Engine& engine, int from, int to) {
+  for (int n = from; n < to; ++n) engine.start(kFill, fill_name(n), n);
+  for (int n = from; n < to; ++n) CHECK(engine.result(kFill, fill_name(n)) == n + 3 * 2048);
+  engine.checkpoint();
+}
+
+// The replica's own run store, read once its application stopped: every
+// fill in [0, fills) finished.
+void check_store_holds_fills(io::FileSystem& fs, const std::string& replica_dir, int fills) {
+  auto store = value_or_fail(engine::RunStore::open_read_only(replica_dir, fs));
+  for (int n = 0; n < fills; ++n) {
+    auto run = value_or_fail(store->finished(fill_name(n)));
+    REQUIRE(run.has_value());
+    CHECK(run->result == boost::json::value(n + 3 * 2048));
+  }
+}
+
 TEST_SUITE("unit") {
   TEST_CASE("replicated mode: the log retires what every replica's run store no longer needs; a lost replica is "
             "rebuilt from the primary's run store") {
@@ -117,7 +154,7 @@ TEST_SUITE("unit") {
     for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
     std::vector<std::unique_ptr<Engine>> engines;
     auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) {
-      engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, warnings));
+      engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, 0, warnings));
       register_workflows(*engines[id]);
     };
     engines.resize(3);
@@ -131,12 +168,7 @@ TEST_SUITE("unit") {
     Engine& primary = *engines[*first];
     for (int n = 0; n < kOrders; ++n) primary.start(kOrder, testing::run_name(n), n);
     for (int n = 0; n < kOrders; ++n) testing::take_to_wait(primary, n, 10s);
-    for (int round = 0; round < kFills / kFillsPerCheckpoint; ++round) {
-      const int from = round * kFillsPerCheckpoint;
-      for (int n = from; n < from + kFillsPerCheckpoint; ++n) primary.start(kFill, fill_name(n), n);
-      for (int n = from; n < from + kFillsPerCheckpoint; ++n) CHECK(primary.result(kFill, fill_name(n)) == n + 3 * 2048);
-      primary.checkpoint();
-    }
+    for (int from = 0; from < kFills; from += kFillsPerCheckpoint) fill(primary, from, from + kFillsPerCheckpoint);
 
     // Checkpointed, every replica's store applies it, and each one's log
     // retires below it -- the primary's too, once every replica holds it.
@@ -158,12 +190,9 @@ TEST_SUITE("unit") {
     for (int n = 0; n < kOrders; ++n) next.signal(testing::run_name(n), kGo, 100, "go-" + std::to_string(n));
     for (int n = 0; n < kOrders; ++n) CHECK(next.result(kOrder, testing::run_name(n)) == 2 * n + 100);
     for (int n = 0; n < kFills; n += 7) CHECK(next.result(kFill, fill_name(n)) == n + 3 * 2048);
-    for (int n = kFills; n < kFills + kFillsPerCheckpoint; ++n) next.start(kFill, fill_name(n), n);
-    for (int n = kFills; n < kFills + kFillsPerCheckpoint; ++n) CHECK(next.result(kFill, fill_name(n)) == n + 3 * 2048);
-    next.checkpoint();
+    fill(next, kFills, kFills + kFillsPerCheckpoint);
     // Not past what the stopped replica holds: in this view the primary
-    // knows nothing it holds, and waits for it (a down replica holds
-    // retirement back; the cap that would not is not built).
+    // knows nothing it holds, and with no cap it waits for it.
     std::this_thread::sleep_for(2s);
     CHECK(next.stats().replica.retired_through == retired);
 
@@ -187,23 +216,14 @@ TEST_SUITE("unit") {
     // Rebuilt with the primary's run store (what `fusee replica rebuild`
     // does), it follows the log from the primary's start.
     {
-      const std::string rebuild = io::join_path(dirs[lost], kRebuildDir);
-      testing::ok_or_fail(io::remove_tree(fs, rebuild));
-      testing::ok_or_fail(fs.create_dir(rebuild));
-      std::string problem;
-      auto fetched = fetch_store(fs, transfer_call_to(addresses, *second, 10s), "app", io::join_path(rebuild, "runs"),
-                                 &problem);
-      INFO(problem);
-      REQUIRE(fetched.has_value());
-      CHECK(fetched->applied > retired);
       // A backup sends no store: only the primary's is where the log starts.
-      std::string refused;
       const std::uint32_t backup = 3 - lost - *second;
-      CHECK_FALSE(fetch_store(fs, transfer_call_to(addresses, backup, 10s), "app", io::join_path(rebuild, "other"),
-                              &refused)
+      std::string refused;
+      CHECK_FALSE(fetch_store(fs, transfer_call_to(addresses, backup, 10s), "app",
+                              io::join_path(dirs[lost], "from-a-backup"), &refused)
                       .has_value());
       CHECK(refused.find("is not the primary") != std::string::npos);
-      testing::ok_or_fail(install_fetched_store(fs, dirs[lost]));
+      CHECK(rebuild_store(fs, dirs[lost], addresses, *second).applied > retired);
     }
     Warnings warnings;
     open(lost, &warnings);
@@ -224,17 +244,80 @@ TEST_SUITE("unit") {
     }
     engines.clear();
     // The rebuilt replica's own store holds every run, finished.
+    check_store_holds_fills(fs, dirs[lost], kFills + kFillsPerCheckpoint);
     auto store = value_or_fail(engine::RunStore::open_read_only(dirs[lost], fs));
-    for (int n = 0; n < kFills + kFillsPerCheckpoint; ++n) {
-      auto run = value_or_fail(store->finished(fill_name(n)));
-      REQUIRE(run.has_value());
-      CHECK(run->result == boost::json::value(n + 3 * 2048));
-    }
     for (int n = 0; n < kOrders; ++n) {
       auto run = value_or_fail(store->finished(testing::run_name(n)));
       REQUIRE(run.has_value());
       CHECK(run->result == boost::json::value(2 * n + 100));
     }
+  }
+
+  TEST_CASE("replicated mode: past the lag cap, the others retire without a replica that is down; back, it stops "
+            "until rebuilt, its own log kept") {
+    testing::TempDir dir;
+    LocalEtcd etcd(dir.path());
+    if (!etcd.ready()) {
+      MESSAGE("etcd is not installed: skipped");
+      return;
+    }
+    io::PosixFileSystem fs;
+    constexpr std::uint64_t kLagCapBytes = 256u << 10;
+    std::vector<std::string> addresses;
+    std::vector<std::string> dirs;
+    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    std::vector<std::unique_ptr<Engine>> engines(3);
+    auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) {
+      engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, kLagCapBytes, warnings));
+      register_workflows(*engines[id]);
+    };
+    for (std::uint32_t id = 0; id < 3; ++id) {
+      dirs.push_back(dir.sub("replica-" + std::to_string(id)));
+      testing::ok_or_fail(ReplicaStore::initialize(fs, dirs.back(), "app", false, kSegmentBytes));
+      open(id);
+    }
+    const auto leader = testing::primary_of(engines, 20s);
+    REQUIRE(leader.has_value());
+    Engine& primary = *engines[*leader];
+    fill(primary, 0, kFillsPerCheckpoint);
+
+    // A backup stops. With every other replica holding the log, the
+    // primary retires past it once it lags by more than the cap.
+    const std::uint32_t down = (*leader + 1) % 3;
+    CHECK(eventually([&] { return engines[down]->stats().replica.durable_end >= primary.stats().replica.commit; }));
+    engines[down]->shutdown();
+    engines[down].reset();
+    int fills = kFillsPerCheckpoint;
+    for (; fills < 8 * kFillsPerCheckpoint; fills += kFillsPerCheckpoint) fill(primary, fills, fills + kFillsPerCheckpoint);
+    const auto down_end = value_or_fail(inspect_store(fs, dirs[down])).chain.entries.back().seq;
+    CHECK(eventually([&] { return primary.stats().replica.retired_through > down_end; }));
+    MESSAGE("the primary retired through batch " << primary.stats().replica.retired_through
+                                                 << "; the stopped backup's log ends at " << down_end);
+
+    // Back, its log would restart at the primary's start, past what its
+    // store applied: it stops, saying to rebuild it.
+    {
+      Warnings warnings;
+      open(down, &warnings);
+      CHECK(eventually([&] { return warnings.saw("the log must restart after batch"); }));
+      CHECK(warnings.saw("fusee replica rebuild"));
+      engines[down]->shutdown();
+      engines[down].reset();
+    }
+    // Rebuilt, its own log kept, it follows again.
+    rebuild_store(fs, dirs[down], addresses, *leader);
+    Warnings warnings;
+    open(down, &warnings);
+    CHECK(eventually([&] {
+      const auto stats = engines[down]->stats().replica;
+      return !stats.suspect && stats.store_applied >= primary.stats().replica.commit;
+    }));
+    CHECK_FALSE(warnings.saw("rebuild"));
+    for (auto& engine : engines) {
+      if (engine) engine->shutdown();
+    }
+    engines.clear();
+    check_store_holds_fills(fs, dirs[down], fills);
   }
 }
 

@@ -251,6 +251,10 @@ class Simulation {
     cut_.assign(n(), std::vector<bool>(n(), false));
     etcd_cut_.assign(n(), false);
     nodes_.resize(n());
+    // A third of the clusters cap what a lagging replica holds back: a
+    // replica down or cut off a while is retired past, and restarts its log
+    // at a primary's start when it returns.
+    const std::uint64_t retire_lag_bytes_max = chance(3) ? between(200, 4000) : 0;
     for (ReplicaId id = 0; id < n(); ++id) {
       Node& node = nodes_[id];
       node.id = id;
@@ -262,6 +266,7 @@ class Simulation {
       node.options.lease_ticks = 30;
       node.options.entries_per_append_max = 16;
       node.options.weakening = options_.weakening;
+      node.options.retire_lag_bytes_max = retire_lag_bytes_max;
       // A third of the replicas hold no released payload, a third a few
       // batches' worth: their sends to a backup behind, and their fetch
       // replies, are read back from the disk.

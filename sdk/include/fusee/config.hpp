@@ -140,6 +140,13 @@ struct Config {
   std::string cluster = "default";
   std::chrono::milliseconds replica_tick{10};
   std::chrono::seconds etcd_lease_ttl{2};
+  // A replica whose log lags the primary's published end by more than this
+  // many payload bytes -- down, say -- no longer holds the others' logs
+  // back from retiring (one of three, two of five, at most); when it
+  // returns it stops, to be rebuilt with `fusee replica rebuild`
+  // (docs/replication.md, "Retiring a replica's log"). 0: every replica is
+  // waited for, however long it is down.
+  std::uint64_t replica_retire_lag_max_bytes = std::uint64_t{1} << 30;
   // The HTTP/JSON API (docs/http-api.md), served by this engine on
   // "host:port" (port 0: a free one, see Engine::http_endpoint()); empty:
   // off. With a token, every route but /healthz wants
