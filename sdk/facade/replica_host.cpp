@@ -201,8 +201,6 @@ void ReplicaHost::stop() {
   // connections closed with the replica).
   calls_.stop();
   engine_wide_.stop();
-  // A copy it holds keeps the store's files from deletion, and the store open.
-  sender_.reset();
   // What waits on the store's applying (an opening, an engine's writes)
   // is let go: the replica feeds it no more.
   if (applier_) applier_->stop();
@@ -222,6 +220,9 @@ void ReplicaHost::stop() {
   // engine side's lock and store.
   node_.reset();
   applier_.reset();
+  // After the host's thread (its retire checks ask the sender): a copy it
+  // holds keeps the store's files from deletion, and the store open.
+  sender_.reset();
   store_.reset();
   claimed_.lock.reset();
 }
