@@ -6,6 +6,8 @@
 #include <fstream>
 #include <set>
 
+#include <rocksdb/db.h>
+
 #include "engine/run_store.hpp"
 #include "wal/errc.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -360,6 +362,38 @@ TEST_SUITE("unit") {
     auto old = store->finished("run-3");
     REQUIRE(old.has_value());
     CHECK_FALSE(old->has_value());
+  }
+
+  TEST_CASE("where a replica's store stands reads back, its run-store LSN too; a value written before the LSN was "
+            "kept reads with LSN 0, and one of another size is corrupt") {
+    testing::TempDir dir;
+    {
+      auto store = open_store(dir.path());
+      RunStore::Batch batch;
+      batch.put_replica_applied(ReplicaApplied{7, 2, 41});
+      REQUIRE(store->write(std::move(batch)).has_value());
+      CHECK(store->replica_applied().value() == ReplicaApplied{7, 2, 41});
+    }
+    // The value as an earlier build wrote it (batch 9, 3 records: 12 bytes),
+    // and one that is no such value, put behind the store's back.
+    auto put_raw = [&](const std::string& value) {
+      rocksdb::DB* raw = nullptr;
+      rocksdb::Options options;
+      REQUIRE(rocksdb::DB::Open(options, dir.path() + "/runs", &raw).ok());
+      std::unique_ptr<rocksdb::DB> db(raw);
+      REQUIRE(db->Put(rocksdb::WriteOptions(), "R", value).ok());
+    };
+    const std::string earlier{"\0\0\0\0\0\0\0\x09\0\0\0\x03", 12};
+    put_raw(earlier);
+    {
+      auto store = open_store(dir.path());
+      CHECK(store->replica_applied().value() == ReplicaApplied{9, 3, 0});
+    }
+    put_raw("short");
+    {
+      auto store = open_store(dir.path());
+      CHECK(store->replica_applied().error() == make_error_code(wal::errc::corrupt));
+    }
   }
 
   TEST_CASE("a run store whose files are damaged is refused with RocksDB's reason") {
