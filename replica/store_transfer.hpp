@@ -95,8 +95,9 @@ std::optional<TransferAnswer> decode_transfer_answer(std::span<const std::byte> 
 // A name a store's directory may hold: no path, nothing hidden, not empty.
 bool plain_file_name(const std::string& name);
 
-// One call to the sender and its answer, or nothing (no answer in time, the
-// connection lost, or the replica said not_here: `why` says which).
+// One call to the sender and its answer, or nothing (no answer in time, or
+// the connection lost); a replica that sends no store answers not_here,
+// with why in the answer's body.
 using TransferCall = std::function<std::optional<CallReply>(const TransferRequest& request)>;
 
 struct FetchedStore {
