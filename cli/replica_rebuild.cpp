@@ -32,14 +32,13 @@ struct Primary {
 // The primary of the newest lead among the replicas that answer, if any.
 std::optional<Primary> find_primary(const std::vector<std::string>& replicas) {
   replica::ReplicaClient client(replicas);
-  std::optional<Primary> primary;
+  std::vector<std::optional<replica::ReplicaStatus>> statuses;
   for (replication::ReplicaId id = 0; id < replicas.size(); ++id) {
-    auto status = client.status(id, std::chrono::milliseconds(1000));
-    if (status && status->role == replication::Role::primary && (!primary || status->lead > primary->status.lead)) {
-      primary = Primary{id, *status};
-    }
+    statuses.push_back(client.status(id, std::chrono::milliseconds(1000)));
   }
-  return primary;
+  const auto id = replica::newest_primary(statuses);
+  if (!id) return std::nullopt;
+  return Primary{*id, *statuses[*id]};
 }
 
 }  // namespace

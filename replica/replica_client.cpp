@@ -119,6 +119,18 @@ struct ReplicaClient::Impl {
   std::array<std::byte, 64 * 1024> buffer{};
 };
 
+std::optional<replication::ReplicaId> newest_primary(const std::vector<std::optional<ReplicaStatus>>& statuses) {
+  std::optional<replication::ReplicaId> primary;
+  for (replication::ReplicaId id = 0; id < statuses.size(); ++id) {
+    const auto& status = statuses[id];
+    if (status && status->role == replication::Role::primary &&
+        (!primary || status->lead > statuses[*primary]->lead)) {
+      primary = id;
+    }
+  }
+  return primary;
+}
+
 ReplicaClient::ReplicaClient(std::vector<std::string> addresses) : impl_(std::make_unique<Impl>(std::move(addresses))) {}
 ReplicaClient::~ReplicaClient() = default;
 

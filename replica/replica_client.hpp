@@ -23,6 +23,11 @@ struct AppendOutcome {
   wal::Lsn lsn = 0;                             // the record's LSN (shard 0); published only
 };
 
+// Of the replicas' statuses (by id; nothing: no answer), the one that
+// answers as primary of the newest lead: two may say so, one deposed and
+// not yet told.
+std::optional<replication::ReplicaId> newest_primary(const std::vector<std::optional<ReplicaStatus>>& statuses);
+
 class ReplicaClient {
  public:
   explicit ReplicaClient(std::vector<std::string> addresses);

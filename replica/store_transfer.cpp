@@ -8,6 +8,7 @@
 #include "base/crc32c.hpp"
 #include "protocol/wire.hpp"
 #include "replica/replica_client.hpp"
+#include "wal/segment_file.hpp"
 
 namespace fusee::replica {
 
@@ -18,16 +19,6 @@ using protocol::Writer;
 
 // An answer's first byte: which one it is.
 enum class AnswerKind : std::uint8_t { manifest = 'M', chunk = 'C', closed = 'K', error = 'E' };
-
-Result<void> write_all(io::File& file, std::uint64_t offset, std::span<const std::byte> data) {
-  while (!data.empty()) {
-    const std::size_t written = FUSEE_TRY(file.write_at(offset, data, io::WriteFlags::none));
-    if (written == 0) return std::make_error_code(std::errc::io_error);
-    offset += written;
-    data = data.subspan(written);
-  }
-  return ok();
-}
 
 std::error_code refuse(std::string* problem, std::string why) {
   if (problem) *problem = std::move(why);
@@ -218,7 +209,7 @@ Result<FetchedStore> fetch_store(io::FileSystem& fs, const TransferCall& call, c
         return refuse(problem, fmt::format("{} at {} is damaged: its CRC-32C is {:08x}, the sender says {:08x}",
                                            file.name, offset, crc32c(chunk.data), chunk.crc32c));
       }
-      FUSEE_TRY_VOID(write_all(*out, offset, chunk.data));
+      FUSEE_TRY_VOID(wal::write_fully(*out, offset, chunk.data, io::WriteFlags::none));
       offset += chunk.data.size();
     }
     FUSEE_TRY_VOID(out->sync_data());

@@ -114,28 +114,22 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   options.engine.call = [this](std::uint32_t shard, std::vector<std::byte> body,
                                replica::ReplicaEngineHooks::CallReply reply) {
     std::shared_ptr<Engine> engine = engine_if_any();
+    if (!engine) {
+      reply(replica::CallPart::not_here,
+            replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its engine is "
+                                          "opening){}",
+                                          config_.replica_id,
+                                          shard == replica::kStoreTransferShard ? ": its run store is not sent" : "")));
+      return;
+    }
     if (shard == replica::kStoreTransferShard) {
       // A replica being rebuilt fetches the primary's run store: only the
       // primary's (its log's start is where the rebuilt one's will be, and
       // its store has applied past it), off the loop (it reads files).
-      if (!engine) {
-        reply(replica::CallPart::not_here,
-              replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its "
-                                            "engine is opening): its run store is not sent",
-                                            config_.replica_id)));
-        return;
-      }
       auto send = [this, body = std::move(body), reply] { reply(replica::CallPart::last, sender_->answer(body)); };
       if (!engine_wide_.try_post(1, std::move(send))) {
         reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: too many reads wait"));
       }
-      return;
-    }
-    if (!engine) {
-      reply(replica::CallPart::not_here,
-            replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its engine is "
-                                          "opening)",
-                                          config_.replica_id)));
       return;
     }
     const std::size_t bytes = body.size();
@@ -374,17 +368,10 @@ std::vector<ClusterReplica> ReplicaHost::ask_cluster(std::chrono::milliseconds t
     }));
   }
   std::vector<ClusterReplica> replicas;
-  std::optional<replica::ReplicaStatus> primary;
   std::vector<std::optional<replica::ReplicaStatus>> statuses;
-  for (auto& answer : asked) {
-    statuses.push_back(answer.get());
-    const auto& status = statuses.back();
-    // The primary of the newest view, should two say so (one deposed and
-    // not yet told).
-    if (status && status->role == replication::Role::primary && (!primary || status->lead > primary->lead)) {
-      primary = status;
-    }
-  }
+  for (auto& answer : asked) statuses.push_back(answer.get());
+  std::optional<replica::ReplicaStatus> primary;
+  if (auto id = replica::newest_primary(statuses)) primary = statuses[*id];
   for (std::uint32_t id = 0; id < statuses.size(); ++id) {
     ClusterReplica replica;
     replica.id = id;

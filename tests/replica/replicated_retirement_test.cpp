@@ -139,30 +139,55 @@ void check_store_holds_fills(io::FileSystem& fs, const std::string& replica_dir,
   }
 }
 
+// Three replicas' directories (1 MiB segments) and applications in this
+// process, against an etcd of the test's own, each lagging replica waited
+// for up to `lag_cap_bytes` (0: always).
+struct ThreeReplicas {
+  explicit ThreeReplicas(std::uint64_t lag_cap) : etcd(dir.path()), lag_cap_bytes(lag_cap) {
+    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+    for (std::uint32_t id = 0; id < 3; ++id) dirs.push_back(dir.sub("replica-" + std::to_string(id)));
+  }
+  // Makes the directories and opens every replica: false when etcd is not
+  // installed (the test is skipped).
+  bool start() {
+    if (!etcd.ready()) return false;
+    for (std::uint32_t id = 0; id < 3; ++id) {
+      testing::ok_or_fail(ReplicaStore::initialize(fs, dirs[id], "app", false, kSegmentBytes));
+      open(id);
+    }
+    return true;
+  }
+  void open(std::uint32_t id, Warnings* warnings = nullptr) {
+    engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, lag_cap_bytes, warnings));
+    register_workflows(*engines[id]);
+  }
+  void stop(std::uint32_t id) {
+    engines[id]->shutdown();
+    engines[id].reset();
+  }
+
+  testing::TempDir dir;
+  LocalEtcd etcd;
+  io::PosixFileSystem fs;
+  std::uint64_t lag_cap_bytes;
+  std::vector<std::string> addresses;
+  std::vector<std::string> dirs;
+  std::vector<std::unique_ptr<Engine>> engines{3};
+};
+
 TEST_SUITE("unit") {
   TEST_CASE("replicated mode: the log retires what every replica's run store no longer needs; a lost replica is "
             "rebuilt from the primary's run store") {
-    testing::TempDir dir;
-    LocalEtcd etcd(dir.path());
-    if (!etcd.ready()) {
+    ThreeReplicas cluster(0);
+    if (!cluster.start()) {
       MESSAGE("etcd is not installed: skipped");
       return;
     }
-    io::PosixFileSystem fs;
-    std::vector<std::string> addresses;
-    std::vector<std::string> dirs;
-    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
-    std::vector<std::unique_ptr<Engine>> engines;
-    auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) {
-      engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, 0, warnings));
-      register_workflows(*engines[id]);
-    };
-    engines.resize(3);
-    for (std::uint32_t id = 0; id < 3; ++id) {
-      dirs.push_back(dir.sub("replica-" + std::to_string(id)));
-      testing::ok_or_fail(ReplicaStore::initialize(fs, dirs.back(), "app", false, kSegmentBytes));
-      open(id);
-    }
+    io::PosixFileSystem& fs = cluster.fs;
+    const std::vector<std::string>& addresses = cluster.addresses;
+    const std::vector<std::string>& dirs = cluster.dirs;
+    std::vector<std::unique_ptr<Engine>>& engines = cluster.engines;
+    auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) { cluster.open(id, warnings); };
     const auto first = testing::primary_of(engines, 20s);
     REQUIRE(first.has_value());
     Engine& primary = *engines[*first];
@@ -181,8 +206,7 @@ TEST_SUITE("unit") {
 
     // The primary's application stops; the next primary's engine opens over
     // a log that starts past what was retired, and finishes the runs.
-    engines[*first]->shutdown();
-    engines[*first].reset();
+    cluster.stop(*first);
     const auto second = testing::primary_of(engines, 20s, *first);
     REQUIRE(second.has_value());
     Engine& next = *engines[*second];
@@ -209,8 +233,7 @@ TEST_SUITE("unit") {
       CHECK(eventually([&] { return warnings.saw("fusee replica rebuild"); }));
       CHECK(warnings.saw("the log must restart after batch"));
       CHECK(engines[lost]->stats().shards_held == 0);
-      engines[lost]->shutdown();
-      engines[lost].reset();
+      cluster.stop(lost);
     }
 
     // Rebuilt with the primary's run store (what `fusee replica rebuild`
@@ -255,27 +278,16 @@ TEST_SUITE("unit") {
 
   TEST_CASE("replicated mode: past the lag cap, the others retire without a replica that is down; back, it stops "
             "until rebuilt, its own log kept") {
-    testing::TempDir dir;
-    LocalEtcd etcd(dir.path());
-    if (!etcd.ready()) {
+    ThreeReplicas cluster(256u << 10);
+    if (!cluster.start()) {
       MESSAGE("etcd is not installed: skipped");
       return;
     }
-    io::PosixFileSystem fs;
-    constexpr std::uint64_t kLagCapBytes = 256u << 10;
-    std::vector<std::string> addresses;
-    std::vector<std::string> dirs;
-    for (int id = 0; id < 3; ++id) addresses.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
-    std::vector<std::unique_ptr<Engine>> engines(3);
-    auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) {
-      engines[id] = Engine::open(replica_config(dirs[id], etcd.client_port(), id, addresses, kLagCapBytes, warnings));
-      register_workflows(*engines[id]);
-    };
-    for (std::uint32_t id = 0; id < 3; ++id) {
-      dirs.push_back(dir.sub("replica-" + std::to_string(id)));
-      testing::ok_or_fail(ReplicaStore::initialize(fs, dirs.back(), "app", false, kSegmentBytes));
-      open(id);
-    }
+    io::PosixFileSystem& fs = cluster.fs;
+    const std::vector<std::string>& addresses = cluster.addresses;
+    const std::vector<std::string>& dirs = cluster.dirs;
+    std::vector<std::unique_ptr<Engine>>& engines = cluster.engines;
+    auto open = [&](std::uint32_t id, Warnings* warnings = nullptr) { cluster.open(id, warnings); };
     const auto leader = testing::primary_of(engines, 20s);
     REQUIRE(leader.has_value());
     Engine& primary = *engines[*leader];
@@ -285,8 +297,7 @@ TEST_SUITE("unit") {
     // primary retires past it once it lags by more than the cap.
     const std::uint32_t down = (*leader + 1) % 3;
     CHECK(eventually([&] { return engines[down]->stats().replica.durable_end >= primary.stats().replica.commit; }));
-    engines[down]->shutdown();
-    engines[down].reset();
+    cluster.stop(down);
     int fills = kFillsPerCheckpoint;
     for (; fills < 8 * kFillsPerCheckpoint; fills += kFillsPerCheckpoint) fill(primary, fills, fills + kFillsPerCheckpoint);
     const auto down_end = value_or_fail(inspect_store(fs, dirs[down])).chain.entries.back().seq;
@@ -301,8 +312,7 @@ TEST_SUITE("unit") {
       open(down, &warnings);
       CHECK(eventually([&] { return warnings.saw("the log must restart after batch"); }));
       CHECK(warnings.saw("fusee replica rebuild"));
-      engines[down]->shutdown();
-      engines[down].reset();
+      cluster.stop(down);
     }
     // Rebuilt, its own log kept, it follows again.
     rebuild_store(fs, dirs[down], addresses, *leader);
