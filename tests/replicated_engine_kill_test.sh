@@ -178,6 +178,19 @@ retired_at_wipe=$({ curl -s -m 5 "http://127.0.0.1:${http[$(primary)]}/metrics" 
 [ "${retired_at_wipe:-0}" -gt 0 ] ||
   fail "the primary's log retired nothing before the wipe (fusee_replica_retired_batches '${retired_at_wipe:-}')"
 wiped=$((($(primary) + 1) % 3))
+# Not while its application runs: the rebuild refuses, and touches nothing.
+if "$fusee" replica rebuild --dir "$scratch/r$wiped" --cluster kill --replicas "$cluster" \
+  >"$scratch/rebuild.out" 2>&1; then
+  fail "fusee replica rebuild went ahead on a running replica's directory"
+fi
+grep "another process holds fusee.lock" "$scratch/rebuild.out" >/dev/null ||
+  fail "fusee replica rebuild of a running replica said: $(cat "$scratch/rebuild.out")"
+# (its log changes under it: what a rebuild would have made is looked for)
+for made in rebuild runs.old; do
+  [ ! -e "$scratch/r$wiped/$made" ] || fail "fusee replica rebuild made $made in a running replica's directory"
+done
+[ -d "$scratch/r$wiped/runs" ] || fail "fusee replica rebuild took a running replica's run store away"
+kill -0 "${app_pids[$wiped]}" 2>/dev/null || fail "replica $wiped died when a rebuild was refused"
 { kill -9 "${app_pids[$wiped]}"; wait "${app_pids[$wiped]}"; } 2>/dev/null || true
 rm -rf "$scratch/r$wiped"
 rebuilt=no
