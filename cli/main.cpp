@@ -32,8 +32,14 @@ int main(int argc, char** argv) {
   demo_command->add_flag("--quiet", demo.quiet, "Print only the summary");
   demo_command->add_flag("--remote", demo.remote,
                          "Remote mode: run a log service, workers as remote engines, a standby taking over each kill");
+  demo_command->add_flag("--replicated", demo.replicated,
+                         "Replicated mode: three replicas and an etcd of the demo's own; the primary SIGKILLed each "
+                         "life (docs/replication.md)");
   // The worker process: the demo starts itself with these.
   demo_command->add_flag("--child", demo.child)->group("");
+  demo_command->add_option("--replica-id", demo.replica_id)->group("");
+  demo_command->add_option("--etcd", demo.etcd)->group("");
+  demo_command->add_option("--replicas", demo.replicas)->group("");
   demo_command->add_option("--allow", demo.allow)->group("");
   demo_command->add_flag("--final", demo.final)->group("");
   demo_command->add_option("--shards-max", demo.shards_max)->group("");

@@ -30,241 +30,20 @@
 #include "backup/s3_target.hpp"
 #include "backup/restore.hpp"
 #include "demo/backoffice.hpp"
+#include "demo/demo_process.hpp"
 #include "demo/order_demo_child.hpp"
 #include "demo/order_ledger.hpp"
 #include "demo/order_workflow.hpp"
+#include "demo/replicated_order_demo.hpp"
 #include "engine/offline_dir.hpp"
 #include "server/log_service.hpp"
 #include "wal/io/posix_file_system.hpp"
 
-extern char** environ;
 
 namespace fusee::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// A directory holding this file was made by the demo and may be wiped.
-constexpr const char* kMarker = ".fusee-demo";
-// The final life must finish every order: the longest wait is one approval
-// timeout, so anything near this means a run is stuck.
-constexpr milliseconds kFinalLifeLimit{60'000};
-constexpr std::size_t kViolationsShown = 20;
-// Remote mode's log service: its shards, split in halves with --split.
-constexpr std::uint32_t kSplitShards = 4;
-
-std::int64_t steady_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
-}
-
-std::int64_t system_ms() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Empties options.dir if the demo made it (or the log demo did, or it is
-// empty) and marks it as the demo's. False, with a message, otherwise.
-bool prepare_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  if (fs::exists(dir, error)) {
-    bool ours = fs::exists(fs::path(dir) / kMarker, error);
-    bool only_log_demo = fs::is_directory(dir, error);  // `fusee log-demo` leaves only wal/
-    for (const auto& entry : fs::directory_iterator(dir, error)) {
-      auto name = entry.path().filename().string();
-      if (name != "wal" && name != "wal.new") only_log_demo = false;
-    }
-    if (error || (!ours && !only_log_demo)) {
-      fmt::print(stderr, "fusee demo: {} holds files the demo did not make; choose another --dir\n", dir);
-      return false;
-    }
-    fs::remove_all(dir, error);
-    if (error) {
-      fmt::print(stderr, "fusee demo: cannot empty {}: {}\n", dir, error.message());
-      return false;
-    }
-  }
-  fs::create_directories(dir, error);
-  std::ofstream marker(fs::path(dir) / kMarker);
-  marker << "made by `fusee demo`, which wipes this directory when it starts\n";
-  if (error || !marker) {
-    fmt::print(stderr, "fusee demo: cannot create {}: {}\n", dir, error ? error.message() : std::strerror(errno));
-    return false;
-  }
-  return true;
-}
-
-// A pipe end moved above the standard descriptors and fd 3, so the child's
-// dup2 onto 0 and 3 never meets one of them.
-int high_fd(int fd) {
-  int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  ::close(fd);
-  return moved;
-}
-
-struct Child {
-  pid_t pid = -1;
-  int report_fd = -1;  // the parent's read end of the child's fd 3
-  int state_fd = -1;   // the write end of its stdin, while its state is still to send
-};
-
-// The ledger's view of what earlier lives did: the child reads it once its
-// engine is open.
-void send_state(Child& child, const std::string& state) {
-  for (std::size_t sent = 0; sent < state.size();) {
-    auto wrote = ::write(child.state_fd, state.data() + sent, state.size() - sent);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) break;
-    sent += static_cast<std::size_t>(wrote);
-  }
-  ::close(child.state_fd);
-  child.state_fd = -1;
-}
-
-// Starts `fusee demo --child ...`; send_state() gives it the ledger's state
-// on its stdin.
-std::optional<Child> spawn_child(const OrderDemoOptions& options, std::uint64_t seed, std::uint32_t allow, bool final,
-                                 const std::string& server, bool partner = false, bool patched = false) {
-  int report[2], input[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return std::nullopt;
-  if (::pipe2(input, O_CLOEXEC) != 0) {
-    ::close(report[0]);
-    ::close(report[1]);
-    return std::nullopt;
-  }
-  for (int* fd : {&report[0], &report[1], &input[0], &input[1]}) *fd = high_fd(*fd);
-
-  std::vector<std::string> args{"/proc/self/exe", "demo",           "--child",
-                                "--dir",          options.dir,      "--orders",
-                                std::to_string(options.orders),     "--seed",
-                                std::to_string(seed),               "--allow",
-                                std::to_string(allow)};
-  if (final) args.emplace_back("--final");
-  if (patched) args.emplace_back("--patched");
-  if (!server.empty()) {
-    args.emplace_back("--server");
-    args.push_back(server);
-  }
-  if (options.split) {
-    args.emplace_back("--shards-max");
-    args.push_back(std::to_string(kSplitShards / 2));
-  }
-  if (partner) args.emplace_back("--partner");
-  if (options.check_only) args.emplace_back("--check-only");
-  if (!options.backup.empty() && !options.check_only) {
-    args.emplace_back("--backup");
-    args.push_back(options.backup);
-  }
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, report[1], 3);
-  std::fflush(nullptr);
-  pid_t pid = -1;
-  int spawned = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(input[0]);
-  ::close(report[1]);
-  if (spawned != 0) {
-    ::close(input[1]);
-    ::close(report[0]);
-    errno = spawned;
-    return std::nullopt;
-  }
-  // The child reads all of it before it opens the engine. A child that died
-  // first gives EPIPE (SIGPIPE is ignored): nothing to do about it here.
-  return Child{pid, report[0], input[1]};
-}
-
-// Splits what the child wrote into lines for the ledger.
-class LineReader {
- public:
-  // Counts the lines starting with `watched` (a verb and a space) that
-  // acknowledge something new (not a re-read of history).
-  LineReader(OrderLedger& ledger, int life, std::string_view watched)
-      : ledger_(ledger), life_(life), watched_(watched) {}
-  // The split demo's partner lives through every life: its lines count for
-  // the life in which they arrive.
-  void set_life(int life) { life_ = life; }
-  // Reads what is there; false at end of file (the child is gone).
-  bool read_from(int fd) {
-    char buffer[8192];
-    auto got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0) return errno == EINTR || errno == EAGAIN;
-    if (got == 0) return false;
-    partial_.append(buffer, static_cast<std::size_t>(got));
-    heard_ = true;
-    auto now = system_ms();
-    std::size_t start = 0;
-    for (auto end = partial_.find('\n'); end != std::string::npos; end = partial_.find('\n', start)) {
-      auto line = std::string_view(partial_).substr(start, end - start);
-      if (line == kReadyLine) {  // a partner's engine is open
-        start = end + 1;
-        continue;
-      }
-      ++lines_;
-      bool fresh = ledger_.feed(life_, line, now);
-      if (fresh && !watched_.empty() && line.starts_with(watched_)) ++watched_lines_;
-      start = end + 1;
-    }
-    partial_.erase(0, start);
-    return true;
-  }
-  // A line cut short: the child died inside write(2), which a pipe write
-  // below PIPE_BUF never does.
-  bool has_partial() const { return !partial_.empty(); }
-  bool heard() const { return heard_; }
-  std::uint64_t lines() const { return lines_; }
-  std::uint64_t watched_lines() const { return watched_lines_; }
-
- private:
-  OrderLedger& ledger_;
-  int life_;
-  std::string partial_;
-  std::string_view watched_;
-  std::uint64_t watched_lines_ = 0;
-  std::uint64_t lines_ = 0;
-  bool heard_ = false;  // the child has reported something: its engine is open
-};
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  return fmt::format("status {}", status);
-}
-
-// When a life ends: at a random time, or right after the child reported its
-// Nth event of one kind (whichever comes first). A kill a moment after a
-// step started lands where that step's result is not durable yet; after a
-// start, a signal or a chunk, where an engine that acknowledged it before it
-// was durable would lose it. Random times alone would rarely hit windows
-// that short (a flush).
-struct KillPlan {
-  milliseconds after{0};
-  std::string_view after_kind;  // "ran ", "started ", ...; empty: time only
-  std::uint64_t after_count = 0;
-};
-
-// new_orders: how many orders a life starts, about.
-KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders) {
-  static constexpr std::string_view kKinds[] = {"started ", "ran ", "signalled ", "chunk "};
-  KillPlan plan;
-  auto draw = std::uniform_int_distribution<int>(0, 9)(random);
-  if (draw < 2) {  // early: while the engine opens and replays
-    plan.after = milliseconds(std::uniform_int_distribution<int>(5, 120)(random));
-  } else if (draw < 7) {  // right behind the child's work
-    plan.after = milliseconds(900);
-    plan.after_kind = kKinds[std::uniform_int_distribution<std::size_t>(0, std::size(kKinds) - 1)(random)];
-    plan.after_count = std::uniform_int_distribution<std::uint64_t>(1, std::max<std::uint64_t>(3, 2 * new_orders))(random);
-  } else {
-    plan.after = milliseconds(std::uniform_int_distribution<int>(120, 900)(random));
-  }
-  return plan;
-}
 
 // Restores the backup's latest into `restored`, emptied first (only if the
 // demo made it) and marked the demo's. Nothing, with `why`, when it fails;
@@ -426,6 +205,13 @@ std::string check_restored(const OrderDemoOptions& options, std::uint64_t seed, 
 
 int run_order_demo(const OrderDemoOptions& options) {
   if (options.child) return run_order_demo_child(options);
+  if (options.replicated) {
+    if (options.remote || options.split || !options.server.empty() || !options.backup.empty()) {
+      fmt::print(stderr, "fusee demo: --replicated takes none of --remote, --server, --split, --backup\n");
+      return 2;
+    }
+    return run_replicated_order_demo(options);
+  }
   if (options.split && !options.remote && options.server.empty()) {
     fmt::print(stderr, "fusee demo: --split needs --remote or --server\n");
     return 2;
@@ -631,25 +417,7 @@ int run_order_demo(const OrderDemoOptions& options) {
   if (!options.backup.empty() && failures.empty() && ledger.complete()) {
     if (auto why = check_restored(options, seed, ledger); !why.empty()) failures.push_back(why);
   }
-  auto violations = failures;
-  for (auto& violation : ledger.check(ledger.complete())) violations.push_back(std::move(violation));
-  for (std::size_t i = 0; i < violations.size() && i < kViolationsShown; ++i)
-    fmt::print(stderr, "VIOLATION: {}\n", violations[i]);
-  if (violations.size() > kViolationsShown)
-    fmt::print(stderr, "... and {} more violations\n", violations.size() - kViolationsShown);
-
-  const auto totals = ledger.totals();
-  const auto backoffice = ledger.backoffice_totals();
-  const auto elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
-  fmt::print("fusee demo: {} runs finished ({} shipped, {} rejected, {} expired), {} step runs ({} repeated after a "
-             "kill before they were durable), {} kills, {} chunks, {} signals, {} updates answered ({} took effect), "
-             "{} payments confirmed by the provider, {} took the life-{} patch, {} packed through the `{}` queue (at "
-             "most {} at once; it allows {}), {} audits on schedule, {} violations, {:.1f} s (seed {})\n",
-             totals.finished, totals.shipped, totals.rejected, totals.expired, totals.step_runs, totals.step_reruns,
-             kills, totals.chunks, totals.signals, totals.updates, totals.updates_applied, totals.payments,
-             ledger.took_patch(), patch_life, backoffice.packs, kPackingQueue, backoffice.most_in_flight,
-             kPackingConcurrency, backoffice.audits, violations.size(), elapsed_s, seed);
-  return violations.empty() ? 0 : 1;
+  return print_outcome(ledger, std::move(failures), kills, patch_life, started, seed);
 }
 
 }  // namespace fusee::cli

@@ -50,6 +50,14 @@ struct OrderDemoOptions {
   // last child checks it as the final life checked the original.
   std::string backup;
   bool check_only = false;  // the child: open the engine, run the final check, exit
+  // Replicated mode: three replicas (Config::replicated) and an etcd of the
+  // demo's own. Each child is a replica; the parent makes the primary each
+  // life's driver (it hands it the ledger's state) and SIGKILLs it, then
+  // starts it again as a backup (replicated_order_demo.hpp).
+  bool replicated = false;
+  std::uint32_t replica_id = 0;  // the child's (hidden options, set by the parent)
+  std::string etcd;              // HOST:PORT
+  std::string replicas;          // HOST:PORT,HOST:PORT,HOST:PORT
 };
 
 // Returns the process exit code: 0 when every check held, 1 on a violation,

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "demo/backoffice.hpp"
 #include "demo/order_events.hpp"
 #include "demo/order_workflow.hpp"
+#include "demo/replicated_order_demo.hpp"
 #include "fusee/engine.hpp"
 #include "fusee/error.hpp"
 
@@ -232,6 +234,10 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
 // What the parent knew when this life began.
 struct KnownState {
   std::set<std::string> started, signalled, finished, updated, enqueued;
+  // Replicated mode: set by the parent when it makes this replica a life's
+  // driver (the replica was started before it knew which life).
+  std::optional<std::uint32_t> allow;
+  bool final = false;
   struct Payment {
     std::string token, key;
   };
@@ -253,6 +259,10 @@ KnownState read_known_state(int fd) {
     auto end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + start, end - start);
+    if (line == kFinalStateLine) known.final = true;
+    if (line.starts_with(kAllowStatePrefix)) {
+      known.allow = static_cast<std::uint32_t>(std::stoul(std::string(line.substr(kAllowStatePrefix.size()))));
+    }
     auto space = line.find(' ');
     if (space != std::string_view::npos) {
       auto verb = line.substr(0, space);
@@ -298,9 +308,60 @@ void declare_packing_queue(Engine& engine) {
   }
 }
 
-std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorld& world) {
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (auto comma = text.find(','); comma != std::string::npos; comma = text.find(',', start)) {
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  items.push_back(text.substr(start));
+  return items;
+}
+
+Config demo_config(const OrderDemoOptions& options) {
+  if (options.replicated) {
+    auto config = Config::replicated(options.dir, options.etcd, std::string(kDemoCluster), options.replica_id,
+                                     split_list(options.replicas));
+    config.shards = kDemoShards;
+    // A failover within about a second of the primary's SIGKILL.
+    config.etcd_lease_ttl = 1s;
+    config.replica_tick = 5ms;
+    // What a replica warns of (a view change, a peer that does not
+    // answer) goes to a file beside its directory, not the demo's output.
+    const std::string warn_path = options.dir + ".log";
+    config.warn = [warn_path](const std::string& line) {
+      if (FILE* file = std::fopen(warn_path.c_str(), "a")) {
+        std::fprintf(file, "%s\n", line.c_str());
+        std::fclose(file);
+      }
+    };
+    return config;
+  }
   auto config = options.server.empty() ? Config::local(options.dir) : Config::remote(options.server);
   config.segment_bytes = kSegmentBytes;
+  return config;
+}
+
+// Replicated mode: until the parent hands this replica a life (its state,
+// on stdin), it reports its role whenever it changes: the parent makes the
+// primary the life's driver.
+void report_role_until_state(Engine& engine, const Reporter& reporter) {
+  reporter.send(std::string(kReadyLine) + "\n");
+  std::string reported;
+  for (;;) {
+    pollfd input{STDIN_FILENO, POLLIN, 0};
+    if (::poll(&input, 1, 20) > 0) return;  // the state (or the parent gone: end of file)
+    const std::string role = engine.stats().replica.role;
+    if (role != reported) {
+      reporter.send(fmt::format("{}{}\n", kRoleLinePrefix, role));
+      reported = role;
+    }
+  }
+}
+
+std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorld& world) {
+  auto config = demo_config(options);
   config.checkpoint_interval = kCheckpointInterval;
   config.server_shards_max = options.shards_max;
   // The next life's worker is started while this one runs, as a standby: it
@@ -555,14 +616,16 @@ int run_order_demo_child(const OrderDemoOptions& options) {
     reporter.send(std::string(kReadyLine) + "\n");
     for (;;) ::pause();
   }
+  if (options.replicated) report_role_until_state(*engine, reporter);
   auto known = read_known_state(STDIN_FILENO);
+  const bool final = options.final || known.final;
   {
     // The payment provider sends again what it never saw acknowledged.
     for (const auto& [id, payment] : known.unconfirmed) world.confirm_again(id, payment.token, payment.key);
     ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled, known.updated);
     // What earlier lives started and did not see finish: the engine replays
     // those runs; follow them from their first chunk.
-    const auto allowed = std::min(options.allow, options.orders);
+    const auto allowed = std::min(known.allow.value_or(options.allow), options.orders);
     for (std::uint32_t index = 0; index < allowed; ++index) {
       auto id = order_id(index);
       if (known.started.contains(id) && !known.finished.contains(id)) watcher.watch(index);
@@ -604,7 +667,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
       watcher.watch(index);
       enqueue_pack(*engine, reporter, index);
     }
-    if (!options.final) {
+    if (!final) {
       for (;;) ::pause();  // until the parent's SIGKILL
     }
     watcher.wait_until_idle();

@@ -99,6 +99,13 @@ std::string audit_line(std::string_view id, std::int64_t at_ms);
 std::string audit_schedule_line(std::string_view id, std::uint64_t started);
 // The split demo's partner: its engine is open (not an event of the ledger's).
 inline constexpr std::string_view kReadyLine = "ready";
+// A replica of the replicated demo: "role NAME" whenever its role changes
+// (primary, backup, ...; not an event of the ledger's either). The state
+// the parent hands the replica it makes a life's driver starts with
+// "allow N" and, in the final life, "final".
+inline constexpr std::string_view kRoleLinePrefix = "role ";
+inline constexpr std::string_view kAllowStatePrefix = "allow ";
+inline constexpr std::string_view kFinalStateLine = "final";
 
 // One line without its newline; nullopt if it is not well formed.
 std::optional<OrderEvent> parse_order_event(std::string_view line);
