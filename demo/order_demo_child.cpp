@@ -392,6 +392,17 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
   return engine;
 }
 
+// Replicated mode: a call that failed errc::unavailable was not
+// acknowledged, and the engine it went to no longer leads (a SIGSTOP deposed
+// this replica, or the primary changed under the call): the driver drops
+// that work quietly, and the next life's driver does it again from the
+// ledger's state. Anywhere else such a failure is reported (the ledger
+// counts it as a violation).
+bool dropped_as_unavailable(bool replicated, const std::exception& error) {
+  const auto* failure = dynamic_cast<const Error*>(&error);
+  return replicated && failure != nullptr && failure->error() == errc::unavailable;
+}
+
 bool awaits_approval(const json::value& chunk) {
   const auto* object = chunk.if_object();
   const auto* phase = object ? object->if_contains("phase") : nullptr;
@@ -407,8 +418,13 @@ bool awaits_approval(const json::value& chunk) {
 class ProgressWatcher {
  public:
   ProgressWatcher(Engine& engine, const Reporter& reporter, std::uint64_t seed, std::set<std::string> signalled,
-                  std::set<std::string> updated)
-      : engine_(engine), reporter_(reporter), seed_(seed), signalled_(std::move(signalled)), updated_(std::move(updated)) {}
+                  std::set<std::string> updated, bool replicated)
+      : engine_(engine),
+        reporter_(reporter),
+        seed_(seed),
+        signalled_(std::move(signalled)),
+        updated_(std::move(updated)),
+        replicated_(replicated) {}
 
   ~ProgressWatcher() {
     for (auto& thread : threads_) thread.join();
@@ -451,13 +467,15 @@ class ProgressWatcher {
         }
       }
     } catch (const std::exception& error) {
-      reporter_.send(failed_line(id, fmt::format("following its progress stream: {}", error.what())));
+      if (!dropped_as_unavailable(replicated_, error))
+        reporter_.send(failed_line(id, fmt::format("following its progress stream: {}", error.what())));
       return;
     }
     try {
       reporter_.send(result_line(id, engine_.result_json(id)));
     } catch (const std::exception& error) {
-      reporter_.send(failed_line(id, fmt::format("result: {}", error.what())));
+      if (!dropped_as_unavailable(replicated_, error))
+        reporter_.send(failed_line(id, fmt::format("result: {}", error.what())));
     }
   }
 
@@ -503,6 +521,7 @@ class ProgressWatcher {
   const std::uint64_t seed_;
   const std::set<std::string> signalled_;
   const std::set<std::string> updated_;
+  const bool replicated_;
   std::mutex mutex_;
   std::condition_variable idle_;
   std::vector<std::thread> threads_;  // guarded by mutex_
@@ -540,12 +559,12 @@ void final_check(const OrderDemoOptions& options, Engine& engine, const Reporter
 
 // Puts order `index`'s pack run in the packing queue (again, after a life
 // that did not see it acknowledged: the queue knows the run's id).
-void enqueue_pack(Engine& engine, const Reporter& reporter, std::uint32_t index) {
+void enqueue_pack(Engine& engine, const Reporter& reporter, std::uint32_t index, bool replicated) {
   auto id = pack_id(index);
   try {
     (void)engine.enqueue(std::string(kPackingQueue), kPackWorkflow, id, index);
   } catch (const std::exception& error) {
-    reporter.send(failed_line(id, fmt::format("enqueue: {}", error.what())));
+    if (!dropped_as_unavailable(replicated, error)) reporter.send(failed_line(id, fmt::format("enqueue: {}", error.what())));
     return;
   }
   reporter.send(enqueued_line(id));
@@ -622,7 +641,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   {
     // The payment provider sends again what it never saw acknowledged.
     for (const auto& [id, payment] : known.unconfirmed) world.confirm_again(id, payment.token, payment.key);
-    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled, known.updated);
+    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled, known.updated, options.replicated);
     // What earlier lives started and did not see finish: the engine replays
     // those runs; follow them from their first chunk.
     const auto allowed = std::min(known.allow.value_or(options.allow), options.orders);
@@ -638,7 +657,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
     // Orders started earlier whose pack run was never seen enqueued.
     for (std::uint32_t index = 0; index < allowed; ++index) {
       if (known.started.contains(order_id(index)) && !known.enqueued.contains(pack_id(index))) {
-        enqueue_pack(*engine, reporter, index);
+        enqueue_pack(*engine, reporter, index, options.replicated);
       }
     }
     // A result, once reported, must read the same in every later life.
@@ -646,7 +665,8 @@ int run_order_demo_child(const OrderDemoOptions& options) {
       try {
         reporter.send(result_line(id, engine->result_json(id)));
       } catch (const std::exception& error) {
-        reporter.send(failed_line(id, fmt::format("its result, reported in an earlier life: {}", error.what())));
+        if (!dropped_as_unavailable(options.replicated, error))
+          reporter.send(failed_line(id, fmt::format("its result, reported in an earlier life: {}", error.what())));
       }
     }
     // New orders, a few milliseconds apart. An order whose start was never
@@ -659,13 +679,15 @@ int run_order_demo_child(const OrderDemoOptions& options) {
       try {
         (void)engine->start(kOrderWorkflow, id, make_order(options.seed, index));
       } catch (const std::exception& error) {
+        // Deposed: no more starts in this life (the parent ends it).
+        if (dropped_as_unavailable(options.replicated, error)) break;
         std::fprintf(stderr, "fusee demo child: starting %s failed: %s\n", id.c_str(), error.what());
         reporter.send(failed_line(id, fmt::format("start: {}", error.what())));
         _exit(4);  // no clean-up: the watcher's threads may wait for streams that never end
       }
       reporter.send(started_line(id));
       watcher.watch(index);
-      enqueue_pack(*engine, reporter, index);
+      enqueue_pack(*engine, reporter, index, options.replicated);
     }
     if (!final) {
       for (;;) ::pause();  // until the parent's SIGKILL

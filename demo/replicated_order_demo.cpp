@@ -93,16 +93,18 @@ class ReplicatedDemo {
     }
   }
 
-  void set_life(int life) {
+  void set_life(int life) { set_life_except(kDemoReplicas, life); }
+  void set_life_except(std::uint32_t id, int life) {
     for (auto& replica : replicas_) {
-      if (replica.reader) replica.reader->set_life(life);
+      if (replica.reader && replica.id != id) replica.reader->set_life(life);
     }
   }
 
   // A replica whose latest report says it leads, if one does.
-  std::optional<std::uint32_t> primary() const {
+  std::optional<std::uint32_t> primary() const { return primary_other_than(kDemoReplicas); }
+  std::optional<std::uint32_t> primary_other_than(std::uint32_t id) const {
     for (const auto& replica : replicas_) {
-      if (replica.open && replica.reader && replica.reader->role() == "primary") return replica.id;
+      if (replica.id != id && replica.open && replica.reader && replica.reader->role() == "primary") return replica.id;
     }
     return std::nullopt;
   }
@@ -204,6 +206,8 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
   };
   int kills = 0;
   int backup_kills = 0;
+  int deposed = 0;                 // drivers SIGSTOPped until another replica led
+  int replaced_by_themselves = 0;  // drivers another replica replaced before their kill
   std::vector<std::int64_t> failover_ms;
   for (int life = 0; life <= options.kills && failures.empty(); ++life) {
     cluster.set_life(life);
@@ -232,7 +236,18 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
     }
     const auto backup_kill_at =
         life_started + std::min<milliseconds>(kill.after / 2, milliseconds(std::uniform_int_distribution<int>(5, 100)(random)));
+    bool deposed_by_itself = false;
     while (leader.open && (kill.after_kind.empty() || leader.reader->watched_lines() < kill.after_count)) {
+      if (!final && cluster.primary_other_than(driver)) {
+        // Another replica leads (the driver's lease lapsed: a slow
+        // machine): the life ends here. (The final driver hands the lead
+        // over itself, when it closes its engine for the last check.) From now on the others' lines are
+        // the next life's, so that a step the deposed primary ran and the
+        // new one runs again are not taken for two runs in one life.
+        cluster.set_life_except(driver, life + 1);
+        deposed_by_itself = true;
+        break;
+      }
       if (backup_to_kill && Clock::now() >= backup_kill_at) {
         const std::uint32_t id = *std::exchange(backup_to_kill, std::nullopt);
         if (!cluster.kill(id)) failures.push_back(fmt::format("replica {}'s last line arrived cut short", id));
@@ -244,6 +259,7 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
       cluster.read_all(static_cast<int>(std::min<long long>(left, 20)));
     }
     const auto ran_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - life_started).count();
+    if (deposed_by_itself) ++replaced_by_themselves;
     auto counts = ledger.life_counts(life);
     auto acknowledged = fmt::format("{} starts, {} step runs, {} chunks, {} signals, {} results", counts.starts,
                                     counts.steps, counts.chunks, counts.signals, counts.results);
@@ -252,7 +268,25 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
         failures.push_back(fmt::format("life {}: the primary's process ended by itself before its SIGKILL", life));
         break;
       }
-      const bool leading = leader.reader->role() == "primary";
+      // Once, in the first life of the patch, the primary hangs: SIGSTOPped
+      // until another leads (its lease lapsed), then SIGKILLed. What the
+      // others report from the SIGSTOP on is the next life's (the frozen
+      // driver reports nothing more).
+      const bool hung = life == patch_life && !deposed_by_itself;
+      if (hung) {
+        cluster.read_all(0);
+        const auto stopped_at = Clock::now();
+        ::kill(leader.child->pid, SIGSTOP);
+        cluster.set_life_except(driver, life + 1);
+        if (cluster.wait_for([&] { return cluster.primary_other_than(driver).has_value(); })) {
+          failover_ms.push_back(std::chrono::duration_cast<milliseconds>(Clock::now() - stopped_at).count());
+        } else {
+          failures.push_back(fmt::format("life {}: no other replica led while the primary was SIGSTOPped", life));
+        }
+        ++deposed;
+      }
+      // (Its own reports of its role ended when it became the driver.)
+      const bool leading = !hung && !deposed_by_itself;
       if (life + 1 == patch_life) {
         // The rolling deploy: each backup restarted with the patch, back in
         // the cluster before the next.
@@ -279,7 +313,7 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
                                        "(each one's warnings: <dir>/replica-N.log)",
                                        life + 1, kPrimaryWaitLimit.count() / 1000));
       }
-      failover_ms.push_back(std::chrono::duration_cast<milliseconds>(Clock::now() - killed_at).count());
+      if (leading) failover_ms.push_back(std::chrono::duration_cast<milliseconds>(Clock::now() - killed_at).count());
       if (!cluster.start(driver, life + 1, life + 1 >= patch_life)) {
         failures.push_back(fmt::format("replica {} did not start again", driver));
       }
@@ -290,7 +324,10 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
                               kill.after_count);
         fmt::print("life {}: SIGKILL of the primary (replica {}{}) {}; {}{}\n", life, driver,
                    leading ? "" : ", no longer leading", when, acknowledged,
-                   life + 1 == patch_life ? "; the backups were restarted with the patch first" : "");
+                   life + 1 == patch_life ? "; the backups were restarted with the patch first"
+                   : hung                 ? "; SIGSTOPped first, until another led"
+                   : deposed_by_itself    ? "; another had taken over before"
+                                          : "");
       }
       continue;
     }
@@ -322,9 +359,11 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
   }
   if (!failover_ms.empty()) {
     std::sort(failover_ms.begin(), failover_ms.end());
-    fmt::print("replicas: the primary SIGKILLed {} times, a backup {} times; from the primary's SIGKILL to the next "
-               "one's report of its role: p50 {} ms, max {} ms\n",
-               kills, backup_kills, failover_ms[failover_ms.size() / 2], failover_ms.back());
+    fmt::print("replicas: the primary SIGKILLed {} times ({} of them SIGSTOPped first until another led, {} replaced "
+               "before by themselves), a backup {} times; from the primary's SIGKILL or SIGSTOP to the next one's "
+               "report of its role: p50 {} ms, max {} ms over {}\n",
+               kills, deposed, replaced_by_themselves, backup_kills, failover_ms[failover_ms.size() / 2],
+               failover_ms.back(), failover_ms.size());
   }
   return print_outcome(ledger, std::move(failures), kills, patch_life, started, seed);
 }

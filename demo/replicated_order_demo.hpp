@@ -9,14 +9,18 @@
 // starts orders, follows their streams and sends the desk's signals and
 // updates, as the local demo's one child does. Every replica reports the
 // steps, packs and audits its engine runs (only a primary runs any), and the
-// ledger reads every replica's lines. At the end of each life but the last
-// the parent SIGKILLs the driver, starts its replica again as a backup, and
-// waits for the next primary. Halfway, the backups are restarted with the
-// patched code before the primary's kill (a rolling deploy), so every life
-// from then on has the patch's primary. The final driver runs every order
-// to its end, closes its engine (a failover), opens it again as a backup
-// and re-reads every stream, result and run through the new primary. The
-// ledger checks what it checks for the local demo.
+// ledger reads every replica's lines, each counted for the life in which it
+// arrives. At the end of each life but the last the parent SIGKILLs the
+// driver, waits for another replica to lead, and starts the killed one
+// again as a backup. In every other life a backup is SIGKILLed too, early,
+// and started again at once. Once, the primary hangs instead (SIGSTOPped
+// until another leads, then SIGKILLed); a driver another replica replaced
+// by itself (a slow machine) ends its life there. Halfway, the backups are
+// restarted with the patched code before the primary's kill (a rolling
+// deploy), so every life from then on has the patch's primary. The final
+// driver runs every order to its end, closes its engine (a failover), opens
+// it again as a backup and re-reads every stream, result and run through
+// the new primary. The ledger checks what it checks for the local demo.
 #pragma once
 
 #include <cstdint>

@@ -13,8 +13,13 @@ std::optional<StreamChunk> StreamFeed::next(bool wait) {
     chunks_.pop_front();
     return chunk;
   }
-  if (ended_ && error_) throw Error(error_ == make_error_code(errc::shut_down) ? errc::shut_down : errc::storage,
-                                    "the stream read stopped: " + error_.message());
+  if (ended_ && error_) {
+    // shut_down and unavailable (a replica that stopped leading: the read
+    // may go on through the new primary) reach the reader as they are, so
+    // that it can tell a retry from a loss; anything else is the storage's.
+    const bool as_is = error_ == make_error_code(errc::shut_down) || error_ == make_error_code(errc::unavailable);
+    throw Error(as_is ? static_cast<errc>(error_.value()) : errc::storage, "the stream read stopped: " + error_.message());
+  }
   return std::nullopt;
 }
 }  // namespace detail

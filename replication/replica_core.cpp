@@ -41,6 +41,7 @@ ReplicaCore::ReplicaCore(ReplicaOptions options, RecoveredLog recovered, Output&
   durable_end_ = log_.end();
   release_payloads();
   match_.assign(options_.replica_count, 0);
+  match_known_.assign(options_.replica_count, false);
   next_.assign(options_.replica_count, 1);
   heard_from_at_.assign(options_.replica_count, 0);
   incarnation_of_.assign(options_.replica_count, 0);
@@ -291,6 +292,8 @@ void ReplicaCore::become_primary(Output& out) {
   role_ = Role::primary;
   commit_ = 0;
   std::fill(match_.begin(), match_.end(), 0);
+  std::fill(match_known_.begin(), match_known_.end(), false);
+  lead_from_ = log_.end();
   std::fill(next_.begin(), next_.end(), log_.end() + 1);
   std::fill(heard_from_at_.begin(), heard_from_at_.end(), ticks_);
   lease_confirmed_at_ = ticks_;
@@ -672,6 +675,7 @@ void ReplicaCore::on_append_reply(const Message& message, const AppendReply& rep
   const ReplicaId from = message.from;
   heard_from_at_[from] = ticks_;
   incarnation_of_[from] = reply.incarnation;
+  match_known_[from] = true;
   if (reply.ok) {
     match_[from] = std::max(match_[from], reply.match_end);
     next_[from] = std::max(next_[from], match_[from] + 1);

@@ -314,6 +314,11 @@ class ReplicaCore {
   // Primary.
   Seq commit_ = 0;
   std::vector<Seq> match_;  // per replica: its durable match in this view
+  // Per replica: it answered an append in this view, so match_ is what it
+  // holds (until then match_ is 0 and says nothing: a replica restarting
+  // may hold nearly the whole log).
+  std::vector<bool> match_known_;
+  Seq lead_from_ = 0;  // the log's end when this replica became primary
   std::vector<Seq> next_;   // per replica: the next batch to send it
   std::vector<std::uint64_t> heard_from_at_;  // per replica: its last answer's tick
   std::vector<std::uint64_t> incarnation_of_;  // per replica: as its last answer said

@@ -17,9 +17,21 @@ Seq ReplicaCore::held_by_all() const {
   for (ReplicaId r = 0; r < options_.replica_count; ++r) {
     if (r == options_.self) continue;
     const Seq match = match_[r];
-    const bool past_cap = options_.retire_lag_bytes_max > 0 && match < commit_ &&
-                          (match < log_.retired_through() ||
-                           log_.bytes_through(commit_) - log_.bytes_through(match) > options_.retire_lag_bytes_max);
+    bool past_cap = false;
+    if (options_.retire_lag_bytes_max > 0 && match < commit_) {
+      if (match_known_[r]) {
+        past_cap = match < log_.retired_through() ||
+                   log_.bytes_through(commit_) - log_.bytes_through(match) > options_.retire_lag_bytes_max;
+      } else {
+        // Not heard from in this view: what it holds is unknown (a replica
+        // restarting holds most of the log, and would have to be rebuilt
+        // if its log ended before this one's start). It lags by this
+        // view's batches at least: past the cap once they pass it.
+        const Seq from = std::max(lead_from_, log_.retired_through());
+        past_cap = commit_ > from &&
+                   log_.bytes_through(commit_) - log_.bytes_through(from) > options_.retire_lag_bytes_max;
+      }
+    }
     if (past_cap) {
       lagging.push_back(match);
     } else {

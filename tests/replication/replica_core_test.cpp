@@ -102,7 +102,86 @@ std::unique_ptr<ReplicaCore> candidate(Output& out, RecoveredLog recovered = {})
   return core;
 }
 
+// Replica 0 as the primary of view 2 over a log that retired through 5 and
+// holds 6 to 8 (view 1), replica 1 having answered its seal; nothing heard
+// yet from replica 2. Its appends' payloads are 100 bytes each.
+std::unique_ptr<ReplicaCore> primary_over_retired_log(ReplicaOptions options) {
+  options.self = 0;
+  options.replica_count = 3;
+  RecoveredLog recovered;
+  for (Seq seq = 6; seq <= 8; ++seq) recovered.entries.push_back(entry(seq, 1, std::string(100, 'p')));
+  recovered.retired_through = 5;
+  recovered.retired_view = 1;
+  Output boot;
+  auto core = std::make_unique<ReplicaCore>(options, std::move(recovered), boot);
+  Output out;
+  core->coordinator_answer({call_of(boot, CoordinatorOp::read)->id, true, true, normal_view(1, 1, {})}, out);
+  const auto campaign = campaign_after_probes(*core, 1000);
+  REQUIRE(campaign);
+  REQUIRE(campaign->view == 2);
+  Output campaigned;
+  core->coordinator_answer({campaign->id, true, true, Register{2, 0, false, {}}}, campaigned);
+  REQUIRE(core->role() == Role::candidate);
+  Output sealed;
+  core->receive({1, 0, 2, SealReply{8, 1, 0, false}}, sealed);
+  const auto start = call_of(sealed, CoordinatorOp::publish_start);
+  REQUIRE(start);
+  Output led;
+  core->coordinator_answer({start->id, true, true, Register{2, 0, true, {}}}, led);
+  REQUIRE(core->role() == Role::primary);
+  return core;
+}
+
 TEST_SUITE("unit") {
+  TEST_CASE("replica core: a replica not heard from in this view holds retirement back, whatever the log retired "
+            "before, until this view's own bytes pass the cap") {
+    // The demo's failure under load: replica 2 restarting (its log ending
+    // before this one's end) was taken as behind the start, skipped, and the
+    // logs retired past it -- its run store then had to be rebuilt.
+    ReplicaOptions options;
+    options.retire_lag_bytes_max = 250;
+    auto core = primary_over_retired_log(options);
+    core->allow_retire(100);
+    const auto heard = [&](ReplicaId from, bool ok, Seq end) {
+      Output out;
+      core->receive({from, 0, 2, AppendReply{ok, ok ? end : 0, ok ? 0 : end, 2, 0}}, out);
+    };
+    // A batch of this view (100 bytes), durable here and on replica 1.
+    const auto propose = [&] {
+      Output out;
+      const auto seq = core->propose(std::string(100, 'n'), out);
+      REQUIRE(seq.has_value());
+      for (const DiskWrite& write : out.writes) {
+        Output done;
+        REQUIRE(core->disk_done(write.id, true, done));
+      }
+      heard(1, true, *seq);
+      return *seq;
+    };
+    heard(1, true, 8);
+    CHECK(core->known_committed() == 8);
+    CHECK(core->retire_target() <= 6);  // nothing past what retired before
+    propose();
+    propose();
+    CHECK(core->known_committed() == 10);
+    CHECK(core->retire_target() <= 6);  // 200 bytes of this view: within the cap
+    propose();
+    CHECK(core->retire_target() == 11);  // 300: past it, replica 2 is not waited for
+
+    // Heard from, replica 2 holds through 7: waited for.
+    auto heard_core = primary_over_retired_log(options);
+    heard_core->allow_retire(100);
+    core = std::move(heard_core);
+    heard(1, true, 8);
+    heard(2, true, 7);
+    propose();  // it lags by 200 bytes: within the cap
+    CHECK(core->retire_target() == 8);
+    // Its log ends below this one's start (it lost batches): it can only be
+    // rebuilt, and is not waited for (never the log's last batch).
+    heard(2, false, 3);
+    CHECK(core->retire_target() == 9);
+  }
+
   TEST_CASE("replica core: payloads past held_bytes_max are released and sent elided, budgeted by their sizes") {
     // Four durable batches of 100 bytes, 150 held: the newest alone keeps
     // its payload.
