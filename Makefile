@@ -60,6 +60,7 @@ demo: deps $(BUILD)/build.ninja
 	@$(BUILD)/cli/fusee demo --dir ./data
 
 bench: build
+	@ninja -C $(BUILD) -j$(JOBS) benchmarks
 	@scripts/run-bench $(BUILD)
 
 # Not part of `make test`: needs a Java runtime and TLC_JAR, and says so.

@@ -101,7 +101,11 @@ bool BackofficeLedger::feed(int life, const OrderEvent& event, std::string_view 
   }
 }
 
-void BackofficeLedger::killed(std::int64_t pid, std::int64_t at_us) { killed_us_[pid] = at_us; }
+void BackofficeLedger::killed(std::int64_t pid, std::int64_t at_us) {
+  // The first word counts (a process frozen before its SIGKILL ran nothing
+  // after it was frozen).
+  killed_us_.try_emplace(pid, at_us);
+}
 
 void BackofficeLedger::begin_restored_check() {
   for (auto& [id, pack] : packs_) {

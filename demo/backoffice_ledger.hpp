@@ -40,7 +40,8 @@ class BackofficeLedger {
   static bool takes(const OrderEvent& event);
   // True when it acknowledged something for the first time.
   bool feed(int life, const OrderEvent& event, std::string_view line);
-  // Process `pid` was SIGKILLed at `at_us` (steady clock): its steps ended then.
+  // Process `pid` was SIGKILLed (or frozen) at `at_us` (steady clock): its
+  // steps ended then. The earliest word about a pid counts.
   void killed(std::int64_t pid, std::int64_t at_us);
   // What the next child must know: "enqueued ID" lines.
   std::string child_state() const;

@@ -170,6 +170,12 @@ bool LineReader::read_from(int fd) {
       start = end + 1;
       continue;
     }
+    if (line.starts_with(kDroppedLinePrefix)) {  // a replicated driver's dropped call, for the parent alone
+      ++dropped_;
+      last_dropped_ = std::string(line.substr(kDroppedLinePrefix.size()));
+      start = end + 1;
+      continue;
+    }
     ++lines_;
     bool fresh = ledger_.feed(life_, line, now);
     if (fresh && !watched_.empty() && line.starts_with(watched_)) ++watched_lines_;

@@ -84,6 +84,10 @@ class LineReader {
   std::uint64_t watched_lines() const { return watched_lines_; }
   // A replica's last reported role (its "role NAME" lines); empty before one.
   const std::string& role() const { return role_; }
+  // A replicated driver's calls dropped, refused unavailable ("dropped"
+  // lines), and the last one's text.
+  std::uint64_t dropped() const { return dropped_; }
+  const std::string& last_dropped() const { return last_dropped_; }
 
  private:
   OrderLedger& ledger_;
@@ -94,6 +98,8 @@ class LineReader {
   std::uint64_t lines_ = 0;
   bool heard_ = false;  // the child has reported something: its engine is open
   std::string role_;
+  std::uint64_t dropped_ = 0;
+  std::string last_dropped_;
 };
 
 // When a life ends: at a random time, or right after the child reported its

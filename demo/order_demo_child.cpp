@@ -1,6 +1,7 @@
 #include "demo/order_demo_child.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -106,6 +107,10 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
     std::unique_lock lock(engine_mutex_);
     engine_ = engine;
   }
+  // Replicated mode, before the final life: a confirmation refused
+  // unavailable (this replica no longer leads) is dropped, as the driver's
+  // calls are; the next life's provider sends it again.
+  void set_droppable(bool droppable) { droppable_ = droppable; }
 
   void request_payment(const std::string& order_id, const std::string& token, const std::string& key) override {
     reporter_.send(pay_line(order_id, token, key));
@@ -182,6 +187,10 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
         // Finished already (an earlier confirmation took effect): nothing
         // to confirm. Busy or a shard going: try again a little later.
         if (error.error() == errc::shut_down) return;
+        if (error.error() == errc::unavailable && droppable_) {
+          reporter_.send(dropped_line(order_id + " payment", error.what()));
+          return;
+        }
         if (error.error() == errc::not_found) {
           // Any other not_found leaves the run waiting for a confirmation
           // that will not come: said on stderr, so that a run that then
@@ -228,6 +237,7 @@ class OutsideWorld final : public OrderServices, public BackofficeServices {
   bool stopping_ = false;                                                            // guarded by mutex_
   std::shared_mutex engine_mutex_;
   Engine* engine_ = nullptr;  // guarded by engine_mutex_
+  std::atomic<bool> droppable_{false};
   std::thread thread_;  // last: starts once the rest exists
 };
 
@@ -398,9 +408,15 @@ std::unique_ptr<Engine> open_engine(const OrderDemoOptions& options, OutsideWorl
 // that work quietly, and the next life's driver does it again from the
 // ledger's state. Anywhere else such a failure is reported (the ledger
 // counts it as a violation).
-bool dropped_as_unavailable(bool replicated, const std::exception& error) {
+// `droppable`: replicated mode, and not the final life (which must finish
+// everything). A drop is reported ("dropped ..."): the parent holds it
+// against a life whose primary was never replaced.
+bool dropped_as_unavailable(bool droppable, const std::exception& error, const Reporter& reporter,
+                            std::string_view what) {
   const auto* failure = dynamic_cast<const Error*>(&error);
-  return replicated && failure != nullptr && failure->error() == errc::unavailable;
+  if (!droppable || failure == nullptr || failure->error() != errc::unavailable) return false;
+  reporter.send(dropped_line(what, failure->what()));
+  return true;
 }
 
 bool awaits_approval(const json::value& chunk) {
@@ -418,13 +434,13 @@ bool awaits_approval(const json::value& chunk) {
 class ProgressWatcher {
  public:
   ProgressWatcher(Engine& engine, const Reporter& reporter, std::uint64_t seed, std::set<std::string> signalled,
-                  std::set<std::string> updated, bool replicated)
+                  std::set<std::string> updated, bool droppable)
       : engine_(engine),
         reporter_(reporter),
         seed_(seed),
         signalled_(std::move(signalled)),
         updated_(std::move(updated)),
-        replicated_(replicated) {}
+        droppable_(droppable) {}
 
   ~ProgressWatcher() {
     for (auto& thread : threads_) thread.join();
@@ -467,14 +483,14 @@ class ProgressWatcher {
         }
       }
     } catch (const std::exception& error) {
-      if (!dropped_as_unavailable(replicated_, error))
+      if (!dropped_as_unavailable(droppable_, error, reporter_, id))
         reporter_.send(failed_line(id, fmt::format("following its progress stream: {}", error.what())));
       return;
     }
     try {
       reporter_.send(result_line(id, engine_.result_json(id)));
     } catch (const std::exception& error) {
-      if (!dropped_as_unavailable(replicated_, error))
+      if (!dropped_as_unavailable(droppable_, error, reporter_, id))
         reporter_.send(failed_line(id, fmt::format("result: {}", error.what())));
     }
   }
@@ -521,7 +537,7 @@ class ProgressWatcher {
   const std::uint64_t seed_;
   const std::set<std::string> signalled_;
   const std::set<std::string> updated_;
-  const bool replicated_;
+  const bool droppable_;  // dropped_as_unavailable's
   std::mutex mutex_;
   std::condition_variable idle_;
   std::vector<std::thread> threads_;  // guarded by mutex_
@@ -559,12 +575,13 @@ void final_check(const OrderDemoOptions& options, Engine& engine, const Reporter
 
 // Puts order `index`'s pack run in the packing queue (again, after a life
 // that did not see it acknowledged: the queue knows the run's id).
-void enqueue_pack(Engine& engine, const Reporter& reporter, std::uint32_t index, bool replicated) {
+void enqueue_pack(Engine& engine, const Reporter& reporter, std::uint32_t index, bool droppable) {
   auto id = pack_id(index);
   try {
     (void)engine.enqueue(std::string(kPackingQueue), kPackWorkflow, id, index);
   } catch (const std::exception& error) {
-    if (!dropped_as_unavailable(replicated, error)) reporter.send(failed_line(id, fmt::format("enqueue: {}", error.what())));
+    if (!dropped_as_unavailable(droppable, error, reporter, id))
+      reporter.send(failed_line(id, fmt::format("enqueue: {}", error.what())));
     return;
   }
   reporter.send(enqueued_line(id));
@@ -638,10 +655,12 @@ int run_order_demo_child(const OrderDemoOptions& options) {
   if (options.replicated) report_role_until_state(*engine, reporter);
   auto known = read_known_state(STDIN_FILENO);
   const bool final = options.final || known.final;
+  const bool droppable = options.replicated && !final;
+  world.set_droppable(droppable);
   {
     // The payment provider sends again what it never saw acknowledged.
     for (const auto& [id, payment] : known.unconfirmed) world.confirm_again(id, payment.token, payment.key);
-    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled, known.updated, options.replicated);
+    ProgressWatcher watcher(*engine, reporter, options.seed, known.signalled, known.updated, droppable);
     // What earlier lives started and did not see finish: the engine replays
     // those runs; follow them from their first chunk.
     const auto allowed = std::min(known.allow.value_or(options.allow), options.orders);
@@ -657,7 +676,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
     // Orders started earlier whose pack run was never seen enqueued.
     for (std::uint32_t index = 0; index < allowed; ++index) {
       if (known.started.contains(order_id(index)) && !known.enqueued.contains(pack_id(index))) {
-        enqueue_pack(*engine, reporter, index, options.replicated);
+        enqueue_pack(*engine, reporter, index, droppable);
       }
     }
     // A result, once reported, must read the same in every later life.
@@ -665,7 +684,7 @@ int run_order_demo_child(const OrderDemoOptions& options) {
       try {
         reporter.send(result_line(id, engine->result_json(id)));
       } catch (const std::exception& error) {
-        if (!dropped_as_unavailable(options.replicated, error))
+        if (!dropped_as_unavailable(droppable, error, reporter, id))
           reporter.send(failed_line(id, fmt::format("its result, reported in an earlier life: {}", error.what())));
       }
     }
@@ -680,14 +699,14 @@ int run_order_demo_child(const OrderDemoOptions& options) {
         (void)engine->start(kOrderWorkflow, id, make_order(options.seed, index));
       } catch (const std::exception& error) {
         // Deposed: no more starts in this life (the parent ends it).
-        if (dropped_as_unavailable(options.replicated, error)) break;
+        if (dropped_as_unavailable(droppable, error, reporter, id)) break;
         std::fprintf(stderr, "fusee demo child: starting %s failed: %s\n", id.c_str(), error.what());
         reporter.send(failed_line(id, fmt::format("start: {}", error.what())));
         _exit(4);  // no clean-up: the watcher's threads may wait for streams that never end
       }
       reporter.send(started_line(id));
       watcher.watch(index);
-      enqueue_pack(*engine, reporter, index, options.replicated);
+      enqueue_pack(*engine, reporter, index, droppable);
     }
     if (!final) {
       for (;;) ::pause();  // until the parent's SIGKILL

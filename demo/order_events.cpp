@@ -95,6 +95,10 @@ std::string run_line(std::string_view id, std::string_view status) { return fmt:
 
 std::string complete_line() { return "complete\n"; }
 
+std::string dropped_line(std::string_view what, std::string_view why) {
+  return fmt::format("{}{}: {}\n", kDroppedLinePrefix, what, one_line(why));
+}
+
 std::string enqueued_line(std::string_view id) { return fmt::format("enqueued {}\n", id); }
 
 std::string pack_line(std::string_view id, bool done, std::int64_t pid, std::int64_t at_us) {

@@ -93,6 +93,7 @@ std::string final_end_line(std::string_view id);
 std::string final_result_line(std::string_view id, const boost::json::value& value);
 std::string run_line(std::string_view id, std::string_view status);
 std::string complete_line();
+std::string dropped_line(std::string_view what, std::string_view why);
 std::string enqueued_line(std::string_view id);
 std::string pack_line(std::string_view id, bool done, std::int64_t pid, std::int64_t at_us);
 std::string audit_line(std::string_view id, std::int64_t at_ms);
@@ -104,6 +105,9 @@ inline constexpr std::string_view kReadyLine = "ready";
 // the parent hands the replica it makes a life's driver starts with
 // "allow N" and, in the final life, "final".
 inline constexpr std::string_view kRoleLinePrefix = "role ";
+// A call a replicated driver dropped, refused unavailable (its replica no
+// longer leads): "dropped ID: WHY". Not an event of the ledger's.
+inline constexpr std::string_view kDroppedLinePrefix = "dropped ";
 inline constexpr std::string_view kAllowStatePrefix = "allow ";
 inline constexpr std::string_view kFinalStateLine = "final";
 

@@ -48,8 +48,13 @@ struct Replica {
 class ReplicatedDemo {
  public:
   ReplicatedDemo(const OrderDemoOptions& options, std::uint64_t seed, OrderLedger& ledger, std::string etcd,
-                 std::vector<std::string> addresses)
-      : options_(options), seed_(seed), ledger_(ledger), etcd_(std::move(etcd)), addresses_(std::move(addresses)) {
+                 std::vector<std::string> addresses, std::vector<std::string>& failures)
+      : options_(options),
+        seed_(seed),
+        ledger_(ledger),
+        etcd_(std::move(etcd)),
+        addresses_(std::move(addresses)),
+        failures_(failures) {
     for (std::uint32_t id = 0; id < kDemoReplicas; ++id) {
       replicas_[id].id = id;
       replicas_[id].dir = fmt::format("{}/replica-{}", options.dir, id);
@@ -89,9 +94,24 @@ class ReplicatedDemo {
     if (::poll(fds.data(), count, wait_ms) <= 0) return;
     for (nfds_t i = 0; i < count; ++i) {
       if (fds[i].revents == 0) continue;
-      if (!by_fd[i]->reader->read_from(fds[i].fd)) by_fd[i]->open = false;
+      Replica& replica = *by_fd[i];
+      if (replica.reader->read_from(fds[i].fd)) continue;
+      replica.open = false;
+      // The driver's end is the life's to judge; any other replica ends
+      // only by the parent's SIGKILL (an abort in its engine would show
+      // here and nowhere else).
+      if (replica.id == driver_) continue;
+      ::close(replica.child->report_fd);
+      if (replica.child->state_fd >= 0) ::close(replica.child->state_fd);
+      failures_.push_back(fmt::format("replica {}'s process ended by itself ({}; its warnings: {}.log)", replica.id,
+                                      describe_status(wait_for_exit(replica.child->pid)), replica.dir));
+      replica.child.reset();
     }
   }
+
+  // The replica whose process may end by itself (the final driver), or
+  // whose end the life judges.
+  void set_driver(std::uint32_t id) { driver_ = id; }
 
   void set_life(int life) { set_life_except(kDemoReplicas, life); }
   void set_life_except(std::uint32_t id, int life) {
@@ -146,6 +166,8 @@ class ReplicatedDemo {
   OrderLedger& ledger_;
   const std::string etcd_;
   const std::vector<std::string> addresses_;
+  std::vector<std::string>& failures_;
+  std::uint32_t driver_ = kDemoReplicas;
   std::array<Replica, kDemoReplicas> replicas_;
 };
 
@@ -175,7 +197,8 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
     addresses.push_back(fmt::format("127.0.0.1:{}", replica::free_loopback_port()));
   }
   OrderLedger ledger(seed, options.orders, kApprovalTimeout);
-  ReplicatedDemo cluster(options, seed, ledger, fmt::format("127.0.0.1:{}", etcd.client_port()), addresses);
+  std::vector<std::string> failures;
+  ReplicatedDemo cluster(options, seed, ledger, fmt::format("127.0.0.1:{}", etcd.client_port()), addresses, failures);
   io::PosixFileSystem fs;
   for (std::uint32_t id = 0; id < kDemoReplicas; ++id) {
     // What `fusee replica init` does.
@@ -191,7 +214,6 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
   // turn (a rolling deploy), and every replica started from then on has it.
   const int patch_life = std::max(1, (options.kills + 1) / 2);
   ledger.set_patched_from(patch_life);
-  std::vector<std::string> failures;
   for (std::uint32_t id = 0; id < kDemoReplicas; ++id) {
     if (!cluster.start(id, 0, patch_life == 0)) {
       fmt::print(stderr, "fusee demo: cannot start replica {}: {}\n", id, std::strerror(errno));
@@ -220,9 +242,16 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
       break;
     }
     const std::uint32_t driver = *cluster.primary();
+    cluster.set_driver(driver);
     Replica& leader = cluster.replica(driver);
     send_state(*leader.child, ledger.child_state() + fmt::format("{}{}\n", kAllowStatePrefix, allow_for(life)) +
                                   (final ? std::string(kFinalStateLine) + "\n" : ""));
+    // A life is the driver's engine's. The others run nothing while it
+    // leads; whatever they report (once one of them leads, a step the
+    // driver ran may run again) is the next life's: the ledger must not take
+    // two runs of a step across a failover for two in one life, and a
+    // replica reports its new role a moment after it starts to lead.
+    cluster.set_life_except(driver, life + 1);
     const auto life_started = Clock::now();
     const auto kill = final ? KillPlan{kFinalLifeLimit} : pick_kill(random, options.orders / lives);
     const auto deadline = life_started + kill.after;
@@ -244,14 +273,19 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
         // over itself, when it closes its engine for the last check.) From now on the others' lines are
         // the next life's, so that a step the deposed primary ran and the
         // new one runs again are not taken for two runs in one life.
-        cluster.set_life_except(driver, life + 1);
+        // Its steps in flight may still run (a deposed primary's step may
+        // run twice, the at-least-once contract, docs/replication.md); the
+        // packing queue's bound is a primary's, so its packs count as ended.
+        ledger.killed(leader.child->pid, steady_us());
         deposed_by_itself = true;
         break;
       }
       if (backup_to_kill && Clock::now() >= backup_kill_at) {
         const std::uint32_t id = *std::exchange(backup_to_kill, std::nullopt);
         if (!cluster.kill(id)) failures.push_back(fmt::format("replica {}'s last line arrived cut short", id));
-        if (!cluster.start(id, life, life >= patch_life)) failures.push_back(fmt::format("replica {} did not start", id));
+        if (!cluster.start(id, life + 1, life >= patch_life)) {
+          failures.push_back(fmt::format("replica {} did not start", id));
+        }
         ++backup_kills;
       }
       auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
@@ -277,7 +311,8 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
         cluster.read_all(0);
         const auto stopped_at = Clock::now();
         ::kill(leader.child->pid, SIGSTOP);
-        cluster.set_life_except(driver, life + 1);
+        // Frozen, it runs nothing from here: its steps (packs) end now.
+        ledger.killed(leader.child->pid, steady_us());
         if (cluster.wait_for([&] { return cluster.primary_other_than(driver).has_value(); })) {
           failover_ms.push_back(std::chrono::duration_cast<milliseconds>(Clock::now() - stopped_at).count());
         } else {
@@ -287,13 +322,21 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
       }
       // (Its own reports of its role ended when it became the driver.)
       const bool leading = !hung && !deposed_by_itself;
-      if (life + 1 == patch_life) {
+      if (leading && leader.reader->dropped() > 0) {
+        // Refused unavailable while it led all along: a primary that
+        // refuses its own application's calls, not a failover.
+        failures.push_back(fmt::format("life {}: the primary refused {} of its driver's calls as unavailable, with no "
+                                       "other replica leading (the last: {})",
+                                       life, leader.reader->dropped(), leader.reader->last_dropped()));
+      }
+      if (life + 1 == patch_life && leading) {
         // The rolling deploy: each backup restarted with the patch, back in
-        // the cluster before the next.
+        // the cluster before the next. (Not when another leads already: it
+        // would be taken for a backup.)
         for (std::uint32_t id = 0; id < kDemoReplicas; ++id) {
           if (id == driver) continue;
           if (!cluster.kill(id)) failures.push_back(fmt::format("replica {}'s last line arrived cut short", id));
-          if (!cluster.start(id, life, true)) failures.push_back(fmt::format("replica {} did not start", id));
+          if (!cluster.start(id, life + 1, true)) failures.push_back(fmt::format("replica {} did not start", id));
           if (!cluster.wait_for([&] { return cluster.replica(id).reader->role() == "backup"; })) {
             failures.push_back(fmt::format("life {}: replica {}, restarted with the patch, did not become a backup",
                                            life, id));
@@ -301,6 +344,7 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
         }
       }
       if (!cluster.kill(driver)) failures.push_back(fmt::format("life {}: the primary's last line arrived cut short", life));
+      cluster.set_driver(kDemoReplicas);
       const auto killed_at = Clock::now();
       ++kills;
       // What the others wrote before the kill is still this life's.
@@ -324,7 +368,7 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
                               kill.after_count);
         fmt::print("life {}: SIGKILL of the primary (replica {}{}) {}; {}{}\n", life, driver,
                    leading ? "" : ", no longer leading", when, acknowledged,
-                   life + 1 == patch_life ? "; the backups were restarted with the patch first"
+                   life + 1 == patch_life && leading ? "; the backups were restarted with the patch first"
                    : hung                 ? "; SIGSTOPped first, until another led"
                    : deposed_by_itself    ? "; another had taken over before"
                                           : "");

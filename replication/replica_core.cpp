@@ -675,8 +675,10 @@ void ReplicaCore::on_append_reply(const Message& message, const AppendReply& rep
   const ReplicaId from = message.from;
   heard_from_at_[from] = ticks_;
   incarnation_of_[from] = reply.incarnation;
-  match_known_[from] = true;
   if (reply.ok) {
+    // Only a match says what it holds: an "alive" answer (a slow disk:
+    // match 0) and a refusal leave a replica restarting unknown.
+    if (reply.match_end > 0) match_known_[from] = true;
     match_[from] = std::max(match_[from], reply.match_end);
     next_[from] = std::max(next_[from], match_[from] + 1);
     advance_commit(out);

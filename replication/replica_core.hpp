@@ -314,7 +314,7 @@ class ReplicaCore {
   // Primary.
   Seq commit_ = 0;
   std::vector<Seq> match_;  // per replica: its durable match in this view
-  // Per replica: it answered an append in this view, so match_ is what it
+  // Per replica: it matched an append in this view, so match_ is what it
   // holds (until then match_ is 0 and says nothing: a replica restarting
   // may hold nearly the whole log).
   std::vector<bool> match_known_;

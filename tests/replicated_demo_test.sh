@@ -27,8 +27,10 @@ command -v etcd >/dev/null || fail "etcd is not installed (scripts/install-deps)
 "$fusee" demo --replicated --dir "$scratch/data" --kills 30 --orders 300 --quiet >"$scratch/out" 2>&1 ||
   fail "the demo found violations or could not run: $(tail -20 "$scratch/out")"
 grep -E ' 30 kills, .* 0 violations' "$scratch/out" >/dev/null || fail "unexpected summary: $(tail -5 "$scratch/out")"
-grep -E '^replicas: the primary SIGKILLed 30 times \(1 of them SIGSTOPped first until another led, [0-9]+ replaced before by themselves\), a backup [1-9][0-9]* times' "$scratch/out" >/dev/null ||
-  fail "the primary was not SIGSTOPped once, or no backup was SIGKILLed: $(tail -5 "$scratch/out")"
+# (The hang is skipped when a slow machine's primary was replaced by itself
+# in that life already.)
+grep -E '^replicas: the primary SIGKILLed 30 times \(([01]) of them SIGSTOPped first until another led, ([0-9]+) replaced before by themselves\), a backup [1-9][0-9]* times' \
+  "$scratch/out" >/dev/null || fail "no backup was SIGKILLed: $(tail -5 "$scratch/out")"
 for id in 0 1 2; do
   [ -d "$scratch/data/replica-$id/replica" ] || fail "no replica $id in the demo's directory"
 done

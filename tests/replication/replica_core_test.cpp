@@ -160,6 +160,13 @@ TEST_SUITE("unit") {
     };
     heard(1, true, 8);
     CHECK(core->known_committed() == 8);
+    // Replica 2 answers, but says nothing of what it holds: alive (its disk
+    // is slow), then a refusal (its log does not continue at 8).
+    {
+      Output out;
+      core->receive({2, 0, 2, AppendReply{true, 0, 0, 2, 0}}, out);
+    }
+    heard(2, false, 7);
     CHECK(core->retire_target() <= 6);  // nothing past what retired before
     propose();
     propose();

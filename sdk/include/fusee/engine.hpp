@@ -363,8 +363,8 @@ class StreamReader {
   ~StreamReader();
   StreamReader(StreamReader&&) noexcept;
   StreamReader& operator=(StreamReader&&) noexcept;
-  // Blocks for the next chunk; nullopt at the end (the stream closed or its
-  // run finished). Throws Error: shut_down when the engine shuts down first,
+  // Blocks for the next chunk; nullopt at the end (the stream closed or its run finished). Throws Error: shut_down
+  // when the engine shuts down first, unavailable when its replica stops leading (read on through the new primary),
   // storage when its log fails, wrong_thread on a shard's thread.
   std::optional<StreamChunk> next();
   // The next chunk if one is there now.
