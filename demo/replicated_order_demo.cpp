@@ -270,11 +270,9 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
       if (!final && cluster.primary_other_than(driver)) {
         // Another replica leads (the driver's lease lapsed: a slow
         // machine): the life ends here. (The final driver hands the lead
-        // over itself, when it closes its engine for the last check.) From now on the others' lines are
-        // the next life's, so that a step the deposed primary ran and the
-        // new one runs again are not taken for two runs in one life.
-        // Its steps in flight may still run (a deposed primary's step may
-        // run twice, the at-least-once contract, docs/replication.md); the
+        // over itself, when it closes its engine for the last check.) Its
+        // steps in flight may still run (a deposed primary's step may run
+        // twice, the at-least-once contract, docs/replication.md); the
         // packing queue's bound is a primary's, so its packs count as ended.
         ledger.killed(leader.child->pid, steady_us());
         deposed_by_itself = true;
