@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/stream_feed.hpp"
 #include "tests/engine/engine_harness.hpp"
 
 using namespace fusee;
@@ -306,5 +307,30 @@ TEST_CASE("local mode: chunks survive a reopen and the replayed run appends afte
   std::vector<StreamChunk> all = drain(open_reader(*engine, "p-1", "out", StreamFrom::earliest()));
   CHECK(offsets_of(all) == offsets_from(0, 4));
   check_values(all);
+}
+TEST_CASE("a stream read that ends on an error says which: a retry (shut_down, unavailable) or a loss (storage)") {
+  // unavailable: the replica stopped leading (replicated mode), and the
+  // read may go on through the new primary; a reader that saw storage
+  // would take the data for lost.
+  struct Ending {
+    std::error_code error;
+    errc expected;
+  };
+  for (const Ending& ending : {Ending{make_error_code(errc::unavailable), errc::unavailable},
+                               Ending{make_error_code(errc::shut_down), errc::shut_down},
+                               Ending{std::make_error_code(std::errc::io_error), errc::storage}}) {
+    CAPTURE(ending.error.message());
+    auto feed = std::make_shared<detail::StreamFeed>();
+    feed->push(StreamChunk{0, boost::json::value(1)});
+    feed->end(ending.error);
+    StreamReader reader(feed);
+    REQUIRE(reader.next().has_value());  // what came before the end is read first
+    try {
+      (void)reader.next();
+      FAIL("the read did not fail");
+    } catch (const Error& error) {
+      CHECK(error.error() == ending.expected);
+    }
+  }
 }
 }
