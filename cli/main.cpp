@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   demo_command->add_flag("--child", demo.child)->group("");
   demo_command->add_option("--replica-id", demo.replica_id)->group("");
   demo_command->add_option("--etcd", demo.etcd)->group("");
-  demo_command->add_option("--replicas", demo.replicas)->group("");
+  demo_command->add_option("--replicas", demo.replicas)->delimiter(',')->group("");
   demo_command->add_option("--allow", demo.allow)->group("");
   demo_command->add_flag("--final", demo.final)->group("");
   demo_command->add_option("--shards-max", demo.shards_max)->group("");

@@ -214,6 +214,19 @@ int wait_for_exit(pid_t pid) {
   return status;
 }
 
+bool final_life_ended_well(int status, const OrderLedger& ledger, std::string_view who,
+                           std::vector<std::string>& failures) {
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    failures.push_back(fmt::format("the final {} failed ({})", who, describe_status(status)));
+    return false;
+  }
+  if (!ledger.complete()) {
+    failures.push_back(fmt::format("the final {} exited without finishing its check", who));
+    return false;
+  }
+  return true;
+}
+
 int print_outcome(OrderLedger& ledger, std::vector<std::string> failures, int kills, int patch_life,
                   Clock::time_point started, std::uint64_t seed) {
   auto violations = std::move(failures);

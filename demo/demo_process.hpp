@@ -117,6 +117,12 @@ struct KillPlan {
 // new_orders: how many orders a life starts, about.
 KillPlan pick_kill(std::mt19937_64& random, std::uint64_t new_orders);
 
+// The final life's worker (`who`: "worker", "driver") ended by itself with
+// `status`: whether it ended well -- exit 0 and its check finished --, and
+// if not, why, in `failures`.
+bool final_life_ended_well(int status, const OrderLedger& ledger, std::string_view who,
+                           std::vector<std::string>& failures);
+
 // Prints the violations and the demo's summary line; the exit code.
 int print_outcome(OrderLedger& ledger, std::vector<std::string> failures, int kills, int patch_life,
                   Clock::time_point started, std::uint64_t seed);

@@ -379,11 +379,7 @@ int run_order_demo(const OrderDemoOptions& options) {
       failures.push_back(fmt::format("the final worker had not finished after {} s (a run that never ends?)",
                                      kFinalLifeLimit.count() / 1000));
       for (const auto& line : ledger.unfinished(10)) failures.push_back("  unfinished: " + line);
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      failures.push_back(fmt::format("the final worker failed ({})", describe_status(status)));
-    } else if (!ledger.complete()) {
-      failures.push_back("the final worker exited without finishing its check");
-    } else if (!options.quiet) {
+    } else if (final_life_ended_well(status, ledger, "worker", failures) && !options.quiet) {
       fmt::print("life {} (final): every order finished in {} ms; {}; then reopened and re-read every stream, "
                  "result and run\n",
                  life, ran_ms, acknowledged);

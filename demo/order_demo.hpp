@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fusee::cli {
 
@@ -57,7 +58,7 @@ struct OrderDemoOptions {
   bool replicated = false;
   std::uint32_t replica_id = 0;  // the child's (hidden options, set by the parent)
   std::string etcd;              // HOST:PORT
-  std::string replicas;          // HOST:PORT,HOST:PORT,HOST:PORT
+  std::vector<std::string> replicas;  // HOST:PORT each (given as one comma-separated option)
 };
 
 // Returns the process exit code: 0 when every check held, 1 on a violation,

@@ -318,21 +318,10 @@ void declare_packing_queue(Engine& engine) {
   }
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  for (auto comma = text.find(','); comma != std::string::npos; comma = text.find(',', start)) {
-    items.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  items.push_back(text.substr(start));
-  return items;
-}
-
 Config demo_config(const OrderDemoOptions& options) {
   if (options.replicated) {
     auto config = Config::replicated(options.dir, options.etcd, std::string(kDemoCluster), options.replica_id,
-                                     split_list(options.replicas));
+                                     options.replicas);
     config.shards = kDemoShards;
     // A failover within about a second of the primary's SIGKILL.
     config.etcd_lease_ttl = 1s;

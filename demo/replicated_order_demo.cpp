@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "demo/demo_process.hpp"
 #include "demo/order_ledger.hpp"
@@ -70,10 +71,9 @@ class ReplicatedDemo {
     Replica& replica = replicas_[id];
     OrderDemoOptions child_options = options_;
     child_options.dir = replica.dir;
-    std::string list;
-    for (const auto& address : addresses_) list += (list.empty() ? "" : ",") + address;
     replica.child = spawn_child(child_options, seed_, 0, false, "", false, patched,
-                                {"--replicated", "--replica-id", std::to_string(id), "--etcd", etcd_, "--replicas", list});
+                                {"--replicated", "--replica-id", std::to_string(id), "--etcd", etcd_, "--replicas",
+                                 fmt::format("{}", fmt::join(addresses_, ","))});
     if (!replica.child) return false;
     replica.reader.emplace(ledger_, life, "");
     replica.open = true;
@@ -383,11 +383,7 @@ int run_replicated_order_demo(const OrderDemoOptions& options) {
       ::close(leader.child->report_fd);
       leader.child.reset();
       if (leader.reader->has_partial()) failures.push_back("the final driver's last line arrived cut short");
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        failures.push_back(fmt::format("the final driver failed ({})", describe_status(status)));
-      } else if (!ledger.complete()) {
-        failures.push_back("the final driver exited without finishing its check");
-      } else if (!options.quiet) {
+      if (final_life_ended_well(status, ledger, "driver", failures) && !options.quiet) {
         fmt::print("life {} (final): every order finished in {} ms; {}; then its engine closed (a failover), opened "
                    "again as a backup, and re-read every stream, result and run through the new primary\n",
                    life, ran_ms, acknowledged);
