@@ -182,6 +182,31 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(100, 3600000));
   server_command->add_flag("--buffered", server.buffered, "Buffered writes + fdatasync instead of O_DIRECT");
+  auto* server_replicated = server_command->add_flag(
+      "--replicated", server.replicated,
+      "One of 3, 5, 7... servers over a replicated log (--dir made by `fusee replica init`); the primary serves the "
+      "workers");
+  server_command->add_option("--replica-id", server.replica_id, "This server's index in --replicas (0-based)")
+      ->needs(server_replicated);
+  server_command->add_option("--replicas", server.replicas, "Every server's replica address (HOST:PORT), in id order")
+      ->delimiter(',')
+      ->needs(server_replicated);
+  server_command->add_option("--etcd", server.etcd,
+                             "etcd's client address (HOST:PORT), or its members' (HOST:PORT,HOST:PORT,...)")
+      ->capture_default_str()
+      ->needs(server_replicated);
+  server_command->add_option("--cluster", server.cluster, "The cluster's name (its key in etcd)")
+      ->capture_default_str()
+      ->needs(server_replicated);
+  server_command->add_option("--tick-ms", server.tick_ms, "The replication protocol's clock")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000))
+      ->needs(server_replicated);
+  server_command->add_option("--etcd-lease-ttl-s", server.etcd_lease_ttl_s,
+                             "The primary's etcd lease: a dead primary is replaced after about this long")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 600))
+      ->needs(server_replicated);
 
   fusee::cli::ReplicaCommandOptions replica;
   auto* replica_command = app.add_subcommand(

@@ -10,10 +10,58 @@
 #include "cli/stop_signals.hpp"
 #include "fusee/error.hpp"
 #include "protocol/address.hpp"
+#include "replica/etcd_members.hpp"
 #include "server/log_service.hpp"
+#include "server/replicated_server.hpp"
 #include "wal/io/posix_file_system.hpp"
 
 namespace fusee::cli {
+
+namespace {
+
+int run_replicated_server(const ServerOptions& options, server::LogServiceOptions service_options,
+                          sigset_t stop_signals) {
+  if (options.replicas.size() < 3 || options.replicas.size() % 2 == 0 || options.replica_id >= options.replicas.size()) {
+    fmt::print(stderr,
+               "fusee server: --replicated needs --replicas naming 3, 5, 7... addresses and --replica-id one of them "
+               "(0-based); it names {} and --replica-id is {}\n",
+               options.replicas.size(), options.replica_id);
+    return 2;
+  }
+  if (options.shards == 0) {
+    fmt::print(stderr, "fusee server: --replicated needs --shards, the same on every server of the cluster\n");
+    return 2;
+  }
+  server::ReplicatedServerOptions replicated;
+  replicated.shards = options.shards;
+  replicated.node.self = options.replica_id;
+  replicated.node.addresses = options.replicas;
+  replicated.node.dir = options.dir;
+  replicated.node.cluster = options.cluster;
+  std::unique_ptr<server::ReplicatedServer> server;
+  try {
+    for (const std::string& address : options.replicas) protocol::parse_address(address, "--replicas", false);
+    replica::set_etcd_members(options.etcd, "--etcd", replicated.node.etcd);
+    replica::set_timings_from_lease(replicated.node, options.etcd_lease_ttl_s, options.tick_ms);
+    replicated.node.log = [](const std::string& line) { fmt::print(stderr, "fusee server: replica: {}\n", line); };
+    replicated.service = std::move(service_options);
+    server = std::make_unique<server::ReplicatedServer>(std::move(replicated));
+  } catch (const Error& error) {
+    fmt::print(stderr, "fusee server: {}\n", error.what());
+    return error.error() == errc::invalid_argument ? 2 : 1;
+  }
+  fmt::print("fusee server: {} ({} shards), replica {} of cluster {}; serves workers on {} while it is the primary\n",
+             options.dir, server->shard_count(), options.replica_id, options.cluster, options.listen);
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  fmt::print("fusee server: {}: closing\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  server->stop();
+  fmt::print("fusee server: closed cleanly\n");
+  return 0;
+}
+
+}  // namespace
 
 int run_server(const ServerOptions& options) {
   sigset_t stop_signals = block_stop_signals();
@@ -58,6 +106,7 @@ int run_server(const ServerOptions& options) {
     fmt::print(stderr, "fusee server: listening on {} (not loopback) needs --token-file\n", options.listen);
     return 2;
   }
+  if (options.replicated) return run_replicated_server(options, std::move(service_options), stop_signals);
   io::PosixFileSystem fs;
   std::unique_ptr<server::LogService> service;
   try {

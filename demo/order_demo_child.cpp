@@ -595,14 +595,31 @@ void make_audit_schedule(Engine& engine) {
   }
 }
 
+constexpr auto kPackStartWait = std::chrono::seconds(30);
+
 // The final life's end of the back office: the schedule stops (its count of
 // runs started reported, for the ledger to hold against list_runs) and is
 // deleted, and every pack and audit run is waited for.
+
 void close_backoffice(const OrderDemoOptions& options, Engine& engine, const Reporter& reporter) {
   auto paused = engine.pause_schedule(std::string(kAuditSchedule), "the demo ends");
   reporter.send(audit_schedule_line(kAuditSchedule, paused.started));
   engine.delete_schedule(std::string(kAuditSchedule));
-  for (std::uint32_t index = 0; index < options.orders; ++index) (void)engine.result_json(pack_id(index));
+  for (std::uint32_t index = 0; index < options.orders; ++index) {
+    // The queue starts each pack as a place frees up: the one after the
+    // pack just waited for may be a moment from its start (not_found until
+    // then). A pack lost for good still fails, after kPackStartWait.
+    const auto give_up = std::chrono::steady_clock::now() + kPackStartWait;
+    for (;;) {
+      try {
+        (void)engine.result_json(pack_id(index));
+        break;
+      } catch (const Error& error) {
+        if (error.error() != errc::not_found || std::chrono::steady_clock::now() >= give_up) throw;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   for (const auto& run : engine.list_runs()) {
     if (audit_due_ms(run.id) && run.status == RunStatus::running) (void)engine.result_json(run.id);
   }

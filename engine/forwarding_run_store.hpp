@@ -1,6 +1,6 @@
 // ForwardingRunStore: a run store that hands every call to another one, for
 // a store that changes only some of them (replicated mode's, whose writes
-// travel in the log: sdk/facade/replicated_run_store.hpp; tests' stores
+// travel in the log: hosting/replicated_run_store.hpp; tests' stores
 // that hold writes back). Derive and override what differs.
 #pragma once
 

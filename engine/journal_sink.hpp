@@ -83,7 +83,7 @@ std::unique_ptr<JournalSink> make_log_sink(std::unique_ptr<wal::Log> log);
 // (wal::errc::closed) reads as errc::unavailable: the runs go on on the
 // next primary, and a caller may try again there. The engine's `shards`
 // are the log's first ones; the log may hold more (the run store's records,
-// sdk/facade/replicated_run_store.hpp), of which the engine hears nothing.
+// hosting/replicated_run_store.hpp), of which the engine hears nothing.
 std::unique_ptr<JournalSink> make_replicated_log_sink(std::shared_ptr<wal::Log> log, std::uint32_t shards);
 
 }  // namespace fusee::engine

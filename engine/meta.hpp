@@ -51,7 +51,7 @@ Result<void> write_meta(io::FileSystem& fs, const std::string& dir, const Meta& 
 inline constexpr const char* kReplicaMarker = "replica/cluster";
 Result<bool> is_replica_dir(io::FileSystem& fs, const std::string& dir);
 // A replica's log carries its engine's run store too, as records of the
-// shard after the engine's (sdk/facade/store_applier.hpp): its log has one
+// shard after the engine's (hosting/store_applier.hpp): its log has one
 // shard more than the engine.
 inline std::uint32_t replica_store_shard(std::uint32_t engine_shards) { return engine_shards; }
 inline std::uint32_t replica_log_shards(std::uint32_t engine_shards) { return engine_shards + 1; }

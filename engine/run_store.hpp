@@ -63,7 +63,7 @@ class StoreCopy {
 };
 
 // Where a replica's run store stands in its replicated log
-// (sdk/facade/store_applier.hpp): every run-store record of the batches
+// (hosting/store_applier.hpp): every run-store record of the batches
 // before `seq` is applied, and the first `records` of batch `seq`.
 struct ReplicaApplied {
   std::uint64_t seq = 0;

@@ -64,8 +64,17 @@ constexpr auto kReclaimFor = std::chrono::seconds(10);
 class RemoteSink final : public JournalSink, public StoreChannel, public ShardRouter, public PermitChannel {
  public:
   // Throws fusee::Error (invalid_argument) for an address that is not one.
-  explicit RemoteSink(RemoteOptions options)
-      : options_(std::move(options)), address_(protocol::parse_address(options_.address, "server address")) {
+  explicit RemoteSink(RemoteOptions options) : options_(std::move(options)) {
+    // "A,B,C": the servers of a replicated cluster, only the primary
+    // listening (server/replicated_server.hpp).
+    std::string_view list = options_.address;
+    for (;;) {
+      const auto comma = list.find(',');
+      address_texts_.emplace_back(list.substr(0, comma));
+      addresses_.push_back(protocol::parse_address(address_texts_.back(), "server address"));
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
   }
   ~RemoteSink() override {
@@ -92,8 +101,28 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   // learns the shard count; after a reconnect it checks the server kept
   // every acknowledged record and sends again what was not yet durable.
   Result<void> connect(std::string& problem) {
-    int fd = protocol::connect_to(address_, options_.address, problem);
+    // Each server in turn, from the one last connected to; after a failure
+    // past the connect (a deposed primary that still listens, a server
+    // stopping), from the next one.
+    int fd = -1;
+    for (std::size_t tried = 0; tried < addresses_.size() && fd < 0; ++tried) {
+      const std::size_t at = (next_address_ + tried) % addresses_.size();
+      std::string refused;
+      fd = protocol::connect_to(addresses_[at], address_texts_[at], refused);
+      if (fd >= 0) {
+        next_address_ = at;
+      } else {
+        problem += (problem.empty() ? "" : "; ") + refused;
+      }
+    }
     if (fd < 0) return std::make_error_code(std::errc::io_error);
+    problem.clear();
+    auto connected = greet_and_lease(fd, problem);
+    if (!connected) next_address_ = (next_address_ + 1) % addresses_.size();
+    return connected;
+  }
+
+  Result<void> greet_and_lease(int fd, std::string& problem) {
     {
       std::lock_guard lock(send_mu_);
       fd_ = fd;
@@ -952,7 +981,10 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   }
 
   RemoteOptions options_;
-  protocol::Address address_;  // options_.address, parsed
+  // options_.address: each server's, parsed, and which to try first.
+  std::vector<protocol::Address> addresses_;
+  std::vector<std::string> address_texts_;
+  std::size_t next_address_ = 0;  // the connecting thread's
   std::atomic<std::uint32_t> lease_ttl_ms_{0};  // the server's, from its welcome
   // After a reconnect: how many more shards to ask for, and when.
   std::atomic<std::uint32_t> standby_want_{0};

@@ -1,7 +1,7 @@
 // CommittedFeed: hands an engine's replica each batch of its log that is
 // committed, in order, once this replica holds it durably -- the run store's
 // records travel in the log, and every replica, the primary too, applies the
-// committed ones to its own run store (sdk/facade/store_applier.hpp;
+// committed ones to its own run store (hosting/store_applier.hpp;
 // docs/replication.md, "The run store through the log").
 //
 // A batch is fed once the core knows it committed (ReplicaCore::

@@ -19,7 +19,7 @@
 //   any failure               -> error: why
 //
 // This side only moves named bytes; what the store is (RocksDB, its files,
-// its applied batch) is the sender's (sdk/facade/store_sender.hpp) and the
+// its applied batch) is the sender's (hosting/store_sender.hpp) and the
 // command's (cli/), which open the store.
 #pragma once
 

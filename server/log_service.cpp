@@ -152,8 +152,9 @@ struct LogService::Impl {
   io::FileSystem* fs = nullptr;
   LogServiceOptions options;
   std::unique_ptr<io::FileSystem::Lock> lock;
-  std::unique_ptr<engine::RunStore> store;  // after the log, so it closes after it
-  std::unique_ptr<wal::Log> log;
+  std::shared_ptr<engine::RunStore> store;  // after the log, so it closes after it
+  std::shared_ptr<wal::Log> log;
+  bool owns_log = true;  // a replica's view's log is the replica's to close (open_over)
   std::unique_ptr<StoreService> store_service;
   // Step limits' permits for every worker (declared before the connections,
   // so it outlives them: their threads give permits back).
@@ -851,9 +852,12 @@ struct LogService::Impl {
 
   void on_durable(wal::ShardId shard, wal::Lsn lsn) {
     std::shared_ptr<Connection> holder;
+    // A replica's log holds the run store's records too, in a shard after
+    // the workers' (hosting/replicated_run_store.hpp).
+    if (shard >= shards) return;
     {
       std::lock_guard lock(mu);
-      if (shard < leases.size()) holder = leases[shard].holder;
+      holder = leases[shard].holder;
       auto now = std::chrono::steady_clock::now();
       auto& arrived = arrivals[shard];
       while (!arrived.empty() && arrived.front().first <= lsn) {
@@ -876,7 +880,6 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
   auto impl = std::make_unique<Impl>();
   impl->fs = &fs;
   if (!options.log) options.log = [](const std::string& line) { fmt::print(stderr, "fusee server: {}\n", line); };
-  impl->options = options;
   wal::LogOptions log_options;
   log_options.segment_bytes = options.segment_bytes;
   log_options.direct_io = options.direct_io;
@@ -886,8 +889,31 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
   impl->shards = opened.shards;
   impl->store = std::move(opened.store);
   impl->log = std::move(opened.log);
-  impl->store_service =
-      std::make_unique<StoreService>(*impl->store, *impl->log, opened.bases.keep_from, options.log);
+  // Epochs grow across restarts too: a lease of an earlier server life never
+  // matches one of this life.
+  impl->next_epoch = static_cast<std::uint64_t>(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count())
+                     << 10;
+  return start(std::move(impl), std::move(options), std::move(opened.bases.keep_from));
+}
+
+std::unique_ptr<LogService> LogService::open_over(LogServiceOptions options, LogServiceOver over) {
+  auto impl = std::make_unique<Impl>();
+  if (!options.log) options.log = [](const std::string& line) { fmt::print(stderr, "fusee server: {}\n", line); };
+  impl->shards = over.shards;
+  impl->store = std::move(over.store);
+  impl->log = std::move(over.log);
+  impl->owns_log = false;
+  impl->next_epoch = over.epoch_floor;
+  return start(std::move(impl), std::move(options), std::move(over.keep_from));
+}
+
+std::unique_ptr<LogService> LogService::start(std::unique_ptr<Impl> impl, LogServiceOptions options,
+                                              std::vector<std::uint64_t> keep_from) {
+  impl->options = options;
+  impl->store_service = std::make_unique<StoreService>(*impl->store, *impl->log, std::move(keep_from), options.log);
   impl->leases.resize(impl->shards);
   impl->arrivals.resize(impl->shards);
   impl->reclaimable.resize(impl->shards);
@@ -900,13 +926,6 @@ std::unique_ptr<LogService> LogService::open(io::FileSystem& fs, LogServiceOptio
   // during the reclaim grace; new ones are granted after it.
   impl->permits = std::make_unique<PermitBroker>([] { return std::chrono::system_clock::now(); }, true, any_records);
   if (any_records) impl->reclaim_until = std::chrono::steady_clock::now() + options.reclaim_grace;
-  // Epochs grow across restarts too: a lease of an earlier server life never
-  // matches one of this life.
-  impl->next_epoch = static_cast<std::uint64_t>(
-                         std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count())
-                     << 10;
   impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
   impl->log->set_roll_hook([raw = impl.get()](std::uint64_t retires_at) { raw->on_roll(retires_at); });
   impl->store_thread = std::thread([raw = impl.get()] { raw->store_loop(); });
@@ -977,7 +996,8 @@ void LogService::stop() {
   if (impl.acceptor.joinable()) impl.acceptor.join();
   // The workers checkpoint while they still hold their leases; then the
   // connections close.
-  impl.checkpoint_before_stop(impl.options.stop_checkpoint_wait);
+  // (None when a replica's view ended: its log takes no more.)
+  if (impl.options.stop_checkpoint_wait.count() > 0) impl.checkpoint_before_stop(impl.options.stop_checkpoint_wait);
   impl.stopping = true;
   // The permits the closing connections give back go to nobody.
   impl.permits->stop();
@@ -1004,7 +1024,7 @@ void LogService::stop() {
   }
   impl.store_cv.notify_all();
   if (impl.store_thread.joinable()) impl.store_thread.join();
-  if (impl.log) (void)impl.log->close();
+  if (impl.log && impl.owns_log) (void)impl.log->close();
 }
 
 }  // namespace fusee::server

@@ -32,7 +32,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/run_store.hpp"
 #include "wal/io/file_system.hpp"
+#include "wal/log.hpp"
 
 namespace fusee::server {
 
@@ -73,11 +75,27 @@ struct LogServiceStats {
   std::uint64_t pings = 0;            // heartbeats received from workers
 };
 
+// What a replica's view lends the service (`fusee server --replicated`,
+// server/replicated_server.hpp): the view's log, whose first `shards`
+// shards are the workers' (the replica closes it when the view ends), and
+// the run store, whose writes travel in that log.
+struct LogServiceOver {
+  std::shared_ptr<wal::Log> log;
+  std::shared_ptr<engine::RunStore> store;
+  std::uint32_t shards = 0;
+  std::vector<std::uint64_t> keep_from;  // each shard's keep_from_sequence from its checkpoint
+  // Leases' epochs start above it: a view's beat every earlier view's.
+  std::uint64_t epoch_floor = 0;
+};
+
 class LogService {
  public:
   // Opens the directory (taking its lock) and its log, and listens. Throws
   // fusee::Error with what went wrong.
   static std::unique_ptr<LogService> open(io::FileSystem& fs, LogServiceOptions options);
+  // Over a replica's view (options.dir, shards and the log's options are
+  // not used): listens at once; stop() leaves the log open.
+  static std::unique_ptr<LogService> open_over(LogServiceOptions options, LogServiceOver over);
   ~LogService();
   LogService(const LogService&) = delete;
   LogService& operator=(const LogService&) = delete;
@@ -96,6 +114,8 @@ class LogService {
 
  private:
   explicit LogService(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<LogService> start(std::unique_ptr<Impl> impl, LogServiceOptions options,
+                                           std::vector<std::uint64_t> keep_from);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -13,10 +13,6 @@
 #include "replica/replica_client.hpp"
 #include "sdk/facade/engine_over_log.hpp"
 #include "sdk/facade/engine_wide_calls.hpp"
-#include "replica/store_transfer.hpp"
-#include "sdk/facade/replicated_run_store.hpp"
-#include "wal/errc.hpp"
-#include "wal/io/posix_file_system.hpp"
 
 namespace fusee::facade {
 
@@ -47,58 +43,6 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   replica::set_timings_from_lease(options, static_cast<std::uint32_t>(config.etcd_lease_ttl.count()),
                                   static_cast<std::uint32_t>(config.replica_tick.count()));
   if (config.warn) options.log = [warn = config.warn](const std::string& line) { warn("replica: " + line); };
-  options.engine.configure = [this](wal::LogOptions& log_options) { return configure(log_options); };
-  options.engine.lead = [this](replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail) {
-    lead(++leads_, view, std::move(log), tail);
-  };
-  options.engine.stepped_down = [this](replication::View) {
-    // No call reaches the view's engine from here on (its log stepped
-    // down); it shuts down on the host's thread. Its run-store writes
-    // still waiting have unknown outcomes.
-    applier_->lead_ended(leads_);
-    std::shared_ptr<Engine> ended;
-    {
-      std::lock_guard lock(mu_);
-      ended = std::move(engine_);
-      engine_.reset();
-    }
-    post([this, ended = std::move(ended)]() mutable { close_engine(std::move(ended)); });
-  };
-
-  if (config.file_system) {
-    fs_ = config.file_system;
-  } else {
-    own_fs_ = std::make_unique<io::PosixFileSystem>();
-    fs_ = own_fs_.get();
-  }
-  // A directory `fusee replica init` never made is refused before anything
-  // is written in it.
-  auto replica = engine::is_replica_dir(*fs_, config.dir);
-  if (!replica || !*replica) {
-    throw Error(errc::invalid_argument,
-                fmt::format("replicated mode: {} is not a replica's directory (make it one with `fusee replica init "
-                            "--dir {} --cluster {}`)",
-                            config.dir, config.dir, config.cluster));
-  }
-  claimed_ = engine::claim_data_dir(*fs_, config.dir, config.shards, config.file_system != nullptr,
-                                    engine::DirOwner::replicated);
-  shards_ = claimed_.shards;
-  store_ = std::move(claimed_.store);
-  // The run store's records travel in the shard after the engine's.
-  applier_ = std::make_shared<StoreApplier>(store_, engine::replica_store_shard(shards_), [this](const std::string& why) {
-    if (config_.warn) {
-      config_.warn(fmt::format("replicated mode: {}; this replica's run store no longer follows the log, and the "
-                               "replica stops",
-                               why));
-    }
-    node_->stop();
-  });
-  options.engine.committed = [applier = applier_.get()](replication::Seq seq, replication::View view,
-                                                         std::string_view body) {
-    return applier->committed(seq, view, body);
-  };
-  options.engine.committed_after = applier_->feed_after();
-  sender_ = std::make_unique<StoreSender>(*fs_, store_, config.cluster);
   router_ = std::make_unique<PrimaryRouter>(config.replicas, 2 * std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                     config.etcd_lease_ttl));
   options.engine.primary_known = [this](replication::ReplicaId primary) {
@@ -108,7 +52,6 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     }
     router_->primary_is(primary);
   };
-  // Another replica's application's call for this replica's engine.
   // Another replica's application's call for this replica's engine: off
   // the loop (parsing a call's body is not quick), bounded.
   options.engine.call = [this](std::uint32_t shard, std::vector<std::byte> body,
@@ -117,19 +60,8 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     if (!engine) {
       reply(replica::CallPart::not_here,
             replica::bytes_of(fmt::format("replica {} runs no engine now (it is not the primary, or its engine is "
-                                          "opening){}",
-                                          config_.replica_id,
-                                          shard == replica::kStoreTransferShard ? ": its run store is not sent" : "")));
-      return;
-    }
-    if (shard == replica::kStoreTransferShard) {
-      // A replica being rebuilt fetches the primary's run store: only the
-      // primary's (its log's start is where the rebuilt one's will be, and
-      // its store has applied past it), off the loop (it reads files).
-      auto send = [this, body = std::move(body), reply] { reply(replica::CallPart::last, sender_->answer(body)); };
-      if (!engine_wide_.try_post(1, std::move(send))) {
-        reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: too many reads wait"));
-      }
+                                          "opening)",
+                                          config_.replica_id)));
       return;
     }
     const std::size_t bytes = body.size();
@@ -165,166 +97,90 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
   // Each view's engine: a local engine over the replica's log, with no HTTP
   // front of its own (the application's Engine serves it on every replica).
   config_.mode = Mode::local;
-  config_.shards = shards_;
   config_.http_listen.clear();
-  auto node = replica::ReplicaNode::open(*fs_, std::move(options));
-  if (!node) {
-    throw Error(errc::storage, fmt::format("replicated mode: cannot open the replica in {}: {}", config.dir,
-                                           node.error() == std::errc::operation_would_block
-                                               ? "another process runs it (it holds replica/lock)"
-                                               : node.error().message()));
-  }
-  node_ = std::move(*node);
-  host_thread_ = std::thread([this] { run_host(); });
-  node_thread_ = std::thread([this] {
-    if (auto served = node_->run(); !served && config_.warn) {
-      config_.warn(fmt::format("replica: stopped: {} (this replica runs no workflows until it is opened again)",
-                               served.error().message()));
+  hosting::ViewHostOptions host;
+  host.shards = config.shards;
+  host.file_system = config.file_system;
+  host.node = std::move(options);
+  host.warn = config.warn;
+  host.service.open = [this](hosting::ViewOpening opening) { open_engine(std::move(opening)); };
+  host.service.ended = [this]() -> std::function<void()> {
+    // No call reaches the view's engine from here on: it shuts down on the
+    // host's thread. Its callers are told errc::unavailable; a caller still
+    // inside one of its calls holds it until that call returns.
+    std::shared_ptr<Engine> ended;
+    {
+      std::lock_guard lock(mu_);
+      ended = std::move(engine_);
+      engine_.reset();
     }
-  });
+    return [this, ended = std::move(ended)]() mutable {
+      {
+        std::lock_guard lock(mu_);
+        engine_error_.clear();
+      }
+      if (ended) ended->shutdown();
+    };
+  };
+  host.service.close = [this] {
+    std::shared_ptr<Engine> closing;
+    {
+      std::lock_guard lock(mu_);
+      closing = std::move(engine_);
+      engine_.reset();
+    }
+    if (closing) closing->shutdown();
+  };
+  host.service.serving = [this] { return engine_if_any() != nullptr; };
+  host_ = std::make_unique<hosting::ViewHost>(std::move(host));
+  shards_ = host_->shard_count();
+  config_.shards = shards_;
 }
 
 ReplicaHost::~ReplicaHost() { stop(); }
 
 void ReplicaHost::stop() {
-  if (node_thread_.joinable()) {
-    node_->stop();  // its log steps down: stepped_down posts the engine's shutdown
-    node_thread_.join();
-  }
-  // No call comes in any more: those queued go unanswered (their
-  // connections closed with the replica).
+  // Calls still out to the primary fail (the Engine shuts down). Other
+  // replicas' calls queued go unanswered, and those that come are refused
+  // as busy, until the replica stops (their callers ask the next primary).
+  if (router_) router_->stop();
   calls_.stop();
   engine_wide_.stop();
-  // What waits on the store's applying (an opening, an engine's writes)
-  // is let go: the replica feeds it no more.
-  if (applier_) applier_->stop();
-  // Calls still out to the primary fail (the Engine shuts down).
-  if (router_) router_->stop();
-  if (host_thread_.joinable()) {
-    post([this] { close_engine(nullptr); });
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    host_thread_.join();
-  }
-  // The replica's directory is free for the next Engine: its lock, its
-  // opening threads (joined here, while what they wait on is alive), the
-  // engine side's lock and store.
-  node_.reset();
-  applier_.reset();
-  // After the host's thread (its retire checks ask the sender): a copy it
-  // holds keeps the store's files from deletion, and the store open.
-  sender_.reset();
-  store_.reset();
-  claimed_.lock.reset();
+  if (host_) host_->stop();  // the view's engine shuts down, and the directory is free
 }
 
-Result<void> ReplicaHost::configure(wal::LogOptions& options) {
-  // On the log's opening thread: the last view's engine must have shut down
-  // (its last checkpoint written) before this view's bases are read.
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !busy_ || stopping_; });
-  if (stopping_) return make_error_code(wal::errc::closed);
-  opening_since_ = std::chrono::steady_clock::now();
-  engine::ShardBases bases;
+void ReplicaHost::open_engine(hosting::ViewOpening opening) {
+  // On the host's thread, once the run store applied the view's log.
+  std::shared_ptr<Engine> opened;
   try {
-    bases = engine::read_checkpoints(*store_, shards_, config_.dir);
-  } catch (const std::exception& error) {
-    if (config_.warn) config_.warn(fmt::format("replicated mode: {}", error.what()));
-    return std::make_error_code(std::errc::io_error);
-  }
-  engine::set_log_base(config_.dir, shards_, bases, options);
-  options.shard_count = engine::replica_log_shards(shards_);  // the run store's records: StoreApplier
-  // The run store's shard: its records before the last one applied may
-  // have been retired (the log retires below what the store applied).
-  auto applied = store_->replica_applied();
-  if (!applied) return applied.error();
-  options.base.shard_lsn_floors.resize(options.shard_count, 0);
-  options.base.shard_lsn_floors[engine::replica_store_shard(shards_)] = applied->lsn;
-  return ok();
-}
-
-void ReplicaHost::lead(std::uint64_t lead, replication::View view, std::shared_ptr<wal::Log> log,
-                       replication::Seq tail) {
-  // On the replica's loop thread: the engine opens on the host's.
-  {
+    opened = open_engine_over_log(config_, {std::move(opening.store), opening.shards, config_.dir,
+                                            std::move(opening.bases), std::move(opening.log)});
     std::lock_guard lock(mu_);
-    busy_ = true;
-  }
-  post([this, lead, view, tail, log = std::move(log)]() mutable {
-    // The run store must hold every checkpoint the log committed before
-    // the engine reads it: an engine that loaded a run its store parks
-    // later would diverge from it. The lead ended first: nothing opens
-    // (its stepped_down closes what there is); applying stopped: the
-    // replica is stopping.
-    if (!applier_->wait_done(tail, lead)) return;
-    std::shared_ptr<Engine> opened;
-    std::string error;
-    try {
-      // The checkpoints as applied through the tail (the log opened over
-      // those read before: earlier ones, so it holds what these need).
-      auto bases = engine::read_checkpoints(*store_, shards_, config_.dir);
-      auto store = std::make_shared<ReplicatedRunStore>(store_, applier_, log, lead, view,
-                                                        engine::replica_store_shard(shards_));
-      opened = open_engine_over_log(config_, {std::move(store), shards_, config_.dir, std::move(bases), std::move(log)});
-      std::lock_guard lock(mu_);
-      // Before anyone can call it: the application's workflows (the
-      // built-in ones it registered itself) and limits.
-      for (const auto& registration : registrations_) {
-        if (registration.name == schedule::kScheduleWorkflow || registration.name == queue::kQueueWorkflow) continue;
-        opened->register_workflow_json(registration.name, registration.fn, registration.registration);
-      }
-      for (const auto& [name, step_limit] : limits_) opened->limit(name, step_limit);
-      engine_ = opened;
-      engine_error_.clear();
-      last_open_us_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                     std::chrono::steady_clock::now() - opening_since_)
-                                                     .count());
-      return;
-    } catch (const std::exception& failed) {
-      error = failed.what();
+    // Before anyone can call it: the application's workflows (the
+    // built-in ones it registered itself) and limits.
+    for (const auto& registration : registrations_) {
+      if (registration.name == schedule::kScheduleWorkflow || registration.name == queue::kQueueWorkflow) continue;
+      opened->register_workflow_json(registration.name, registration.fn, registration.registration);
     }
-    if (opened) opened->shutdown();
-    {
-      std::lock_guard lock(mu_);
-      engine_error_ = error;
-    }
-    // A primary that cannot run its engine must not hold the view: the
-    // replica stops (its lease lapses, another replica leads), and this
-    // Engine answers unavailable until the application opens it again.
-    if (config_.warn) {
-      config_.warn(fmt::format("replicated mode: this view's engine did not open: {}; the replica stops", error));
-    }
-    node_->stop();
-  });
-}
-
-void ReplicaHost::close_engine(std::shared_ptr<Engine> closing) {
-  {
-    std::lock_guard lock(mu_);
-    if (!closing) closing = std::move(engine_);
-    engine_.reset();
+    for (const auto& [name, step_limit] : limits_) opened->limit(name, step_limit);
+    engine_ = opened;
     engine_error_.clear();
-  }
-  // Its callers are told errc::unavailable; a caller still inside one of
-  // its calls holds it until that call returns.
-  if (closing) closing->shutdown();
-  closing.reset();
-  {
+  } catch (const std::exception& failed) {
+    // This Engine answers unavailable, saying why, until the application
+    // opens it again (the host stops the replica: another leads).
+    if (opened) opened->shutdown();
     std::lock_guard lock(mu_);
-    busy_ = false;
+    engine_error_ = failed.what();
+    throw;
   }
-  cv_.notify_all();
 }
 
 ReplicaStats ReplicaHost::replica_stats() const {
   ReplicaStats stats;
   stats.enabled = true;
   stats.replica_id = config_.replica_id;
-  if (!node_) return stats;
-  const auto node = node_->stats();
+  if (!host_) return stats;
+  const auto node = host_->node_stats();
   stats.role = replication::role_name(node.status.role);
   stats.view = node.status.promised;
   if (node.known_primary != replication::kNoReplica) stats.primary = node.known_primary;
@@ -340,8 +196,8 @@ ReplicaStats ReplicaHost::replica_stats() const {
   stats.retired_through = node.status.retired_through;
   stats.publish_latency_counts = node.publish_latency_counts;
   stats.publish_latency_sum_us = node.publish_latency_sum_us;
-  if (applier_) stats.store_applied = applier_->stats().batches_done;
-  stats.last_open_us = last_open_us_.load();
+  stats.store_applied = host_->applier_stats().batches_done;
+  stats.last_open_us = host_->last_open_us();
   return stats;
 }
 
@@ -449,74 +305,6 @@ bool ReplicaHost::has_workflow(const std::string& name) {
     if (registration.name == name) return true;
   }
   return false;
-}
-
-void ReplicaHost::post(std::function<void()> work) {
-  {
-    std::lock_guard lock(mu_);
-    posted_.push_back(std::move(work));
-  }
-  cv_.notify_all();
-}
-
-Result<replication::Seq> ReplicaHost::retire_allowed() {
-  // Where the store stands, and the checkpoints in it, read before the
-  // sync: the sync makes both durable. The log must keep every batch the
-  // store has not wholly applied (the one it stands in included), and
-  // every batch a checkpoint's recovery reads.
-  const auto applied = FUSEE_TRY(store_->replica_applied());
-  // A store written before it kept the run-store shard's last LSN: a log
-  // retired below it would have no floor for that shard at its next open
-  // (ReplicaHost::configure), so nothing retires until an apply writes one.
-  if (applied.seq > 0 && applied.lsn == 0) return replication::Seq{0};
-  // Nor past the store a replica being rebuilt fetched from here: its log
-  // restarts at this log's start, which must not pass what it fetched.
-  replication::Seq allowed = std::min(applied.seq, sender_->hold_below());
-  for (std::uint32_t shard = 0; shard < shards_; ++shard) {
-    auto checkpoint = FUSEE_TRY(store_->checkpoint(shard));
-    allowed = std::min<replication::Seq>(allowed, checkpoint ? checkpoint->keep_from_sequence : 0);
-  }
-  if (allowed <= retire_allowed_) return allowed;  // nothing new: no sync
-  FUSEE_TRY_VOID(store_->sync());
-  return allowed;
-}
-
-void ReplicaHost::run_host() {
-  auto next_retire = std::chrono::steady_clock::now();
-  for (;;) {
-    std::function<void()> work;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait_until(lock, next_retire, [&] { return stopping_ || !posted_.empty(); });
-      if (stopping_ && posted_.empty()) return;
-      if (posted_.empty()) {
-        // Once a retire interval: the replica may retire what this
-        // replica's run store no longer needs (the core also waits for
-        // every replica to hold it, docs/replication.md).
-        lock.unlock();
-        next_retire = std::chrono::steady_clock::now() + kRetireInterval;
-        sender_->expire_idle();
-        auto allowed = retire_allowed();
-        if (allowed) {
-          if (*allowed > retire_allowed_) node_->allow_retire(*allowed);
-          retire_allowed_ = std::max(retire_allowed_, *allowed);
-        } else if (config_.warn) {
-          config_.warn(fmt::format("replicated mode: cannot tell what the log may retire: {}",
-                                   allowed.error().message()));
-        }
-        continue;
-      }
-      work = std::move(posted_.front());
-      posted_.pop_front();
-    }
-    try {
-      work();
-    } catch (const std::exception& error) {
-      // Nothing thrown here may end the process; the view's engine is the
-      // next one's to open.
-      if (config_.warn) config_.warn(fmt::format("replicated mode: {}", error.what()));
-    }
-  }
 }
 
 }  // namespace fusee::facade

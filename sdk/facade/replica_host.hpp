@@ -1,14 +1,10 @@
 // ReplicaHost: replicated mode's engine in an application (docs/replication.md,
 // "An application's replica"). It runs the application's replica of the
-// replicated log (replica/replica_node.hpp) on a thread of its own, holds
-// the engine's side of the replica's directory (its lock and run store) for
-// as long as it runs, and opens an engine over the log of each view the
-// replica leads, as after a crash (sdk/facade/engine_over_log.hpp), on a
-// thread of its own; when the view ends, that engine shuts down (its
-// callers are told errc::unavailable) and the next view's opens from the
-// run store. That store is replicated through the log: every replica
-// applies the committed run-store records to its own (store_applier.hpp),
-// and a view's engine opens once its replica has applied its whole log.
+// replicated log in a view host (hosting/view_host.hpp), whose service is an
+// engine over the log of each view the replica leads, opened as after a
+// crash (sdk/facade/engine_over_log.hpp); when the view ends, that engine
+// shuts down (its callers are told errc::unavailable) and the next view's
+// opens from the run store, which every replica applies from the log.
 //
 // The application's Engine passes its calls to the view's engine; while
 // there is none, they go to the primary's (primary_router.hpp), which its
@@ -17,27 +13,20 @@
 // can call it.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "engine/data_dir.hpp"
 #include "fusee/config.hpp"
 #include "fusee/engine.hpp"
-#include "replica/replica_node.hpp"
+#include "hosting/view_host.hpp"
+#include "hosting/work_queue.hpp"
 #include "sdk/facade/primary_router.hpp"
-#include "sdk/facade/work_queue.hpp"
-#include "sdk/facade/store_applier.hpp"
-#include "sdk/facade/store_sender.hpp"
 
 namespace fusee::facade {
 
@@ -59,7 +48,7 @@ class ReplicaHost {
   // engine: the primary it knows of.
   PrimaryRouter& router() { return *router_; }
   // This replica's run store (applied from the log, whatever the role).
-  std::shared_ptr<engine::RunStore> store() const { return store_; }
+  std::shared_ptr<engine::RunStore> store() const { return host_->store(); }
 
   // Given to every view's engine, now and later.
   void register_workflow(const std::string& name, const WorkflowFn& fn,
@@ -78,52 +67,24 @@ class ReplicaHost {
 
  private:
   std::vector<ClusterReplica> ask_cluster(std::chrono::milliseconds timeout) const;
-  Result<void> configure(wal::LogOptions& options);
-  void lead(std::uint64_t lead, replication::View view, std::shared_ptr<wal::Log> log, replication::Seq tail);
-  void close_engine(std::shared_ptr<Engine> closing);  // null: the current one
-  void post(std::function<void()> work);
-  void run_host();
-  // Below which batch this replica's log may retire, as its run store has
-  // it (made durable first).
-  Result<replication::Seq> retire_allowed();
-  static constexpr std::chrono::seconds kRetireInterval{1};
-  replication::Seq retire_allowed_ = 0;  // the last allowance given (the host thread's)
+  // The view's engine, on the host's thread (hosting::ViewService::open).
+  void open_engine(hosting::ViewOpening opening);
 
   Config config_;  // the views' engines' (local mode over the replica's directory)
   std::uint32_t shards_ = 0;
-  engine::DataDir claimed_;  // the engine side's lock
-  std::shared_ptr<engine::RunStore> store_;
-  // Applies the log's committed run-store records to store_, whatever the
-  // role; a view's engine writes through it (replicated_run_store.hpp).
-  std::shared_ptr<StoreApplier> applier_;
-  // The run store sent to a replica being rebuilt (while primary).
-  std::unique_ptr<StoreSender> sender_;
-  std::unique_ptr<io::FileSystem> own_fs_;
-  io::FileSystem* fs_ = nullptr;
   std::unique_ptr<PrimaryRouter> router_;
   // Other replicas' applications' calls, off the replica's loop: parsed and
   // handed to the view's engine (64 MiB of bodies at most), and the
   // engine-wide reads, which wait on the shards (16 at most).
-  WorkQueue calls_{64u << 20};
-  WorkQueue engine_wide_{16};
-  std::unique_ptr<replica::ReplicaNode> node_;
-  std::thread node_thread_;
-  std::thread host_thread_;
-
+  hosting::WorkQueue calls_{64u << 20};
+  hosting::WorkQueue engine_wide_{16};
   mutable std::mutex cluster_mu_;  // one cluster() asking at a time
   mutable std::optional<std::chrono::steady_clock::time_point> cluster_asked_;
   mutable std::vector<ClusterReplica> cluster_answer_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool busy_ = false;         // a view was led whose engine has not shut down yet
   std::shared_ptr<Engine> engine_;
   std::string engine_error_;  // why the last view's engine did not open
-  std::chrono::steady_clock::time_point opening_since_;  // the last view's log began to open
-  std::atomic<std::uint64_t> last_open_us_{0};           // ReplicaStats::last_open_us
   replication::ReplicaId known_primary_ = replication::kNoReplica;  // the node's, for messages
-  // Leads so far (the loop thread's: lead and stepped_down come in pairs),
-  // numbered for the store's writers (StoreApplier).
-  std::uint64_t leads_ = 0;
   struct Registration {
     std::string name;
     WorkflowFn fn;
@@ -131,8 +92,9 @@ class ReplicaHost {
   };
   std::vector<Registration> registrations_;
   std::map<std::string, StepLimit> limits_;
-  std::deque<std::function<void()>> posted_;
-  bool stopping_ = false;
+  // The replica, the run store it applies, and the engine of each view it
+  // leads; last, so that it is gone before what its hooks use.
+  std::unique_ptr<hosting::ViewHost> host_;
 };
 
 }  // namespace fusee::facade

@@ -1,4 +1,4 @@
-// The run store applied from the replicated log (sdk/facade/store_applier.hpp),
+// The run store applied from the replicated log (hosting/store_applier.hpp),
 // fed committed batches by hand: what it applies and where it says it
 // stands, what a restart skips, what a writer hears in each case (its view's
 // record applied; another view's record at its LSN; its view ended; the log
@@ -15,12 +15,12 @@
 #include "engine/run_store.hpp"
 #include "fusee/error.hpp"
 #include "replica/replica_segments.hpp"
-#include "sdk/facade/store_applier.hpp"
+#include "hosting/store_applier.hpp"
 #include "wal/errc.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 namespace {
 
 using namespace std::chrono_literals;
@@ -266,4 +266,4 @@ TEST_SUITE("unit") {
 }
 
 }  // namespace
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

@@ -1,4 +1,4 @@
-// The primary's side of the run store's transfer (sdk/facade/store_sender.hpp)
+// The primary's side of the run store's transfer (hosting/store_sender.hpp)
 // against callers that misbehave: a second open replaces the first (whose
 // reads are then refused, never served from another copy), another
 // cluster's open evicts nothing, a read names a file or range not in the
@@ -13,12 +13,12 @@
 
 #include "engine/run_store.hpp"
 #include "replica/store_transfer.hpp"
-#include "sdk/facade/store_sender.hpp"
+#include "hosting/store_sender.hpp"
 #include "tests/support/result_checks.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "wal/io/posix_file_system.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 namespace {
 
 using replica::TransferAnswer;
@@ -235,4 +235,4 @@ TEST_SUITE("unit") {
 }
 
 }  // namespace
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

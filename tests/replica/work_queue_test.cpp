@@ -1,4 +1,4 @@
-// WorkQueue (sdk/facade/work_queue.hpp), the host's thread for forwarded
+// WorkQueue (hosting/work_queue.hpp), the host's thread for forwarded
 // calls: work runs in order, off the caller's thread; past its bound it is
 // refused (the caller says "not now"), and taken again once the queue
 // drains; a stop drops what waits; work that throws ends only itself.
@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "sdk/facade/work_queue.hpp"
+#include "hosting/work_queue.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 namespace {
 
 TEST_SUITE("unit") {
@@ -66,4 +66,4 @@ TEST_SUITE("unit") {
 }
 
 }  // namespace
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

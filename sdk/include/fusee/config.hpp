@@ -181,11 +181,11 @@ struct Config {
     config.dir.clear();
     return config;
   }
-  // Remote mode: "unix:PATH" or "HOST:PORT" of a `fusee server`. The engine
-  // takes every shard's lease, waiting while another worker holds one (a
-  // standby takes over when the holder's connection goes); with
-  // server_shards_max N it takes at most N free ones and stands by for more.
-  // Checkpoints, parked and finished runs live in the server's run store.
+  // Remote mode: "unix:PATH" or "HOST:PORT" of a `fusee server` (or "A,B,C":
+  // each of a replicated cluster's, the one that leads serving). It takes
+  // every shard's lease, waiting while another worker holds one (a standby
+  // takes over when the holder goes); with server_shards_max N, at most N
+  // free ones. Checkpoints, parked and finished runs live in the server.
   static Config remote(std::string address) {
     Config config;
     config.mode = Mode::remote;

@@ -1,4 +1,4 @@
-#include "sdk/facade/store_sender.hpp"
+#include "hosting/store_sender.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include "backup/snapshot.hpp"
 #include "base/crc32c.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 using replica::TransferAnswer;
 using replica::TransferOp;
@@ -124,4 +124,4 @@ TransferAnswer StoreSender::read(const TransferRequest& request) {
   return answer;
 }
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

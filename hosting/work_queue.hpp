@@ -1,8 +1,9 @@
 // WorkQueue: a thread of its own for work handed off a thread that must stay
 // quick -- the replica's loop, whose heartbeats keep the view -- bounded in
 // units its user counts (bytes, or calls): past the bound, try_post refuses
-// and the caller says "not now". Used by ReplicaHost for the calls other
-// replicas' applications forward (replica_host.hpp).
+// and the caller says "not now". Used by the view host for the run store's
+// transfer (view_host.hpp) and by an application's replica for the calls
+// other replicas' applications forward (sdk/facade/replica_host.hpp).
 #pragma once
 
 #include <condition_variable>
@@ -13,7 +14,7 @@
 #include <thread>
 #include <utility>
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 class WorkQueue {
  public:
@@ -79,4 +80,4 @@ class WorkQueue {
   std::thread thread_;  // last: it starts once the rest is made
 };
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

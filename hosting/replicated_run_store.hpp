@@ -16,10 +16,10 @@
 
 #include "engine/forwarding_run_store.hpp"
 #include "replication/replica_messages.hpp"
-#include "sdk/facade/store_applier.hpp"
+#include "hosting/store_applier.hpp"
 #include "wal/log.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 class ReplicatedRunStore final : public engine::ForwardingRunStore {
  public:
@@ -53,4 +53,4 @@ class ReplicatedRunStore final : public engine::ForwardingRunStore {
   std::mutex mu_;  // one record at a time: each waits for the one before
 };
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

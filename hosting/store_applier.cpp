@@ -1,4 +1,4 @@
-#include "sdk/facade/store_applier.hpp"
+#include "hosting/store_applier.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include "replica/replica_segments.hpp"
 #include "wal/errc.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 using replication::Seq;
 using replication::View;
@@ -236,4 +236,4 @@ void StoreApplier::fail(const std::string& why) {
   if (failed_) failed_(why);
 }
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

@@ -24,7 +24,7 @@
 #include "replica/store_transfer.hpp"
 #include "wal/io/file_system.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 class StoreSender {
  public:
@@ -61,4 +61,4 @@ class StoreSender {
   std::uint64_t next_id_;
 };
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

@@ -1,4 +1,4 @@
-#include "sdk/facade/replicated_run_store.hpp"
+#include "hosting/replicated_run_store.hpp"
 
 #include <chrono>
 #include <thread>
@@ -6,7 +6,7 @@
 #include "fusee/error.hpp"
 #include "wal/errc.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 Result<std::size_t> ReplicatedRunStore::submit(const std::vector<std::byte>& record) {
   std::lock_guard lock(mu_);
@@ -38,4 +38,4 @@ Result<std::size_t> ReplicatedRunStore::expire_finished(std::int64_t before_ms) 
   return submit(encode_store_expiry(before_ms));
 }
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

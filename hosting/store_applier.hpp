@@ -41,7 +41,7 @@
 #include "replication/replica_messages.hpp"
 #include "wal/log_format.hpp"
 
-namespace fusee::facade {
+namespace fusee::hosting {
 
 // A run-store record's first byte: what follows it.
 enum class StoreRecordKind : char {
@@ -137,4 +137,4 @@ class StoreApplier {
   std::thread thread_;
 };
 
-}  // namespace fusee::facade
+}  // namespace fusee::hosting

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# `fusee server --replicated`: three servers over the replicated log and an
+# etcd of the test's own; `fusee demo --server A,B,C` runs its workers (one
+# at a time, each SIGKILLed; 40 kills) against whichever server leads.
+# Meanwhile the test finds the primary (the one server whose workers' port
+# takes a connection: a backup listens for nobody) and SIGKILLs it, 6 to 10 times
+# at least, starting it again at once as a backup; every other time a backup
+# is SIGKILLed and restarted first. To a worker each failover is a server
+# restart: it reconnects to the next primary, takes its leases again (the new
+# view's epochs beat the last's), checks that every record it had
+# acknowledged was kept (else it stops: "the server lost acknowledged
+# records", a violation), and resends the rest; the workers checkpoint into
+# the run store, which travels in the log. The demo's ledger checks nothing
+# acknowledged was lost. Then a SIGTERM stops each server cleanly, and the
+# refusals: flags --replicated needs, and a directory `fusee replica init`
+# never made.
+# Usage: replicated_server_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+top=${1:?usage: replicated_server_test.sh SOURCE_DIR BUILD_DIR}
+build=$(cd "${2:?usage: replicated_server_test.sh SOURCE_DIR BUILD_DIR}" && pwd)
+fusee="$build/cli/fusee"
+scratch=$(mktemp -d)
+pids=()
+servers=(0 0 0)
+demo=0
+cleanup() {
+  for p in "$demo" "${servers[@]}" "${pids[@]}"; do
+    [ "$p" = 0 ] && continue
+    { kill -9 "$p"; wait "$p"; } 2>/dev/null || true
+  done
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+fail() {
+  echo "replicated_server_test: $*" >&2
+  for id in 0 1 2; do echo "--- server $id:" >&2; tail -8 "$scratch/server$id.log" >&2 || true; done
+  exit 1
+}
+command -v etcd >/dev/null || fail "etcd is not installed (scripts/install-deps); failing rather than skipping"
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The refusals first: nothing is started for them.
+"$fusee" replica init --dir "$scratch/plain-replica" --cluster srv >/dev/null
+expect_refusal() {
+  local want=$1
+  shift
+  local status=0
+  "$fusee" server "$@" >"$scratch/refused.out" 2>&1 || status=$?
+  [ "$status" = 2 ] || fail "fusee server $* exited $status, not 2: $(cat "$scratch/refused.out")"
+  grep -q -- "$want" "$scratch/refused.out" || fail "fusee server $* did not say '$want': $(cat "$scratch/refused.out")"
+}
+expect_refusal "requires --replicated" --dir "$scratch/x" --replica-id 1
+expect_refusal "needs --shards" --replicated --dir "$scratch/plain-replica" --replica-id 0 \
+  --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
+expect_refusal "3, 5, 7" --replicated --dir "$scratch/plain-replica" --replica-id 0 --shards 4 \
+  --replicas 127.0.0.1:1,127.0.0.1:2
+expect_refusal "3, 5, 7" --replicated --dir "$scratch/plain-replica" --replica-id 3 --shards 4 \
+  --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
+mkdir -p "$scratch/not-a-replica"
+expect_refusal "is not a replica's directory" --replicated --dir "$scratch/not-a-replica" --replica-id 0 --shards 4 \
+  --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3 --etcd "127.0.0.1:$(port)"
+echo "replicated_server_test: refusals: --replica-id without --replicated, no --shards, 2 replicas, an id past them, a plain directory"
+
+client_port=$(port)
+peer_port=$(port)
+etcd --name k --data-dir "$scratch/etcd" --listen-client-urls "http://127.0.0.1:$client_port" \
+  --advertise-client-urls "http://127.0.0.1:$client_port" --listen-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" --initial-cluster "k=http://127.0.0.1:$peer_port" \
+  --log-outputs "$scratch/etcd.log" --logger zap >/dev/null 2>&1 &
+pids+=($!)
+replicas="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
+worker_ports=("$(port)" "$(port)" "$(port)")
+workers="127.0.0.1:${worker_ports[0]},127.0.0.1:${worker_ports[1]},127.0.0.1:${worker_ports[2]}"
+start_server() {
+  "$fusee" server --replicated --dir "$scratch/s$1" --replica-id "$1" --replicas "$replicas" \
+    --etcd "127.0.0.1:$client_port" --cluster srv --shards 4 --listen "127.0.0.1:${worker_ports[$1]}" \
+    --etcd-lease-ttl-s 1 --tick-ms 5 >>"$scratch/server$1.log" 2>&1 &
+  servers[$1]=$!
+}
+for id in 0 1 2; do
+  # 1 MiB segments: the logs roll, the workers are asked for checkpoints,
+  # and the replicas retire what every run store no longer needs.
+  "$fusee" replica init --dir "$scratch/s$id" --cluster srv --segment-bytes 1048576 >/dev/null
+  start_server "$id"
+done
+# primary: the server whose workers' port takes a connection now (none
+# during a failover).
+primary() {
+  python3 - "${worker_ports[@]}" <<'PY'
+import socket, sys
+for id, p in enumerate(sys.argv[1:]):
+    try:
+        socket.create_connection(("127.0.0.1", int(p)), timeout=0.2).close()
+        print(id)
+        break
+    except OSError:
+        pass
+PY
+}
+wait_primary() {
+  for _ in $(seq 300); do
+    local found
+    found=$(primary)
+    [ -n "$found" ] && { echo "$found"; return; }
+    sleep 0.05
+  done
+  fail "no server led within 15 s"
+}
+first=$(wait_primary)
+echo "replicated_server_test: server $first leads"
+
+"$fusee" demo --server "$workers" --dir "$scratch/demo" --kills 40 --orders 500 --quiet >"$scratch/demo.out" 2>&1 &
+demo=$!
+failovers=0
+backups_killed=0
+# Leases granted so far, every server's: a view is killed only once a worker
+# took its shards there (a view killed before that tests the reclaim grace,
+# not the workers' move).
+leases() { cat "$scratch"/server*.log | grep -c " leased, epoch " || true; }
+while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
+  granted=$(leases)
+  for _ in $(seq 400); do
+    [ "$(leases)" -gt "$granted" ] && break
+    kill -0 "$demo" 2>/dev/null || break
+    sleep 0.05
+  done
+  sleep "0.$(( (RANDOM % 5) + 2 ))"
+  kill -0 "$demo" 2>/dev/null || break
+  led=$(wait_primary)
+  if [ $((failovers % 2)) = 1 ]; then
+    backup=$(( (led + 1 + RANDOM % 2) % 3 ))
+    kill -9 "${servers[$backup]}"
+    wait "${servers[$backup]}" 2>/dev/null || true
+    start_server "$backup"
+    backups_killed=$((backups_killed + 1))
+  fi
+  kill -9 "${servers[$led]}"
+  wait "${servers[$led]}" 2>/dev/null || true
+  # Started again at once, the killed server often wins the next view
+  # itself (its log is the longest): a restart, to the workers. Two times
+  # in three it comes back only once another server leads.
+  if [ $((failovers % 3)) != 2 ]; then
+    next=$(wait_primary)
+    [ "$next" != "$led" ] || fail "server $led was SIGKILLed but still takes connections"
+    echo "replicated_server_test: server $led SIGKILLed, server $next leads" >>"$scratch/failovers"
+  fi
+  start_server "$led"
+  failovers=$((failovers + 1))
+done
+status=0
+wait "$demo" || status=$?
+demo=0
+cat "$scratch/demo.out"
+moved=$(wc -l <"$scratch/failovers" 2>/dev/null || echo 0)
+echo "replicated_server_test: the primary server was SIGKILLed $failovers times ($moved times another led before it came back), a backup $backups_killed times"
+[ "$status" = 0 ] || fail "the demo failed ($status)"
+[ "$failovers" -ge 6 ] || fail "only $failovers failovers happened during the demo"
+# Each server must have led: the workers followed the primary from one
+# server to another, not one server's restarts.
+for id in 0 1 2; do
+  grep -q "leading view" "$scratch/server$id.log" || fail "server $id never led"
+done
+grep -q " 0 violations" "$scratch/demo.out" || fail "the demo's ledger found violations"
+
+# SIGTERM: every server closes cleanly.
+for id in 0 1 2; do kill -TERM "${servers[$id]}"; done
+for id in 0 1 2; do
+  wait "${servers[$id]}" || fail "server $id's SIGTERM exit was not 0"
+  servers[$id]=0
+  tail -1 "$scratch/server$id.log" | grep -q "closed cleanly" || fail "server $id did not close cleanly"
+done
+echo "replicated_server_test: SIGTERM: the three servers closed cleanly"
