@@ -167,6 +167,6 @@ for id in 0 1 2; do kill -TERM "${servers[$id]}"; done
 for id in 0 1 2; do
   wait "${servers[$id]}" || fail "server $id's SIGTERM exit was not 0"
   servers[$id]=0
-  tail -1 "$scratch/server$id.log" | grep -q "closed cleanly" || fail "server $id did not close cleanly"
+  grep -q "closed cleanly" <<<"$(tail -1 "$scratch/server$id.log")" || fail "server $id did not close cleanly"
 done
 echo "replicated_server_test: SIGTERM: the three servers closed cleanly"
