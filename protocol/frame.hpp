@@ -37,8 +37,10 @@ namespace fusee::protocol {
 // longer JSON text: a worker of version 2 would show it as text. 4: a
 // checkpoint's batch stores a run's journal records as one chunk
 // (engine/run_store.cpp), which a server of version 3 would store but hand
-// back as one record that does not decode.
-inline constexpr std::uint8_t kProtocolVersion = 4;
+// back as one record that does not decode. 5: the server answers a ping
+// with a pong, and a worker that hears nothing for the lease TTL reconnects
+// (a worker of version 4 would refuse the pong).
+inline constexpr std::uint8_t kProtocolVersion = 5;
 inline constexpr std::size_t kFramePrefixBytes = 8;   // length + crc
 inline constexpr std::size_t kFrameHeaderBytes = 20;  // prefix + version, type, flags, request id
 // The largest frame a peer may send: a log batch's worth of records (64 MiB)

@@ -33,6 +33,7 @@ const char* message_type_name(MessageType type) {
     case MessageType::permit_ask: return "permit_ask";
     case MessageType::permit_grant: return "permit_grant";
     case MessageType::permit_release: return "permit_release";
+    case MessageType::pong: return "pong";
   }
   return "unknown";
 }

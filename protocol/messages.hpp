@@ -43,6 +43,7 @@ enum class MessageType : std::uint8_t {
   permit_ask = 24,      // worker -> server: a permit of a limit, for one step attempt
   permit_grant = 25,    // server -> worker: that ask's permit is granted
   permit_release = 26,  // worker -> server: the permit goes back (or the ask is withdrawn)
+  pong = 27,            // server -> worker: the answer to a ping (a worker that hears nothing takes the server for gone)
 };
 
 const char* message_type_name(MessageType type);

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -60,6 +61,9 @@ constexpr auto kStandbyGrace = std::chrono::seconds(1);
 // How long a worker reconnecting waits for the shards it held; another
 // worker holding one by then took it while the server was away.
 constexpr auto kReclaimFor = std::chrono::seconds(10);
+// How long a worker waits for the server's welcome after the connect (a
+// server answers a hello at once; a stopped one's kernel takes the connect).
+constexpr auto kWelcomeWait = std::chrono::seconds(1);
 
 class RemoteSink final : public JournalSink, public StoreChannel, public ShardRouter, public PermitChannel {
  public:
@@ -75,6 +79,10 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       if (comma == std::string_view::npos) break;
       list.remove_prefix(comma + 1);
     }
+    // Workers start at a server of their own: one that is stopped (its
+    // kernel takes the connect, kWelcomeWait is lost on it) holds up only
+    // some of them.
+    next_address_ = std::random_device{}() % addresses_.size();
     heartbeat_ = std::thread([this] { heartbeat_loop(); });
   }
   ~RemoteSink() override {
@@ -105,6 +113,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     // past the connect (a deposed primary that still listens, a server
     // stopping), from the next one.
     int fd = -1;
+    std::string refusals;
     for (std::size_t tried = 0; tried < addresses_.size() && fd < 0; ++tried) {
       const std::size_t at = (next_address_ + tried) % addresses_.size();
       std::string refused;
@@ -112,15 +121,21 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       if (fd >= 0) {
         next_address_ = at;
       } else {
-        problem += (problem.empty() ? "" : "; ") + refused;
+        refusals += (refusals.empty() ? "" : "; ") + refused;
       }
     }
-    if (fd < 0) return std::make_error_code(std::errc::io_error);
+    if (fd < 0) {
+      problem = refusals;
+      return std::make_error_code(std::errc::io_error);
+    }
     problem.clear();
     auto connected = greet_and_lease(fd, problem);
     if (!connected) next_address_ = (next_address_ + 1) % addresses_.size();
     return connected;
   }
+
+  std::size_t next_address() const { return next_address_; }
+  void start_at(std::size_t address) { next_address_ = address % addresses_.size(); }
 
   Result<void> greet_and_lease(int fd, std::string& problem) {
     {
@@ -134,7 +149,10 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       problem = "the server closed the connection";
       return std::make_error_code(std::errc::io_error);
     }
-    auto welcome = wait_frame({MessageType::welcome}, problem);
+    // A server whose process is stopped still has its kernel take the
+    // connection: a welcome that does not come in time moves on.
+    heard();
+    auto welcome = wait_frame({MessageType::welcome}, problem, std::chrono::steady_clock::now() + kWelcomeWait);
     if (!welcome) return std::make_error_code(std::errc::io_error);
     auto decoded = protocol::decode_welcome(welcome->payload);
     if (!decoded || decoded->shard_count == 0 || (shards_ != 0 && decoded->shard_count != shards_)) {
@@ -609,6 +627,20 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       if (woken && standby_want_.load() != want_known) continue;  // wait until the new time
       std::lock_guard send_lock(send_mu_);
       if (fd_ >= 0 && greeted_) (void)send_locked(MessageType::ping, 0, {});
+      // The server answers every ping: one that said nothing for the lease
+      // TTL is gone (a dead machine, a cut network, a stopped or hung
+      // process), though the connection looks open. The reader reconnects.
+      const auto silent = std::chrono::steady_clock::now().time_since_epoch() -
+                          std::chrono::steady_clock::duration(heard_ns_.load());
+      if (fd_ >= 0 && greeted_ && ttl != 0 && silent > std::chrono::milliseconds(ttl)) {
+        if (options_.warn) {
+          options_.warn(fmt::format("nothing from the server for {} ms (its lease TTL): taking it for gone and "
+                                    "reconnecting",
+                                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()));
+        }
+        connected_ = false;
+        ::shutdown(fd_, SHUT_RDWR);
+      }
       // Standing by again for more shards, after a reconnect's grace.
       if (auto want = standby_want_.load(); want != 0 && connected_ && std::chrono::steady_clock::now() >= standby_at) {
         if (send_locked(MessageType::acquire, 0, protocol::encode(protocol::Acquire{want, {}}))) standby_want_ = 0;
@@ -652,10 +684,27 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     protocol::encode_frame(static_cast<std::uint8_t>(type), request, payload, frame_);
     const std::byte* data = frame_.data();
     std::size_t left = frame_.size();
+    // A server that takes nothing for its lease TTL (stopped, hung, cut
+    // off: its socket's buffer full) is gone: the send gives up, and the
+    // connection is shut down for the reader to reconnect. Without the
+    // bound, the sender would wait under send_mu_ for ever, and with it
+    // every thread that sends, the heartbeat among them.
+    const auto ttl = lease_ttl_ms_.load();
+    const auto give_up = std::chrono::steady_clock::now() +
+                         (ttl == 0 ? std::chrono::milliseconds(kWelcomeWait) : std::chrono::milliseconds(ttl));
     while (left > 0) {
-      auto sent = ::send(fd_, data, left, MSG_NOSIGNAL);
+      auto sent = ::send(fd_, data, left, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (sent < 0) {
         if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+          pollfd writable{fd_, POLLOUT, 0};
+          if (wait.count() > 0 && ::poll(&writable, 1, static_cast<int>(wait.count()) + 1) != 0) continue;
+          if (options_.warn) {
+            options_.warn("the server took nothing for its lease TTL: taking it for gone and reconnecting");
+          }
+          ::shutdown(fd_, SHUT_RDWR);
+        }
         return false;
       }
       data += sent;
@@ -682,7 +731,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
         }
         // Positions are learnt again from the leases; a checkpoint request
         // is only an optimisation.
-        if (type == MessageType::durable || type == MessageType::checkpoint_soon) continue;
+        if (type == MessageType::durable || type == MessageType::checkpoint_soon || type == MessageType::pong) continue;
         // Calls for the shards leased so far are served at once.
         if (type == MessageType::forwarded || type == MessageType::forward_reply) {
           handle(*frame);
@@ -710,6 +759,7 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
         problem = "the server closed the connection";
         return std::nullopt;
       }
+      heard();
       decoder_.feed(std::span(buffer.data(), static_cast<std::size_t>(got)));
     }
   }
@@ -729,9 +779,12 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
         if (stopping_ || !reconnect()) return;
         continue;
       }
+      heard();
       decoder_.feed(std::span(buffer.data(), static_cast<std::size_t>(got)));
     }
   }
+
+  void heard() { heard_ns_ = std::chrono::steady_clock::now().time_since_epoch().count(); }
 
   // The server went away: try again for a while. Reads in progress fail;
   // appends are kept and sent after the reconnect.
@@ -753,6 +806,10 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     for (auto& [id, on_reply] : forwards) on_reply(Part::lost, protocol::bytes_of("the connection to the server went"));
     auto give_up = std::chrono::steady_clock::now() + kReconnectFor;
     std::string problem;
+    // The server that went is tried last: of a replicated cluster's, another
+    // leads next (and a stopped one would hold the first try for
+    // kWelcomeWait).
+    next_address_ = (next_address_ + 1) % addresses_.size();
     while (!stopping_ && std::chrono::steady_clock::now() < give_up) {
       problem.clear();
       auto connected = connect(problem);
@@ -985,6 +1042,9 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
   std::vector<protocol::Address> addresses_;
   std::vector<std::string> address_texts_;
   std::size_t next_address_ = 0;  // the connecting thread's
+  // When a byte last came from the server (steady clock ticks): the
+  // heartbeat takes a server silent for the lease TTL for gone.
+  std::atomic<std::int64_t> heard_ns_{0};
   std::atomic<std::uint32_t> lease_ttl_ms_{0};  // the server's, from its welcome
   // After a reconnect: how many more shards to ask for, and when.
   std::atomic<std::uint32_t> standby_want_{0};
@@ -1057,7 +1117,11 @@ Result<RemoteConnection> connect_remote_sink(const RemoteOptions& options, std::
       if (problem) *problem = why;
       return connected.error();
     }
+    // From the server after the one that failed: a stopped one (its kernel
+    // takes the connect) must not hold every try up.
+    const std::size_t next = sink->next_address();
     sink = std::make_unique<RemoteSink>(options);
+    sink->start_at(next);
     std::this_thread::sleep_for(kReconnectPause);
   }
   sink->start_reading();

@@ -512,8 +512,12 @@ struct LogService::Impl {
         return true;
       }
       case MessageType::ping:
+        // Receiving it was the point; the answer tells the worker this
+        // server is alive, not just its machine (a stopped or deposed
+        // server's kernel still holds the connection open).
         pings.fetch_add(1, std::memory_order_relaxed);
-        return true;  // receiving it was the point
+        connection->send(MessageType::pong, frame.request_id, {});
+        return true;
       case MessageType::announce: {
         auto announce = decode_announce(frame.payload);
         if (!announce) return malformed(*connection, frame);

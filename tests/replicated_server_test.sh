@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `fusee server --replicated`: three servers over the replicated log and an
 # etcd of the test's own; `fusee demo --server A,B,C` runs its workers (one
-# at a time, each SIGKILLed; 40 kills) against whichever server leads.
+# at a time, each SIGKILLed; 60 kills) against whichever server leads.
 # Meanwhile the test finds the primary (the one server whose workers' port
 # takes a connection: a backup listens for nobody) and SIGKILLs it, 6 to 10 times
 # at least, starting it again at once as a backup; every other time a backup
@@ -74,7 +74,7 @@ workers="127.0.0.1:${worker_ports[0]},127.0.0.1:${worker_ports[1]},127.0.0.1:${w
 start_server() {
   "$fusee" server --replicated --dir "$scratch/s$1" --replica-id "$1" --replicas "$replicas" \
     --etcd "127.0.0.1:$client_port" --cluster srv --shards 4 --listen "127.0.0.1:${worker_ports[$1]}" \
-    --etcd-lease-ttl-s 1 --tick-ms 5 >>"$scratch/server$1.log" 2>&1 &
+    --etcd-lease-ttl-s 1 --tick-ms 5 --lease-ttl-ms 2000 >>"$scratch/server$1.log" 2>&1 &
   servers[$1]=$!
 }
 for id in 0 1 2; do
@@ -83,12 +83,14 @@ for id in 0 1 2; do
   "$fusee" replica init --dir "$scratch/s$id" --cluster srv --segment-bytes 1048576 >/dev/null
   start_server "$id"
 done
-# primary: the server whose workers' port takes a connection now (none
-# during a failover).
+# primary [EXCEPT]: the server whose workers' port takes a connection now
+# (none during a failover), server EXCEPT aside.
 primary() {
-  python3 - "${worker_ports[@]}" <<'PY'
+  python3 - "${1:--1}" "${worker_ports[@]}" <<'PY'
 import socket, sys
-for id, p in enumerate(sys.argv[1:]):
+for id, p in enumerate(sys.argv[2:]):
+    if id == int(sys.argv[1]):
+        continue
     try:
         socket.create_connection(("127.0.0.1", int(p)), timeout=0.2).close()
         print(id)
@@ -109,7 +111,7 @@ wait_primary() {
 first=$(wait_primary)
 echo "replicated_server_test: server $first leads"
 
-"$fusee" demo --server "$workers" --dir "$scratch/demo" --kills 40 --orders 500 --quiet >"$scratch/demo.out" 2>&1 &
+"$fusee" demo --server "$workers" --dir "$scratch/demo" --kills 60 --orders 600 --quiet >"$scratch/demo.out" 2>&1 &
 demo=$!
 failovers=0
 backups_killed=0
@@ -127,6 +129,34 @@ while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
   sleep "0.$(( (RANDOM % 5) + 2 ))"
   kill -0 "$demo" 2>/dev/null || break
   led=$(wait_primary)
+  if [ "$failovers" = 3 ]; then
+    # Once, the primary hangs instead (SIGSTOP): its kernel still holds the
+    # workers' connections open, and answers a connect. Another server
+    # leads; the worker hears no pong for the lease TTL (2 s), reconnects,
+    # and takes its shards on the new primary while the old one is still
+    # stopped. Then the stopped one is SIGKILLed and started again.
+    kill -STOP "${servers[$led]}"
+    next=""
+    for _ in $(seq 300); do
+      next=$(primary "$led")
+      [ -n "$next" ] && break
+      sleep 0.05
+    done
+    [ -n "$next" ] || fail "no server led within 15 s of server $led's SIGSTOP"
+    granted=$(leases)
+    for _ in $(seq 400); do
+      [ "$(leases)" -gt "$granted" ] && break
+      sleep 0.05
+    done
+    [ "$(leases)" -gt "$granted" ] || fail "no worker took its shards on server $next while server $led was stopped"
+    echo "replicated_server_test: server $led SIGSTOPped, server $next leads and a worker took its shards there" \
+      >>"$scratch/failovers"
+    kill -9 "${servers[$led]}"
+    wait "${servers[$led]}" 2>/dev/null || true
+    start_server "$led"
+    failovers=$((failovers + 1))
+    continue
+  fi
   if [ $((failovers % 2)) = 1 ]; then
     backup=$(( (led + 1 + RANDOM % 2) % 3 ))
     kill -9 "${servers[$backup]}"

@@ -37,6 +37,7 @@ TEST_SUITE("unit") {
     bytes.back() = std::byte{2};
     CHECK_FALSE(decode_permit_ask(bytes).has_value());
     CHECK(std::string(message_type_name(MessageType::permit_release)) == "permit_release");
+    CHECK(std::string(message_type_name(MessageType::pong)) == "pong");
   }
   TEST_CASE("protocol: a parked run's row carries its version and what it waits on; a damaged one does not decode") {
     fusee::rows::ParkedRun run{"w", "order", 2, 10, 5'000};
