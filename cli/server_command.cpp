@@ -32,6 +32,22 @@ int run_replicated_server(const ServerOptions& options, server::LogServiceOption
     fmt::print(stderr, "fusee server: --replicated needs --shards, the same on every server of the cluster\n");
     return 2;
   }
+  if (options.buffered) {
+    fmt::print(stderr, "fusee server: --replicated takes no --buffered: the log is the replica's, written as `fusee "
+                       "replica run` writes it\n");
+    return 2;
+  }
+  // Workers name the address: one the kernel picks anew for each view
+  // would leave them nowhere to go.
+  for (const auto& [flag, text] : {std::pair<const char*, std::string>{"--listen", options.listen},
+                                   std::pair<const char*, std::string>{"--http", options.http}}) {
+    if (text.empty()) continue;
+    const auto address = protocol::parse_address(text, flag, std::string(flag) != "--http");
+    if (!address.unix_socket && address.tcp.port() == 0) {
+      fmt::print(stderr, "fusee server: --replicated needs a fixed {} port, the same in every view (not 0)\n", flag);
+      return 2;
+    }
+  }
   server::ReplicatedServerOptions replicated;
   replicated.shards = options.shards;
   replicated.node.self = options.replica_id;

@@ -57,7 +57,8 @@ struct ViewService {
   std::function<void(ViewOpening)> open;
   // On the replica's loop thread, quick: the view ended, its log stepped
   // down; nothing may reach its service from here on. Returns the work that
-  // closes it, run on the host's thread.
+  // closes it, run on the host's thread -- after an open still under way
+  // there, whose service the work must close too.
   std::function<std::function<void()>()> ended;
   // On the host's thread, at stop: close the service if one is open.
   std::function<void()> close;

@@ -20,12 +20,12 @@ std::uint64_t get_le(std::span<const std::byte> in, int bytes) {
 }  // namespace
 
 void encode_frame(std::uint8_t type, std::uint64_t request_id, std::span<const std::byte> payload,
-                  std::vector<std::byte>& out) {
+                  std::vector<std::byte>& out, std::uint8_t version) {
   auto start = out.size();
   auto checked_bytes = kFrameHeaderBytes - kFramePrefixBytes + payload.size();
   put_le(out, checked_bytes, 4);
   put_le(out, 0, 4);  // the CRC, once the checked part is in place
-  out.push_back(static_cast<std::byte>(kProtocolVersion));
+  out.push_back(static_cast<std::byte>(version));
   out.push_back(static_cast<std::byte>(type));
   put_le(out, 0, 2);
   put_le(out, request_id, 8);
@@ -73,8 +73,8 @@ std::optional<Frame> FrameDecoder::next() {
     return std::nullopt;
   }
   auto version = std::to_integer<std::uint8_t>(checked[0]);
-  if (version != kProtocolVersion) {
-    refuse(fmt::format("a frame of protocol version {}; this server speaks version {}", version, kProtocolVersion));
+  if (version != version_) {
+    refuse(fmt::format("a frame of protocol version {}; this end speaks version {}", version, version_));
     return std::nullopt;
   }
   if (get_le(checked.subspan(2), 2) != 0) {

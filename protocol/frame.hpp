@@ -41,6 +41,11 @@ namespace fusee::protocol {
 // with a pong, and a worker that hears nothing for the lease TTL reconnects
 // (a worker of version 4 would refuse the pong).
 inline constexpr std::uint8_t kProtocolVersion = 5;
+// The replicated log's wire between replicas (replica/replica_wire.hpp)
+// rides the same frames with a version of its own, so that a change to the
+// workers' protocol does not stop replicas of two builds from talking in a
+// rolling upgrade.
+inline constexpr std::uint8_t kReplicaWireVersion = 4;
 inline constexpr std::size_t kFramePrefixBytes = 8;   // length + crc
 inline constexpr std::size_t kFrameHeaderBytes = 20;  // prefix + version, type, flags, request id
 // The largest frame a peer may send: a log batch's worth of records (64 MiB)
@@ -57,11 +62,12 @@ struct Frame {
 
 // The bytes of one frame; appended to `out`.
 void encode_frame(std::uint8_t type, std::uint64_t request_id, std::span<const std::byte> payload,
-                  std::vector<std::byte>& out);
+                  std::vector<std::byte>& out, std::uint8_t version = kProtocolVersion);
 
 class FrameDecoder {
  public:
-  explicit FrameDecoder(std::size_t frame_bytes_max = kFrameBytesMax) : frame_bytes_max_(frame_bytes_max) {}
+  explicit FrameDecoder(std::size_t frame_bytes_max = kFrameBytesMax, std::uint8_t version = kProtocolVersion)
+      : frame_bytes_max_(frame_bytes_max), version_(version) {}
 
   // Adds bytes read from the connection.
   void feed(std::span<const std::byte> bytes);
@@ -78,6 +84,7 @@ class FrameDecoder {
   void refuse(std::string why);
 
   std::size_t frame_bytes_max_;
+  std::uint8_t version_;  // the one version it takes
   std::vector<std::byte> buffer_;
   std::size_t consumed_ = 0;  // bytes of buffer_ already returned
   std::string error_;

@@ -61,6 +61,13 @@ constexpr auto kStandbyGrace = std::chrono::seconds(1);
 // How long a worker reconnecting waits for the shards it held; another
 // worker holding one by then took it while the server was away.
 constexpr auto kReclaimFor = std::chrono::seconds(10);
+// A server that says nothing (answers no ping) or takes nothing (its socket
+// full) for this many lease TTLs is gone. More than one: the server reads a
+// connection's frames on one thread and serves some calls there (a store
+// read, an append held back while its log is full), so a live server may
+// answer a ping late; a worker that left it would send the call again and
+// wait as long again.
+constexpr std::uint32_t kSilentTtls = 3;
 // How long a worker waits for the server's welcome after the connect (a
 // server answers a hello at once; a stopped one's kernel takes the connect).
 constexpr auto kWelcomeWait = std::chrono::seconds(1);
@@ -627,16 +634,18 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
       if (woken && standby_want_.load() != want_known) continue;  // wait until the new time
       std::lock_guard send_lock(send_mu_);
       if (fd_ >= 0 && greeted_) (void)send_locked(MessageType::ping, 0, {});
-      // The server answers every ping: one that said nothing for the lease
-      // TTL is gone (a dead machine, a cut network, a stopped or hung
-      // process), though the connection looks open. The reader reconnects.
+      // The server answers every ping: one that said nothing for
+      // kSilentTtls lease TTLs is gone (a dead machine, a cut network, a
+      // stopped or hung process), though the connection looks open. The
+      // reader reconnects.
       const auto silent = std::chrono::steady_clock::now().time_since_epoch() -
                           std::chrono::steady_clock::duration(heard_ns_.load());
-      if (fd_ >= 0 && greeted_ && ttl != 0 && silent > std::chrono::milliseconds(ttl)) {
+      if (fd_ >= 0 && greeted_ && ttl != 0 && silent > kSilentTtls * std::chrono::milliseconds(ttl)) {
         if (options_.warn) {
-          options_.warn(fmt::format("nothing from the server for {} ms (its lease TTL): taking it for gone and "
-                                    "reconnecting",
-                                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()));
+          options_.warn(fmt::format("nothing from the server for {} ms ({} of its lease TTLs): taking it for gone "
+                                    "and reconnecting",
+                                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count(),
+                                    kSilentTtls));
         }
         connected_ = false;
         ::shutdown(fd_, SHUT_RDWR);
@@ -684,14 +693,15 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     protocol::encode_frame(static_cast<std::uint8_t>(type), request, payload, frame_);
     const std::byte* data = frame_.data();
     std::size_t left = frame_.size();
-    // A server that takes nothing for its lease TTL (stopped, hung, cut
-    // off: its socket's buffer full) is gone: the send gives up, and the
-    // connection is shut down for the reader to reconnect. Without the
-    // bound, the sender would wait under send_mu_ for ever, and with it
+    // A server that takes nothing for kSilentTtls lease TTLs (stopped,
+    // hung, cut off: its socket's buffer full) is gone: the send gives up,
+    // and the connection is shut down for the reader to reconnect. Without
+    // the bound, the sender would wait under send_mu_ for ever, and with it
     // every thread that sends, the heartbeat among them.
     const auto ttl = lease_ttl_ms_.load();
     const auto give_up = std::chrono::steady_clock::now() +
-                         (ttl == 0 ? std::chrono::milliseconds(kWelcomeWait) : std::chrono::milliseconds(ttl));
+                         (ttl == 0 ? std::chrono::milliseconds(kWelcomeWait)
+                                   : kSilentTtls * std::chrono::milliseconds(ttl));
     while (left > 0) {
       auto sent = ::send(fd_, data, left, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (sent < 0) {
@@ -701,7 +711,9 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
           pollfd writable{fd_, POLLOUT, 0};
           if (wait.count() > 0 && ::poll(&writable, 1, static_cast<int>(wait.count()) + 1) != 0) continue;
           if (options_.warn) {
-            options_.warn("the server took nothing for its lease TTL: taking it for gone and reconnecting");
+            options_.warn(fmt::format("the server took nothing for {} of its lease TTLs: taking it for gone and "
+                                      "reconnecting",
+                                      kSilentTtls));
           }
           ::shutdown(fd_, SHUT_RDWR);
         }

@@ -20,7 +20,7 @@ namespace fusee::replica {
 
 inline std::vector<std::byte> frame_of(FrameType type, std::uint64_t request_id, std::span<const std::byte> payload) {
   std::vector<std::byte> out;
-  protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, out);
+  protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, out, protocol::kReplicaWireVersion);
   return out;
 }
 

@@ -17,7 +17,7 @@ struct ReplicaClient::Impl {
     explicit Link(asio::io_context& io) : socket(io) {}
     tcp::socket socket;
     bool connected = false;
-    protocol::FrameDecoder decoder;
+    protocol::FrameDecoder decoder{protocol::kFrameBytesMax, protocol::kReplicaWireVersion};
   };
 
   explicit Impl(std::vector<std::string> texts) {
@@ -45,7 +45,7 @@ struct ReplicaClient::Impl {
     boost::system::error_code ignored;
     link.socket.close(ignored);
     link.connected = false;
-    link.decoder = protocol::FrameDecoder();
+    link.decoder = protocol::FrameDecoder(protocol::kFrameBytesMax, protocol::kReplicaWireVersion);
     io.restart();
     io.poll();  // the aborted handlers
   }
@@ -74,7 +74,7 @@ struct ReplicaClient::Impl {
     }
     const std::uint64_t request_id = ++next_request_id;
     std::vector<std::byte> frame;
-    protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, frame);
+    protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, frame, protocol::kReplicaWireVersion);
     bool written = false;
     sent = true;  // from here on, the request may have reached the replica
     asio::async_write(link.socket, asio::buffer(frame), [&](boost::system::error_code error, std::size_t) {

@@ -930,11 +930,10 @@ std::unique_ptr<LogService> LogService::start(std::unique_ptr<Impl> impl, LogSer
   // during the reclaim grace; new ones are granted after it.
   impl->permits = std::make_unique<PermitBroker>([] { return std::chrono::system_clock::now(); }, true, any_records);
   if (any_records) impl->reclaim_until = std::chrono::steady_clock::now() + options.reclaim_grace;
-  impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
-  impl->log->set_roll_hook([raw = impl.get()](std::uint64_t retires_at) { raw->on_roll(retires_at); });
-  impl->store_thread = std::thread([raw = impl.get()] { raw->store_loop(); });
+  // What may throw comes first: a refusal leaves no thread running and no
+  // hook on the log (a replica's view goes on to stop its replica).
   impl->listen_fd = listen_on(parse_address(options.listen, "listen address"), options.listen, impl->endpoint);
-  if (!options.http_listen.empty()) {
+  if (!options.http_listen.empty()) try {
     FrontDirectory directory;
     directory.shard_count = impl->shards;
     directory.http_of = [raw = impl.get()](std::uint32_t shard) -> std::optional<std::string> {
@@ -956,7 +955,14 @@ std::unique_ptr<LogService> LogService::start(std::unique_ptr<Impl> impl, LogSer
     served.allowed_hosts = options.http_allowed_hosts;
     impl->http = std::make_unique<HttpServer>(make_front_router(std::move(directory), options.token),
                                               options.http_listen, std::move(served));
+  } catch (...) {
+    ::close(impl->listen_fd);
+    if (options.listen.starts_with("unix:")) ::unlink(options.listen.substr(5).c_str());
+    throw;
   }
+  impl->log->set_durable_hook([raw = impl.get()](wal::ShardId shard, wal::Lsn lsn) { raw->on_durable(shard, lsn); });
+  impl->log->set_roll_hook([raw = impl.get()](std::uint64_t retires_at) { raw->on_roll(retires_at); });
+  impl->store_thread = std::thread([raw = impl.get()] { raw->store_loop(); });
   if (any_records) {
     // At the grace's end, the shards nobody reclaimed go to whoever waits.
     impl->reclaim_timer = std::thread([raw = impl.get()] {

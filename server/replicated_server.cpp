@@ -34,7 +34,14 @@ ReplicatedServer::ReplicatedServer(ReplicatedServerOptions options)
     }
     // Its connections close: each worker reconnects to whichever server
     // leads next.
-    return [this, ended = std::move(ended)] {
+    return [this, ended = std::move(ended)]() mutable {
+      if (!ended) {
+        // The view ended while its service was opening (on this thread,
+        // before this work): the service it opened is this view's too.
+        std::lock_guard lock(mu_);
+        ended = std::move(service_);
+        service_.reset();
+      }
       if (!ended) return;
       say_(fmt::format("the view ended: no longer serving workers on {}", ended->endpoint()));
       ended->stop();

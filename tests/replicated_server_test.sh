@@ -11,9 +11,10 @@
 # acknowledged was kept (else it stops: "the server lost acknowledged
 # records", a violation), and resends the rest; the workers checkpoint into
 # the run store, which travels in the log. The demo's ledger checks nothing
-# acknowledged was lost. Then a SIGTERM stops each server cleanly, and the
-# refusals: flags --replicated needs, and a directory `fusee replica init`
-# never made.
+# acknowledged was lost. Once the primary is SIGSTOPped instead, and a
+# worker must take its shards on the next primary while it is stopped.
+# Then a SIGTERM stops each server cleanly. First, the refusals: flags
+# --replicated needs, and a directory `fusee replica init` never made.
 # Usage: replicated_server_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 top=${1:?usage: replicated_server_test.sh SOURCE_DIR BUILD_DIR}
@@ -56,10 +57,14 @@ expect_refusal "3, 5, 7" --replicated --dir "$scratch/plain-replica" --replica-i
   --replicas 127.0.0.1:1,127.0.0.1:2
 expect_refusal "3, 5, 7" --replicated --dir "$scratch/plain-replica" --replica-id 3 --shards 4 \
   --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
+expect_refusal "no --buffered" --replicated --buffered --dir "$scratch/plain-replica" --replica-id 0 --shards 4 \
+  --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
+expect_refusal "fixed --listen port" --replicated --listen 127.0.0.1:0 --dir "$scratch/plain-replica" --replica-id 0 \
+  --shards 4 --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3
 mkdir -p "$scratch/not-a-replica"
 expect_refusal "is not a replica's directory" --replicated --dir "$scratch/not-a-replica" --replica-id 0 --shards 4 \
   --replicas 127.0.0.1:1,127.0.0.1:2,127.0.0.1:3 --etcd "127.0.0.1:$(port)"
-echo "replicated_server_test: refusals: --replica-id without --replicated, no --shards, 2 replicas, an id past them, a plain directory"
+echo "replicated_server_test: refusals: --replica-id without --replicated, no --shards, 2 replicas, an id past them, --buffered, port 0, a plain directory"
 
 client_port=$(port)
 peer_port=$(port)
@@ -78,8 +83,8 @@ start_server() {
   servers[$1]=$!
 }
 for id in 0 1 2; do
-  # 1 MiB segments: the logs roll, the workers are asked for checkpoints,
-  # and the replicas retire what every run store no longer needs.
+  # 1 MiB segments: the replicas retire what every run store no longer
+  # needs (the workers checkpoint every 100 ms).
   "$fusee" replica init --dir "$scratch/s$id" --cluster srv --segment-bytes 1048576 >/dev/null
   start_server "$id"
 done
@@ -131,10 +136,13 @@ while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
   led=$(wait_primary)
   if [ "$failovers" = 3 ]; then
     # Once, the primary hangs instead (SIGSTOP): its kernel still holds the
-    # workers' connections open, and answers a connect. Another server
-    # leads; the worker hears no pong for the lease TTL (2 s), reconnects,
-    # and takes its shards on the new primary while the old one is still
-    # stopped. Then the stopped one is SIGKILLed and started again.
+    # workers' connections open, and takes a connect. Another server leads,
+    # and a worker must take its shards there while the old one is still
+    # stopped: a new worker whose first try lands on the stopped server
+    # moves on after the 1 s welcome wait. (The demo's workers live less
+    # than three lease TTLs, so the pong's part is remote_test's: a worker
+    # whose link falls silent leaves it.) Then the stopped one is SIGKILLed
+    # and started again.
     kill -STOP "${servers[$led]}"
     next=""
     for _ in $(seq 300); do

@@ -118,6 +118,10 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
       {
         std::lock_guard lock(mu_);
         engine_error_.clear();
+        // The view ended while its engine was opening (on this thread,
+        // before this work): the engine it opened is this view's too.
+        if (!ended) ended = std::move(engine_);
+        engine_.reset();
       }
       if (ended) ended->shutdown();
     };

@@ -115,6 +115,23 @@ TEST_CASE("oversized, short, other-version and reserved-flag frames are refused 
     CHECK_FALSE(decoder.next());
     CHECK(decoder.error().find(fmt::format("protocol version {}", kProtocolVersion + 1)) != std::string::npos);
   }
+  SUBCASE("the replicas' wire has a version of its own: each decoder takes its own only") {
+    static_assert(kReplicaWireVersion != kProtocolVersion);
+    FrameDecoder replica_decoder(kFrameBytesMax, kReplicaWireVersion);
+    replica_decoder.feed(resealed(8, kReplicaWireVersion));
+    auto frame = replica_decoder.next();
+    REQUIRE(frame);
+    CHECK(frame->type == 1);
+    replica_decoder.feed(frame_bytes(1, 7, "payload"));  // the workers' version
+    CHECK_FALSE(replica_decoder.next());
+    CHECK(replica_decoder.error().find(fmt::format("protocol version {}", kProtocolVersion)) != std::string::npos);
+    FrameDecoder worker_decoder;
+    worker_decoder.feed(resealed(8, kReplicaWireVersion));
+    CHECK_FALSE(worker_decoder.next());
+    std::vector<std::byte> encoded;
+    encode_frame(1, 7, {}, encoded, kReplicaWireVersion);
+    CHECK(std::to_integer<int>(encoded[8]) == kReplicaWireVersion);
+  }
   SUBCASE("reserved flags") {
     FrameDecoder decoder;
     decoder.feed(resealed(10, 1));

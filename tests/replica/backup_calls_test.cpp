@@ -127,7 +127,7 @@ std::optional<protocol::Frame> exchange(const std::string& address, FrameType ty
   socket.connect({asio::ip::make_address(address.substr(0, colon)),
                   static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)))});
   asio::write(socket, asio::buffer(frame_of(type, 7, payload)));
-  protocol::FrameDecoder decoder;
+  protocol::FrameDecoder decoder{protocol::kFrameBytesMax, protocol::kReplicaWireVersion};
   std::array<std::byte, 4096> buffer{};
   for (;;) {
     boost::system::error_code error;

@@ -42,7 +42,7 @@ class FakePrimary {
     thread_ = std::thread([this, script = std::move(script), hold] {
       tcp::socket socket(io_);
       acceptor_.accept(socket);
-      protocol::FrameDecoder decoder;
+      protocol::FrameDecoder decoder{protocol::kFrameBytesMax, protocol::kReplicaWireVersion};
       std::array<std::byte, 4096> buffer{};
       std::optional<protocol::Frame> frame;
       while (!frame) {

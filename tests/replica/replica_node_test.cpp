@@ -197,7 +197,8 @@ bool cut_off_when_not_reading(const std::string& address) {
   ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr);
   REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0);
   std::vector<std::byte> burst;
-  for (int i = 0; i < 10000; ++i) protocol::encode_frame(static_cast<std::uint8_t>(FrameType::status), 1, {}, burst);
+  for (int i = 0; i < 10000; ++i) protocol::encode_frame(static_cast<std::uint8_t>(FrameType::status), 1, {}, burst,
+                                                        protocol::kReplicaWireVersion);
   // Each burst asks for ~600 KB of replies; 200 of them, for 120 MB, far
   // past the 16 MiB the replica queues for one client and what the kernel
   // buffers on both sides.
@@ -220,7 +221,7 @@ bool cut_off_when_not_reading(const std::string& address) {
 
 std::vector<std::byte> frame(FrameType type, std::span<const std::byte> payload) {
   std::vector<std::byte> out;
-  protocol::encode_frame(static_cast<std::uint8_t>(type), 1, payload, out);
+  protocol::encode_frame(static_cast<std::uint8_t>(type), 1, payload, out, protocol::kReplicaWireVersion);
   return out;
 }
 
@@ -266,7 +267,7 @@ TEST_SUITE("unit") {
     }
     SUBCASE("a frame of no known type") {
       std::vector<std::byte> out;
-      protocol::encode_frame(99, 1, {}, out);
+      protocol::encode_frame(99, 1, {}, out, protocol::kReplicaWireVersion);
       CHECK(closes_after(cluster.addresses()[health.primary], out));
     }
     SUBCASE("a peer message that does not decode") {
