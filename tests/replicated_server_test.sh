@@ -190,7 +190,7 @@ wait "$demo" || status=$?
 demo=0
 cat "$scratch/demo.out"
 moved=$(wc -l <"$scratch/failovers" 2>/dev/null || echo 0)
-echo "replicated_server_test: the primary server was SIGKILLed $failovers times ($moved times another led before it came back), a backup $backups_killed times"
+echo "replicated_server_test: the primary server was SIGKILLed $failovers times (once SIGSTOPped first until another led; $moved times another led before it came back), a backup $backups_killed times"
 [ "$status" = 0 ] || fail "the demo failed ($status)"
 [ "$failovers" -ge 6 ] || fail "only $failovers failovers happened during the demo"
 # Each server must have led: the workers followed the primary from one
