@@ -49,7 +49,7 @@ ViewHost::ViewHost(ViewHostOptions options)
     }
     auto send = [this, body = std::move(body), reply] { reply(replica::CallPart::last, sender_->answer(body)); };
     if (!transfers_.try_post(1, std::move(send))) {
-      reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: another transfer is being read"));
+      reply(replica::CallPart::not_here, replica::bytes_of("the primary is busy: too many transfer reads wait"));
     }
   };
   self_ = node_options.self;

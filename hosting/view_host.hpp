@@ -124,7 +124,9 @@ class ViewHost {
   std::shared_ptr<engine::RunStore> store_;
   std::shared_ptr<StoreApplier> applier_;
   std::unique_ptr<StoreSender> sender_;  // the run store sent to a replica being rebuilt (while primary)
-  WorkQueue transfers_{1};               // its answers, off the replica's loop (they read files)
+  // Its answers, off the replica's loop (they read files), one at a time;
+  // 16 may wait (a rebuild whose request finds the queue full fails).
+  WorkQueue transfers_{16};
   std::unique_ptr<replica::ReplicaNode> node_;
   std::thread node_thread_;
   std::thread host_thread_;

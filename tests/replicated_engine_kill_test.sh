@@ -66,12 +66,21 @@ http=("$(port)" "$(port)" "$(port)")
 # Replica 1 names a dead etcd member first: it must pass it over for the
 # live one every time (Config::etcd lists a cluster's members).
 dead_etcd=$(port)
+# The app serves HTTP from Engine::open on, and registers its workflows
+# after: a call in between is refused `unknown_workflow` (404), so each
+# start waits for the app to say it serves.
 start_app() {
-  local etcd="127.0.0.1:$client_port"
+  local etcd="127.0.0.1:$client_port" served
   [ "$1" = 1 ] && etcd="127.0.0.1:$dead_etcd,$etcd"
+  served=$(grep -c "serves HTTP" "$scratch/app$1.err" 2>/dev/null || true)
   "$app" "$scratch/r$1" "$1" "$cluster" "$etcd" "127.0.0.1:${http[$1]}" "$scratch/steps" \
     2>>"$scratch/app$1.err" &
   app_pids[$1]=$!
+  for _ in $(seq 300); do
+    [ "$(grep -c "serves HTTP" "$scratch/app$1.err" 2>/dev/null || true)" -gt "${served:-0}" ] && return 0
+    sleep 0.1
+  done
+  fail "replica $1's app did not start serving within 30 s"
 }
 for id in 0 1 2; do
   # The smallest segments: the logs retire all along (each replica's run
