@@ -124,13 +124,24 @@ backups_killed=0
 # took its shards there (a view killed before that tests the reclaim grace,
 # not the workers' move).
 leases() { cat "$scratch"/server*.log | grep -c " leased, epoch " || true; }
+now_ms() { date +%s%3N; }
+# From each primary's SIGKILL (or SIGSTOP) to the next lease a worker took,
+# on whichever server leads next: the failover as the workers see it (their
+# reconnect included, and the reclaim grace when the worker that held the
+# shards died meanwhile).
+failover_ms=()
+killed_ms=0
+granted=$(leases)
 while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
-  granted=$(leases)
   for _ in $(seq 400); do
     [ "$(leases)" -gt "$granted" ] && break
     kill -0 "$demo" 2>/dev/null || break
     sleep 0.05
   done
+  if [ "$killed_ms" != 0 ] && [ "$(leases)" -gt "$granted" ]; then
+    failover_ms+=($(($(now_ms) - killed_ms)))
+  fi
+  killed_ms=0
   sleep "0.$(( (RANDOM % 5) + 2 ))"
   kill -0 "$demo" 2>/dev/null || break
   led=$(wait_primary)
@@ -143,6 +154,8 @@ while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
     # than three lease TTLs, so the pong's part is remote_test's: a worker
     # whose link falls silent leaves it.) Then the stopped one is SIGKILLed
     # and started again.
+    granted=$(leases)
+    stopped_ms=$(now_ms)
     kill -STOP "${servers[$led]}"
     next=""
     for _ in $(seq 300); do
@@ -151,18 +164,19 @@ while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
       sleep 0.05
     done
     [ -n "$next" ] || fail "no server led within 15 s of server $led's SIGSTOP"
-    granted=$(leases)
     for _ in $(seq 400); do
       [ "$(leases)" -gt "$granted" ] && break
       sleep 0.05
     done
     [ "$(leases)" -gt "$granted" ] || fail "no worker took its shards on server $next while server $led was stopped"
+    failover_ms+=($(($(now_ms) - stopped_ms)))
     echo "replicated_server_test: server $led SIGSTOPped, server $next leads and a worker took its shards there" \
       >>"$scratch/failovers"
     kill -9 "${servers[$led]}"
     wait "${servers[$led]}" 2>/dev/null || true
     start_server "$led"
     failovers=$((failovers + 1))
+    granted=$(leases)
     continue
   fi
   if [ $((failovers % 2)) = 1 ]; then
@@ -172,6 +186,8 @@ while kill -0 "$demo" 2>/dev/null && [ "$failovers" -lt 10 ]; do
     start_server "$backup"
     backups_killed=$((backups_killed + 1))
   fi
+  granted=$(leases)
+  killed_ms=$(now_ms)
   kill -9 "${servers[$led]}"
   wait "${servers[$led]}" 2>/dev/null || true
   # Started again at once, the killed server often wins the next view
@@ -192,6 +208,13 @@ cat "$scratch/demo.out"
 moved=$(wc -l <"$scratch/failovers" 2>/dev/null || echo 0)
 echo "replicated_server_test: the primary server was SIGKILLed $failovers times (once SIGSTOPped first until another led; $moved times another led before it came back), a backup $backups_killed times"
 [ "$status" = 0 ] || fail "the demo failed ($status)"
+python3 - "${failover_ms[@]}" <<'PY'
+import sys
+ms = sorted(int(v) for v in sys.argv[1:])
+if ms:
+    print(f"replicated_server_test: the primary's SIGKILL or SIGSTOP to a worker's next lease: p50 {ms[len(ms) // 2]} ms, "
+          f"max {ms[-1]} ms over {len(ms)} failovers")
+PY
 [ "$failovers" -ge 6 ] || fail "only $failovers failovers happened during the demo"
 # Each server must have led: the workers followed the primary from one
 # server to another, not one server's restarts.
