@@ -192,7 +192,11 @@ class RemoteSink final : public JournalSink, public StoreChannel, public ShardRo
     // and every lease is free) a worker with at most N asks for the ones it
     // held, and for more only after kStandbyGrace (the heartbeat sends it).
     protocol::Acquire acquire{options_.shards_max, {}};
-    const bool named = !first && options_.shards_max != 0;
+    // A worker that held every shard names them all: the server holds the
+    // shards with records back for their holders for a grace after it
+    // starts (a new view's server too), and a worker asking for "all"
+    // would wait it out.
+    const bool named = !first;
     if (named) {
       for (std::uint32_t shard = 0; shard < shards_; ++shard) {
         if (held_[shard]) acquire.shards.push_back(shard);
