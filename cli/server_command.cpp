@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "cli/stop_signals.hpp"
@@ -18,6 +19,17 @@
 namespace fusee::cli {
 
 namespace {
+
+// Until SIGTERM or SIGINT; then stops cleanly, saying so, and exits 0.
+int serve_until_stopped(const sigset_t& stop_signals, const std::function<void()>& stop) {
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  fmt::print("fusee server: {}: closing\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  stop();
+  fmt::print("fusee server: closed cleanly\n");
+  return 0;
+}
 
 int run_replicated_server(const ServerOptions& options, server::LogServiceOptions service_options,
                           sigset_t stop_signals) {
@@ -68,13 +80,7 @@ int run_replicated_server(const ServerOptions& options, server::LogServiceOption
   }
   fmt::print("fusee server: {} ({} shards), replica {} of cluster {}; serves workers on {} while it is the primary\n",
              options.dir, server->shard_count(), options.replica_id, options.cluster, options.listen);
-  std::fflush(stdout);
-  int received = 0;
-  sigwait(&stop_signals, &received);
-  fmt::print("fusee server: {}: closing\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
-  server->stop();
-  fmt::print("fusee server: closed cleanly\n");
-  return 0;
+  return serve_until_stopped(stop_signals, [&] { server->stop(); });
 }
 
 }  // namespace
@@ -134,13 +140,7 @@ int run_server(const ServerOptions& options) {
   fmt::print("fusee server: {} ({} shards), listening on {}{}\n", options.dir, service->shard_count(),
              service->endpoint(),
              service->http_endpoint().empty() ? std::string() : ", HTTP on " + service->http_endpoint());
-  std::fflush(stdout);
-  int received = 0;
-  sigwait(&stop_signals, &received);
-  fmt::print("fusee server: {}: closing\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
-  service->stop();
-  fmt::print("fusee server: closed cleanly\n");
-  return 0;
+  return serve_until_stopped(stop_signals, [&] { service->stop(); });
 }
 
 }  // namespace fusee::cli

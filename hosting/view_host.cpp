@@ -26,6 +26,9 @@ ViewHost::ViewHost(ViewHostOptions options)
     applier_->lead_ended(leads_);
     post([this, close = service_.ended()] {
       if (close) close();
+      // A service opened while the view was ending (its open ran on this
+      // thread before this work) belongs to the ended view too.
+      service_.close();
       closed();
     });
   };

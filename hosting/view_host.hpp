@@ -57,10 +57,11 @@ struct ViewService {
   std::function<void(ViewOpening)> open;
   // On the replica's loop thread, quick: the view ended, its log stepped
   // down; nothing may reach its service from here on. Returns the work that
-  // closes it, run on the host's thread -- after an open still under way
-  // there, whose service the work must close too.
+  // closes it, run on the host's thread; close() runs after it, for a
+  // service an open still under way there opened meanwhile.
   std::function<std::function<void()>()> ended;
-  // On the host's thread, at stop: close the service if one is open.
+  // On the host's thread, at stop and after each ended view: close the
+  // service if one is open.
   std::function<void()> close;
   // Whether a service is open now: the run store is sent to a replica
   // being rebuilt only from a primary's (its log's start is where the

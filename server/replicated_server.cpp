@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "fusee/error.hpp"
 
 namespace fusee::server {
@@ -26,35 +28,16 @@ ReplicatedServer::ReplicatedServer(ReplicatedServerOptions options)
   host.warn = say_;
   host.service.open = [this](hosting::ViewOpening opening) { open_service(std::move(opening)); };
   host.service.ended = [this]() -> std::function<void()> {
-    std::shared_ptr<LogService> ended;
-    {
-      std::lock_guard lock(mu_);
-      ended = std::move(service_);
-      service_.reset();
-    }
     // Its connections close: each worker reconnects to whichever server
     // leads next.
-    return [this, ended = std::move(ended)]() mutable {
-      if (!ended) {
-        // The view ended while its service was opening (on this thread,
-        // before this work): the service it opened is this view's too.
-        std::lock_guard lock(mu_);
-        ended = std::move(service_);
-        service_.reset();
-      }
+    return [this, ended = take_service()] {
       if (!ended) return;
       say_(fmt::format("the view ended: no longer serving workers on {}", ended->endpoint()));
       ended->stop();
     };
   };
   host.service.close = [this] {
-    std::shared_ptr<LogService> closing;
-    {
-      std::lock_guard lock(mu_);
-      closing = std::move(service_);
-      service_.reset();
-    }
-    if (closing) closing->stop();
+    if (auto closing = take_service()) closing->stop();
   };
   host.service.serving = [this] {
     std::lock_guard lock(mu_);
@@ -72,6 +55,11 @@ void ReplicatedServer::stop() {
 std::string ReplicatedServer::endpoint() const {
   std::lock_guard lock(mu_);
   return service_ ? service_->endpoint() : std::string();
+}
+
+std::shared_ptr<LogService> ReplicatedServer::take_service() {
+  std::lock_guard lock(mu_);
+  return std::exchange(service_, nullptr);
 }
 
 void ReplicatedServer::open_service(hosting::ViewOpening opening) {

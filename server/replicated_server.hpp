@@ -55,6 +55,7 @@ class ReplicatedServer {
 
  private:
   void open_service(hosting::ViewOpening opening);
+  std::shared_ptr<LogService> take_service();  // the view's, no longer served; null if none
 
   LogServiceOptions service_options_;
   std::function<void(const std::string&)> say_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <future>
+#include <utility>
 
 #include "engine/meta.hpp"
 #include "protocol/address.hpp"
@@ -108,32 +109,16 @@ ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
     // No call reaches the view's engine from here on: it shuts down on the
     // host's thread. Its callers are told errc::unavailable; a caller still
     // inside one of its calls holds it until that call returns.
-    std::shared_ptr<Engine> ended;
-    {
-      std::lock_guard lock(mu_);
-      ended = std::move(engine_);
-      engine_.reset();
-    }
-    return [this, ended = std::move(ended)]() mutable {
+    return [this, ended = take_engine()] {
       {
         std::lock_guard lock(mu_);
         engine_error_.clear();
-        // The view ended while its engine was opening (on this thread,
-        // before this work): the engine it opened is this view's too.
-        if (!ended) ended = std::move(engine_);
-        engine_.reset();
       }
       if (ended) ended->shutdown();
     };
   };
   host.service.close = [this] {
-    std::shared_ptr<Engine> closing;
-    {
-      std::lock_guard lock(mu_);
-      closing = std::move(engine_);
-      engine_.reset();
-    }
-    if (closing) closing->shutdown();
+    if (auto closing = take_engine()) closing->shutdown();
   };
   host.service.serving = [this] { return engine_if_any() != nullptr; };
   host_ = std::make_unique<hosting::ViewHost>(std::move(host));
@@ -151,6 +136,11 @@ void ReplicaHost::stop() {
   calls_.stop();
   engine_wide_.stop();
   if (host_) host_->stop();  // the view's engine shuts down, and the directory is free
+}
+
+std::shared_ptr<Engine> ReplicaHost::take_engine() {
+  std::lock_guard lock(mu_);
+  return std::exchange(engine_, nullptr);
 }
 
 void ReplicaHost::open_engine(hosting::ViewOpening opening) {

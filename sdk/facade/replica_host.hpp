@@ -69,6 +69,8 @@ class ReplicaHost {
   std::vector<ClusterReplica> ask_cluster(std::chrono::milliseconds timeout) const;
   // The view's engine, on the host's thread (hosting::ViewService::open).
   void open_engine(hosting::ViewOpening opening);
+  // The view's engine, no longer reachable by any call; null if none.
+  std::shared_ptr<Engine> take_engine();
 
   Config config_;  // the views' engines' (local mode over the replica's directory)
   std::uint32_t shards_ = 0;
