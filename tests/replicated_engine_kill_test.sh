@@ -9,7 +9,11 @@
 # Then etcd is SIGSTOPped for three leases (the primary must stay), the
 # primary SIGSTOPped past its lease (another takes over) and resumed, and a
 # backup's directory wiped and rebuilt with `fusee replica rebuild`, each
-# under starts. The replicas' segments are the smallest (64 KiB), so their
+# under starts. Between them, partitions: every replica-to-replica link and
+# each replica's link to etcd passes through a proxy the test cuts
+# (tests/support/partition_proxy.cpp): the primary cut from both backups,
+# the primary cut from etcd, and a backup cut from everything (a minority
+# island), each under starts. The replicas' segments are the smallest (64 KiB), so their
 # logs retire all along: every kill lands on a retiring log, and the wiped
 # backup can only come back with the primary's run store.
 # Every call is sent again until it is acknowledged (through whichever
@@ -61,8 +65,49 @@ etcd --name k --data-dir "$scratch/etcd" --listen-client-urls "http://127.0.0.1:
   --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" --initial-cluster "k=http://127.0.0.1:$peer_port" \
   --log-outputs "$scratch/etcd.log" --logger zap >/dev/null 2>&1 &
 pids+=($!)
-cluster="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
+listen=("$(port)" "$(port)" "$(port)")
+cluster="127.0.0.1:${listen[0]},127.0.0.1:${listen[1]},127.0.0.1:${listen[2]}"
 http=("$(port)" "$(port)" "$(port)")
+# Every link between the replicas, and each one's way to etcd, passes
+# through a proxy the test can cut (tests/support/partition_proxy.cpp):
+# "rI-J" carries what replica I sends to J (each replica sends on its own
+# connections), "eI" replica I's calls to etcd. So each replica is given
+# its own list: its own address, and its peers' proxies.
+link_specs=()
+for i in 0 1 2; do
+  link_specs+=("e$i=127.0.0.1:$client_port")
+  for j in 0 1 2; do [ "$i" = "$j" ] || link_specs+=("r$i-$j=127.0.0.1:${listen[$j]}"); done
+done
+mkfifo "$scratch/links.in"
+"$build/tests/partition_proxy" "${link_specs[@]}" <"$scratch/links.in" >"$scratch/links.out" 2>&1 &
+pids+=($!)
+exec 7>"$scratch/links.in"
+for _ in $(seq 100); do grep -qx ready "$scratch/links.out" && break; sleep 0.1; done
+grep -qx ready "$scratch/links.out" || fail "the partition proxy did not start: $(cat "$scratch/links.out")"
+link_port() { sed -n "s/^$1 //p" "$scratch/links.out"; }
+lists=()
+for i in 0 1 2; do
+  list=""
+  for j in 0 1 2; do
+    address="127.0.0.1:${listen[$j]}"
+    [ "$i" = "$j" ] || address="127.0.0.1:$(link_port "r$i-$j")"
+    list="$list${list:+,}$address"
+  done
+  lists+=("$list")
+done
+# links COMMAND NAME...: cut, heal or reset links, in place once it returns.
+links() {
+  local answers
+  answers=$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)
+  echo "$*" >&7
+  for _ in $(seq 100); do
+    [ "$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)" -gt "$answers" ] && break
+    sleep 0.02
+  done
+  [ "$(tail -1 "$scratch/links.out")" = ok ] || fail "partition proxy: '$*' answered $(tail -1 "$scratch/links.out")"
+}
+# Every link between replica $1 and the others, both ways.
+peer_links() { for j in 0 1 2; do [ "$1" = "$j" ] || echo "r$1-$j r$j-$1"; done; }
 # Replica 1 names a dead etcd member first: it must pass it over for the
 # live one every time (Config::etcd lists a cluster's members).
 dead_etcd=$(port)
@@ -70,10 +115,10 @@ dead_etcd=$(port)
 # after: a call in between is refused `unknown_workflow` (404), so each
 # start waits for the app to say it serves.
 start_app() {
-  local etcd="127.0.0.1:$client_port" served
+  local etcd="127.0.0.1:$(link_port "e$1")" served
   [ "$1" = 1 ] && etcd="127.0.0.1:$dead_etcd,$etcd"
   served=$(grep -c "serves HTTP" "$scratch/app$1.err" 2>/dev/null || true)
-  "$app" "$scratch/r$1" "$1" "$cluster" "$etcd" "127.0.0.1:${http[$1]}" "$scratch/steps" \
+  "$app" "$scratch/r$1" "$1" "${lists[$1]}" "$etcd" "127.0.0.1:${http[$1]}" "$scratch/steps" \
     2>>"$scratch/app$1.err" &
   app_pids[$1]=$!
   for _ in $(seq 300); do
@@ -179,6 +224,91 @@ kill -STOP "${app_pids[$stopped]}"
 more 5
 kill -CONT "${app_pids[$stopped]}"
 more 5
+# metric ID NAME: replica ID's gauge NAME, or nothing.
+metric() { { curl -s -m 5 "http://127.0.0.1:${http[$1]}/metrics" || true; } | sed -n "s/^$2 //p"; }
+# The replicas that say they are primary, within 30 s of a change: every
+# one but $1 says it is not, and one does (echoes it).
+primary_other_than() {
+  local leads id
+  for _ in $(seq 300); do
+    leads=()
+    for id in 0 1 2; do
+      [ "$(metric "$id" 'fusee_replica_role{role="primary"}')" = 1 ] && leads+=("$id")
+    done
+    if [ "${#leads[@]}" = 1 ] && [ "${leads[0]}" != "$1" ]; then
+      echo "${leads[0]}"
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+# Partitions, through the proxies, under starts:
+# The primary cut from both backups, etcd still reachable: the two elect
+# one of them (a pre-vote first: the old one cannot hold etcd against
+# them), and the old one steps down (it hears no quorum). Healed with the
+# connections reset, as a TCP timeout would end them.
+cut_off=$(primary) || fail "no primary to cut off"
+links cut $(peer_links "$cut_off")
+more 5
+new_primary=$(primary_other_than "$cut_off") ||
+  fail "with primary $cut_off cut from the backups, no one other than it alone says it is primary"
+links reset $(peer_links "$cut_off")
+links heal all
+more 5
+# The primary cut from etcd for three leases: its backups hear it, so none
+# campaigns, and it stays.
+# Whether etcd holds the primary's key, attached to its lease: 1 or 0.
+primary_key() {
+  curl -s -m 5 -X POST "http://127.0.0.1:$client_port/v3/kv/range" \
+    -d "{\"key\": \"$(printf /fusee/kill/primary | base64)\"}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count", 0))'
+}
+before=$(primary) || fail "no primary before its etcd link is cut"
+links cut "e$before"
+more 5
+# Until its lease has lapsed in etcd (the cut is real), under starts.
+lapsed=no
+for _ in $(seq 60); do
+  [ "$(primary_key)" = 0 ] && lapsed=yes && break
+  more 1
+  sleep 0.2
+done
+[ "$lapsed" = yes ] || fail "with primary $before cut from etcd, its lease did not lapse in etcd"
+more 5
+after=$(primary_other_than none) || fail "no single primary while the primary is cut from etcd"
+links heal all
+[ "$before" = "$after" ] || fail "the primary changed ($before to $after) while only its link to etcd was cut"
+# Healed, it takes its lease back.
+for _ in $(seq 300); do [ "$(primary_key)" = 1 ] && break; sleep 0.1; done
+[ "$(primary_key)" = 1 ] || fail "healed, primary $before did not take its lease in etcd back"
+# A minority island: a backup cut from both others and from etcd. It must
+# not disturb them (it wins no pre-vote, reaches no etcd), and healed, with
+# what waited in the links delivered late, it catches up.
+lead=$(primary) || fail "no primary before a backup is cut off"
+island=$(((lead + 1 + RANDOM % 2) % 3))
+links cut $(peer_links "$island") "e$island"
+more 5
+sleep 2
+more 5
+# The cut is real: the island has not applied what was committed since.
+island_applied=$(metric "$island" fusee_replica_store_applied_batches)
+lead_commit=$(metric "$lead" fusee_replica_commit_batches)
+[ "${island_applied:-0}" -lt "${lead_commit:-0}" ] ||
+  fail "backup $island, cut off, applied through ${island_applied:-none}: the primary's commit is ${lead_commit:-none}"
+after=$(primary_other_than "$island") || fail "no single primary while backup $island is cut off"
+[ "$after" = "$lead" ] || fail "the primary changed ($lead to $after) while only backup $island was cut off"
+links heal all
+more 5
+committed=$(metric "$lead" fusee_replica_commit_batches)
+caught_up=no
+for _ in $(seq 300); do
+  applied=$(metric "$island" fusee_replica_store_applied_batches)
+  [ "${applied:-0}" -ge "${committed:-1}" ] && caught_up=yes && break
+  sleep 0.1
+done
+[ "$caught_up" = yes ] ||
+  fail "backup $island, healed, applied through batch ${applied:-none}, not the primary's commit $committed, in 30 s"
 # A backup's disk lost: its directory wiped and rebuilt (`fusee replica
 # rebuild`: the primary's run store, fetched; the log, from the primary's
 # start, the logs having retired what came before).
@@ -325,7 +455,7 @@ sys.exit(0 if len(rows) == 2 and all(r["checkpoint"] for r in rows) else 1)' "$s
 done
 sorted=$(printf '%s\n' "${failovers_ms[@]}" | sort -n)
 count=$(echo "$sorted" | wc -l)
-echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, a backup's directory wiped and rebuilt when the logs had retired through batch $retired_at_wipe; $started runs, every acknowledged start, signal and update kept, every stream's chunk once;" \
+echo "replicated_engine_kill: ok ($rounds kills of the primary and $backups_killed of a backup, etcd and the primary SIGSTOPped, the primary cut from the backups and from etcd, a backup cut from all, a backup's directory wiped and rebuilt when the logs had retired through batch $retired_at_wipe; $started runs, every acknowledged start, signal and update kept, every stream's chunk once;" \
   "no step run again once durable ($steps_again run again before);" \
   "SIGKILL to the next primary's first acknowledged start: p50 $(echo "$sorted" | sed -n "$(((count + 1) / 2))p") ms," \
   "max $(echo "$sorted" | tail -1) ms over $count failovers)"
