@@ -1,5 +1,6 @@
 #include "http/http_api.hpp"
 #include "fusee/limits.hpp"
+#include "http/cluster_json.hpp"
 #include "http/console_files.hpp"
 #include "http/prometheus.hpp"
 #include "http/run_wait.hpp"
@@ -948,26 +949,8 @@ HttpResponse HttpApi::activity_json() {
 // (Engine::cluster); elsewhere, none.
 HttpResponse HttpApi::cluster_json() {
   const auto stats = engine_.stats();
-  json::array replicas;
-  for (const auto& replica : engine_.cluster()) {
-    replicas.push_back(json::object{{"id", replica.id},
-                                    {"address", replica.address},
-                                    {"self", stats.replica.enabled && replica.id == stats.replica.replica_id},
-                                    {"answered", replica.answered},
-                                    {"role", replica.answered ? json::value(replica.role) : json::value(nullptr)},
-                                    {"view", replica.view},
-                                    {"commit", replica.commit},
-                                    {"log_end", replica.log_end},
-                                    {"durable_end", replica.durable_end},
-                                    {"suspect", replica.suspect},
-                                    {"retired_through", replica.retired_through},
-                                    {"lag_batches", replica.lag_batches ? json::value(*replica.lag_batches)
-                                                                        : json::value(nullptr)},
-                                    {"lag_bytes", replica.lag_bytes ? json::value(*replica.lag_bytes)
-                                                                    : json::value(nullptr)},
-                                    {"lag_us", replica.lag_us ? json::value(*replica.lag_us) : json::value(nullptr)}});
-  }
-  return json_response(200, json::object{{"replicated", stats.replica.enabled}, {"replicas", std::move(replicas)}});
+  const auto self = stats.replica.enabled ? std::optional<std::uint32_t>(stats.replica.replica_id) : std::nullopt;
+  return json_response(200, http::cluster_json(engine_.cluster(), self));
 }
 
 // GET /v1/stats: what /metrics says, as one JSON object, for pages and

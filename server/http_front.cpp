@@ -68,15 +68,15 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
       return response;
     }
     if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "cluster") {
-      // A server is no replica (yet): as an engine not in replicated mode
-      // answers (docs/http-api.md).
+      // A server that is no replica answers as an engine not in
+      // replicated mode does (docs/http-api.md).
       if (request.method != "GET") {
         auto response = HttpApi::error(405, "method_not_allowed", "/v1/cluster takes GET");
         response.headers["Allow"] = "GET";
         return response;
       }
       HttpResponse response;
-      response.body = "{\"replicated\":false,\"replicas\":[]}\n";
+      response.body = directory.cluster ? directory.cluster() + "\n" : "{\"replicated\":false,\"replicas\":[]}\n";
       return response;
     }
     // An awakeable's completion goes to the holder of its run's shard: the

@@ -25,6 +25,9 @@ struct FrontDirectory {
   std::function<std::string()> metrics;
   // The server's figures, JSON (GET /v1/server: shards and holders, the log).
   std::function<std::string()> stats;
+  // GET /v1/cluster's body, JSON: every replica of `--replicated`'s cluster
+  // (http/cluster_json.hpp). Unset: a server that is no replica.
+  std::function<std::string()> cluster;
 };
 
 http::HttpRouter make_front_router(FrontDirectory directory, std::string token);

@@ -155,6 +155,8 @@ struct LogService::Impl {
   std::shared_ptr<engine::RunStore> store;  // after the log, so it closes after it
   std::shared_ptr<wal::Log> log;
   bool owns_log = true;  // a replica's view's log is the replica's to close (open_over)
+  std::function<ReplicaStats()> replica;  // a replica's view's (open_over)
+  std::function<std::string()> cluster;
   std::unique_ptr<StoreService> store_service;
   // Step limits' permits for every worker (declared before the connections,
   // so it outlives them: their threads give permits back).
@@ -721,6 +723,7 @@ struct LogService::Impl {
     append_seconds_histogram(text, "fusee_append_duration_seconds",
                              "Appends from their arrival to their durable position going back.",
                              wal::kFlushLatencyBoundsUs, append_latency_now(), append_latency_sum_us.load());
+    if (replica) http::append_replica_metrics(text, replica());  // not under mu: the replica's locks are its own
     std::lock_guard lock(mu);
     std::size_t held = 0;
     text += "# HELP fusee_shard_lease Shards and their holders (1: leased).\n# TYPE fusee_shard_lease gauge\n";
@@ -911,6 +914,8 @@ std::unique_ptr<LogService> LogService::open_over(LogServiceOptions options, Log
   impl->log = std::move(over.log);
   impl->owns_log = false;
   impl->next_epoch = over.epoch_floor;
+  impl->replica = std::move(over.replica);
+  impl->cluster = std::move(over.cluster);
   return start(std::move(impl), std::move(options), std::move(over.keep_from));
 }
 
@@ -945,6 +950,7 @@ std::unique_ptr<LogService> LogService::start(std::unique_ptr<Impl> impl, LogSer
     };
     directory.metrics = [raw = impl.get()] { return raw->metrics(); };
     directory.stats = [raw = impl.get()] { return raw->stats_json(); };
+    directory.cluster = impl->cluster;
     if (options.token.empty() && !http::is_loopback_listen(options.http_listen)) {
       throw Error(errc::invalid_argument,
                   fmt::format("the HTTP front on {} would serve anyone who reaches it: give it a token, or listen on "

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "engine/run_store.hpp"
+#include "fusee/engine.hpp"
 #include "wal/io/file_system.hpp"
 #include "wal/log.hpp"
 
@@ -86,6 +87,10 @@ struct LogServiceOver {
   std::vector<std::uint64_t> keep_from;  // each shard's keep_from_sequence from its checkpoint
   // Leases' epochs start above it: a view's beat every earlier view's.
   std::uint64_t epoch_floor = 0;
+  // The replica's part in its cluster, on /metrics (fusee_replica_*), and
+  // every replica as it answers, GET /v1/cluster's body (JSON).
+  std::function<ReplicaStats()> replica;
+  std::function<std::string()> cluster;
 };
 
 class LogService {

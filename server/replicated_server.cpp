@@ -5,11 +5,15 @@
 #include <utility>
 
 #include "fusee/error.hpp"
+#include "http/cluster_json.hpp"
 
 namespace fusee::server {
 
 ReplicatedServer::ReplicatedServer(ReplicatedServerOptions options)
-    : service_options_(std::move(options.service)), say_(service_options_.log) {
+    : service_options_(std::move(options.service)),
+      say_(service_options_.log),
+      replica_id_(options.node.self),
+      cluster_view_(options.node.addresses) {
   if (!say_) say_ = [](const std::string& line) { fmt::print(stderr, "fusee server: {}\n", line); };
   if (options.shards == 0) {
     // Every server must split the runs alike: a count from each machine's
@@ -70,6 +74,12 @@ void ReplicatedServer::open_service(hosting::ViewOpening opening) {
   over.shards = opening.shards;
   over.keep_from = std::move(opening.bases.keep_from);
   over.epoch_floor = epoch_floor(opening.view);
+  // The front's /metrics and /v1/cluster show the cluster, as an
+  // application's replica's API does (the service stops before the host).
+  over.replica = [this] { return hosting::replica_stats(host_.get(), replica_id_); };
+  over.cluster = [this] {
+    return boost::json::serialize(http::cluster_json(cluster_view_.cluster(kClusterTimeout), replica_id_));
+  };
   std::shared_ptr<LogService> opened = LogService::open_over(service_options_, std::move(over));
   say_(fmt::format("leading view {}: serving workers on {}{}", opening.view, opened->endpoint(),
                    opened->http_endpoint().empty() ? std::string() : ", HTTP on " + opened->http_endpoint()));

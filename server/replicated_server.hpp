@@ -14,11 +14,13 @@
 // last one acknowledged.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "hosting/cluster_view.hpp"
 #include "hosting/view_host.hpp"
 #include "server/log_service.hpp"
 
@@ -57,8 +59,13 @@ class ReplicatedServer {
   void open_service(hosting::ViewOpening opening);
   std::shared_ptr<LogService> take_service();  // the view's, no longer served; null if none
 
+  // GET /v1/cluster waits this long at most for a replica's status.
+  static constexpr std::chrono::milliseconds kClusterTimeout{500};
+
   LogServiceOptions service_options_;
   std::function<void(const std::string&)> say_;
+  std::uint32_t replica_id_;
+  hosting::ClusterView cluster_view_;
   mutable std::mutex mu_;
   std::shared_ptr<LogService> service_;  // the view's, while it leads one
   std::unique_ptr<hosting::ViewHost> host_;  // last: gone before what its hooks use

@@ -76,9 +76,11 @@ pids+=($!)
 replicas="127.0.0.1:$(port),127.0.0.1:$(port),127.0.0.1:$(port)"
 worker_ports=("$(port)" "$(port)" "$(port)")
 workers="127.0.0.1:${worker_ports[0]},127.0.0.1:${worker_ports[1]},127.0.0.1:${worker_ports[2]}"
+http_ports=("$(port)" "$(port)" "$(port)")
 start_server() {
   "$fusee" server --replicated --dir "$scratch/s$1" --replica-id "$1" --replicas "$replicas" \
     --etcd "127.0.0.1:$client_port" --cluster srv --shards 4 --listen "127.0.0.1:${worker_ports[$1]}" \
+    --http "127.0.0.1:${http_ports[$1]}" \
     --etcd-lease-ttl-s 1 --tick-ms 5 --lease-ttl-ms 2000 >>"$scratch/server$1.log" 2>&1 &
   servers[$1]=$!
 }
@@ -222,6 +224,45 @@ for id in 0 1 2; do
   grep -q "leading view" "$scratch/server$id.log" || fail "server $id never led"
 done
 grep -q " 0 violations" "$scratch/demo.out" || fail "the demo's ledger found violations"
+
+# The leading server's HTTP front shows the cluster: its /metrics (promtool
+# takes it) says it is the primary, with every replica's lag, and GET
+# /v1/cluster lists the three, itself the primary, as an application's
+# replica's API does. A backup serves no HTTP (it serves nobody).
+led=$(wait_primary)
+lead_http="http://127.0.0.1:${http_ports[$led]}"
+for _ in $(seq 100); do curl -s -m 2 "$lead_http/healthz" >/dev/null && break; sleep 0.1; done
+curl -s -m 5 "$lead_http/metrics" >"$scratch/metrics" || fail "no /metrics from the leading server $led"
+promtool check metrics <"$scratch/metrics" >/dev/null 2>&1 ||
+  fail "promtool check metrics refuses server $led's /metrics: $(promtool check metrics <"$scratch/metrics" 2>&1 | head -5)"
+grep -q '^fusee_replica_role{role="primary"} 1' "$scratch/metrics" ||
+  fail "server $led's /metrics does not say primary: $(grep fusee_replica_role "$scratch/metrics")"
+grep -q "^fusee_replica_id $led" "$scratch/metrics" || fail "server $led's /metrics names another replica id"
+for id in 0 1 2; do
+  grep -q "^fusee_replica_lag_batches{replica=\"$id\"}" "$scratch/metrics" ||
+    fail "server $led's /metrics shows no lag for replica $id"
+done
+curl -s -m 5 "$lead_http/v1/cluster" >"$scratch/cluster" || fail "no /v1/cluster from the leading server $led"
+python3 - "$scratch/cluster" "$led" <<'PY' || fail "server $led's /v1/cluster: $(cat "$scratch/cluster")"
+import json, sys
+body = json.load(open(sys.argv[1]))
+led = int(sys.argv[2])
+replicas = body["replicas"]
+assert body["replicated"] is True, "not replicated"
+assert [r["id"] for r in replicas] == [0, 1, 2], "not the three replicas"
+for r in replicas:
+    assert r["answered"], f"replica {r['id']} did not answer"
+    assert r["self"] == (r["id"] == led), f"replica {r['id']}'s self"
+    assert r["role"] == ("primary" if r["id"] == led else "backup"), f"replica {r['id']} is {r['role']}"
+    assert r["lag_batches"] is not None, f"no lag for replica {r['id']}"
+PY
+for id in 0 1 2; do
+  [ "$id" = "$led" ] && continue
+  if curl -s -m 2 "http://127.0.0.1:${http_ports[$id]}/healthz" >/dev/null; then
+    fail "backup server $id serves HTTP"
+  fi
+done
+echo "replicated_server_test: the leading server's /metrics and /v1/cluster show the cluster"
 
 # SIGTERM: every server closes cleanly.
 for id in 0 1 2; do kill -TERM "${servers[$id]}"; done

@@ -1,7 +1,6 @@
 #include "sdk/facade/replica_host.hpp"
 
 #include <fmt/format.h>
-#include <future>
 #include <utility>
 
 #include "engine/meta.hpp"
@@ -11,13 +10,12 @@
 #include "remote/forwarded_call.hpp"
 #include "replica/call_replies.hpp"
 #include "replica/etcd_members.hpp"
-#include "replica/replica_client.hpp"
 #include "sdk/facade/engine_over_log.hpp"
 #include "sdk/facade/engine_wide_calls.hpp"
 
 namespace fusee::facade {
 
-ReplicaHost::ReplicaHost(const Config& config) : config_(config) {
+ReplicaHost::ReplicaHost(const Config& config) : config_(config), cluster_view_(config.replicas) {
   if (config.replicas.size() < 3 || config.replicas.size() % 2 == 0 || config.replica_id >= config.replicas.size()) {
     throw Error(errc::invalid_argument,
                 fmt::format("replicated mode: Config::replicas names 3, 5, 7... addresses and replica_id one of "
@@ -169,81 +167,10 @@ void ReplicaHost::open_engine(hosting::ViewOpening opening) {
   }
 }
 
-ReplicaStats ReplicaHost::replica_stats() const {
-  ReplicaStats stats;
-  stats.enabled = true;
-  stats.replica_id = config_.replica_id;
-  if (!host_) return stats;
-  const auto node = host_->node_stats();
-  stats.role = replication::role_name(node.status.role);
-  stats.view = node.status.promised;
-  if (node.known_primary != replication::kNoReplica) stats.primary = node.known_primary;
-  stats.commit = node.status.commit;
-  stats.log_end = node.status.log_end;
-  stats.durable_end = node.status.durable_end;
-  stats.suspect = node.status.suspect;
-  stats.view_changes = node.view_changes;
-  stats.leads = node.leads;
-  for (auto holds : node.status.holds) stats.lag_batches.push_back(node.status.log_end - std::min(holds, node.status.log_end));
-  stats.lag_bytes = node.status.lag_bytes;
-  stats.lag_us = node.status.lag_us;
-  stats.retired_through = node.status.retired_through;
-  stats.publish_latency_counts = node.publish_latency_counts;
-  stats.publish_latency_sum_us = node.publish_latency_sum_us;
-  stats.store_applied = host_->applier_stats().batches_done;
-  stats.last_open_us = host_->last_open_us();
-  return stats;
-}
+ReplicaStats ReplicaHost::replica_stats() const { return hosting::replica_stats(host_.get(), config_.replica_id); }
 
 std::vector<ClusterReplica> ReplicaHost::cluster(std::chrono::milliseconds timeout) const {
-  // One asking at a time, and an answer younger than kClusterFresh serves
-  // every caller: a flood of GET /v1/cluster costs the replicas a few
-  // status requests a second, and ties up no more threads than one asking.
-  std::lock_guard asking(cluster_mu_);
-  const auto now = std::chrono::steady_clock::now();
-  if (cluster_asked_ && now - *cluster_asked_ < kClusterFresh) return cluster_answer_;
-  cluster_answer_ = ask_cluster(timeout);
-  cluster_asked_ = std::chrono::steady_clock::now();
-  return cluster_answer_;
-}
-
-std::vector<ClusterReplica> ReplicaHost::ask_cluster(std::chrono::milliseconds timeout) const {
-  // Every replica at once, each on a client of its own (a stopped one
-  // answers nothing: the others are not held up behind it).
-  std::vector<std::future<std::optional<replica::ReplicaStatus>>> asked;
-  for (std::uint32_t id = 0; id < config_.replicas.size(); ++id) {
-    asked.push_back(std::async(std::launch::async, [addresses = config_.replicas, id, timeout] {
-      replica::ReplicaClient client(addresses);
-      return client.status(id, timeout);
-    }));
-  }
-  std::vector<ClusterReplica> replicas;
-  std::vector<std::optional<replica::ReplicaStatus>> statuses;
-  for (auto& answer : asked) statuses.push_back(answer.get());
-  std::optional<replica::ReplicaStatus> primary;
-  if (auto id = replica::newest_primary(statuses)) primary = statuses[*id];
-  for (std::uint32_t id = 0; id < statuses.size(); ++id) {
-    ClusterReplica replica;
-    replica.id = id;
-    replica.address = config_.replicas[id];
-    if (const auto& status = statuses[id]) {
-      replica.answered = true;
-      replica.role = replication::role_name(status->role);
-      replica.view = status->promised;
-      replica.commit = status->commit;
-      replica.log_end = status->log_end;
-      replica.durable_end = status->durable_end;
-      replica.suspect = status->suspect;
-      replica.retired_through = status->retired_through;
-    }
-    if (primary && id < primary->holds.size()) {
-      replica.lag_batches = primary->log_end - std::min(primary->holds[id], primary->log_end);
-      if (id < primary->lag_bytes.size()) replica.lag_bytes = primary->lag_bytes[id];
-      if (id < primary->lag_us.size()) replica.lag_us = primary->lag_us[id];
-    }
-    replicas.push_back(std::move(replica));
-  }
-  return replicas;
+  return cluster_view_.cluster(timeout);
 }
 
 std::shared_ptr<Engine> ReplicaHost::engine_if_any() {

@@ -24,6 +24,7 @@
 
 #include "fusee/config.hpp"
 #include "fusee/engine.hpp"
+#include "hosting/cluster_view.hpp"
 #include "hosting/view_host.hpp"
 #include "hosting/work_queue.hpp"
 #include "sdk/facade/primary_router.hpp"
@@ -58,15 +59,13 @@ class ReplicaHost {
   // This replica's part in its cluster (EngineStats::replica).
   ReplicaStats replica_stats() const;
   // Every replica as it answers now (Engine::cluster), or as it answered
-  // within kClusterFresh.
+  // within hosting::ClusterView::kFresh.
   std::vector<ClusterReplica> cluster(std::chrono::milliseconds timeout) const;
-  static constexpr std::chrono::milliseconds kClusterFresh{250};
 
   // The replica stops serving; the view's engine shuts down. Idempotent.
   void stop();
 
  private:
-  std::vector<ClusterReplica> ask_cluster(std::chrono::milliseconds timeout) const;
   // The view's engine, on the host's thread (hosting::ViewService::open).
   void open_engine(hosting::ViewOpening opening);
   // The view's engine, no longer reachable by any call; null if none.
@@ -80,9 +79,7 @@ class ReplicaHost {
   // engine-wide reads, which wait on the shards (16 at most).
   hosting::WorkQueue calls_{64u << 20};
   hosting::WorkQueue engine_wide_{16};
-  mutable std::mutex cluster_mu_;  // one cluster() asking at a time
-  mutable std::optional<std::chrono::steady_clock::time_point> cluster_asked_;
-  mutable std::vector<ClusterReplica> cluster_answer_;
+  hosting::ClusterView cluster_view_;
   std::mutex mu_;
   std::shared_ptr<Engine> engine_;
   std::string engine_error_;  // why the last view's engine did not open

@@ -1,0 +1,45 @@
+// ClusterView: what a replica shows of its cluster, for an application's
+// engine (Engine::stats().replica, Engine::cluster) and for `fusee server
+// --replicated`'s front (/metrics, GET /v1/cluster) alike.
+//
+// `replica_stats` is this replica's own part, read from its view host;
+// `cluster` asks every replica for its status over the replica wire, each on
+// a client of its own (a stopped one answers nothing, and holds up no
+// other), and takes the lags from the newest primary's answer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusee/engine.hpp"
+#include "hosting/view_host.hpp"
+
+namespace fusee::hosting {
+
+// This replica's part in its cluster; `host` null: only the id is known.
+ReplicaStats replica_stats(const ViewHost* host, std::uint32_t replica_id);
+
+class ClusterView {
+ public:
+  explicit ClusterView(std::vector<std::string> addresses) : addresses_(std::move(addresses)) {}
+
+  // Every replica as it answers now, or as it answered within kFresh: a
+  // flood of callers costs the replicas a few status requests a second, and
+  // ties up no more threads than one asking.
+  std::vector<ClusterReplica> cluster(std::chrono::milliseconds timeout) const;
+  static constexpr std::chrono::milliseconds kFresh{250};
+
+ private:
+  std::vector<ClusterReplica> ask(std::chrono::milliseconds timeout) const;
+
+  std::vector<std::string> addresses_;
+  mutable std::mutex mu_;  // one asking at a time
+  mutable std::optional<std::chrono::steady_clock::time_point> asked_;
+  mutable std::vector<ClusterReplica> answer_;
+};
+
+}  // namespace fusee::hosting
