@@ -33,12 +33,46 @@ ReplicaStats replica_stats(const ViewHost* host, std::uint32_t replica_id) {
   return stats;
 }
 
+ClusterView::~ClusterView() {
+  std::thread refresher;
+  {
+    std::lock_guard lock(mu_);
+    refresher = std::move(refresher_);
+  }
+  if (refresher.joinable()) refresher.join();  // not under mu_: a refresh takes it as it ends
+}
+
+bool ClusterView::fresh() const { return asked_ && std::chrono::steady_clock::now() - *asked_ < kFresh; }
+
 std::vector<ClusterReplica> ClusterView::cluster(std::chrono::milliseconds timeout) const {
-  std::lock_guard asking(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  if (asked_ && now - *asked_ < kFresh) return answer_;
-  answer_ = ask(timeout);
+  std::lock_guard asking(asking_);
+  {
+    std::lock_guard lock(mu_);
+    if (fresh()) return answer_;
+  }
+  auto answer = ask(timeout);
+  std::lock_guard lock(mu_);
+  answer_ = std::move(answer);
   asked_ = std::chrono::steady_clock::now();
+  return answer_;
+}
+
+std::optional<std::vector<ClusterReplica>> ClusterView::latest(std::chrono::milliseconds timeout) const {
+  std::lock_guard lock(mu_);
+  if (!fresh() && !refreshing_) {
+    // The last refresh has ended (it cleared refreshing_ as its last step
+    // under mu_), so this join waits for nothing but its thread's exit.
+    if (refresher_.joinable()) refresher_.join();
+    refreshing_ = true;
+    refresher_ = std::thread([this, timeout] {
+      auto answer = ask(timeout);
+      std::lock_guard done(mu_);
+      answer_ = std::move(answer);
+      asked_ = std::chrono::steady_clock::now();
+      refreshing_ = false;
+    });
+  }
+  if (!asked_) return std::nullopt;
   return answer_;
 }
 

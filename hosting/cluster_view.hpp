@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fusee/engine.hpp"
@@ -26,20 +27,31 @@ ReplicaStats replica_stats(const ViewHost* host, std::uint32_t replica_id);
 class ClusterView {
  public:
   explicit ClusterView(std::vector<std::string> addresses) : addresses_(std::move(addresses)) {}
+  ~ClusterView();  // waits for a refresh under way (at most its timeout)
+  ClusterView(const ClusterView&) = delete;
+  ClusterView& operator=(const ClusterView&) = delete;
 
   // Every replica as it answers now, or as it answered within kFresh: a
   // flood of callers costs the replicas a few status requests a second, and
-  // ties up no more threads than one asking.
+  // ties up no more threads than one asking. Blocks up to `timeout`.
   std::vector<ClusterReplica> cluster(std::chrono::milliseconds timeout) const;
+  // Never blocks, for a caller on a thread that must not (an HTTP front's
+  // router): the last answer, and a refresh on a thread of its own when it
+  // is older than kFresh; none before the first refresh ends.
+  std::optional<std::vector<ClusterReplica>> latest(std::chrono::milliseconds timeout) const;
   static constexpr std::chrono::milliseconds kFresh{250};
 
  private:
   std::vector<ClusterReplica> ask(std::chrono::milliseconds timeout) const;
+  bool fresh() const;  // under mu_
 
   std::vector<std::string> addresses_;
-  mutable std::mutex mu_;  // one asking at a time
+  mutable std::mutex asking_;  // one cluster() asking at a time
+  mutable std::mutex mu_;      // what follows
   mutable std::optional<std::chrono::steady_clock::time_point> asked_;
   mutable std::vector<ClusterReplica> answer_;
+  mutable bool refreshing_ = false;
+  mutable std::thread refresher_;  // latest()'s, joined before the next
 };
 
 }  // namespace fusee::hosting

@@ -76,7 +76,17 @@ HttpRouter make_front_router(FrontDirectory directory, std::string token) {
         return response;
       }
       HttpResponse response;
-      response.body = directory.cluster ? directory.cluster() + "\n" : "{\"replicated\":false,\"replicas\":[]}\n";
+      if (!directory.cluster) {
+        response.body = "{\"replicated\":false,\"replicas\":[]}\n";
+        return response;
+      }
+      auto cluster = directory.cluster();
+      if (!cluster) {
+        response = HttpApi::error(503, "unavailable", "the replicas are being asked for their status: try again");
+        response.headers["Retry-After"] = "1";
+        return response;
+      }
+      response.body = *cluster + "\n";
       return response;
     }
     // An awakeable's completion goes to the holder of its run's shard: the

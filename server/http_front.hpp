@@ -26,8 +26,9 @@ struct FrontDirectory {
   // The server's figures, JSON (GET /v1/server: shards and holders, the log).
   std::function<std::string()> stats;
   // GET /v1/cluster's body, JSON: every replica of `--replicated`'s cluster
-  // (http/cluster_json.hpp). Unset: a server that is no replica.
-  std::function<std::string()> cluster;
+  // (http/cluster_json.hpp); it must not block, and says none while the
+  // replicas' first answers are awaited. Unset: a server that is no replica.
+  std::function<std::optional<std::string>()> cluster;
 };
 
 http::HttpRouter make_front_router(FrontDirectory directory, std::string token);

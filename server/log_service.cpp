@@ -156,7 +156,7 @@ struct LogService::Impl {
   std::shared_ptr<wal::Log> log;
   bool owns_log = true;  // a replica's view's log is the replica's to close (open_over)
   std::function<ReplicaStats()> replica;  // a replica's view's (open_over)
-  std::function<std::string()> cluster;
+  std::function<std::optional<std::string>()> cluster;
   std::unique_ptr<StoreService> store_service;
   // Step limits' permits for every worker (declared before the connections,
   // so it outlives them: their threads give permits back).

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,8 @@ struct LogServiceOver {
   // The replica's part in its cluster, on /metrics (fusee_replica_*), and
   // every replica as it answers, GET /v1/cluster's body (JSON).
   std::function<ReplicaStats()> replica;
-  std::function<std::string()> cluster;
+  // Never blocks: none while the replicas' first answers are awaited.
+  std::function<std::optional<std::string>()> cluster;
 };
 
 class LogService {

@@ -77,9 +77,15 @@ void ReplicatedServer::open_service(hosting::ViewOpening opening) {
   // The front's /metrics and /v1/cluster show the cluster, as an
   // application's replica's API does (the service stops before the host).
   over.replica = [this] { return hosting::replica_stats(host_.get(), replica_id_); };
-  over.cluster = [this] {
-    return boost::json::serialize(http::cluster_json(cluster_view_.cluster(kClusterTimeout), replica_id_));
+  // The front's router must not block: the last answer, refreshed on a
+  // thread of the view's own (asked once now, so it is there when the
+  // console first asks).
+  over.cluster = [this]() -> std::optional<std::string> {
+    auto cluster = cluster_view_.latest(kClusterTimeout);
+    if (!cluster) return std::nullopt;
+    return boost::json::serialize(http::cluster_json(*cluster, replica_id_));
   };
+  (void)cluster_view_.latest(kClusterTimeout);
   std::shared_ptr<LogService> opened = LogService::open_over(service_options_, std::move(over));
   say_(fmt::format("leading view {}: serving workers on {}{}", opening.view, opened->endpoint(),
                    opened->http_endpoint().empty() ? std::string() : ", HTTP on " + opened->http_endpoint()));

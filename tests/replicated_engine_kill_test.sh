@@ -81,7 +81,8 @@ done
 mkfifo "$scratch/links.in"
 "$build/tests/partition_proxy" "${link_specs[@]}" <"$scratch/links.in" >"$scratch/links.out" 2>&1 &
 pids+=($!)
-exec 7>"$scratch/links.in"
+proxy_pid=$!
+exec 7>"$scratch/links.in"  # (the apps are started without it: 7>&-)
 for _ in $(seq 100); do grep -qx ready "$scratch/links.out" && break; sleep 0.1; done
 grep -qx ready "$scratch/links.out" || fail "the partition proxy did not start: $(cat "$scratch/links.out")"
 link_port() { sed -n "s/^$1 //p" "$scratch/links.out"; }
@@ -97,13 +98,16 @@ for i in 0 1 2; do
 done
 # links COMMAND NAME...: cut, heal or reset links, in place once it returns.
 links() {
-  local answers
+  local answers now
+  kill -0 "$proxy_pid" 2>/dev/null || fail "the partition proxy died: $(tail -3 "$scratch/links.out")"
   answers=$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)
   echo "$*" >&7
-  for _ in $(seq 100); do
-    [ "$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)" -gt "$answers" ] && break
+  for _ in $(seq 500); do
+    now=$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)
+    [ "$now" -gt "$answers" ] && break
     sleep 0.02
   done
+  [ "$now" = $((answers + 1)) ] || fail "partition proxy: no answer to '$*' within 10 s"
   [ "$(tail -1 "$scratch/links.out")" = ok ] || fail "partition proxy: '$*' answered $(tail -1 "$scratch/links.out")"
 }
 # Every link between replica $1 and the others, both ways.
@@ -119,7 +123,7 @@ start_app() {
   [ "$1" = 1 ] && etcd="127.0.0.1:$dead_etcd,$etcd"
   served=$(grep -c "serves HTTP" "$scratch/app$1.err" 2>/dev/null || true)
   "$app" "$scratch/r$1" "$1" "${lists[$1]}" "$etcd" "127.0.0.1:${http[$1]}" "$scratch/steps" \
-    2>>"$scratch/app$1.err" &
+    2>>"$scratch/app$1.err" 7>&- &
   app_pids[$1]=$!
   for _ in $(seq 300); do
     [ "$(grep -c "serves HTTP" "$scratch/app$1.err" 2>/dev/null || true)" -gt "${served:-0}" ] && return 0
@@ -226,16 +230,18 @@ kill -CONT "${app_pids[$stopped]}"
 more 5
 # metric ID NAME: replica ID's gauge NAME, or nothing.
 metric() { { curl -s -m 5 "http://127.0.0.1:${http[$1]}/metrics" || true; } | sed -n "s/^$2 //p"; }
-# The replicas that say they are primary, within 30 s of a change: every
-# one but $1 says it is not, and one does (echoes it).
+# The replicas that say they are primary, within 30 s of a change: all
+# three answer, every one but $1 says it is not, and one does (echoes it).
 primary_other_than() {
-  local leads id
+  local leads id role answered
   for _ in $(seq 300); do
     leads=()
+    answered=0
     for id in 0 1 2; do
-      [ "$(metric "$id" 'fusee_replica_role{role="primary"}')" = 1 ] && leads+=("$id")
+      role=$(metric "$id" 'fusee_replica_role{role="primary"}')
+      case "$role" in 1) leads+=("$id") ;& 0) answered=$((answered + 1)) ;; esac
     done
-    if [ "${#leads[@]}" = 1 ] && [ "${leads[0]}" != "$1" ]; then
+    if [ "$answered" = 3 ] && [ "${#leads[@]}" = 1 ] && [ "${leads[0]}" != "$1" ]; then
       echo "${leads[0]}"
       return 0
     fi
@@ -258,11 +264,22 @@ links heal all
 more 5
 # The primary cut from etcd for three leases: its backups hear it, so none
 # campaigns, and it stays.
-# Whether etcd holds the primary's key, attached to its lease: 1 or 0.
+# The replica etcd's primary key names (attached to its lease), "none"
+# when it holds none, "error" when etcd did not answer a range.
 primary_key() {
   curl -s -m 5 -X POST "http://127.0.0.1:$client_port/v3/kv/range" \
     -d "{\"key\": \"$(printf /fusee/kill/primary | base64)\"}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count", 0))'
+    python3 -c 'import base64, json, sys
+try:
+    reply = json.load(sys.stdin)
+except ValueError:
+    reply = {}
+if "header" not in reply:
+    print("error")
+elif reply.get("kvs"):
+    print(base64.b64decode(reply["kvs"][0]["value"]).decode())
+else:
+    print("none")'
 }
 before=$(primary) || fail "no primary before its etcd link is cut"
 links cut "e$before"
@@ -270,7 +287,7 @@ more 5
 # Until its lease has lapsed in etcd (the cut is real), under starts.
 lapsed=no
 for _ in $(seq 60); do
-  [ "$(primary_key)" = 0 ] && lapsed=yes && break
+  [ "$(primary_key)" = none ] && lapsed=yes && break
   more 1
   sleep 0.2
 done
@@ -279,9 +296,10 @@ more 5
 after=$(primary_other_than none) || fail "no single primary while the primary is cut from etcd"
 links heal all
 [ "$before" = "$after" ] || fail "the primary changed ($before to $after) while only its link to etcd was cut"
-# Healed, it takes its lease back.
-for _ in $(seq 300); do [ "$(primary_key)" = 1 ] && break; sleep 0.1; done
-[ "$(primary_key)" = 1 ] || fail "healed, primary $before did not take its lease in etcd back"
+# Healed, it takes its lease back (the same replica: no failover).
+for _ in $(seq 300); do [ "$(primary_key)" = "$before" ] && break; sleep 0.1; done
+[ "$(primary_key)" = "$before" ] ||
+  fail "healed, primary $before did not take its lease in etcd back: the key names $(primary_key)"
 # A minority island: a backup cut from both others and from etcd. It must
 # not disturb them (it wins no pre-vote, reaches no etcd), and healed, with
 # what waited in the links delivered late, it catches up.
@@ -290,21 +308,28 @@ island=$(((lead + 1 + RANDOM % 2) % 3))
 links cut $(peer_links "$island") "e$island"
 more 5
 sleep 2
+# The cut is real: while the primary commits more, the island applies
+# nothing (whatever was in flight when it was cut has landed by now).
+island_before=$(metric "$island" fusee_replica_store_applied_batches)
+commit_before=$(metric "$lead" fusee_replica_commit_batches)
 more 5
-# The cut is real: the island has not applied what was committed since.
-island_applied=$(metric "$island" fusee_replica_store_applied_batches)
-lead_commit=$(metric "$lead" fusee_replica_commit_batches)
-[ "${island_applied:-0}" -lt "${lead_commit:-0}" ] ||
-  fail "backup $island, cut off, applied through ${island_applied:-none}: the primary's commit is ${lead_commit:-none}"
+island_after=$(metric "$island" fusee_replica_store_applied_batches)
+commit_after=$(metric "$lead" fusee_replica_commit_batches)
+[ -n "$island_before" ] && [ -n "$island_after" ] && [ -n "$commit_before" ] && [ -n "$commit_after" ] ||
+  fail "no /metrics from backup $island or primary $lead during the island's cut"
+[ "$commit_after" -gt "$commit_before" ] || fail "primary $lead committed nothing ($commit_before) during 5 starts"
+[ "$island_after" = "$island_before" ] ||
+  fail "backup $island, cut off, applied from $island_before to $island_after while the primary committed to $commit_after"
 after=$(primary_other_than "$island") || fail "no single primary while backup $island is cut off"
 [ "$after" = "$lead" ] || fail "the primary changed ($lead to $after) while only backup $island was cut off"
 links heal all
 more 5
 committed=$(metric "$lead" fusee_replica_commit_batches)
+[ -n "$committed" ] || fail "no /metrics from primary $lead after the island healed"
 caught_up=no
 for _ in $(seq 300); do
   applied=$(metric "$island" fusee_replica_store_applied_batches)
-  [ "${applied:-0}" -ge "${committed:-1}" ] && caught_up=yes && break
+  [ "${applied:-0}" -ge "$committed" ] && caught_up=yes && break
   sleep 0.1
 done
 [ "$caught_up" = yes ] ||

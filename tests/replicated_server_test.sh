@@ -242,8 +242,10 @@ for id in 0 1 2; do
   grep -q "^fusee_replica_lag_batches{replica=\"$id\"}" "$scratch/metrics" ||
     fail "server $led's /metrics shows no lag for replica $id"
 done
-curl -s -m 5 "$lead_http/v1/cluster" >"$scratch/cluster" || fail "no /v1/cluster from the leading server $led"
-python3 - "$scratch/cluster" "$led" <<'PY' || fail "server $led's /v1/cluster: $(cat "$scratch/cluster")"
+# (the last server killed may still be starting: asked again for 15 s)
+cluster_ok() {
+  curl -s -m 5 "$lead_http/v1/cluster" >"$scratch/cluster" || return 1
+  python3 - "$scratch/cluster" "$led" 2>"$scratch/cluster.why" <<'PY'
 import json, sys
 body = json.load(open(sys.argv[1]))
 led = int(sys.argv[2])
@@ -256,6 +258,13 @@ for r in replicas:
     assert r["role"] == ("primary" if r["id"] == led else "backup"), f"replica {r['id']} is {r['role']}"
     assert r["lag_batches"] is not None, f"no lag for replica {r['id']}"
 PY
+}
+shown=no
+for _ in $(seq 75); do
+  cluster_ok && shown=yes && break
+  sleep 0.2
+done
+[ "$shown" = yes ] || fail "server $led's /v1/cluster: $(cat "$scratch/cluster") ($(tail -1 "$scratch/cluster.why"))"
 for id in 0 1 2; do
   [ "$id" = "$led" ] && continue
   if curl -s -m 2 "http://127.0.0.1:${http_ports[$id]}/healthz" >/dev/null; then

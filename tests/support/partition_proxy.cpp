@@ -3,7 +3,7 @@
 // puts one on every replica-to-replica link and on each replica's way to
 // etcd).
 //
-// Usage: partition_proxy NAME=HOST:PORT...
+// Usage: partition_proxy NAME=IP:PORT...
 // For each link it prints "NAME PORT" (the port it listens on), then "ready".
 // Then it reads commands from stdin, one per line, and answers each with
 // "ok" once it applies (or "error: ..."), so a test knows a cut is in place
@@ -17,6 +17,7 @@
 
 #include <cstdio>
 
+#include <exception>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -40,17 +41,21 @@ int main(int argc, char** argv) {
     }
     const std::string name = spec.substr(0, equals);
     const std::string host = spec.substr(equals + 1, colon - equals - 1);
+    const std::string digits = spec.substr(colon + 1);
     unsigned long port = 0;
-    try {
-      port = std::stoul(spec.substr(colon + 1));
-    } catch (const std::exception&) {
-      port = 0;
+    if (!digits.empty() && digits.size() <= 5 && digits.find_first_not_of("0123456789") == std::string::npos) {
+      port = std::stoul(digits);
     }
     if (port == 0 || port > 65535 || links.contains(name)) {
       fmt::print(stderr, "partition_proxy: '{}': a bad port or a name given twice\n", spec);
       return 2;
     }
-    links.emplace(name, std::make_unique<TcpProxy>(host, static_cast<std::uint16_t>(port)));
+    try {
+      links.emplace(name, std::make_unique<TcpProxy>(host, static_cast<std::uint16_t>(port)));
+    } catch (const std::exception& error) {  // a host that is no IP address, or no port to listen on
+      fmt::print(stderr, "partition_proxy: '{}': {}\n", spec, error.what());
+      return 2;
+    }
   }
   for (const auto& [name, link] : links) fmt::print("{} {}\n", name, link->port());
   fmt::print("ready\n");
