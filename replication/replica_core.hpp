@@ -157,11 +157,14 @@ class ReplicaCore {
   View lead() const { return lead_; }  // the view it is candidate or primary of
   // The primary of the view it promised, as far as it knows: itself while it
   // serves, the replica whose appends it takes as a backup, kNoReplica
-  // otherwise (a view it has heard no primary of yet). For telling a
-  // caller where to go, never for deciding anything.
+  // otherwise (a view it has heard no primary of yet, or a primary it has
+  // not heard for a lease: cut off, it would grant a pre-vote now, and its
+  // callers should not wait on a link that may be as dead as that primary).
+  // For telling a caller where to go, never for deciding anything.
   ReplicaId known_primary() const {
     if (role_ == Role::primary) return options_.self;
-    return role_ == Role::backup && heard_primary_.first == promised_ ? heard_primary_.second : kNoReplica;
+    if (role_ != Role::backup || heard_primary_.first != promised_) return kNoReplica;
+    return ticks_ - primary_heard_at_ < options_.lease_ticks ? heard_primary_.second : kNoReplica;
   }
   Seq commit() const { return commit_; }
   // The highest sequence its batches say was published (each carries the

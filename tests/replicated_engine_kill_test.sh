@@ -48,7 +48,13 @@ cleanup() {
 trap cleanup EXIT
 fail() {
   echo "replicated_engine_kill: $*" >&2
-  for id in 0 1 2; do echo "--- replica $id:" >&2; tail -5 "$scratch/app$id.err" >&2 || true; done
+  for id in 0 1 2; do echo "--- replica $id:" >&2; tail -12 "$scratch/app$id.err" >&2 || true; done
+  # What the calls met on the way (each 503 or timeout, by replica), and
+  # the links' last commands: a liveness failure is read from these.
+  echo "--- calls not acknowledged, the last ones:" >&2
+  tail -12 "$scratch/refused" >&2 2>/dev/null || true
+  echo "--- links:" >&2
+  tail -4 "$scratch/links.log" >&2 2>/dev/null || true
   exit 1
 }
 command -v etcd >/dev/null || fail "etcd is not installed (scripts/install-deps); failing rather than skipping"
@@ -102,6 +108,7 @@ links() {
   kill -0 "$proxy_pid" 2>/dev/null || fail "the partition proxy died: $(tail -3 "$scratch/links.out")"
   answers=$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)
   echo "$*" >&7
+  echo "$(date +%T.%N) $*" >>"$scratch/links.log"
   for _ in $(seq 500); do
     now=$(grep -c -e '^ok$' -e '^error' "$scratch/links.out" || true)
     [ "$now" -gt "$answers" ] && break
@@ -161,7 +168,15 @@ post() {
     id=$((RANDOM % 3))
     code=$(curl -s -o "$scratch/reply" -w '%{http_code}' -m 10 -X POST -H 'Content-Type: application/json' \
       -d "$2" "http://127.0.0.1:${http[$id]}$1" || true)
-    case "$code" in 2??) return 0 ;; 503 | 000) sleep 0.05 ;; *) fail "POST $1 $2 through replica $id: $code $(cat "$scratch/reply")" ;; esac
+    case "$code" in
+      2??) return 0 ;;
+      503 | 000)
+        echo "$(date +%T.%N) $1 through replica $id: $code $([ "$code" = 503 ] && head -c 160 "$scratch/reply")" \
+          >>"$scratch/refused"
+        sleep 0.05
+        ;;
+      *) fail "POST $1 $2 through replica $id: $code $(cat "$scratch/reply")" ;;
+    esac
   done
   fail "POST $1 $2 was never acknowledged"
 }

@@ -308,6 +308,28 @@ TEST_SUITE("unit") {
     CHECK_FALSE(answers[0].second.granted);
   }
 
+  TEST_CASE("replica core: a backup that has not heard its primary for a lease knows none") {
+    // What it knows is where its application's calls go (PrimaryRouter):
+    // cut off, they must stop waiting on a primary that may be gone.
+    Harness backup(1, {}, normal_view(1, 0, {{1, 1}}));
+    CHECK(backup.core->known_primary() == kNoReplica);  // none heard in this view yet
+    (void)backup.receive(0, 1, append(0, 0, {}, 0, {{1, 1}}));
+    CHECK(backup.core->known_primary() == 0);
+    const std::uint32_t lease = ReplicaOptions{}.lease_ticks;
+    for (std::uint32_t i = 0; i + 1 < lease; ++i) {
+      Output out;
+      backup.core->tick(out);
+    }
+    CHECK(backup.core->known_primary() == 0);  // heard within its lease
+    Output out;
+    backup.core->tick(out);
+    CHECK(backup.core->known_primary() == kNoReplica);
+    CHECK(backup.core->role() == Role::backup);
+    // Heard again: known again.
+    (void)backup.receive(0, 1, append(0, 0, {}, 0, {{1, 1}}));
+    CHECK(backup.core->known_primary() == 0);
+  }
+
   TEST_CASE("replica core: a keepalive answered after its candidacy ended does not end the next one") {
     Output out;
     auto core = candidate(out);  // view 1
