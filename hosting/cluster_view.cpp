@@ -52,9 +52,13 @@ std::vector<ClusterReplica> ClusterView::cluster(std::chrono::milliseconds timeo
   }
   auto answer = ask(timeout);
   std::lock_guard lock(mu_);
+  keep(std::move(answer));
+  return answer_;
+}
+
+void ClusterView::keep(std::vector<ClusterReplica> answer) const {
   answer_ = std::move(answer);
   asked_ = std::chrono::steady_clock::now();
-  return answer_;
 }
 
 std::optional<std::vector<ClusterReplica>> ClusterView::latest(std::chrono::milliseconds timeout) const {
@@ -67,8 +71,7 @@ std::optional<std::vector<ClusterReplica>> ClusterView::latest(std::chrono::mill
     refresher_ = std::thread([this, timeout] {
       auto answer = ask(timeout);
       std::lock_guard done(mu_);
-      answer_ = std::move(answer);
-      asked_ = std::chrono::steady_clock::now();
+      keep(std::move(answer));
       refreshing_ = false;
     });
   }

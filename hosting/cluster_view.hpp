@@ -43,7 +43,8 @@ class ClusterView {
 
  private:
   std::vector<ClusterReplica> ask(std::chrono::milliseconds timeout) const;
-  bool fresh() const;  // under mu_
+  bool fresh() const;                                  // under mu_
+  void keep(std::vector<ClusterReplica> answer) const;  // under mu_: the answer, asked now
 
   std::vector<std::string> addresses_;
   mutable std::mutex asking_;  // one cluster() asking at a time

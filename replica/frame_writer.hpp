@@ -18,10 +18,15 @@
 
 namespace fusee::replica {
 
+// The replicas' wire: frames of its own version (protocol::kReplicaWireVersion),
+// written by frame_of and read by a frame_decoder().
 inline std::vector<std::byte> frame_of(FrameType type, std::uint64_t request_id, std::span<const std::byte> payload) {
   std::vector<std::byte> out;
   protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, out, protocol::kReplicaWireVersion);
   return out;
+}
+inline protocol::FrameDecoder frame_decoder() {
+  return protocol::FrameDecoder(protocol::kFrameBytesMax, protocol::kReplicaWireVersion);
 }
 
 class FrameWriter {

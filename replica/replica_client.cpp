@@ -5,6 +5,7 @@
 
 #include "protocol/address.hpp"
 #include "protocol/frame.hpp"
+#include "replica/frame_writer.hpp"
 
 namespace fusee::replica {
 
@@ -17,7 +18,7 @@ struct ReplicaClient::Impl {
     explicit Link(asio::io_context& io) : socket(io) {}
     tcp::socket socket;
     bool connected = false;
-    protocol::FrameDecoder decoder{protocol::kFrameBytesMax, protocol::kReplicaWireVersion};
+    protocol::FrameDecoder decoder = frame_decoder();
   };
 
   explicit Impl(std::vector<std::string> texts) {
@@ -45,7 +46,7 @@ struct ReplicaClient::Impl {
     boost::system::error_code ignored;
     link.socket.close(ignored);
     link.connected = false;
-    link.decoder = protocol::FrameDecoder(protocol::kFrameBytesMax, protocol::kReplicaWireVersion);
+    link.decoder = frame_decoder();
     io.restart();
     io.poll();  // the aborted handlers
   }
@@ -73,8 +74,7 @@ struct ReplicaClient::Impl {
       link.connected = true;
     }
     const std::uint64_t request_id = ++next_request_id;
-    std::vector<std::byte> frame;
-    protocol::encode_frame(static_cast<std::uint8_t>(type), request_id, payload, frame, protocol::kReplicaWireVersion);
+    const std::vector<std::byte> frame = frame_of(type, request_id, payload);
     bool written = false;
     sent = true;  // from here on, the request may have reached the replica
     asio::async_write(link.socket, asio::buffer(frame), [&](boost::system::error_code error, std::size_t) {

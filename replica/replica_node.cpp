@@ -83,7 +83,7 @@ struct ReplicaNode::Impl {
     Impl& impl;
     tcp::socket socket;
     FrameWriter writer;
-    protocol::FrameDecoder decoder{protocol::kFrameBytesMax, protocol::kReplicaWireVersion};
+    protocol::FrameDecoder decoder = frame_decoder();
     std::array<std::byte, 64 * 1024> buffer{};
     bool closed = false;
   };

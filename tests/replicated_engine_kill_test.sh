@@ -145,12 +145,13 @@ for id in 0 1 2; do
   start_app "$id"
 done
 
+# metric ID NAME [SECONDS]: replica ID's gauge NAME (asked for 5 s at most), or nothing.
+metric() { { curl -s -m "${3:-5}" "http://127.0.0.1:${http[$1]}/metrics" || true; } | sed -n "s/^$2 //p"; }
 # The replica that is primary now (its /metrics says so), within 30 s.
 primary() {
   for _ in $(seq 300); do
     for id in 0 1 2; do
-      if curl -s -m 2 "http://127.0.0.1:${http[$id]}/metrics" 2>/dev/null |
-        grep '^fusee_replica_role{role="primary"} 1' >/dev/null; then
+      if [ "$(metric "$id" 'fusee_replica_role{role="primary"}' 2)" = 1 ]; then
         echo "$id"
         return 0
       fi
@@ -243,8 +244,6 @@ kill -STOP "${app_pids[$stopped]}"
 more 5
 kill -CONT "${app_pids[$stopped]}"
 more 5
-# metric ID NAME: replica ID's gauge NAME, or nothing.
-metric() { { curl -s -m 5 "http://127.0.0.1:${http[$1]}/metrics" || true; } | sed -n "s/^$2 //p"; }
 # The replicas that say they are primary, within 30 s of a change: all
 # three answer, every one but $1 says it is not, and one does (echoes it).
 primary_other_than() {
@@ -352,8 +351,7 @@ done
 # A backup's disk lost: its directory wiped and rebuilt (`fusee replica
 # rebuild`: the primary's run store, fetched; the log, from the primary's
 # start, the logs having retired what came before).
-retired_at_wipe=$({ curl -s -m 5 "http://127.0.0.1:${http[$(primary)]}/metrics" || true; } |
-  sed -n 's/^fusee_replica_retired_batches //p')
+retired_at_wipe=$(metric "$(primary)" fusee_replica_retired_batches)
 [ "${retired_at_wipe:-0}" -gt 0 ] ||
   fail "the primary's log retired nothing before the wipe (fusee_replica_retired_batches '${retired_at_wipe:-}')"
 wiped=$((($(primary) + 1) % 3))

@@ -40,7 +40,7 @@ struct PrimaryRouter::Link : std::enable_shared_from_this<Link> {
   std::string address;
   tcp::socket socket;
   replica::FrameWriter writer;
-  protocol::FrameDecoder decoder{protocol::kFrameBytesMax, protocol::kReplicaWireVersion};
+  protocol::FrameDecoder decoder = replica::frame_decoder();
   std::array<std::byte, 64 * 1024> buffer{};
   bool connected = false;
   bool closed = false;
